@@ -1,0 +1,23 @@
+# make test runs everything CI runs: vet, staticcheck, unit tests with -race,
+# crash tests and bounded fuzzing. See .ci/run.
+GO ?= go
+FUZZTIME ?= 20s
+
+.PHONY: test check unit fuzz build
+
+test: check unit fuzz
+
+build:
+	$(GO) build -o bin/sluice ./cmd/sluice
+
+check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+# Each fuzz target runs for FUZZTIME; the list is kept by scripts/fuzz-targets.
+fuzz:
+	@./scripts/fuzz.sh $(FUZZTIME)

@@ -1,0 +1,3 @@
+module github.com/sluice-mq/sluice
+
+go 1.26
