@@ -6,6 +6,13 @@
 // unsynced writes (MemFS), and an error-injecting wrapper (ErrorFS) for ENOSPC,
 // EIO and short writes.
 //
+// Durability model (what MemFS enforces, and what storage must assume of a
+// real disk): File.Sync makes a file's bytes durable, but not its name; a
+// create, remove or rename is durable only after SyncDir of the directory
+// holding the entry (both directories for a rename across them, the parent
+// for a new directory). Anything not made durable may be lost, and an
+// unsynced append may be kept in part, its last bytes garbled (a torn write).
+//
 // It must never know anything about segments, batches or queues.
 package vfs
 
