@@ -1,0 +1,110 @@
+package group
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+)
+
+// decoder reads the event encoding; the first error sticks, so callers
+// check once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrCorruptEvent, what)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint(limit uint64, what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > limit {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint(lo, hi int64, what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 || v < lo || v > hi {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string(what string) string {
+	n := d.uvarint(uint64(len(d.b)), what+" length")
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// minOffsetSize is the fewest bytes one encoded offset can take (five
+// one-byte fields); it bounds the count a corrupt header can claim.
+const minOffsetSize = 5
+
+// UnmarshalEvent decodes an event written by MarshalBinary. Any other
+// input yields an error wrapping ErrCorruptEvent, never a panic and never
+// an allocation larger than the input justifies.
+func UnmarshalEvent(data []byte) (Event, error) {
+	d := &decoder{b: data}
+	if v := d.byte(); d.err == nil && v != eventVersion {
+		return Event{}, fmt.Errorf("%w: version %d", ErrCorruptEvent, v)
+	}
+	ev := Event{Type: EventType(d.byte())}
+	ev.Group = d.string("group")
+	if ev.Type == EventOffsetsCommitted {
+		ev.Time = time.UnixMilli(d.varint(math.MinInt64/2, math.MaxInt64/2, "time"))
+		n := d.uvarint(uint64(len(d.b)/minOffsetSize), "offset count")
+		if d.err == nil {
+			ev.Offsets = make([]CommittedOffset, 0, n)
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			var o CommittedOffset
+			o.Topic = d.string("topic")
+			o.Partition = int32(d.uvarint(math.MaxInt32, "partition"))
+			o.Offset = int64(d.uvarint(math.MaxInt64, "offset"))
+			o.LeaderEpoch = int32(d.varint(math.MinInt32, math.MaxInt32, "leader epoch"))
+			o.Metadata = d.string("metadata")
+			o.CommitTime = ev.Time
+			ev.Offsets = append(ev.Offsets, o)
+		}
+	}
+	if d.err != nil {
+		return Event{}, d.err
+	}
+	if len(d.b) != 0 {
+		return Event{}, fmt.Errorf("%w: %d trailing bytes", ErrCorruptEvent, len(d.b))
+	}
+	if err := ev.validate(); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}

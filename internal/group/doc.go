@@ -1,0 +1,107 @@
+// Package group is the consumer-group coordinator: membership, generations,
+// rebalances, partition assignment and committed offsets, for every
+// front-end (the native API assigns through the broker; Kafka's classic
+// protocol relays the leader's assignment).
+//
+// # What it owns, and what it must never do
+//
+// It owns the state machine and nothing else. It must never do I/O, start
+// goroutines, read the clock or draw random numbers: every call takes the
+// current time from the caller, and everything that happened comes back as
+// values. The broker wraps a Coordinator with one mutex (or goroutine),
+// journals the returned Events before acknowledging, delivers completed
+// tickets to waiting requests, and calls Tick at NextDeadline. That keeps
+// every rebalance reproducible in tests on a fake clock.
+//
+// # State machine (per group)
+//
+//	          join (new member)                all joined, or rebalance timeout
+//	Empty ─────────────────────► PreparingRebalance ─────────────────────► CompletingRebalance
+//	  ▲                            ▲   │  (no member left: generation+1, Empty)       │
+//	  │                            │   │                                              │ leader's Sync
+//	  │     join / leave / expiry  │   │ BrokerAssigns: assigned at once              ▼
+//	  │     / partitions changed   │   └──────────────────────────────────────────► Stable
+//	  │                            └──────────────────────────────────────────────────┘
+//	  └── last member leaves or expires (through PreparingRebalance)
+//
+// Join and Sync are asynchronous, as in Kafka: they return a Ticket, and
+// the answer for it arrives in the Output of the same call or of a later
+// one (another member's Join or Sync, a Leave, Tick). A member waiting on a
+// ticket is not expired; any other member whose session timeout passes
+// without a heartbeat, commit, join or sync is removed by Tick, and its
+// removal rebalances the group. A rebalance waits for every known member to
+// rejoin, up to the largest rebalance timeout among them; members that did
+// not rejoin by then are dropped.
+//
+// # Fencing
+//
+// Heartbeat, Sync and Commit name a member id and generation. A member that
+// is not in the group gets ErrUnknownMember, a stale generation
+// ErrIllegalGeneration, a static member replaced by a newer instance
+// ErrFencedInstanceID. So a member of an old generation can never commit
+// over the offsets of the current owner. A commit with generation -1 and no
+// member id (manual offset management) is accepted only while the group is
+// Empty. Members of the current generation may commit during
+// PreparingRebalance (they commit while revoking partitions), not during
+// CompletingRebalance. In BrokerAssigns mode a member may also only commit
+// partitions it owns (ErrNotAssigned).
+//
+// # Assignment
+//
+// LeaderAssigns: the coordinator picks the protocol every member supports
+// with the most first-choice votes, tells the leader everyone's metadata,
+// and relays the leader's opaque per-member assignments in Sync.
+// BrokerAssigns: the protocol names an assignor ("range" or "roundrobin");
+// the coordinator assigns the partitions of the members' topics (counts
+// given by SetPartitions) so that each partition has exactly one owner,
+// and members beyond the partition count stay idle. Assignments are
+// replaced only when a new generation forms, so at any moment a partition
+// has at most one owner.
+//
+// # Durability
+//
+// Only committed offsets and group deletion survive a restart; they are
+// returned as Events, encoded as below, and replayed with Apply.
+// Membership, generations and assignments are not journaled: after a
+// restart every group is Empty, members get ErrUnknownMember, rejoin and
+// resume from their committed offsets. Member ids include
+// Config.Incarnation so an id from before a restart is never reissued.
+//
+// Event encoding (varint and uvarint as in encoding/binary; string =
+// uvarint length then bytes):
+//
+//	+---------+------+-------------+
+//	| version | type | group       |          version = 1
+//	| byte    | byte | string      |          type 2 (group deleted) ends here
+//	+---------+------+-------------+
+//	| time ms (varint) | count (uvarint) |    type 1 (offsets committed)
+//	+------------------+-----------------+
+//	| topic string | partition uvarint | offset uvarint |   × count
+//	| leader epoch varint | metadata string               |
+//	+--------------------------------------------------------+
+//
+// Each offset's CommitTime is the event's time. No trailing bytes.
+//
+// # Streams: consumer groups (semantics)
+//
+// (This belongs in docs/semantics.md once that file exists.)
+//
+//   - One owner per partition per group: in a Stable generation every
+//     partition of the subscribed topics is owned by exactly one member
+//     (BrokerAssigns) or by whoever the leader chose (LeaderAssigns); extra
+//     members are idle. During a rebalance ownership is unchanged until the
+//     new generation forms.
+//   - Committed offsets are the next offset to read. A commit is durable
+//     once its Event is journaled; the broker answers only after that.
+//     A commit from an old generation is refused, so a member that was
+//     expired (a long GC pause, a partition) and lost its partitions cannot
+//     move the new owner's position backwards.
+//   - Delivery is at-least-once: records consumed after the last commit are
+//     delivered again to the next owner.
+//   - Replay: stop the group's consumers (the group must be Empty), reset
+//     its offsets to earliest, latest, an offset or a time, and start them
+//     again. Resets are refused with ErrGroupNotEmpty while anyone is a
+//     member, because the member's next commit would undo them.
+//   - Adding partitions to a subscribed topic rebalances its groups; keys
+//     may then map to other partitions (see package partitioner).
+package group

@@ -1,0 +1,188 @@
+package group
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Committed is a group's committed position in one partition: the offset
+// of the next record to consume, as in Kafka.
+type Committed struct {
+	Offset      int64
+	LeaderEpoch int32 // -1 when unknown
+	Metadata    string
+	CommitTime  time.Time // millisecond precision, as journaled
+}
+
+// CommittedOffset is a Committed with its partition.
+type CommittedOffset struct {
+	Topic     string
+	Partition int32
+	Committed
+}
+
+// OffsetCommit is one partition of a commit or reset.
+type OffsetCommit struct {
+	Topic       string
+	Partition   int32
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+}
+
+// CommitRequest commits offsets for a group. A member commits with its
+// member id and generation; a tool managing offsets by hand commits with
+// Generation -1 and no member id, which only an Empty group accepts.
+type CommitRequest struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+	Offsets    []OffsetCommit
+}
+
+// Commit records offsets. err refuses the whole request (fencing:
+// ErrIllegalGeneration, ErrUnknownMember, ErrRebalanceInProgress, ...);
+// otherwise errs, index-aligned with req.Offsets, refuses single
+// partitions and the accepted ones are in out.Events, which the broker
+// must journal before answering.
+func (c *Coordinator) Commit(now time.Time, req CommitRequest) (errs []error, out Output, err error) {
+	if req.Group == "" {
+		return nil, out, ErrInvalidGroupID
+	}
+	g := c.groups[req.Group]
+	if g == nil {
+		switch {
+		case req.Generation >= 0:
+			// Either a member of a group this broker forgot (restart) or a
+			// stale request; both must not write.
+			return nil, out, ErrIllegalGeneration
+		case req.MemberID != "" || req.InstanceID != "":
+			return nil, out, ErrUnknownMember
+		}
+		g = c.getOrCreate(req.Group)
+	}
+	if err := c.checkCommitter(g, now, req); err != nil {
+		return nil, out, err
+	}
+	errs = make([]error, len(req.Offsets))
+	ev := Event{Type: EventOffsetsCommitted, Group: g.id, Time: time.UnixMilli(now.UnixMilli())}
+	for i, o := range req.Offsets {
+		if errs[i] = c.checkOffset(g, req, o); errs[i] == nil {
+			ev.Offsets = append(ev.Offsets, CommittedOffset{Topic: o.Topic, Partition: o.Partition,
+				Committed: Committed{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: ev.Time}})
+		}
+	}
+	if len(ev.Offsets) > 0 {
+		g.apply(ev)
+		out.Events = append(out.Events, ev)
+	}
+	return errs, out, nil
+}
+
+// checkCommitter applies Kafka's commit fence: a request that claims
+// membership (generation >= 0, a member id or an instance id) must be a
+// current member of the current generation; one that does not is allowed
+// only while the group is Empty.
+func (c *Coordinator) checkCommitter(g *group, now time.Time, req CommitRequest) error {
+	if req.Generation < 0 && req.MemberID == "" && req.InstanceID == "" {
+		if g.state != Empty {
+			return ErrUnknownMember
+		}
+		return nil
+	}
+	if err := g.checkMember(req.MemberID, req.InstanceID); err != nil {
+		return err
+	}
+	if req.Generation != g.generation {
+		return ErrIllegalGeneration
+	}
+	// Members of the current generation may commit while it rebalances
+	// (they commit while revoking), but not between join and sync, when
+	// they cannot yet know their new assignment.
+	if g.state == CompletingRebalance {
+		return ErrRebalanceInProgress
+	}
+	g.members[req.MemberID].lastSeen = now
+	return nil
+}
+
+func (c *Coordinator) checkOffset(g *group, req CommitRequest, o OffsetCommit) error {
+	if o.Topic == "" || o.Partition < 0 || o.Offset < 0 {
+		return ErrInvalidOffset
+	}
+	if len(o.Metadata) > c.cfg.MaxMetadataSize {
+		return ErrMetadataTooLarge
+	}
+	if m := g.members[req.MemberID]; m != nil && g.mode == BrokerAssigns && !owns(m, o.Topic, o.Partition) {
+		return ErrNotAssigned
+	}
+	return nil
+}
+
+func owns(m *member, topic string, p int32) bool {
+	for _, tp := range m.partitions {
+		if tp.Topic == topic {
+			_, found := slices.BinarySearch(tp.Partitions, p)
+			return found
+		}
+	}
+	return false
+}
+
+// Fetch returns the group's committed offset for one partition.
+func (c *Coordinator) Fetch(group, topic string, partition int32) (Committed, bool) {
+	g := c.groups[group]
+	if g == nil {
+		return Committed{}, false
+	}
+	o, ok := g.offsets[topicPartition{topic, partition}]
+	return o, ok
+}
+
+// Offsets returns all of a group's committed offsets, sorted by topic and
+// partition (OffsetFetch with no topics, lag reports).
+func (c *Coordinator) Offsets(group string) []CommittedOffset {
+	g := c.groups[group]
+	if g == nil {
+		return nil
+	}
+	out := make([]CommittedOffset, 0, len(g.offsets))
+	for tp, o := range g.offsets {
+		out = append(out, CommittedOffset{Topic: tp.topic, Partition: tp.partition, Committed: o})
+	}
+	slices.SortFunc(out, func(a, b CommittedOffset) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out
+}
+
+// ResetOffsets sets offsets of an inactive group (replay). The broker has
+// already resolved "earliest", "latest" or "at time T" to offsets; the
+// coordinator only refuses while anyone is a member, because an active
+// member would overwrite the reset with its next commit.
+func (c *Coordinator) ResetOffsets(now time.Time, group string, offsets []OffsetCommit) (Output, error) {
+	if group == "" {
+		return Output{}, ErrInvalidGroupID
+	}
+	if g := c.groups[group]; g != nil && (g.state != Empty || len(g.pending) > 0) {
+		return Output{}, ErrGroupNotEmpty
+	}
+	for _, o := range offsets {
+		if o.Topic == "" || o.Partition < 0 || o.Offset < 0 {
+			return Output{}, ErrInvalidOffset
+		}
+		if len(o.Metadata) > c.cfg.MaxMetadataSize {
+			return Output{}, ErrMetadataTooLarge
+		}
+	}
+	g := c.getOrCreate(group)
+	ev := Event{Type: EventOffsetsCommitted, Group: group, Time: time.UnixMilli(now.UnixMilli())}
+	for _, o := range offsets {
+		ev.Offsets = append(ev.Offsets, CommittedOffset{Topic: o.Topic, Partition: o.Partition,
+			Committed: Committed{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: ev.Time}})
+	}
+	g.apply(ev)
+	return Output{Events: []Event{ev}}, nil
+}

@@ -1,0 +1,150 @@
+package group
+
+import "time"
+
+// prepareRebalance moves g to PreparingRebalance: every member must join
+// again before a new generation forms. Waiting syncs of the abandoned
+// generation are answered ErrRebalanceInProgress so their members rejoin.
+func (c *Coordinator) prepareRebalance(g *group, now time.Time) Output {
+	var out Output
+	if g.state == PreparingRebalance {
+		return out
+	}
+	for _, m := range g.sortedMembers() {
+		if m.syncTicket != 0 {
+			out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: ErrRebalanceInProgress})
+			m.syncTicket = 0
+		}
+	}
+	var timeout time.Duration
+	for _, m := range g.members {
+		timeout = max(timeout, m.rebalanceTimeout)
+	}
+	g.rebalanceDeadline = now.Add(timeout)
+	g.joinNotBefore = time.Time{}
+	if g.state == Empty && c.cfg.InitialRebalanceDelay > 0 {
+		g.joinNotBefore = now.Add(c.cfg.InitialRebalanceDelay)
+		if g.rebalanceDeadline.Before(g.joinNotBefore) {
+			g.rebalanceDeadline = g.joinNotBefore
+		}
+	}
+	g.state = PreparingRebalance
+	out.merge(c.maybeCompleteJoin(g, now))
+	return out
+}
+
+// maybeCompleteJoin forms the next generation once everyone has joined.
+func (c *Coordinator) maybeCompleteJoin(g *group, now time.Time) Output {
+	if g.state != PreparingRebalance || !g.allJoined() || now.Before(g.joinNotBefore) {
+		return Output{}
+	}
+	return c.completeJoin(g, now)
+}
+
+// completeJoin ends PreparingRebalance: members that did not rejoin are
+// dropped, the generation advances and every waiting join is answered.
+// LeaderAssigns groups then wait for the leader's Sync; BrokerAssigns
+// groups are assigned here and become Stable at once.
+func (c *Coordinator) completeJoin(g *group, now time.Time) Output {
+	for id, m := range g.members {
+		if m.joinTicket == 0 {
+			c.forget(g, id)
+		}
+	}
+	g.generation++
+	g.rebalanceDeadline, g.joinNotBefore = time.Time{}, time.Time{}
+	if len(g.members) == 0 {
+		g.state, g.protocol, g.leader = Empty, "", ""
+		return Output{}
+	}
+	g.protocol = g.selectProtocol()
+	ms := g.sortedMembers()
+	if g.members[g.leader] == nil {
+		g.leader = ms[0].id
+	}
+	for _, m := range ms {
+		m.assignment, m.partitions = nil, nil
+		m.lastSeen = now
+	}
+	g.state = CompletingRebalance
+	if g.mode == BrokerAssigns {
+		c.assignPartitions(g)
+		g.state = Stable
+	}
+	var out Output
+	for _, m := range ms {
+		out.Joins = append(out.Joins, g.joinResult(m, m.joinTicket))
+		m.joinTicket = 0
+	}
+	return out
+}
+
+// joinResult is the answer for m in the current generation.
+func (g *group) joinResult(m *member, t Ticket) JoinResult {
+	r := JoinResult{
+		Ticket: t, MemberID: m.id, Generation: g.generation, Protocol: g.protocol,
+		ProtocolType: g.protocolType, Leader: g.leader, Assignment: m.partitions,
+	}
+	if g.mode == LeaderAssigns && m.id == g.leader {
+		for _, o := range g.sortedMembers() {
+			r.Members = append(r.Members, GroupMember{MemberID: o.id, InstanceID: o.instanceID, Metadata: o.metadataFor(g.protocol)})
+		}
+	}
+	return r
+}
+
+// forget deletes a member without answering or rebalancing.
+func (c *Coordinator) forget(g *group, id string) {
+	m := g.members[id]
+	if m == nil {
+		return
+	}
+	if m.instanceID != "" && g.static[m.instanceID] == id {
+		delete(g.static, m.instanceID)
+	}
+	delete(g.members, id)
+}
+
+// removeMember drops a member (leave or expiry), answers whatever it was
+// waiting on with err, and rebalances the rest.
+func (c *Coordinator) removeMember(g *group, id string, now time.Time, err error) Output {
+	var out Output
+	m := g.members[id]
+	if m == nil {
+		return out
+	}
+	if m.joinTicket != 0 {
+		out.Joins = append(out.Joins, JoinResult{Ticket: m.joinTicket, Err: err, MemberID: id})
+	}
+	if m.syncTicket != 0 {
+		out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: err})
+	}
+	c.forget(g, id)
+	switch g.state {
+	case Stable, CompletingRebalance:
+		out.merge(c.prepareRebalance(g, now))
+	case PreparingRebalance:
+		out.merge(c.maybeCompleteJoin(g, now))
+	}
+	return out
+}
+
+// tickGroup applies the passage of time to one group.
+func (c *Coordinator) tickGroup(g *group, now time.Time) Output {
+	var out Output
+	for id, deadline := range g.pending {
+		if !now.Before(deadline) {
+			delete(g.pending, id)
+		}
+	}
+	for _, m := range g.sortedMembers() {
+		if m.expired(now) {
+			out.merge(c.removeMember(g, m.id, now, ErrUnknownMember))
+		}
+	}
+	if g.state == PreparingRebalance && !now.Before(g.rebalanceDeadline) {
+		out.merge(c.completeJoin(g, now))
+	}
+	out.merge(c.maybeCompleteJoin(g, now))
+	return out
+}

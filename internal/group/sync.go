@@ -1,0 +1,124 @@
+package group
+
+import "time"
+
+// Sync asks for the member's assignment in the current generation. In a
+// LeaderAssigns group waiting for its leader, followers' tickets are
+// answered when the leader's Sync arrives (in that call's Output), or with
+// ErrRebalanceInProgress if the generation is abandoned first.
+func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
+	t := c.ticket()
+	fail := func(err error) Output { return Output{Syncs: []SyncResult{{Ticket: t, Err: err}}} }
+	g := c.groups[req.Group]
+	if req.Group == "" {
+		return t, fail(ErrInvalidGroupID)
+	}
+	if g == nil {
+		return t, fail(ErrUnknownMember)
+	}
+	if err := g.checkMember(req.MemberID, req.InstanceID); err != nil {
+		return t, fail(err)
+	}
+	if req.Generation != g.generation {
+		return t, fail(ErrIllegalGeneration)
+	}
+	if (req.ProtocolType != "" && req.ProtocolType != g.protocolType) || (req.Protocol != "" && req.Protocol != g.protocol) {
+		return t, fail(ErrInconsistentProtocol)
+	}
+	m := g.members[req.MemberID]
+	m.lastSeen = now
+	switch g.state {
+	case PreparingRebalance:
+		return t, fail(ErrRebalanceInProgress)
+	case Stable:
+		return t, Output{Syncs: []SyncResult{g.syncResult(m, t)}}
+	}
+	// CompletingRebalance.
+	var out Output
+	if m.syncTicket != 0 {
+		out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: ErrRebalanceInProgress})
+	}
+	m.syncTicket = t
+	if m.id != g.leader {
+		return t, out
+	}
+	for _, o := range g.members {
+		o.assignment = req.Assignments[o.id]
+	}
+	g.state = Stable
+	for _, o := range g.sortedMembers() {
+		if o.syncTicket != 0 {
+			out.Syncs = append(out.Syncs, g.syncResult(o, o.syncTicket))
+			o.syncTicket = 0
+		}
+	}
+	return t, out
+}
+
+func (g *group) syncResult(m *member, t Ticket) SyncResult {
+	return SyncResult{
+		Ticket: t, ProtocolType: g.protocolType, Protocol: g.protocol,
+		Assignment: m.assignment, Partitions: m.partitions,
+	}
+}
+
+// HeartbeatRequest keeps a member's session alive.
+type HeartbeatRequest struct {
+	Group      string
+	MemberID   string
+	InstanceID string
+	Generation int32
+}
+
+// Heartbeat refreshes the member's session. ErrRebalanceInProgress tells
+// it to rejoin; the session is refreshed anyway so that a member busy
+// revoking partitions is not expired for being slow to rejoin.
+func (c *Coordinator) Heartbeat(now time.Time, req HeartbeatRequest) error {
+	g := c.groups[req.Group]
+	if req.Group == "" {
+		return ErrInvalidGroupID
+	}
+	if g == nil {
+		return ErrUnknownMember
+	}
+	if err := g.checkMember(req.MemberID, req.InstanceID); err != nil {
+		return err
+	}
+	if req.Generation != g.generation {
+		return ErrIllegalGeneration
+	}
+	g.members[req.MemberID].lastSeen = now
+	if g.state == PreparingRebalance {
+		return ErrRebalanceInProgress
+	}
+	return nil
+}
+
+// Leave removes members (LeaveGroup; v3+ names several, static members by
+// instance id). errs is index-aligned with refs. The rest of the group
+// rebalances; Output carries any join that the departure completed.
+func (c *Coordinator) Leave(now time.Time, group string, refs []MemberRef) (errs []error, out Output) {
+	g := c.groups[group]
+	errs = make([]error, len(refs))
+	for i, r := range refs {
+		if g == nil {
+			errs[i] = ErrUnknownMember
+			continue
+		}
+		id := r.MemberID
+		if id == "" && r.InstanceID != "" {
+			id = g.static[r.InstanceID]
+		}
+		if _, ok := g.pending[id]; ok && id != "" {
+			delete(g.pending, id)
+			out.merge(c.maybeCompleteJoin(g, now))
+			continue
+		}
+		if err := g.checkMember(id, r.InstanceID); err != nil {
+			errs[i] = err
+			continue
+		}
+		out.merge(c.removeMember(g, id, now, ErrUnknownMember))
+	}
+	return errs, out
+}
