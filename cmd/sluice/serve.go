@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-mq/sluice/internal/server"
+)
+
+func init() { subcommands = append(subcommands, newServeCmd) }
+
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Start the broker",
+		Long: `Start the broker. Data lives in --data-dir; nothing else needs installing.
+
+Every flag can also be set with an environment variable, shown with each flag,
+or with a key of the same name in a YAML file given by --config, e.g.
+
+  data-dir: /var/lib/sluice
+  fsync: 5ms
+
+Precedence: flags, then environment, then the config file, then the defaults.
+
+--fsync says when writes reach the disk before they are acknowledged:
+  always    every acknowledged write is synced first (concurrent writes share
+            one sync). Nothing acknowledged is lost, even on power loss.
+  10ms      (any duration) sync at most that often; a machine crash can lose
+            the last interval of acknowledged writes.
+  never     leave it to the OS; a process crash loses nothing, a machine crash
+            can lose anything not yet written back.
+
+A listener address of "" disables it; port 0 picks a free port, and the bound
+address is logged on a "listening" line. SIGTERM or SIGINT shut down
+gracefully: in-flight requests finish (within --shutdown-timeout), data is
+flushed and synced, and the exit code is 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := resolveServeConfig(cmd.Flags(), os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			log, err := server.NewLogger(cmd.ErrOrStderr(), cfg.LogLevel, cfg.LogFormat)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// After the first signal, restore the default handling so a
+			// second Ctrl-C kills a shutdown that hangs.
+			context.AfterFunc(ctx, stop)
+			return server.Run(ctx, cfg, log, version)
+		},
+	}
+	addServeFlags(cmd.Flags())
+	return cmd
+}

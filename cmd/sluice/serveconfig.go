@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-mq/sluice/internal/server"
+)
+
+// serveSetting is one serve flag: its name is also its YAML key and, upper-
+// cased with "_" for "-" behind "SLUICE_", its environment variable. Every
+// setting travels as text until set parses it, so the three sources share
+// one parser and one error message.
+type serveSetting struct {
+	name  string
+	usage string // a `word` in backquotes names the value in --help
+	get   func(*server.Config) string
+	set   func(*server.Config, string) error
+}
+
+func str(p func(*server.Config) *string) (func(*server.Config) string, func(*server.Config, string) error) {
+	return func(c *server.Config) string { return *p(c) },
+		func(c *server.Config, v string) error { *p(c) = v; return nil }
+}
+
+func setting(name, usage string, p func(*server.Config) *string) serveSetting {
+	get, set := str(p)
+	return serveSetting{name, usage, get, set}
+}
+
+var serveSettings = []serveSetting{
+	setting("data-dir", "`directory` for logs, journals and metadata; created if missing", func(c *server.Config) *string { return &c.DataDir }),
+	setting("http-addr", "`host:port` for the native API, /metrics, /healthz and /readyz", func(c *server.Config) *string { return &c.HTTPAddr }),
+	setting("kafka-addr", "`host:port` for the Kafka protocol (\"\" disables)", func(c *server.Config) *string { return &c.KafkaAddr }),
+	setting("sqs-addr", "`host:port` for the SQS API (\"\" disables)", func(c *server.Config) *string { return &c.SQSAddr }),
+	setting("http-advertised-addr", "`host:port` clients are told for the HTTP listener (default: the bound address)", func(c *server.Config) *string { return &c.HTTPAdvertisedAddr }),
+	setting("kafka-advertised-addr", "`host:port` Kafka clients are told in metadata (default: the bound address)", func(c *server.Config) *string { return &c.KafkaAdvertisedAddr }),
+	setting("sqs-advertised-addr", "`host:port` used in SQS queue URLs (default: the bound address)", func(c *server.Config) *string { return &c.SQSAdvertisedAddr }),
+	setting("fsync", "`policy` for syncing writes before acknowledging them: always, a duration such as 10ms, or never", func(c *server.Config) *string { return &c.Fsync }),
+	setting("log-level", "log `level`: debug, info, warn or error", func(c *server.Config) *string { return &c.LogLevel }),
+	setting("log-format", "log `format`: text (for people) or json (for log pipelines)", func(c *server.Config) *string { return &c.LogFormat }),
+	{
+		name:  "max-request-bytes",
+		usage: "largest request body accepted, in `bytes` (suffixes KiB, MiB, GiB allowed)",
+		get:   func(c *server.Config) string { return formatBytes(c.MaxRequestBytes) },
+		set: func(c *server.Config, v string) (err error) {
+			c.MaxRequestBytes, err = parseBytes(v)
+			return err
+		},
+	},
+	{
+		name:  "shutdown-timeout",
+		usage: "how long in-flight requests may take to finish at shutdown (a `duration`)",
+		get:   func(c *server.Config) string { return c.ShutdownTimeout.String() },
+		set: func(c *server.Config, v string) (err error) {
+			c.ShutdownTimeout, err = time.ParseDuration(v)
+			return err
+		},
+	},
+}
+
+const configFlag = "config"
+
+func envName(flag string) string {
+	return "SLUICE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+func addServeFlags(fs *pflag.FlagSet) {
+	def := server.Defaults()
+	for _, s := range serveSettings {
+		fs.String(s.name, s.get(&def), fmt.Sprintf("%s [env %s]", s.usage, envName(s.name)))
+	}
+	fs.String(configFlag, "", fmt.Sprintf("YAML `file` whose keys are these flag names [env %s]", envName(configFlag)))
+	fs.SortFlags = false // keep the order above: most used first
+}
+
+// resolveServeConfig applies defaults, then the config file, then the
+// environment, then the flags given on the command line, and validates the
+// result. Every error is one line naming the setting and where it came from.
+func resolveServeConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (server.Config, error) {
+	cfg := server.Defaults()
+	path, _ := lookupEnv(envName(configFlag))
+	if fs.Changed(configFlag) {
+		path, _ = fs.GetString(configFlag)
+	}
+	if path != "" {
+		file, err := readConfigFile(path)
+		if err != nil {
+			return cfg, err
+		}
+		if err := applyAll(&cfg, "config file "+path, func(name string) (string, bool) { v, ok := file[name]; return v, ok }); err != nil {
+			return cfg, err
+		}
+	}
+	if err := applyAll(&cfg, "", func(name string) (string, bool) { return lookupEnv(envName(name)) }); err != nil {
+		return cfg, err
+	}
+	if err := applyAll(&cfg, "command line", func(name string) (string, bool) {
+		if !fs.Changed(name) {
+			return "", false
+		}
+		v, err := fs.GetString(name)
+		return v, err == nil
+	}); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// applyAll sets every setting that lookup has. origin "" means the
+// environment, whose variable name is the clearest origin to report.
+func applyAll(cfg *server.Config, origin string, lookup func(name string) (string, bool)) error {
+	for _, s := range serveSettings {
+		v, ok := lookup(s.name)
+		if !ok {
+			continue
+		}
+		if err := s.set(cfg, v); err != nil {
+			from := origin
+			if from == "" {
+				from = envName(s.name)
+			}
+			return fmt.Errorf("--%s (from %s): %w", s.name, from, err)
+		}
+	}
+	return nil
+}
+
+// readConfigFile reads a flat YAML mapping of flag names to scalars. Unknown
+// keys are errors: a typo in a config file should not silently do nothing.
+func readConfigFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var doc map[string]yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config file %s: %s", path, oneLine(err))
+	}
+	known := map[string]bool{}
+	for _, s := range serveSettings {
+		known[s.name] = true
+	}
+	out := make(map[string]string, len(doc))
+	for k, n := range doc {
+		if !known[k] {
+			return nil, fmt.Errorf("config file %s: unknown key %q (keys are the serve flag names, e.g. data-dir)", path, k)
+		}
+		if n.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("config file %s: line %d: %s must be a single value", path, n.Line, k)
+		}
+		out[k] = n.Value
+	}
+	return out, nil
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// parseBytes accepts a plain count or a binary-unit suffix ("16MiB").
+func parseBytes(s string) (int64, error) {
+	num, mult := s, int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("want a positive byte count such as 1048576 or 16MiB, got %q", s)
+	}
+	return n * mult, nil
+}
+
+func formatBytes(n int64) string {
+	for _, u := range byteUnits {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

@@ -1,0 +1,155 @@
+package metrics
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// fakeSource returns whatever the test put in it; it stands in for the broker.
+type fakeSource struct {
+	queues []QueueStat
+	groups []GroupStat
+	topics []TopicStat
+}
+
+func (f *fakeSource) QueueStats() []QueueStat { return f.queues }
+func (f *fakeSource) GroupStats() []GroupStat { return f.groups }
+func (f *fakeSource) TopicStats() []TopicStat { return f.topics }
+
+func TestCollectorMapsQueueStats(t *testing.T) {
+	src := &fakeSource{queues: []QueueStat{{
+		Queue: "emails", Visible: 7, InFlight: 2, Delayed: 1, OldestAge: 90 * time.Second, DLQDepth: 3,
+		Sent: 13, Received: 9, Acked: 4, Redelivered: 2, DeadLettered: 3, StaleAckRefused: 1,
+	}}}
+	want := `
+# HELP sluice_queue_messages Messages in a queue by state: visible, inflight or delayed.
+# TYPE sluice_queue_messages gauge
+sluice_queue_messages{queue="emails",state="delayed"} 1
+sluice_queue_messages{queue="emails",state="inflight"} 2
+sluice_queue_messages{queue="emails",state="visible"} 7
+# HELP sluice_queue_oldest_message_age_seconds Age of the oldest message not yet acked.
+# TYPE sluice_queue_oldest_message_age_seconds gauge
+sluice_queue_oldest_message_age_seconds{queue="emails"} 90
+# HELP sluice_queue_dlq_depth Messages waiting in the queue's dead-letter queue.
+# TYPE sluice_queue_dlq_depth gauge
+sluice_queue_dlq_depth{queue="emails"} 3
+# HELP sluice_queue_sent_total Messages sent to the queue.
+# TYPE sluice_queue_sent_total counter
+sluice_queue_sent_total{queue="emails"} 13
+# HELP sluice_queue_received_total Deliveries made from the queue, redeliveries included.
+# TYPE sluice_queue_received_total counter
+sluice_queue_received_total{queue="emails"} 9
+# HELP sluice_queue_acked_total Messages acked (deleted) with a current receipt.
+# TYPE sluice_queue_acked_total counter
+sluice_queue_acked_total{queue="emails"} 4
+# HELP sluice_queue_redelivered_total Deliveries of a message that had been delivered before.
+# TYPE sluice_queue_redelivered_total counter
+sluice_queue_redelivered_total{queue="emails"} 2
+# HELP sluice_queue_dead_lettered_total Messages moved to the dead-letter queue after max receives.
+# TYPE sluice_queue_dead_lettered_total counter
+sluice_queue_dead_lettered_total{queue="emails"} 3
+# HELP sluice_queue_stale_ack_refused_total Acks, extends and nacks refused because the receipt was stale.
+# TYPE sluice_queue_stale_ack_refused_total counter
+sluice_queue_stale_ack_refused_total{queue="emails"} 1
+`
+	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCollectorMapsGroupAndTopicStats(t *testing.T) {
+	src := &fakeSource{
+		groups: []GroupStat{{Group: "billing", Topic: "orders", Partition: 2, LagMessages: 40, LagAge: 1500 * time.Millisecond}},
+		topics: []TopicStat{{Topic: "orders", RetentionHeadroom: -time.Minute}},
+	}
+	want := `
+# HELP sluice_group_lag_messages Records between a group's committed offset and the high watermark.
+# TYPE sluice_group_lag_messages gauge
+sluice_group_lag_messages{group="billing",partition="2",topic="orders"} 40
+# HELP sluice_group_lag_seconds Age of the oldest record a group has not consumed.
+# TYPE sluice_group_lag_seconds gauge
+sluice_group_lag_seconds{group="billing",partition="2",topic="orders"} 1.5
+# HELP sluice_topic_retention_headroom_seconds Time until retention deletes a record the slowest reader has not consumed; negative means loss.
+# TYPE sluice_topic_retention_headroom_seconds gauge
+sluice_topic_retention_headroom_seconds{topic="orders"} -60
+`
+	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A queue deleted between scrapes must vanish: nothing is cached.
+func TestCollectorReadsSourceAtEachScrape(t *testing.T) {
+	src := &fakeSource{queues: []QueueStat{{Queue: "a"}, {Queue: "b"}}}
+	c := NewCollector(src)
+	if n := testutil.CollectAndCount(c, "sluice_queue_sent_total"); n != 2 {
+		t.Fatalf("first scrape: %d series, want 2", n)
+	}
+	src.queues = src.queues[:1]
+	if n := testutil.CollectAndCount(c, "sluice_queue_sent_total"); n != 1 {
+		t.Fatalf("after delete: %d series, want 1", n)
+	}
+}
+
+func TestSourceFuncsNilReportsNothing(t *testing.T) {
+	m := New("test")
+	if err := m.RegisterSource(SourceFuncs{Queues: func() []QueueStat { return []QueueStat{{Queue: "q", Visible: 5}} }}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(m.Registry(), "sluice_queue_messages", "sluice_group_lag_messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("got %d series, want 3 (one per queue state, no groups)", n)
+	}
+}
+
+func TestHistogramsAndHandler(t *testing.T) {
+	m := New("v1.2.3")
+	m.ObserveRequest("connect", "QueueService/Send", 3*time.Millisecond)
+	m.ObserveRequest("sqs", "SendMessage", time.Millisecond)
+	m.ObserveFsync(200 * time.Microsecond)
+	m.ObserveCommitBatch(17)
+
+	n, err := testutil.GatherAndCount(m.Registry(), "sluice_request_duration_seconds",
+		"sluice_storage_fsync_duration_seconds", "sluice_storage_group_commit_batch_size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Fatalf("got %d histogram series, want 4", n)
+	}
+
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`sluice_build_info{version="v1.2.3"} 1`,
+		`sluice_request_duration_seconds_count{operation="QueueService/Send",protocol="connect"} 1`,
+		`sluice_storage_group_commit_batch_size_sum 17`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}
+
+// Registering two sources with the same descriptors is a programming error
+// the registry reports rather than silently double-counting.
+func TestRegisterSourceTwiceFails(t *testing.T) {
+	m := New("test")
+	if err := m.RegisterSource(&fakeSource{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterSource(&fakeSource{}); err == nil {
+		t.Fatal("second RegisterSource succeeded; want a duplicate-registration error")
+	}
+}

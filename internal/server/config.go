@@ -1,0 +1,172 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+)
+
+// Listener names, as used by Addr, AdvertisedAddr and RegisterFrontend.
+const (
+	HTTP  = "http"  // native API (Connect, gRPC, gRPC-Web), metrics and health
+	Kafka = "kafka" // Kafka wire protocol
+	SQS   = "sqs"   // Amazon SQS API
+)
+
+// Config is everything the server needs to start. The zero value is not
+// valid; start from Defaults.
+type Config struct {
+	DataDir string
+
+	// Listen addresses; "" disables that listener. A port of 0 picks a free
+	// one (tests use "127.0.0.1:0" and read the result with Server.Addr).
+	HTTPAddr  string
+	KafkaAddr string
+	SQSAddr   string
+
+	// Advertised addresses are what clients are told to connect to (Kafka
+	// metadata, queue URLs); "" means the bound address.
+	HTTPAdvertisedAddr  string
+	KafkaAdvertisedAddr string
+	SQSAdvertisedAddr   string
+
+	// Fsync is the durability policy: "always", a Go duration such as
+	// "10ms" (sync at most that often), or "never". See ParseFsync.
+	Fsync string
+
+	LogLevel  string // debug, info, warn, error
+	LogFormat string // text or json
+
+	// MaxRequestBytes bounds one request body on every HTTP handler.
+	MaxRequestBytes int64
+
+	// ShutdownTimeout bounds how long in-flight requests may take to finish
+	// once shutdown starts; after it they are cut off and closers run.
+	ShutdownTimeout time.Duration
+}
+
+// Defaults returns the configuration `sluice serve` uses with no flags.
+func Defaults() Config {
+	return Config{
+		DataDir:         "./sluice-data",
+		HTTPAddr:        "127.0.0.1:8080",
+		KafkaAddr:       "127.0.0.1:9092",
+		SQSAddr:         "127.0.0.1:9324",
+		Fsync:           "always",
+		LogLevel:        "info",
+		LogFormat:       "text",
+		MaxRequestBytes: 16 << 20,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// FsyncMode says when appended data is made durable.
+type FsyncMode int
+
+const (
+	// FsyncAlways syncs before every answer (group commit batches the syncs).
+	FsyncAlways FsyncMode = iota
+	// FsyncInterval syncs at most every Interval; a crash may lose that much.
+	FsyncInterval
+	// FsyncNever leaves syncing to the OS; a machine crash may lose anything unsynced.
+	FsyncNever
+)
+
+// FsyncPolicy is the parsed form of Config.Fsync.
+type FsyncPolicy struct {
+	Mode     FsyncMode
+	Interval time.Duration // only for FsyncInterval
+}
+
+// ParseFsync parses "always", "never" or a positive Go duration.
+func ParseFsync(s string) (FsyncPolicy, error) {
+	switch s {
+	case "always":
+		return FsyncPolicy{Mode: FsyncAlways}, nil
+	case "never":
+		return FsyncPolicy{Mode: FsyncNever}, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return FsyncPolicy{}, fmt.Errorf("want always, never or a positive duration such as 10ms, got %q", s)
+	}
+	return FsyncPolicy{Mode: FsyncInterval, Interval: d}, nil
+}
+
+// Validate reports the first invalid setting as a one-line error naming the
+// flag, so `sluice serve` can print it as is.
+func (c Config) Validate() error {
+	if strings.TrimSpace(c.DataDir) == "" {
+		return errors.New("--data-dir: must not be empty")
+	}
+	addrs := []struct{ flag, v string }{
+		{"--http-addr", c.HTTPAddr}, {"--kafka-addr", c.KafkaAddr}, {"--sqs-addr", c.SQSAddr},
+		{"--http-advertised-addr", c.HTTPAdvertisedAddr},
+		{"--kafka-advertised-addr", c.KafkaAdvertisedAddr},
+		{"--sqs-advertised-addr", c.SQSAdvertisedAddr},
+	}
+	for _, a := range addrs {
+		if a.v == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			return fmt.Errorf("%s: want host:port, got %q", a.flag, a.v)
+		}
+	}
+	if c.HTTPAddr == "" {
+		return errors.New("--http-addr: must not be empty (health, metrics and the native API live there)")
+	}
+	if _, err := ParseFsync(c.Fsync); err != nil {
+		return fmt.Errorf("--fsync: %w", err)
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format: want text or json, got %q", c.LogFormat)
+	}
+	if c.MaxRequestBytes <= 0 {
+		return fmt.Errorf("--max-request-bytes: must be positive, got %d", c.MaxRequestBytes)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("--shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// ParseLevel parses debug, info, warn or error (slog's names, any case).
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
+	}
+	return l, nil
+}
+
+// listenAddr and advertised map a listener name to its settings.
+func (c Config) listenAddr(name string) string {
+	switch name {
+	case HTTP:
+		return c.HTTPAddr
+	case Kafka:
+		return c.KafkaAddr
+	case SQS:
+		return c.SQSAddr
+	}
+	return ""
+}
+
+func (c Config) advertised(name string) string {
+	switch name {
+	case HTTP:
+		return c.HTTPAdvertisedAddr
+	case Kafka:
+		return c.KafkaAdvertisedAddr
+	case SQS:
+		return c.SQSAdvertisedAddr
+	}
+	return ""
+}

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFsync(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want FsyncPolicy
+		err  bool
+	}{
+		{"always", FsyncPolicy{Mode: FsyncAlways}, false},
+		{"never", FsyncPolicy{Mode: FsyncNever}, false},
+		{"10ms", FsyncPolicy{Mode: FsyncInterval, Interval: 10 * time.Millisecond}, false},
+		{"0s", FsyncPolicy{}, true},
+		{"-1s", FsyncPolicy{}, true},
+		{"sometimes", FsyncPolicy{}, true},
+		{"", FsyncPolicy{}, true},
+	} {
+		got, err := ParseFsync(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("ParseFsync(%q) = %+v, %v; want %+v, err=%v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"empty data dir", func(c *Config) { c.DataDir = " " }, "--data-dir"},
+		{"no http", func(c *Config) { c.HTTPAddr = "" }, "--http-addr"},
+		{"bad kafka addr", func(c *Config) { c.KafkaAddr = "9092" }, "--kafka-addr"},
+		{"bad advertised", func(c *Config) { c.SQSAdvertisedAddr = "host" }, "--sqs-advertised-addr"},
+		{"bad fsync", func(c *Config) { c.Fsync = "often" }, "--fsync"},
+		{"bad level", func(c *Config) { c.LogLevel = "loud" }, "--log-level"},
+		{"bad format", func(c *Config) { c.LogFormat = "xml" }, "--log-format"},
+		{"zero body limit", func(c *Config) { c.MaxRequestBytes = 0 }, "--max-request-bytes"},
+		{"zero timeout", func(c *Config) { c.ShutdownTimeout = 0 }, "--shutdown-timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			tc.mutate(&c)
+			err := c.Validate()
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want+":") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Validate = %v; want one line starting with %q", err, tc.want+":")
+			}
+		})
+	}
+	if err := Defaults().Validate(); err != nil {
+		t.Errorf("defaults invalid: %v", err)
+	}
+	c := Defaults()
+	c.KafkaAddr, c.SQSAddr = "", "" // disabling a front-end listener is allowed
+	if err := c.Validate(); err != nil {
+		t.Errorf("disabled listeners rejected: %v", err)
+	}
+}

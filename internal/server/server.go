@@ -1,0 +1,287 @@
+// Package server owns the sluice process's network edge and lifecycle: it
+// binds the listeners (native HTTP API, Kafka, SQS), serves health, readiness
+// and metrics, mounts the front-ends' handlers, recovers handler panics, and
+// shuts down in order — stop accepting, let in-flight requests finish within
+// a bound, then run the registered closers (the broker's flush-and-sync).
+//
+// It must never contain protocol translation or broker logic: front-ends
+// (internal/api, internal/kafka, internal/sqs) plug in through RegisterHTTP
+// and RegisterFrontend, and the broker through Start's setup functions and
+// OnClose.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/metrics"
+)
+
+// Frontend is a protocol server on its own listener. *http.Server satisfies
+// it. Serve returns once Shutdown (or Close) was called; Shutdown stops
+// accepting and waits for in-flight requests until ctx ends. If Shutdown
+// fails and the Frontend is also an io.Closer, Close cuts off what is left.
+type Frontend interface {
+	Serve(ln net.Listener) error
+	Shutdown(ctx context.Context) error
+}
+
+// Setup runs after the HTTP listener is serving /healthz and before the
+// server reports ready: the broker recovers its logs here, then mounts its
+// handlers and front-ends and registers its Close with OnClose.
+type Setup func(ctx context.Context, s *Server) error
+
+type closer struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// Server is one running sluice process's edge. Create it with New, configure
+// it, then Start and Wait (or call Run, which does all three).
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	mux     *http.ServeMux
+	http    *http.Server
+
+	ready    atomic.Bool
+	draining chan struct{} // closed when shutdown begins
+	// base is the parent of every request context; cancelBase cuts off
+	// handlers still running when the shutdown timeout ends.
+	base       context.Context
+	cancelBase context.CancelFunc
+
+	mu        sync.Mutex // guards everything below
+	frontends map[string]Frontend
+	listeners map[string]net.Listener
+	running   map[string]Frontend // frontends whose Serve goroutine was started
+	closers   []closer
+	started   bool
+
+	serveWG sync.WaitGroup // one per Serve goroutine; Wait joins them
+	errc    chan error     // a listener that failed outside shutdown
+
+	stopOnce sync.Once // shutdown runs once, whether from Wait or a failed Start
+	stopErr  error
+}
+
+// New validates cfg and returns a server that has bound nothing yet.
+func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	base, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, log: log, metrics: metrics.New(version), mux: http.NewServeMux(),
+		draining: make(chan struct{}), base: base, cancelBase: cancel,
+		frontends: map[string]Frontend{}, listeners: map[string]net.Listener{},
+		running: map[string]Frontend{}, errc: make(chan error, 3),
+	}
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", s.metrics.Handler())
+
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // gRPC clients speak HTTP/2 without TLS (h2c)
+	s.http = &http.Server{
+		Handler:           s.wrap(s.mux),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: long-poll receives and server streams legitimately
+		// hold a response open; the shutdown timeout bounds them instead.
+		BaseContext: func(net.Listener) context.Context { return s.base },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Config returns the configuration the server was created with.
+func (s *Server) Config() Config { return s.cfg }
+
+// Logger returns the server's logger, for setups and front-ends.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// Metrics returns the registry served on /metrics.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// RegisterHTTP mounts h on the HTTP listener's mux (net/http pattern syntax).
+// Safe to call while serving; the Connect API is mounted this way.
+func (s *Server) RegisterHTTP(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// RegisterFrontend attaches the front-end for listener name (Kafka or SQS).
+// Call it before Start or from a Setup; a listener with no front-end is not
+// opened.
+func (s *Server) RegisterFrontend(name string, f Frontend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frontends[name] = f
+}
+
+// OnClose registers fn to run at shutdown after every listener has drained.
+// Closers run in reverse order of registration, like defers, so something
+// registered later (a front-end's state) closes before what it uses (the
+// broker).
+func (s *Server) OnClose(name string, fn func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closers = append(s.closers, closer{name, fn})
+}
+
+// SetReady flips /readyz. Start sets it once the setups have finished;
+// shutdown clears it first so load balancers stop sending.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Ready reports what /readyz answers.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Draining is closed when shutdown begins. Long-poll and streaming handlers
+// select on it to answer early (empty) instead of holding shutdown up.
+func (s *Server) Draining() <-chan struct{} { return s.draining }
+
+// Addr returns the bound address of listener name ("" if it is not open),
+// which is how tests that listen on port 0 find the server.
+func (s *Server) Addr(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ln, ok := s.listeners[name]; ok {
+		return ln.Addr().String()
+	}
+	return ""
+}
+
+// AdvertisedAddr is the address clients should be told for listener name:
+// the configured advertised address, else the bound one.
+func (s *Server) AdvertisedAddr(name string) string {
+	if a := s.cfg.advertised(name); a != "" {
+		return a
+	}
+	return s.Addr(name)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	io.WriteString(w, "ok\n")
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-s.draining:
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	default:
+	}
+	if !s.ready.Load() {
+		http.Error(w, "not ready: recovering", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ready\n")
+}
+
+// Run starts a server, runs setups, serves until ctx is cancelled and then
+// shuts down gracefully. It returns nil after a clean shutdown.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, version string, setups ...Setup) error {
+	s, err := New(cfg, log, version)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(ctx, setups...); err != nil {
+		return err
+	}
+	return s.Wait(ctx)
+}
+
+// Start creates the data directory, binds and serves the HTTP listener (so
+// /healthz answers during recovery), runs setups in order, opens the
+// listeners that have a front-end, and marks the server ready. On error,
+// whatever was started is shut down again before Start returns.
+func (s *Server) Start(ctx context.Context, setups ...Setup) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("server: Start called twice")
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if err := s.listen(HTTP, s.http); err != nil {
+		return err
+	}
+	for _, setup := range setups {
+		if err := setup(ctx, s); err != nil {
+			return errors.Join(fmt.Errorf("setup: %w", err), s.shutdown())
+		}
+	}
+	for _, name := range []string{Kafka, SQS} {
+		if err := s.startFrontend(name); err != nil {
+			return errors.Join(err, s.shutdown())
+		}
+	}
+	s.SetReady(true)
+	s.log.Info("ready", "data_dir", s.cfg.DataDir, "fsync", s.cfg.Fsync)
+	return nil
+}
+
+func (s *Server) startFrontend(name string) error {
+	addr := s.cfg.listenAddr(name)
+	s.mu.Lock()
+	f, ok := s.frontends[name]
+	s.mu.Unlock()
+	switch {
+	case addr == "":
+		s.log.Info("listener disabled", "listener", name)
+		return nil
+	case !ok:
+		s.log.Info("listener not started: its front-end is not built yet", "listener", name, "addr", addr)
+		return nil
+	}
+	return s.listen(name, f)
+}
+
+// listen binds name's address and starts f serving it on a goroutine owned
+// by the server (joined in Wait).
+func (s *Server) listen(name string, f Frontend) error {
+	ln, err := net.Listen("tcp", s.cfg.listenAddr(name))
+	if err != nil {
+		return fmt.Errorf("--%s-addr: %w", name, err)
+	}
+	s.mu.Lock()
+	s.listeners[name] = ln
+	s.running[name] = f
+	s.mu.Unlock()
+	s.log.Info("listening", "listener", name, "addr", ln.Addr().String(), "advertised", s.AdvertisedAddr(name))
+	s.serveWG.Go(func() {
+		err := f.Serve(ln)
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.errc <- fmt.Errorf("%s listener: %w", name, err)
+		}
+	})
+	return nil
+}
+
+// Wait serves until ctx is cancelled or a listener fails, then shuts down.
+// It returns nil after a clean shutdown on ctx, the listener's error
+// otherwise, joined with any closer's error.
+func (s *Server) Wait(ctx context.Context) error {
+	var cause error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	case cause = <-s.errc:
+		s.log.Error("listener failed; shutting down", "err", cause)
+	}
+	return errors.Join(cause, s.shutdown())
+}

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// In-flight requests finish before closers run; closers run in reverse
+// registration order; Wait returns nil.
+func TestGracefulShutdownDrainsThenCloses(t *testing.T) {
+	s, _ := newTestServer(t, testConfig(t))
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.RegisterHTTP("GET /slow", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "done")
+	}))
+	var mu sync.Mutex
+	var order []string
+	for _, name := range []string{"broker", "frontend-state"} {
+		s.OnClose(name, func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, name)
+			return nil
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		body string
+		err  error
+	}
+	resc := make(chan result, 1)
+	go func() { // owned by the test: joined by reading resc
+		resp, err := http.Get("http://" + s.Addr(HTTP) + "/slow")
+		if err != nil {
+			resc <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		resc <- result{string(b), err}
+	}()
+	<-entered
+
+	waited := make(chan error, 1)
+	cancel()
+	go func() { waited <- s.Wait(ctx) }() // joined by reading waited
+	<-s.Draining()
+	if s.Ready() {
+		t.Error("still ready while draining")
+	}
+	mu.Lock()
+	if len(order) != 0 {
+		t.Errorf("closers ran before the in-flight request finished: %v", order)
+	}
+	mu.Unlock()
+
+	close(release)
+	if r := <-resc; r.err != nil || r.body != "done" {
+		t.Fatalf("in-flight request: body %q, err %v; want it to complete", r.body, r.err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("Wait = %v, want nil", err)
+	}
+	if want := []string{"frontend-state", "broker"}; !slices.Equal(order, want) {
+		t.Errorf("close order %v, want %v", order, want)
+	}
+}
+
+// A handler that ignores shutdown is cut off at the timeout (its context is
+// cancelled) and the closers still run.
+func TestShutdownTimeoutCutsOffStragglers(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ShutdownTimeout = 50 * time.Millisecond
+	s, _ := newTestServer(t, cfg)
+	entered, cutOff := make(chan struct{}), make(chan struct{})
+	s.RegisterHTTP("GET /stuck", http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done()
+		close(cutOff)
+	}))
+	closed := make(chan struct{})
+	s.OnClose("broker", func(context.Context) error { close(closed); return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clientDone := make(chan struct{})
+	go func() { // joined via clientDone
+		defer close(clientDone)
+		if resp, err := http.Get("http://" + s.Addr(HTTP) + "/stuck"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	cancel()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	<-cutOff
+	<-closed
+	<-clientDone
+}
+
+func TestCloserErrorIsReturned(t *testing.T) {
+	s, _ := newTestServer(t, testConfig(t))
+	boom := errors.New("sync failed")
+	s.OnClose("broker", func(context.Context) error { return boom })
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := s.Wait(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Wait = %v, want the closer's error", err)
+	}
+}
