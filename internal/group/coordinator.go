@@ -178,7 +178,14 @@ func (c *Coordinator) NextDeadline() (time.Time, bool) {
 func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, id := range sortedKeys(c.groups) {
-		out.merge(c.tickGroup(c.groups[id], now))
+		g := c.groups[id]
+		out.merge(c.tickGroup(g, now))
+		if g.state == Empty && len(g.members)+len(g.pending)+len(g.offsets) == 0 {
+			// Nothing durable and nobody waiting: forget it, as Kafka
+			// drops empty groups without offsets, so abandoned first
+			// joins do not pile up.
+			delete(c.groups, id)
+		}
 	}
 	return out
 }
