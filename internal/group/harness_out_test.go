@@ -34,7 +34,7 @@ func (h *harness) commit(t *testing.T, pos []string, kv map[string]string) strin
 	req := CommitRequest{Group: "g", Generation: -1}
 	if pos[0] != "-" {
 		a := h.get(pos[0])
-		req = CommitRequest{Group: a.group, MemberID: a.memberID, InstanceID: a.instance, Generation: a.gen}
+		req = CommitRequest{Group: a.group, MemberID: memberID(a, kv), InstanceID: instanceID(a, kv), Generation: a.gen}
 	}
 	if g, ok := kv["group"]; ok {
 		req.Group = g

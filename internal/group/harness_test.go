@@ -16,10 +16,10 @@ import (
 //
 //	join ALIAS [group=g] [mode=leader|broker] [protocols=range,...] [topics=a,b]
 //	     [session=10s] [rebalance=30s] [instance=I] [v4] [fresh] [meta=X]
-//	sync ALIAS [gen=N] [assign=ALIAS:bytes,...]
-//	heartbeat ALIAS [gen=N]
+//	sync ALIAS [gen=N] [member=ID] [assign=ALIAS:bytes,...]
+//	heartbeat ALIAS [gen=N] [member=ID]
 //	leave ALIAS... | leave instance=I
-//	commit ALIAS|- [gen=N] [group=g] [meta=X] topic/partition=offset...
+//	commit ALIAS|- [gen=N] [member=ID] [group=g] [meta=X] topic/partition=offset...
 //	reset GROUP topic/partition=offset...
 //	tick +DURATION | partitions topic=N | fetch GROUP | describe GROUP
 //	list | delete GROUP | deadline | restart
@@ -68,7 +68,7 @@ func (h *harness) run(t *testing.T, cmd string) string {
 		return h.sync(t, pos[0], kv)
 	case "heartbeat":
 		a := h.get(pos[0])
-		err := h.c.Heartbeat(h.now, HeartbeatRequest{Group: a.group, MemberID: a.memberID, InstanceID: a.instance, Generation: h.gen(t, a, kv)})
+		err := h.c.Heartbeat(h.now, HeartbeatRequest{Group: a.group, MemberID: memberID(a, kv), InstanceID: instanceID(a, kv), Generation: h.gen(t, a, kv)})
 		return errString(err)
 	case "leave":
 		return h.leave(pos, kv)
@@ -130,6 +130,22 @@ func (h *harness) gen(t *testing.T, a *aliasState, kv map[string]string) int32 {
 	return a.gen
 }
 
+// memberID is the alias's member id unless the command names one with
+// member=ID (to act as a member that was replaced or expired).
+func memberID(a *aliasState, kv map[string]string) string {
+	if id, ok := kv["member"]; ok {
+		return id
+	}
+	return a.memberID
+}
+
+func instanceID(a *aliasState, kv map[string]string) string {
+	if id, ok := kv["instance"]; ok {
+		return id
+	}
+	return a.instance
+}
+
 func duration(t *testing.T, kv map[string]string, key string, def time.Duration) time.Duration {
 	s, ok := kv[key]
 	if !ok {
@@ -186,7 +202,7 @@ func (h *harness) join(t *testing.T, alias string, kv map[string]string) string 
 
 func (h *harness) sync(t *testing.T, alias string, kv map[string]string) string {
 	a := h.get(alias)
-	req := SyncRequest{Group: a.group, MemberID: a.memberID, InstanceID: a.instance, Generation: h.gen(t, a, kv)}
+	req := SyncRequest{Group: a.group, MemberID: memberID(a, kv), InstanceID: instanceID(a, kv), Generation: h.gen(t, a, kv)}
 	if s, ok := kv["assign"]; ok {
 		req.Assignments = map[string][]byte{}
 		for _, pair := range split(s) {

@@ -68,6 +68,9 @@ func runScript(t *testing.T, path string) {
 	var rewritten strings.Builder
 	for _, b := range parseScript(t, string(data)) {
 		got := strings.TrimRight(h.run(t, b.cmd), "\n")
+		if got == "" {
+			got = "ok" // an empty output would end the block early
+		}
 		if *rewrite {
 			fmt.Fprintf(&rewritten, "%s%s\n----\n%s\n", b.prefix, b.cmd, got)
 			continue
