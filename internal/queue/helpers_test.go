@@ -37,8 +37,7 @@ func (l *testLog) from(off int64, n int) []Meta {
 
 // fill plays the broker: it offers the log to the cursor until it wants no more or the log
 // ends, and returns the events to journal.
-func fill(t testing.TB, c *Cursor, l *testLog, now time.Time) []Event {
-	t.Helper()
+func fill(c *Cursor, l *testLog, now time.Time) []Event {
 	var evs []Event
 	for range l.end + 1 { // bounded: every round consumes at least one offset or stops
 		want := c.Wants()

@@ -50,7 +50,7 @@ func runSeed(t *testing.T, replay bool) []string {
 		if replay {
 			c = rebuild(t, cfg, journal)
 		}
-		journal = append(journal, fill(t, c, log, now)...)
+		journal = append(journal, fill(c, log, now)...)
 		ds, evs, err := c.Receive(now, 1, 0)
 		if err != nil {
 			t.Fatal(err)
