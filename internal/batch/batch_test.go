@@ -1,0 +1,114 @@
+package batch
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func sample(t testing.TB) []Record {
+	return []Record{
+		{Timestamp: 1000, Key: []byte("k1"), Value: []byte("hello")},
+		{Timestamp: 998, Key: nil, Value: []byte{}},
+		{Timestamp: 1005, Key: []byte(""), Value: nil, Headers: []RecordHeader{{Key: "h", Value: []byte("v")}, {Key: "n", Value: nil}}},
+	}
+}
+
+func TestBuildRoundTrip(t *testing.T) {
+	recs := sample(t)
+	b, err := Build(recs, Options{BaseOffset: 40, LeaderEpoch: 7, Producer: &Producer{ID: 9, Epoch: 2, BaseSequence: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Header{BaseOffset: 40, BatchLength: int32(len(b) - 12), PartitionLeaderEpoch: 7, Magic: 2, CRC: h.CRC,
+		LastOffsetDelta: 2, BaseTimestamp: 1000, MaxTimestamp: 1005, ProducerID: 9, ProducerEpoch: 2, BaseSequence: 5, RecordCount: 3}
+	if h != want {
+		t.Fatalf("header %+v\nwant   %+v", h, want)
+	}
+	i := 0
+	for r, err := range Records(b) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := recs[i]
+		if r.Offset != 40+int64(i) || r.Timestamp != w.Timestamp || !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) ||
+			!bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) || len(r.Headers) != len(w.Headers) {
+			t.Fatalf("record %d: %+v, want %+v", i, r, w)
+		}
+		for j := range r.Headers {
+			if r.Headers[j].Key != w.Headers[j].Key || (r.Headers[j].Value == nil) != (w.Headers[j].Value == nil) {
+				t.Fatalf("record %d header %d: %+v", i, j, r.Headers[j])
+			}
+		}
+		i++
+	}
+	if i != len(recs) {
+		t.Fatalf("%d records", i)
+	}
+}
+
+func TestSetFieldsKeepCRC(t *testing.T) {
+	b, _ := Build(sample(t), Options{})
+	SetBaseOffset(b, 1<<40)
+	SetLeaderEpoch(b, 99)
+	if err := Validate(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := ParseHeader(b)
+	if h.BaseOffset != 1<<40 || h.PartitionLeaderEpoch != 99 {
+		t.Fatalf("%+v", h)
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	good := func() []byte { b, _ := Build(sample(t), Options{}); return b }
+	for _, tc := range []struct {
+		name string
+		mut  func([]byte) []byte
+		max  int
+		want error
+	}{
+		{"ok", func(b []byte) []byte { return b }, 0, nil},
+		{"nil", func([]byte) []byte { return nil }, 0, ErrCorrupt},
+		{"short-header", func(b []byte) []byte { return b[:60] }, 0, ErrCorrupt},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }, 0, ErrCorrupt},
+		{"extra-byte", func(b []byte) []byte { return append(b, 0) }, 0, ErrCorrupt},
+		{"magic", func(b []byte) []byte { b[16] = 1; return b }, 0, ErrBadMagic},
+		{"crc", func(b []byte) []byte { b[17] ^= 0xff; return b }, 0, ErrCorrupt},
+		{"payload-bit", func(b []byte) []byte { b[70] ^= 1; return b }, 0, ErrCorrupt},
+		{"too-large", func(b []byte) []byte { return b }, 20, ErrTooLarge},
+		{"count-vs-delta", func(b []byte) []byte { b[60] = 9; fixCRC(b); return b }, 0, ErrCorrupt},
+		{"negative-delta", func(b []byte) []byte { b[23] = 0x80; fixCRC(b); return b }, 0, ErrCorrupt},
+		{"bad-record", func(b []byte) []byte { b[61] = 0x7f; fixCRC(b); return b }, 0, ErrCorrupt},
+		{"unknown-codec", func(b []byte) []byte { b[22] |= 7; fixCRC(b); return b }, 0, ErrCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Validate(tc.mut(good()), tc.max)
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			var be *Error
+			if err != nil && !errors.As(err, &be) {
+				t.Fatalf("%T is not *Error", err)
+			}
+		})
+	}
+}
+
+func fixCRC(b []byte) {
+	c := ComputeCRC(b)
+	b[17], b[18], b[19], b[20] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
+}
+
+func TestBuildEmpty(t *testing.T) {
+	if _, err := Build(nil, Options{}); !errors.Is(err, ErrNoRecords) {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,192 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+)
+
+// Append validates every batch (nothing is written if any is bad), assigns
+// consecutive offsets, writes them, and returns each batch's base offset once
+// they are durable under the sync policy. The caller's slices are not
+// modified: the log stamps offsets into its own copy.
+//
+// If ctx ends while waiting for the sync, Append returns ctx.Err() and the
+// batches may or may not become visible: the outcome is unknown, as with a
+// lost network answer.
+func (l *Log) Append(ctx context.Context, batches ...[]byte) ([]int64, error) {
+	return l.append(ctx, batches, false, 0)
+}
+
+// AppendEpoch is Append that also stamps each batch's partitionLeaderEpoch
+// (outside the CRC): the leader epoch for Kafka, the Raft term later.
+func (l *Log) AppendEpoch(ctx context.Context, epoch int32, batches ...[]byte) ([]int64, error) {
+	return l.append(ctx, batches, true, epoch)
+}
+
+func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch int32) ([]int64, error) {
+	if len(batches) == 0 {
+		return nil, nil
+	}
+	if err := l.validate(batches); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.wmu.Lock()
+	offsets, end, gen, err := l.writeLocked(batches, setEpoch, epoch)
+	l.wmu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if l.opts.Sync.Mode != SyncAlways {
+		return offsets, nil
+	}
+	select {
+	case l.kick <- struct{}{}:
+	default: // a sync is already requested; it will cover us
+	}
+	if err := l.waitDurable(ctx, end, gen); err != nil {
+		return nil, err
+	}
+	return offsets, nil
+}
+
+// writeLocked writes the batches to the active segment in one write, rolling
+// first if needed. On a failed or short write it cuts the file back so the
+// log stays a sequence of whole batches. Called with wmu held.
+func (l *Log) writeLocked(batches [][]byte, setEpoch bool, epoch int32) (offsets []int64, end, gen int64, err error) {
+	if l.closing.Load() {
+		return nil, 0, 0, ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return nil, 0, 0, err
+	}
+	total, count := 0, int64(0)
+	for _, b := range batches {
+		h, _ := batch.ParseHeader(b)
+		total += len(b)
+		count += int64(h.LastOffsetDelta) + 1
+	}
+	if err := l.maybeRoll(int64(total), count); err != nil {
+		return nil, 0, 0, err
+	}
+	seg := l.active
+	pos := seg.size.Load()
+	if pos+int64(total) > math.MaxUint32 || l.next+count-seg.base > math.MaxUint32 {
+		return nil, 0, 0, fmt.Errorf("%w: %d bytes at position %d", ErrTooLarge, total, pos)
+	}
+	buf := l.wbuf[:0]
+	offsets = make([]int64, len(batches))
+	next := l.next
+	for i, b := range batches {
+		start := len(buf)
+		buf = append(buf, b...)
+		batch.SetBaseOffset(buf[start:], next)
+		if setEpoch {
+			batch.SetLeaderEpoch(buf[start:], epoch)
+		}
+		h, _ := batch.ParseHeader(b)
+		offsets[i] = next
+		next += int64(h.LastOffsetDelta) + 1
+	}
+	if cap(buf) <= 4<<20 {
+		l.wbuf = buf // reuse small buffers; let big ones go
+	}
+	if err := l.writeSegment(seg, pos, buf); err != nil {
+		return nil, 0, 0, err
+	}
+	l.indexWritten(seg, batches, offsets, pos)
+	l.next = next
+	seg.size.Store(pos + int64(len(buf)))
+	if l.opts.Sync.Mode != SyncAlways {
+		l.publish(seg, pos+int64(len(buf)), next)
+	}
+	l.stateMu.Lock()
+	gen = l.gen
+	l.stateMu.Unlock()
+	return offsets, next, gen, nil
+}
+
+// writeSegment writes buf at the end of seg (at pos). A failed or short
+// write (ENOSPC, EIO) is undone by truncating back to pos: the log stays
+// consistent and a later append can succeed once space is freed. If even the
+// undo fails the log needs recovery.
+func (l *Log) writeSegment(seg *segment, pos int64, buf []byte) error {
+	n, err := seg.log.Write(buf)
+	if err == nil && n == len(buf) {
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("short write: %d of %d bytes", n, len(buf))
+	}
+	werr := fmt.Errorf("storage: append to %s: %w", seg.path(logSuffix), err)
+	if terr := seg.log.Truncate(pos); terr != nil {
+		l.fail(fmt.Errorf("%w: undo of a failed write: %v (write: %v)", ErrNeedsRecovery, terr, err))
+	}
+	return werr
+}
+
+// indexWritten adds index entries for batches just written at pos.
+func (l *Log) indexWritten(seg *segment, batches [][]byte, offsets []int64, pos int64) {
+	seg.ix.Lock()
+	defer seg.ix.Unlock()
+	for i, b := range batches {
+		h, _ := batch.ParseHeader(b)
+		seg.index.note(uint32(offsets[i]-seg.base), pos, int64(len(b)), h.MaxTimestamp)
+		pos += int64(len(b))
+	}
+}
+
+// maybeRoll starts a new segment when the active one is non-empty and the
+// append would pass SegmentBytes, it is older than SegmentAge, or its
+// relative offsets would overflow.
+func (l *Log) maybeRoll(total, count int64) error {
+	seg := l.active
+	size := seg.size.Load()
+	if size == 0 {
+		return nil
+	}
+	full := size+total > l.opts.SegmentBytes
+	old := l.opts.Now().Sub(seg.created) >= l.opts.SegmentAge
+	wide := l.next+count-seg.base > math.MaxInt32
+	if !full && !old && !wide {
+		return nil
+	}
+	return l.roll()
+}
+
+// roll seals the active segment and starts a new one at l.next. The new
+// segment's files exist (and their directory entries are durable) before the
+// old one is sealed, so a failure to create them changes nothing. Called
+// with wmu held.
+func (l *Log) roll() error {
+	old := l.active
+	ns, err := createSegment(l.env, l.next, l.opts.Now())
+	if err != nil {
+		return err
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	durable := l.opts.Sync.Mode != SyncNever
+	if durable {
+		if err := old.log.Sync(); err != nil {
+			ns.remove()
+			l.fail(fmt.Errorf("%w: fdatasync %s: %v", ErrNeedsRecovery, old.path(logSuffix), err))
+			return l.failure()
+		}
+		l.syncedNext = l.next
+	}
+	if err := old.seal(l.next, durable); err != nil {
+		l.opts.Logger.Warn("storage: sync of sealed index failed; it will be rebuilt if damaged", "segment", old.path(logSuffix), "err", err)
+	}
+	l.publish(old, old.size.Load(), l.next)
+	l.mu.Lock()
+	l.segs = append(l.segs, ns)
+	l.mu.Unlock()
+	l.active = ns
+	return nil
+}

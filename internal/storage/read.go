@@ -1,0 +1,177 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+)
+
+// Read returns whole batches starting with the one that contains offset,
+// up to about maxBytes: at least one whole batch even if it is larger
+// (Kafka fetch semantics), never a partial batch, never past the high
+// watermark, never across a segment boundary. Every returned batch has been
+// checked (framing, CRC-32C, offsets).
+//
+// offset == HighWatermark() returns (nil, nil): nothing yet. Below the log
+// start or above the high watermark: ErrOffsetOutOfRange. Damage in a
+// segment: *CorruptionError once no whole batch before it can be returned.
+func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	loc, err := l.locate(offset)
+	if err != nil || loc.seg == nil {
+		return nil, err
+	}
+	n := min(max(int64(maxBytes), loc.first.Size()), loc.limit-loc.pos)
+	buf := make([]byte, n)
+	if _, err := loc.seg.log.ReadAt(buf, loc.pos); err != nil {
+		return nil, loc.seg.readErr(loc.pos, err)
+	}
+	end, next := 0, loc.first.BaseOffset
+	for end < len(buf) {
+		size, err := batch.FrameSize(buf[end:])
+		if err == nil && int64(end)+size > int64(len(buf)) {
+			break // the next batch does not fit in maxBytes
+		}
+		if err == nil {
+			err = batch.Validate(buf[end:int64(end)+size], 0)
+		}
+		var h batch.Header
+		if err == nil {
+			if h, _ = batch.ParseHeader(buf[end:]); h.BaseOffset < next {
+				err = fmt.Errorf("base offset %d after offset %d", h.BaseOffset, next)
+			}
+		}
+		if err != nil {
+			if end > 0 {
+				break // serve what is good; the next read reports the damage
+			}
+			return nil, &CorruptionError{Path: loc.seg.path(logSuffix), Offset: offset, Position: loc.pos + int64(end), Err: err}
+		}
+		next = h.NextOffset()
+		end += int(size)
+	}
+	return buf[:end], nil
+}
+
+// location is where a read starts.
+type location struct {
+	seg   *segment
+	pos   int64        // position of the batch containing the offset
+	first batch.Header // its header
+	limit int64        // readable bytes of seg
+}
+
+// locate finds the batch containing offset. Called with mu read-locked.
+// A nil seg with a nil error means offset == high watermark.
+func (l *Log) locate(offset int64) (location, error) {
+	if l.closed {
+		return location{}, ErrClosed
+	}
+	// hw and the committed sizes are published together under stateMu.
+	l.stateMu.Lock()
+	hw := l.hw.Load()
+	limits := make([]int64, len(l.segs))
+	for i, s := range l.segs {
+		limits[i] = s.committed.Load()
+	}
+	l.stateMu.Unlock()
+	start := l.segs[0].base
+	if offset == hw && offset >= start {
+		return location{}, nil
+	}
+	if offset < start || offset > hw {
+		return location{}, fmt.Errorf("%w: offset %d, log has [%d, %d)", ErrOffsetOutOfRange, offset, start, hw)
+	}
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
+	for ; i < len(l.segs); i++ {
+		s := l.segs[i]
+		pos, h, found, err := s.find(offset, limits[i])
+		if err != nil {
+			var ce *CorruptionError
+			if errors.As(err, &ce) {
+				ce.Offset = offset
+			}
+			return location{}, err
+		}
+		if found {
+			return location{seg: s, pos: pos, first: h, limit: limits[i]}, nil
+		}
+	}
+	return location{}, nil // a gap up to hw: nothing to read
+}
+
+// OffsetForTime returns the first offset whose record timestamp is >= ts
+// (milliseconds), using the time indexes: O(log n) lookups plus a scan of at
+// most one index interval. For compressed batches the answer is the batch's
+// base offset. If every record is older, it returns -1 (Kafka's unknown
+// offset) and a nil error.
+func (l *Log) OffsetForTime(ts int64) (int64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return -1, ErrClosed
+	}
+	l.stateMu.Lock()
+	limits := make([]int64, len(l.segs))
+	for i, s := range l.segs {
+		limits[i] = s.committed.Load()
+	}
+	l.stateMu.Unlock()
+	for i, s := range l.segs {
+		if s.maxTimestamp() < ts {
+			continue
+		}
+		off, found, err := s.searchTime(ts, limits[i])
+		if err != nil || found {
+			return off, err
+		}
+	}
+	return -1, nil
+}
+
+// searchTime finds the first record with timestamp >= ts in the segment.
+func (s *segment) searchTime(ts, limit int64) (int64, bool, error) {
+	s.ix.Lock()
+	err := s.ensureLoaded()
+	rel := s.index.timeLookup(ts)
+	s.ix.Unlock()
+	if err != nil {
+		return 0, false, err
+	}
+	pos, _, found, err := s.find(s.base+rel, limit)
+	for found && err == nil && pos < limit {
+		var h batch.Header
+		if h, err = s.readHeader(pos, limit); err != nil {
+			break
+		}
+		if h.MaxTimestamp >= ts {
+			return s.offsetInBatch(pos, h, ts)
+		}
+		pos += h.Size()
+	}
+	return 0, false, err
+}
+
+// offsetInBatch finds the first record of the batch at pos with timestamp
+// >= ts, falling back to the base offset when records cannot be decoded.
+func (s *segment) offsetInBatch(pos int64, h batch.Header, ts int64) (int64, bool, error) {
+	if h.Compression() != batch.CompressionNone && h.Compression() != batch.CompressionGzip {
+		return h.BaseOffset, true, nil
+	}
+	b := make([]byte, h.Size())
+	if _, err := s.log.ReadAt(b, pos); err != nil {
+		return 0, false, s.readErr(pos, err)
+	}
+	for r, err := range batch.Records(b) {
+		if err != nil {
+			return 0, false, s.corrupt(pos, err)
+		}
+		if r.Timestamp >= ts {
+			return r.Offset, true, nil
+		}
+	}
+	return h.BaseOffset, true, nil
+}

@@ -1,0 +1,191 @@
+package storage
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// File name suffixes of a segment. The stem is the base offset, 20 digits.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+)
+
+func segmentName(base int64, suffix string) string {
+	return fmt.Sprintf("%020d%s", base, suffix)
+}
+
+// parseSegmentName returns the base offset of a file named like a segment.
+func parseSegmentName(name, suffix string) (int64, bool) {
+	stem, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(stem) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(stem, 10, 64)
+	return base, err == nil && base >= 0
+}
+
+// segEnv is what every segment of a log shares.
+type segEnv struct {
+	fs       vfs.FS
+	dir      string
+	interval int64 // Options.IndexIntervalBytes
+	logger   *slog.Logger
+}
+
+// segment is one .log file and its two sparse indexes.
+//
+// The .log file is written only by the appender holding Log.wmu, always at
+// its end; everything below committed is immutable until a TruncateSuffix or
+// deletion, which hold Log.mu exclusively. Readers use positional reads.
+type segment struct {
+	*segEnv
+	base int64
+	log  vfs.File // open read-write, so a sealed segment can become active again after TruncateSuffix
+
+	// size is the file length including unsynced bytes; written under Log.wmu.
+	size atomic.Int64
+	// committed is how many bytes readers may see (acknowledged data).
+	committed atomic.Int64
+	created   time.Time // for roll by age; reset to Now at Open
+
+	ix      sync.Mutex // guards index below
+	index   segIndex
+	deleted atomic.Bool // removed by retention: reads fail with ErrOffsetOutOfRange
+}
+
+func (s *segment) path(suffix string) string {
+	return filepath.Join(s.dir, segmentName(s.base, suffix))
+}
+
+// createSegment makes the three empty files of a new segment and makes their
+// directory entries durable, so a later fdatasync of the .log is enough.
+func createSegment(env *segEnv, base int64, now time.Time) (_ *segment, err error) {
+	s := &segment{segEnv: env, base: base, created: now}
+	fs, dir := env.fs, env.dir
+	var files []vfs.File
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				fs.Remove(s.path(suf))
+			}
+		}
+	}()
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		f, err := fs.Create(s.path(suf))
+		if err != nil {
+			return nil, fmt.Errorf("storage: create segment: %w", err)
+		}
+		files = append(files, f)
+	}
+	if err := fs.SyncDir(dir); err != nil {
+		return nil, fmt.Errorf("storage: create segment: %w", err)
+	}
+	s.log = files[0]
+	s.index = segIndex{loaded: true, idxFile: files[1], timeFile: files[2], maxTS: -1, maxTSKnown: true, interval: env.interval}
+	return s, nil
+}
+
+// openSegment opens the .log of an existing segment without reading it.
+func openSegment(env *segEnv, base int64, now time.Time) (*segment, error) {
+	s := &segment{segEnv: env, base: base, created: now}
+	f, err := env.fs.OpenAppend(s.path(logSuffix))
+	if err != nil {
+		return nil, fmt.Errorf("storage: open segment: %w", err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("storage: open segment: %w", err)
+	}
+	s.log = f
+	s.size.Store(size)
+	s.committed.Store(size)
+	s.index.maxTS, s.index.interval = -1, env.interval
+	return s, nil
+}
+
+// close releases the segment's files.
+func (s *segment) close() error {
+	s.ix.Lock()
+	s.index.closeFiles()
+	s.ix.Unlock()
+	return s.log.Close()
+}
+
+// remove closes and deletes the segment's files, the .log first so that a
+// crash in between leaves only orphan indexes, which Open deletes.
+func (s *segment) remove() error {
+	s.deleted.Store(true)
+	s.close()
+	var first error
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := s.fs.Remove(s.path(suf)); err != nil && first == nil && suf == logSuffix {
+			first = err
+		}
+	}
+	return first
+}
+
+// readHeader reads the batch header at pos, checking framing and magic only.
+func (s *segment) readHeader(pos, limit int64) (batch.Header, error) {
+	var buf [batch.HeaderSize]byte
+	if limit-pos < batch.HeaderSize {
+		return batch.Header{}, s.corrupt(pos, fmt.Errorf("%d bytes left, header needs %d", limit-pos, batch.HeaderSize))
+	}
+	if _, err := s.log.ReadAt(buf[:], pos); err != nil {
+		return batch.Header{}, s.readErr(pos, err)
+	}
+	h, _ := batch.ParseHeader(buf[:])
+	if h.Magic != batch.Magic || h.BatchLength < batch.HeaderSize-batch.LengthSize || pos+h.Size() > limit {
+		return batch.Header{}, s.corrupt(pos, fmt.Errorf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
+	}
+	return h, nil
+}
+
+func (s *segment) corrupt(pos int64, err error) error {
+	return &CorruptionError{Path: s.path(logSuffix), Position: pos, Err: err}
+}
+
+// readErr maps a failed positional read: a segment deleted under the reader
+// means the offset is gone, anything else is an I/O error.
+func (s *segment) readErr(pos int64, err error) error {
+	if s.deleted.Load() {
+		return fmt.Errorf("storage: segment %d deleted: %w", s.base, ErrOffsetOutOfRange)
+	}
+	return fmt.Errorf("storage: read %s at %d: %w", s.path(logSuffix), pos, err)
+}
+
+// find returns the position and header of the batch containing offset, or
+// found=false if the segment's readable bytes end before it.
+func (s *segment) find(offset, limit int64) (pos int64, h batch.Header, found bool, err error) {
+	entry, err := s.lookupOffset(offset)
+	if err != nil {
+		return 0, h, false, err
+	}
+	pos = entry
+	for pos < limit {
+		h, err = s.readHeader(pos, limit)
+		if err != nil {
+			return pos, h, false, err
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+		pos += h.Size()
+	}
+	return pos, h, false, nil
+}

@@ -1,0 +1,294 @@
+// Package storage is the partition log: a directory of segment files holding
+// Kafka RecordBatch v2 exactly as producers sent them, with sparse offset and
+// time indexes, group commit, crash recovery, roll and retention.
+//
+// It owns the bytes of one partition directory and the promise that an
+// acknowledged append survives a crash (under SyncAlways). It must never know
+// about queues, groups, topics or the network, never read sealed segments at
+// Open, and never swallow an fsync error.
+//
+// On disk (one directory per partition; all integers big-endian):
+//
+//	00000000000000000000.log        batches, back to back, from base offset 0
+//	00000000000000000000.index      sparse offset index
+//	00000000000000000000.timeindex  sparse time index
+//	00000000000000001234.log        next segment: base offset 1234 = first offset in it
+//	…
+//
+//	.log:       | batch | batch | batch | …      each a RecordBatch v2 (see package batch):
+//	            | baseOffset 8 | batchLength 4 | leaderEpoch 4 | magic=2 1 | crc32c 4 | attributes… records |
+//
+//	.index:     | relOffset uint32 | position uint32 |  × n   one entry per IndexIntervalBytes of log;
+//	                                                       batch base+relOffset starts at position
+//	.timeindex: | timestamp int64 | relOffset uint32 | × n   every batch before base+relOffset has
+//	                                                       maxTimestamp <= timestamp; the last entry of a
+//	                                                       sealed segment is its max timestamp
+//
+// Index entries are written only once the data they point at is synced, so
+// recovery can start from the last one: Open scans the active segment from
+// its last valid index entry, truncates a torn tail, and reads nothing of the
+// sealed segments but their sizes and the last time-index entry.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+)
+
+// Sentinel errors, wrapped with %w.
+var (
+	// ErrOffsetOutOfRange: the offset is below the log start or above the
+	// high watermark.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrClosed: the log was closed.
+	ErrClosed = errors.New("storage: log closed")
+	// ErrNeedsRecovery: an fdatasync or undo failed; the log refuses appends
+	// until it is closed and opened again (which runs recovery).
+	ErrNeedsRecovery = errors.New("storage: log needs recovery (reopen it)")
+	// ErrTruncated: TruncateSuffix removed the batches an Append was waiting on.
+	ErrTruncated = errors.New("storage: appended batches were truncated")
+	// ErrTooLarge: an append would overflow a segment's 32-bit positions.
+	ErrTooLarge = errors.New("storage: append too large")
+)
+
+// CorruptionError reports damaged bytes inside a segment. Everything before
+// Position is still served.
+type CorruptionError struct {
+	Path     string // segment file
+	Offset   int64  // the offset being read when the damage was found
+	Position int64  // byte position of the damaged batch in Path
+	Err      error
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("storage: corrupt segment %s at position %d (offset %d): %v", e.Path, e.Position, e.Offset, e.Err)
+}
+
+func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// Log is one partition's log. All methods are safe for concurrent use.
+type Log struct {
+	opts Options
+	env  *segEnv
+
+	// wmu serializes writers: it guards active, next, wbuf, and the size and
+	// index of the active segment. Lock order: wmu, syncMu, mu, segment.ix, stateMu.
+	wmu    sync.Mutex
+	active *segment
+	next   int64 // offset the next batch gets (log end offset)
+	wbuf   []byte
+
+	// syncMu serializes fdatasyncs with rolls and truncations, and guards
+	// syncedNext and gen.
+	syncMu     sync.Mutex
+	syncedNext int64 // everything below is durable
+
+	// mu guards segs and the lifetime of segment files: files are closed or
+	// removed only under mu.Lock, readers do positional reads under RLock.
+	mu     sync.RWMutex
+	segs   []*segment
+	closed bool
+
+	// stateMu guards the published state: what readers and waiters see.
+	stateMu sync.Mutex
+	hwCh    chan struct{} // closed and replaced whenever hw, failed or closed change
+	failed  error         // first fatal error; appends fail with it
+	gen     int64         // incremented by TruncateSuffix
+	hw      atomic.Int64  // high watermark; written under stateMu
+	start   atomic.Int64  // log start offset; written under mu
+
+	closing atomic.Bool   // set by Close: appends fail with ErrClosed
+	kick    chan struct{} // wakes the syncer (capacity 1: kicks coalesce)
+	stop    chan struct{} // closed by Close to stop the background goroutine
+	bgDone  chan struct{} // closed when it has stopped
+}
+
+// Open opens or creates the log in opts.Dir and recovers its tail.
+func Open(opts Options) (*Log, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		opts: opts,
+		env:  &segEnv{fs: opts.FS, dir: opts.Dir, interval: int64(opts.IndexIntervalBytes), logger: opts.Logger},
+		hwCh: make(chan struct{}),
+		kick: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+	}
+	if err := l.openSegments(); err != nil {
+		for _, s := range l.segs {
+			s.close()
+		}
+		return nil, err
+	}
+	l.syncedNext = l.next
+	l.hw.Store(l.next)
+	l.start.Store(l.segs[0].base)
+	l.startBackground()
+	return l, nil
+}
+
+func (l *Log) startBackground() {
+	switch l.opts.Sync.Mode {
+	case SyncAlways:
+		l.bgDone = make(chan struct{})
+		go l.syncLoop(nil)
+	case SyncInterval:
+		l.bgDone = make(chan struct{})
+		t := time.NewTicker(l.opts.Sync.Interval)
+		go l.syncLoop(t)
+	}
+}
+
+// openSegments lists the directory, opens every segment without reading it,
+// and recovers the last one.
+func (l *Log) openSegments() error {
+	fs, dir := l.opts.FS, l.opts.Dir
+	if err := fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	logs := map[int64]bool{}
+	var bases []int64
+	for _, n := range names {
+		if b, ok := parseSegmentName(n, logSuffix); ok {
+			logs[b] = true
+			bases = append(bases, b) // List is sorted and names are fixed-width
+		}
+	}
+	l.removeOrphans(names, logs)
+	now := l.opts.Now()
+	if len(bases) == 0 {
+		s, err := createSegment(l.env, 0, now)
+		if err != nil {
+			return err
+		}
+		l.segs, l.active = []*segment{s}, s
+		return nil
+	}
+	for _, b := range bases {
+		s, err := openSegment(l.env, b, now)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+	}
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if ts, ok := readLastTime(fs, s.path(timeIndexSuffix)); ok {
+			s.index.maxTS, s.index.maxTSKnown = ts, true
+		}
+	}
+	l.active = l.segs[len(l.segs)-1]
+	next, err := l.active.recover()
+	if err != nil {
+		return err
+	}
+	l.next = next
+	return nil
+}
+
+// removeOrphans deletes index files whose .log is gone: the leftovers of a
+// segment deletion cut short by a crash.
+func (l *Log) removeOrphans(names []string, logs map[int64]bool) {
+	for _, n := range names {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if b, ok := parseSegmentName(n, suf); ok && !logs[b] {
+				l.opts.FS.Remove(l.env.dir + "/" + n)
+			}
+		}
+	}
+}
+
+// HighWatermark is the offset after the last acknowledged batch: reads see
+// everything below it.
+func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+
+// LogStartOffset is the first offset still stored.
+func (l *Log) LogStartOffset() int64 { return l.start.Load() }
+
+// LastStableOffset equals the high watermark: there are no transactions yet.
+func (l *Log) LastStableOffset() int64 { return l.hw.Load() }
+
+// Close syncs what was written, stops the background goroutine and closes
+// every file. Appends waiting for a sync get its outcome.
+func (l *Log) Close() error {
+	if l.closing.Swap(true) {
+		return ErrClosed
+	}
+	// Wait for writers in flight, without holding wmu while the syncer
+	// might need it.
+	l.waitWriters()
+	if l.bgDone != nil {
+		close(l.stop)
+		<-l.bgDone
+	}
+	err := l.syncOnce()
+	l.wmu.Lock()
+	if serr := l.active.seal(l.next, l.opts.Sync.Mode != SyncNever); err == nil {
+		err = serr
+	}
+	l.wmu.Unlock()
+	l.mu.Lock()
+	for _, s := range l.segs {
+		if cerr := s.close(); err == nil {
+			err = cerr
+		}
+	}
+	l.closed = true
+	l.mu.Unlock()
+	l.stateMu.Lock()
+	l.notifyLocked()
+	l.stateMu.Unlock()
+	return err
+}
+
+// waitWriters returns once no writer holds wmu: any writer that took it
+// before Close set closing has finished writing.
+func (l *Log) waitWriters() {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	_ = l.next // nothing to do: acquiring the lock is the barrier
+}
+
+// Wait returns when HighWatermark() > offset, the context ends, or the log
+// closes: the long-poll of a consumer at the end of the log.
+func (l *Log) Wait(ctx context.Context, offset int64) error {
+	for {
+		l.stateMu.Lock()
+		hw, ch, failed := l.hw.Load(), l.hwCh, l.failed
+		l.stateMu.Unlock()
+		if hw > offset {
+			return nil
+		}
+		if l.closing.Load() {
+			return ErrClosed
+		}
+		if failed != nil {
+			return failed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// validate checks every batch before anything is written.
+func (l *Log) validate(batches [][]byte) error {
+	for i, b := range batches {
+		if err := batch.Validate(b, l.opts.MaxBatchBytes); err != nil {
+			return fmt.Errorf("storage: batch %d of %d: %w", i, len(batches), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package storage
+
+import (
+	"fmt"
+	"sort"
+)
+
+// TruncateSuffix removes every batch whose last offset is >= offset, so the
+// log ends at the base of the batch containing offset (Raft: drop a
+// conflicting suffix). Entries are batches, so offset is normally a batch
+// base. Appends waiting on removed batches fail with ErrTruncated. The
+// result is synced before TruncateSuffix returns.
+//
+// If offset is below the log start, every segment is removed and the log
+// restarts empty at offset.
+func (l *Log) TruncateSuffix(offset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.closing.Load() {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: truncate at %d", ErrOffsetOutOfRange, offset)
+	}
+	if offset >= l.next {
+		return nil
+	}
+	var next int64
+	for len(l.segs) > 1 && l.segs[len(l.segs)-1].base >= offset {
+		s := l.segs[len(l.segs)-1]
+		l.segs = l.segs[:len(l.segs)-1]
+		if err := s.remove(); err != nil {
+			return l.truncateFailed(err)
+		}
+	}
+	seg := l.segs[len(l.segs)-1]
+	var err error
+	if offset <= seg.base {
+		seg, err = l.restartAt(offset)
+		next = offset
+	} else {
+		next, err = l.truncateSegment(seg, offset)
+	}
+	if err != nil {
+		return l.truncateFailed(err)
+	}
+	l.active, l.next, l.syncedNext = seg, next, next
+	seg.created = l.opts.Now()
+	l.stateMu.Lock()
+	seg.committed.Store(min(seg.committed.Load(), seg.size.Load()))
+	l.hw.Store(min(l.hw.Load(), next))
+	l.gen++
+	l.notifyLocked()
+	l.stateMu.Unlock()
+	return nil
+}
+
+// truncateFailed: a half-done truncation leaves files the log cannot vouch
+// for until recovery runs again.
+func (l *Log) truncateFailed(err error) error {
+	err = fmt.Errorf("%w: truncate suffix: %v", ErrNeedsRecovery, err)
+	l.fail(err)
+	return err
+}
+
+// restartAt replaces the only remaining segment by an empty one at offset.
+// Called with wmu, syncMu and mu held.
+func (l *Log) restartAt(offset int64) (*segment, error) {
+	old := l.segs[0]
+	if err := old.remove(); err != nil {
+		return nil, err
+	}
+	s, err := createSegment(l.env, offset, l.opts.Now())
+	if err != nil {
+		l.segs = nil
+		return nil, err
+	}
+	l.segs = []*segment{s}
+	l.start.Store(offset)
+	return s, nil
+}
+
+// truncateSegment cuts seg at the batch containing offset, makes it the
+// active segment and returns the new log end.
+func (l *Log) truncateSegment(seg *segment, offset int64) (int64, error) {
+	seg.ix.Lock()
+	defer seg.ix.Unlock()
+	if err := seg.ensureLoaded(); err != nil {
+		return 0, err
+	}
+	size := seg.size.Load()
+	cut := size
+	pos := seg.index.lookup(offset - seg.base)
+	for pos < size {
+		h, err := seg.readHeader(pos, size)
+		if err != nil {
+			return 0, err
+		}
+		if h.LastOffset() >= offset {
+			cut = pos
+			break
+		}
+		pos += h.Size()
+	}
+	if err := seg.log.Truncate(cut); err != nil {
+		return 0, err
+	}
+	if err := seg.log.Sync(); err != nil {
+		return 0, err
+	}
+	seg.size.Store(cut)
+	if seg.index.idxFile == nil { // sealed: reopen its indexes, rewritten from memory
+		if err := seg.openIndexFiles(0, 0); err != nil {
+			return 0, err
+		}
+	}
+	// When nothing in seg is cut, reindexTail finds seg's end, which is the
+	// base of the first removed segment (end).
+	return seg.reindexTail(cut)
+}
+
+// reindexTail rebuilds the index state after the last entry below cut by
+// scanning the batches from it to cut, as recovery does, and cuts the index
+// files to the entries kept. Called with seg.ix held.
+func (s *segment) reindexTail(cut int64) (int64, error) {
+	x := &s.index
+	o := sort.Search(len(x.offsets), func(i int) bool { return int64(x.offsets[i].pos) >= cut })
+	x.offsets = x.offsets[:o]
+	start, want := int64(0), s.base
+	if o > 0 {
+		start, want = int64(x.offsets[o-1].pos), s.base+int64(x.offsets[o-1].rel)
+	}
+	rel := uint32(want - s.base)
+	x.times = x.times[:sort.Search(len(x.times), func(i int) bool { return x.times[i].rel > rel })]
+	x.maxTS, x.maxTSKnown, x.sinceEntry = -1, true, 0
+	if len(x.times) > 0 {
+		x.maxTS = x.times[len(x.times)-1].ts
+	}
+	x.offFlushed, x.timeFlushed = min(x.offFlushed, len(x.offsets)), min(x.timeFlushed, len(x.times))
+	res := s.scanFrom(x, start, want, cut)
+	if res.err != nil {
+		return 0, res.err
+	}
+	if err := x.idxFile.Truncate(int64(x.offFlushed * offsetEntrySize)); err != nil {
+		return 0, err
+	}
+	if err := x.timeFile.Truncate(int64(x.timeFlushed * timeEntrySize)); err != nil {
+		return 0, err
+	}
+	return res.next, nil
+}
