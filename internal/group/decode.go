@@ -35,7 +35,9 @@ func (d *decoder) uvarint(limit uint64, what string) uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 || v > limit {
+	// Overlong encodings are refused so that every event has exactly one
+	// encoding (the fuzz target checks decode-encode gives the input back).
+	if n <= 0 || v > limit || n != len(binary.AppendUvarint(nil, v)) {
 		d.fail(what)
 		return 0
 	}
@@ -48,7 +50,7 @@ func (d *decoder) varint(lo, hi int64, what string) int64 {
 		return 0
 	}
 	v, n := binary.Varint(d.b)
-	if n <= 0 || v < lo || v > hi {
+	if n <= 0 || v < lo || v > hi || n != len(binary.AppendVarint(nil, v)) {
 		d.fail(what)
 		return 0
 	}
@@ -57,7 +59,10 @@ func (d *decoder) varint(lo, hi int64, what string) int64 {
 }
 
 func (d *decoder) string(what string) string {
-	n := d.uvarint(uint64(len(d.b)), what+" length")
+	n := d.uvarint(math.MaxInt32, what+" length")
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.fail(what + " overruns the event")
+	}
 	if d.err != nil {
 		return ""
 	}

@@ -1,0 +1,121 @@
+package group
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleEvents() []Event {
+	at := time.UnixMilli(1_767_225_600_123)
+	return []Event{
+		{Type: EventGroupDeleted, Group: "g"},
+		{Type: EventOffsetsCommitted, Group: "orders-consumers", Time: at},
+		{Type: EventOffsetsCommitted, Group: "g", Time: at, Offsets: []CommittedOffset{
+			{Topic: "orders", Partition: 0, Committed: Committed{Offset: 0, LeaderEpoch: -1, CommitTime: at}},
+			{Topic: "orders", Partition: 2147483647, Committed: Committed{Offset: 1<<63 - 1, LeaderEpoch: 2147483647, Metadata: "m", CommitTime: at}},
+			{Topic: "ünïcode", Partition: 7, Committed: Committed{Offset: 42, LeaderEpoch: -2147483648, Metadata: strings.Repeat("x", 300), CommitTime: at}},
+		}},
+		{Type: EventOffsetsCommitted, Group: "before-1970", Time: time.UnixMilli(-5), Offsets: []CommittedOffset{
+			{Topic: "t", Partition: 1, Committed: Committed{Offset: 1, CommitTime: time.UnixMilli(-5)}},
+		}},
+	}
+}
+
+func TestEventRoundTrip(t *testing.T) {
+	for _, ev := range sampleEvents() {
+		raw, err := ev.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := UnmarshalEvent(raw)
+		if err != nil {
+			t.Fatalf("%+v: %v", ev, err)
+		}
+		if !eventsEqual(got, ev) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, ev)
+		}
+		// Every strict prefix is refused, as is any trailing byte.
+		for n := range len(raw) {
+			if _, err := UnmarshalEvent(raw[:n]); !errors.Is(err, ErrCorruptEvent) {
+				t.Fatalf("prefix %d of %x accepted: %v", n, raw, err)
+			}
+		}
+		if _, err := UnmarshalEvent(append(raw, 0)); !errors.Is(err, ErrCorruptEvent) {
+			t.Fatalf("trailing byte accepted: %v", err)
+		}
+	}
+}
+
+// eventsEqual compares times with Equal (locations differ after decoding).
+func eventsEqual(a, b Event) bool {
+	if a.Type != b.Type || a.Group != b.Group || !a.Time.Equal(b.Time) || len(a.Offsets) != len(b.Offsets) {
+		return false
+	}
+	for i := range a.Offsets {
+		x, y := a.Offsets[i], b.Offsets[i]
+		if !x.CommitTime.Equal(y.CommitTime) {
+			return false
+		}
+		x.CommitTime, y.CommitTime = time.Time{}, time.Time{}
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestEventRejects(t *testing.T) {
+	for name, raw := range map[string][]byte{
+		"empty":          {},
+		"version":        {2, 1, 1, 'g', 0, 0},
+		"type":           {1, 9, 1, 'g'},
+		"empty group":    {1, 2, 0},
+		"huge count":     {1, 1, 1, 'g', 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"string overrun": {1, 2, 5, 'g'},
+		"partition>int32": {1, 1, 1, 'g', 0, 1, 1, 't',
+			0x80, 0x80, 0x80, 0x80, 0x08, 0, 0, 0},
+		"empty topic": {1, 1, 1, 'g', 0, 1, 0, 0, 0, 0, 0},
+	} {
+		if _, err := UnmarshalEvent(raw); !errors.Is(err, ErrCorruptEvent) {
+			t.Errorf("%s: got %v, want ErrCorruptEvent", name, err)
+		}
+	}
+	bad := Event{Type: EventOffsetsCommitted, Group: "g", Offsets: []CommittedOffset{{Topic: "t", Partition: -1}}}
+	if _, err := bad.MarshalBinary(); !errors.Is(err, ErrCorruptEvent) {
+		t.Errorf("marshal of a negative partition: %v", err)
+	}
+	if err := New(Config{}).Apply(bad); !errors.Is(err, ErrCorruptEvent) {
+		t.Errorf("apply of a negative partition: %v", err)
+	}
+}
+
+// FuzzUnmarshalEvent: arbitrary bytes never panic, and whatever decodes
+// re-encodes to the same bytes (the encoding is canonical).
+func FuzzUnmarshalEvent(f *testing.F) {
+	for _, ev := range sampleEvents() {
+		raw, _ := ev.MarshalBinary()
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev, err := UnmarshalEvent(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptEvent) {
+				t.Fatalf("error %v does not wrap ErrCorruptEvent", err)
+			}
+			return
+		}
+		raw, err := ev.MarshalBinary()
+		if err != nil {
+			t.Fatalf("decoded event does not encode: %v", err)
+		}
+		if string(raw) != string(data) {
+			t.Fatalf("not canonical:\n in %x\nout %x", data, raw)
+		}
+		if err := New(Config{}).Apply(ev); err != nil {
+			t.Fatalf("decoded event does not apply: %v", err)
+		}
+	})
+}
