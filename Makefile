@@ -21,3 +21,14 @@ unit:
 # Each fuzz target runs for FUZZTIME; the list is kept by scripts/fuzz-targets.
 fuzz:
 	@./scripts/fuzz.sh $(FUZZTIME)
+
+# Regenerates the native API's Go code (proto/sluice/v1/*.pb.go and
+# sluicev1connect/) from proto/sluice/v1/*.proto. buf comes through the Go
+# module proxy at a pinned version; its plugins run with `go run` at the
+# versions in go.mod (buf.gen.yaml), so no remote plugin is used.
+BUF_VERSION ?= v1.75.0
+.PHONY: proto
+proto:
+	rm -f proto/sluice/v1/*.pb.go proto/sluice/v1/sluicev1connect/*.connect.go
+	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) lint
+	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate

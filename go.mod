@@ -3,6 +3,7 @@ module github.com/sluice-mq/sluice
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1 // indirect
 	github.com/IBM/sarama v1.61.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
