@@ -15,10 +15,10 @@ type sim struct {
 	c       *Coordinator
 	now     time.Time
 	mode    AssignMode
-	ids     []string           // live member ids as the clients believe
-	open    map[Ticket]string  // tickets issued and not yet answered
-	gen     map[string]int32   // member id -> generation it last joined
-	counts  map[string]int32   // topic -> partitions
+	ids     []string          // live member ids as the clients believe
+	open    map[Ticket]string // tickets issued and not yet answered
+	gen     map[string]int32  // member id -> generation it last joined
+	counts  map[string]int32  // topic -> partitions
 	lastGen int32
 }
 

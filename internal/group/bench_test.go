@@ -1,0 +1,77 @@
+package group
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// benchGroup forms a Stable group of n members over one topic of p
+// partitions and returns the member ids.
+func benchGroup(b *testing.B, c *Coordinator, mode AssignMode, n int, p int32) []string {
+	c.SetPartitions(epoch, "t", p)
+	var ids []string
+	for i := range n {
+		_, out := c.Join(epoch, benchReq("", mode, i))
+		for _, r := range out.Joins {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+		ids = append(ids, fmt.Sprintf("m-%d", i+1))
+	}
+	rebalance(b, c, mode, ids, 0)
+	return ids
+}
+
+func benchReq(id string, mode AssignMode, variant int) JoinRequest {
+	name := AssignorRange
+	return JoinRequest{Group: "g", MemberID: id, ClientID: "m", Mode: mode, ProtocolType: "consumer",
+		Protocols: []Protocol{{Name: name, Metadata: []byte{byte(variant)}}}, Topics: []string{"t"},
+		SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second}
+}
+
+// rebalance makes every member rejoin (the first with changed metadata,
+// which is what starts a rebalance) and, for LeaderAssigns, runs the
+// leader's and followers' syncs, until the group is Stable again.
+func rebalance(b *testing.B, c *Coordinator, mode AssignMode, ids []string, round int) {
+	var gen int32
+	var leader string
+	for i, id := range ids {
+		_, out := c.Join(epoch, benchReq(id, mode, round+i))
+		for _, r := range out.Joins {
+			gen, leader = r.Generation, r.Leader
+		}
+	}
+	if mode == LeaderAssigns {
+		assign := make(map[string][]byte, len(ids))
+		for _, id := range ids {
+			assign[id] = []byte("partitions")
+		}
+		for _, id := range ids {
+			if id != leader {
+				c.Sync(epoch, SyncRequest{Group: "g", MemberID: id, Generation: gen})
+			}
+		}
+		c.Sync(epoch, SyncRequest{Group: "g", MemberID: leader, Generation: gen, Assignments: assign})
+	}
+	if info, _ := c.Describe("g"); info.State != Stable || info.Generation != gen {
+		b.Fatalf("not stable after rebalance: %s gen %d", info.State, info.Generation)
+	}
+}
+
+// BenchmarkRebalance10x100 measures one full rebalance of 10 members over
+// 100 partitions: all joins, assignment, and (LeaderAssigns) syncs.
+func BenchmarkRebalance10x100(b *testing.B) {
+	for _, mode := range []AssignMode{BrokerAssigns, LeaderAssigns} {
+		b.Run(map[AssignMode]string{BrokerAssigns: "broker-assigns", LeaderAssigns: "leader-assigns"}[mode], func(b *testing.B) {
+			c := New(Config{})
+			ids := benchGroup(b, c, mode, 10, 100)
+			round := 1
+			for b.Loop() {
+				rebalance(b, c, mode, ids, round*16)
+				round++
+			}
+		})
+	}
+}
