@@ -65,7 +65,9 @@ type group struct {
 	static       map[string]string    // instance id -> member id
 	pending      map[string]time.Time // member ids handed out (v4+), deadline to use them
 	// rebalanceDeadline ends PreparingRebalance even if members are
-	// missing; joinNotBefore holds an initial rebalance open.
+	// missing, and CompletingRebalance if some never sync (a leader that
+	// heartbeats but never assigns must not stall its followers forever);
+	// joinNotBefore holds an initial rebalance open.
 	rebalanceDeadline time.Time
 	joinNotBefore     time.Time
 	seq               uint64
@@ -195,8 +197,10 @@ func (g *group) nextDeadline() (time.Time, bool) {
 			consider(m.lastSeen.Add(m.sessionTimeout))
 		}
 	}
-	if g.state == PreparingRebalance {
+	if g.state == PreparingRebalance || g.state == CompletingRebalance {
 		consider(g.rebalanceDeadline)
+	}
+	if g.state == PreparingRebalance {
 		if g.allJoined() {
 			consider(g.joinNotBefore)
 		}

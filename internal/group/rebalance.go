@@ -13,14 +13,12 @@ func (c *Coordinator) prepareRebalance(g *group, now time.Time) Output {
 	for _, m := range g.sortedMembers() {
 		if m.syncTicket != 0 {
 			out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: ErrRebalanceInProgress})
-			m.syncTicket = 0
+			// Waiting proved it alive; its session restarts now so it has
+			// a full session timeout to rejoin.
+			m.syncTicket, m.lastSeen = 0, now
 		}
 	}
-	var timeout time.Duration
-	for _, m := range g.members {
-		timeout = max(timeout, m.rebalanceTimeout)
-	}
-	g.rebalanceDeadline = now.Add(timeout)
+	g.rebalanceDeadline = now.Add(maxRebalanceTimeout(g))
 	g.joinNotBefore = time.Time{}
 	if g.state == Empty && c.cfg.InitialRebalanceDelay > 0 {
 		g.joinNotBefore = now.Add(c.cfg.InitialRebalanceDelay)
@@ -67,6 +65,7 @@ func (c *Coordinator) completeJoin(g *group, now time.Time) Output {
 		m.lastSeen = now
 	}
 	g.state = CompletingRebalance
+	g.rebalanceDeadline = now.Add(maxRebalanceTimeout(g))
 	if g.mode == BrokerAssigns {
 		c.assignPartitions(g)
 		g.state = Stable
@@ -137,14 +136,41 @@ func (c *Coordinator) tickGroup(g *group, now time.Time) Output {
 			delete(g.pending, id)
 		}
 	}
+	var expired []string
 	for _, m := range g.sortedMembers() {
 		if m.expired(now) {
-			out.merge(c.removeMember(g, m.id, now, ErrUnknownMember))
+			expired = append(expired, m.id)
 		}
+	}
+	for _, id := range expired {
+		out.merge(c.removeMember(g, id, now, ErrUnknownMember))
 	}
 	if g.state == PreparingRebalance && !now.Before(g.rebalanceDeadline) {
 		out.merge(c.completeJoin(g, now))
 	}
+	if g.state == CompletingRebalance && !now.Before(g.rebalanceDeadline) {
+		// Whoever has not synced by now (the leader at least) is dropped;
+		// the rest are told to rejoin.
+		// Decide before removing: the first removal answers the others'
+		// syncs, which would make them look unsynced too.
+		var drop []string
+		for _, m := range g.sortedMembers() {
+			if m.syncTicket == 0 {
+				drop = append(drop, m.id)
+			}
+		}
+		for _, id := range drop {
+			out.merge(c.removeMember(g, id, now, ErrUnknownMember))
+		}
+	}
 	out.merge(c.maybeCompleteJoin(g, now))
 	return out
+}
+
+func maxRebalanceTimeout(g *group) time.Duration {
+	var timeout time.Duration
+	for _, m := range g.members {
+		timeout = max(timeout, m.rebalanceTimeout)
+	}
+	return timeout
 }

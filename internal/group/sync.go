@@ -49,7 +49,7 @@ func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
 	for _, o := range g.sortedMembers() {
 		if o.syncTicket != 0 {
 			out.Syncs = append(out.Syncs, g.syncResult(o, o.syncTicket))
-			o.syncTicket = 0
+			o.syncTicket, o.lastSeen = 0, now
 		}
 	}
 	return t, out
