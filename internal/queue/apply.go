@@ -52,10 +52,7 @@ func (c *Cursor) applyDelivered(ev Delivered) error {
 		}
 		// A replay meets the message first here: its buffered state was never journaled.
 		e = &entry{off: ev.Offset, group: ev.GroupID, sentAt: tn(ev.SentAt)}
-		c.msgs[e.off] = e
-		if c.cfg.FIFO {
-			c.joinGroup(e)
-		}
+		c.hold(e)
 	}
 	c.unlink(e)
 	e.token, e.count = ev.Token, int32(ev.Count)

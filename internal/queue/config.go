@@ -64,19 +64,22 @@ func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 // Validate reports the first out-of-range attribute as a *ConfigError, or nil.
 func (c Config) Validate() error {
 	d := c.withDefaults()
+	// Each field on its own first, then how they relate, so the error names the field at fault.
 	switch {
-	case c.Visibility < 0 || d.Visibility > d.MaxExtension:
-		return &ConfigError{"Visibility", c.Visibility, "must be between 0 and MaxExtension"}
+	case c.Visibility < 0:
+		return &ConfigError{"Visibility", c.Visibility, "must not be negative"}
 	case c.MaxExtension < 0 || (c.MaxExtension != 0 && c.MaxExtension < time.Second):
 		return &ConfigError{"MaxExtension", c.MaxExtension, "must be at least 1s"}
-	case d.MaxExtension > d.Retention:
-		return &ConfigError{"MaxExtension", c.MaxExtension, "must not exceed Retention"}
 	case c.MaxReceives < 0 || c.MaxReceives > MaxReceivesLimit:
 		return &ConfigError{"MaxReceives", c.MaxReceives, fmt.Sprintf("must be between 0 and %d", MaxReceivesLimit)}
 	case c.Lookahead < 0 || c.Lookahead > MaxLookahead:
 		return &ConfigError{"Lookahead", c.Lookahead, fmt.Sprintf("must be between 0 and %d", MaxLookahead)}
 	case c.Retention < 0 || (c.Retention != 0 && c.Retention < time.Minute) || c.Retention > MaxRetention:
 		return &ConfigError{"Retention", c.Retention, "must be between 1m and 365 days"}
+	case d.Visibility > d.MaxExtension:
+		return &ConfigError{"Visibility", c.Visibility, "must not exceed MaxExtension"}
+	case d.MaxExtension > d.Retention:
+		return &ConfigError{"MaxExtension", c.MaxExtension, "must not exceed Retention"}
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ type Cursor struct {
 	clock   int64 // latest `now` seen; only decides whether a newly placed entry is due
 	token   uint64
 	msgs    map[int64]*entry
+	peak    int // largest len(msgs) since the map was last rebuilt; see drop
 	groups  map[string]*group // FIFO only
 	ready   heap              // visible now, by offset
 	timer   heap              // delayed, nacked, in flight: by the time they become visible
@@ -73,8 +74,14 @@ func (c *Cursor) Floor() int64 { return c.done.floor }
 // ReadPos is the next offset the cursor wants from the log. After a restart it rewinds to the
 // first offset that is neither done nor known from the journal, so the buffer is re-read.
 func (c *Cursor) ReadPos() int64 {
-	c.readPos = c.done.next(c.readPos)
-	return c.readPos
+	// Skip what is already known; bounded by the messages held.
+	for {
+		c.readPos = c.done.next(c.readPos)
+		if c.msgs[c.readPos] == nil {
+			return c.readPos
+		}
+		c.readPos++
+	}
 }
 
 // Wants is how many more metas Offer will accept now (never-delivered, not-delayed messages
@@ -116,10 +123,7 @@ func (c *Cursor) Offer(now time.Time, metas []Meta) (int, []Event) {
 			continue
 		}
 		e := &entry{off: m.Offset, group: m.GroupID, sentAt: tn(m.SentAt), at: tn(m.AvailableAt)}
-		c.msgs[e.off] = e
-		if c.cfg.FIFO {
-			c.joinGroup(e)
-		}
+		c.hold(e)
 		c.link(e)
 	}
 	return i, evs
@@ -209,12 +213,30 @@ func (c *Cursor) promote(now int64) {
 	}
 }
 
+// hold starts tracking a new entry.
+func (c *Cursor) hold(e *entry) {
+	c.msgs[e.off] = e
+	c.peak = max(c.peak, len(c.msgs))
+	if c.cfg.FIFO {
+		c.joinGroup(e)
+	}
+}
+
 // drop forgets a finished entry.
 func (c *Cursor) drop(e *entry) {
 	c.unlink(e)
 	delete(c.msgs, e.off)
 	if c.cfg.FIFO {
 		c.leaveGroup(e)
+	}
+	// Go maps never shrink. After a burst (many in flight, then acked) rebuild the map so
+	// memory follows what is held now, not the worst moment so far.
+	if c.peak > 4096 && len(c.msgs) < c.peak/8 {
+		m := make(map[int64]*entry, len(c.msgs))
+		for k, v := range c.msgs {
+			m[k] = v
+		}
+		c.msgs, c.peak = m, len(m)
 	}
 }
 

@@ -145,10 +145,7 @@ func (c *Cursor) restoreEntry(d *decoder, prev *int64) error {
 		return errors.New("message out of order or inconsistent")
 	}
 	*prev = e.off
-	c.msgs[e.off] = e
-	if c.cfg.FIFO {
-		c.joinGroup(e)
-	}
+	c.hold(e)
 	c.link(e)
 	return nil
 }
