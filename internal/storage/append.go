@@ -159,31 +159,30 @@ func (l *Log) maybeRoll(total, count int64) error {
 	return l.roll()
 }
 
-// roll seals the active segment and starts a new one at l.next. The new
-// segment's files exist (and their directory entries are durable) before the
-// old one is sealed, so a failure to create them changes nothing. Called
-// with wmu held.
+// roll seals the active segment and starts a new one at l.next. The old
+// segment is synced before the new one exists, so a crash can never leave a
+// newer segment after an older one that lost its tail (a gap in offsets).
+// Called with wmu held.
 func (l *Log) roll() error {
 	old := l.active
-	ns, err := createSegment(l.env, l.next, l.opts.Now())
-	if err != nil {
-		return err
-	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	durable := l.opts.Sync.Mode != SyncNever
-	if durable {
-		if err := old.log.Sync(); err != nil {
-			ns.remove()
-			l.fail(fmt.Errorf("%w: fdatasync %s: %v", ErrNeedsRecovery, old.path(logSuffix), err))
-			return l.failure()
-		}
-		l.syncedNext = l.next
+	// Sealed segments are always synced, whatever the policy: recovery
+	// scans only the last segment, so every other one must be whole. It
+	// costs one fdatasync per segment.
+	if err := old.log.Sync(); err != nil {
+		l.fail(fmt.Errorf("%w: fdatasync %s: %v", ErrNeedsRecovery, old.path(logSuffix), err))
+		return l.failure()
 	}
-	if err := old.seal(l.next, durable); err != nil {
+	l.syncedNext = l.next
+	l.publish(old, old.size.Load(), l.next)
+	ns, err := createSegment(l.env, l.next, l.opts.Now())
+	if err != nil {
+		return err // nothing changed: the old segment stays active
+	}
+	if err := old.seal(l.next, true); err != nil {
 		l.opts.Logger.Warn("storage: sync of sealed index failed; it will be rebuilt if damaged", "segment", old.path(logSuffix), "err", err)
 	}
-	l.publish(old, old.size.Load(), l.next)
 	l.mu.Lock()
 	l.segs = append(l.segs, ns)
 	l.mu.Unlock()

@@ -134,6 +134,18 @@ func (x *segIndex) write(f vfs.File, buf []byte, good int) bool {
 	return true
 }
 
+// syncFiles makes a cut of the index files durable: entries cut away must
+// not come back after a crash and point into data written since.
+func (x *segIndex) syncFiles() error {
+	if err := x.idxFile.Sync(); err != nil {
+		return fmt.Errorf("storage: sync index: %w", err)
+	}
+	if err := x.timeFile.Sync(); err != nil {
+		return fmt.Errorf("storage: sync index: %w", err)
+	}
+	return nil
+}
+
 func (x *segIndex) closeFiles() {
 	for _, f := range []vfs.File{x.idxFile, x.timeFile} {
 		if f != nil {

@@ -106,7 +106,7 @@ func (s *segment) openIndexFiles(offKept, timeKept int) error {
 	if err := x.timeFile.Truncate(int64(timeKept * timeEntrySize)); err != nil {
 		return fmt.Errorf("storage: recover index: %w", err)
 	}
-	return nil
+	return x.syncFiles()
 }
 
 func openOrCreate(fsys vfs.FS, path string) (vfs.File, error) {

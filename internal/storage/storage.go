@@ -34,11 +34,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Sentinel errors, wrapped with %w.
@@ -150,7 +152,7 @@ func (l *Log) startBackground() {
 // and recovers the last one.
 func (l *Log) openSegments() error {
 	fs, dir := l.opts.FS, l.opts.Dir
-	if err := fs.MkdirAll(dir); err != nil {
+	if err := makeDir(fs, dir); err != nil {
 		return fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	names, err := fs.List(dir)
@@ -196,13 +198,38 @@ func (l *Log) openSegments() error {
 	return nil
 }
 
+// makeDir creates dir and makes every directory it created durable in its
+// parent: without that a power cut could lose the whole partition even
+// though every segment was synced.
+func makeDir(fs vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fs.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fs.MkdirAll(dir); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := fs.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // removeOrphans deletes index files whose .log is gone: the leftovers of a
 // segment deletion cut short by a crash.
 func (l *Log) removeOrphans(names []string, logs map[int64]bool) {
 	for _, n := range names {
 		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
 			if b, ok := parseSegmentName(n, suf); ok && !logs[b] {
-				l.opts.FS.Remove(l.env.dir + "/" + n)
+				l.opts.FS.Remove(filepath.Join(l.env.dir, n))
 			}
 		}
 	}

@@ -40,6 +40,11 @@ func (l *Log) TruncateSuffix(offset int64) error {
 			return l.truncateFailed(err)
 		}
 	}
+	// The removals must be durable before the kept segment grows again, or
+	// a crash could bring back a removed segment overlapping new data.
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		return l.truncateFailed(err)
+	}
 	seg := l.segs[len(l.segs)-1]
 	var err error
 	if offset <= seg.base {
@@ -154,5 +159,5 @@ func (s *segment) reindexTail(cut int64) (int64, error) {
 	if err := x.timeFile.Truncate(int64(x.timeFlushed * timeEntrySize)); err != nil {
 		return 0, err
 	}
-	return res.next, nil
+	return res.next, x.syncFiles()
 }
