@@ -36,7 +36,7 @@ type Cursor struct {
 	clock   int64 // latest `now` seen; only decides whether a newly placed entry is due
 	token   uint64
 	msgs    map[int64]*entry
-	peak    int // largest len(msgs) since the map was last rebuilt; see drop
+	peak    int               // largest len(msgs) since the map was last rebuilt; see drop
 	groups  map[string]*group // FIFO only
 	ready   heap              // visible now, by offset
 	timer   heap              // delayed, nacked, in flight: by the time they become visible
