@@ -88,7 +88,9 @@ func (c *Coordinator) getOrCreate(id string) *group {
 type GroupSummary struct {
 	Group        string
 	State        State
+	Mode         AssignMode
 	ProtocolType string
+	Members      int
 }
 
 // List returns every group, sorted by id. Groups that only hold committed
@@ -96,7 +98,7 @@ type GroupSummary struct {
 func (c *Coordinator) List() []GroupSummary {
 	out := make([]GroupSummary, 0, len(c.groups))
 	for _, g := range c.groups {
-		out = append(out, GroupSummary{Group: g.id, State: g.state, ProtocolType: g.protocolType})
+		out = append(out, GroupSummary{Group: g.id, State: g.state, Mode: g.mode, ProtocolType: g.protocolType, Members: len(g.members)})
 	}
 	slices.SortFunc(out, func(a, b GroupSummary) int { return cmp.Compare(a.Group, b.Group) })
 	return out
@@ -111,6 +113,8 @@ type MemberInfo struct {
 	Metadata   []byte // for the selected protocol
 	Assignment []byte // LeaderAssigns: what the leader sent
 	Partitions []TopicPartitions
+	// LastSeen is the member's last heartbeat, commit, join or sync.
+	LastSeen time.Time
 }
 
 // GroupInfo describes a group.
@@ -140,7 +144,7 @@ func (c *Coordinator) Describe(id string) (info GroupInfo, ok bool) {
 		info.Members = append(info.Members, MemberInfo{
 			MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID,
 			ClientHost: m.clientHost, Metadata: m.metadataFor(g.protocol),
-			Assignment: m.assignment, Partitions: m.partitions,
+			Assignment: m.assignment, Partitions: m.partitions, LastSeen: m.lastSeen,
 		})
 	}
 	return info, true
