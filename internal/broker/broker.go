@@ -1,0 +1,189 @@
+// Package broker is sluice's core Go API: it owns queues, topics, consumer
+// groups and subscriptions, and wires the pure state machines (internal/queue,
+// internal/group) to durable logs (internal/storage).
+//
+// Every protocol front-end (native API, Kafka, SQS) calls this package and
+// nothing below it. The broker never imports a front-end or net/http, and it
+// never answers a write before it is durable under the configured sync policy.
+//
+// On disk, under Options.Dir:
+//
+//	catalog.json                 queues and topics with their settings (crash-atomic rewrite)
+//	queues/<id>-<name>/log/      the messages: a storage log of Kafka batches
+//	queues/<id>-<name>/journal/  cursor events (receives, acks, nacks, …): a storage log
+//	queues/<id>-<name>/snapshot  cursor snapshot and the journal offset it covers
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// Options configure a Broker. Zero values take the defaults listed.
+type Options struct {
+	Dir    string             // required
+	FS     vfs.FS             // default vfs.Default
+	Sync   storage.SyncPolicy // default SyncAlways
+	Now    func() time.Time   // default time.Now; tests drive a fake clock
+	Logger *slog.Logger       // default slog.Default()
+
+	// SnapshotEvery is how many journal events a queue writes between
+	// cursor snapshots; it bounds replay work at start. Default 100,000.
+	SnapshotEvery int
+	// SegmentBytes is the segment size of message logs; default 128 MiB.
+	SegmentBytes int64
+}
+
+// Broker is the core. It is safe for concurrent use.
+type Broker struct {
+	opts Options
+	log  *slog.Logger
+	cat  *catalog
+
+	mu     sync.RWMutex // guards queues and closed; a queue's own state has its own lock
+	queues map[string]*queueRT
+	closed bool
+
+	stopMaint chan struct{}
+	maintDone chan struct{}
+}
+
+// Open opens (or creates) the broker in opts.Dir, recovering every queue.
+func Open(opts Options) (*Broker, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("broker: Options.Dir is required")
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.SnapshotEvery <= 0 {
+		opts.SnapshotEvery = 100_000
+	}
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = 128 << 20
+	}
+	if err := vfs.MkdirAllDurable(opts.FS, filepath.Join(opts.Dir, "queues")); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	cat, err := openCatalog(opts.FS, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}}
+	data := cat.snapshot()
+	for _, s := range data.Queues {
+		q, err := openQueue(b, s)
+		if err != nil {
+			b.closeQueues()
+			return nil, fmt.Errorf("broker: queue %s: %w", s.Name, err)
+		}
+		b.queues[s.Name] = q
+	}
+	b.log.Info("broker open", "dir", opts.Dir, "queues", len(b.queues), "sync", opts.Sync.String())
+	return b, nil
+}
+
+// Close stops background work, writes what is pending and closes every log.
+// Nothing acknowledged before Close is lost.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	if b.stopMaint != nil {
+		close(b.stopMaint)
+		<-b.maintDone
+	}
+	return b.closeQueues()
+}
+
+func (b *Broker) closeQueues() error {
+	var errs []error
+	for _, q := range b.queues {
+		errs = append(errs, q.close())
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Broker) now() time.Time { return b.opts.Now() }
+
+// queue finds an open queue by name.
+func (b *Broker) queue(name string) (*queueRT, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	q := b.queues[name]
+	if q == nil {
+		return nil, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	}
+	return q, nil
+}
+
+// ListQueues returns the names of all queues that start with prefix, sorted.
+func (b *Broker) ListQueues(prefix string) []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var names []string
+	for n := range b.queues {
+		if len(n) >= len(prefix) && n[:len(prefix)] == prefix {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// StartMaintenance runs Maintain every interval until Close. The server
+// calls it; tests call Maintain directly with a fake clock instead.
+func (b *Broker) StartMaintenance(interval time.Duration) {
+	b.stopMaint = make(chan struct{})
+	b.maintDone = make(chan struct{})
+	go func() {
+		defer close(b.maintDone)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.stopMaint:
+				return
+			case <-t.C:
+				b.Maintain()
+			}
+		}
+	}()
+}
+
+// Maintain does the periodic work: retention, deleting log segments every
+// cursor has finished, and waking long-polls whose messages came due.
+func (b *Broker) Maintain() {
+	b.mu.RLock()
+	qs := make([]*queueRT, 0, len(b.queues))
+	for _, q := range b.queues {
+		qs = append(qs, q)
+	}
+	b.mu.RUnlock()
+	for _, q := range qs {
+		if err := q.maintain(); err != nil {
+			b.log.Warn("queue maintenance failed", "queue", q.name, "err", err)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"time"
+)
+
+// CreateQueue creates a queue, or returns the existing one's settings when a
+// queue of that name exists with the same settings (as SQS's CreateQueue is
+// idempotent). Zero settings take their defaults.
+func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
+	s.Normalize()
+	if err := s.Validate(); err != nil {
+		return QueueSettings{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return QueueSettings{}, ErrClosed
+	}
+	if q := b.queues[s.Name]; q != nil {
+		q.mu.Lock()
+		cur := q.settings
+		q.mu.Unlock()
+		if !sameSettings(cur, s) {
+			return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueExists, s.Name)
+		}
+		return cur, nil
+	}
+	if s.DeadLetterQueue != "" && b.queues[s.DeadLetterQueue] == nil {
+		return QueueSettings{}, fmt.Errorf("%w: dead-letter queue %s", ErrQueueNotFound, s.DeadLetterQueue)
+	}
+	now := b.now()
+	s.CreatedAt, s.ModifiedAt = now, now
+	var q *queueRT
+	err := b.cat.update(func(d *catalogData) error {
+		s.ID = d.NextID
+		d.NextID++
+		var err error
+		if q, err = openQueue(b, s); err != nil {
+			return err
+		}
+		d.Queues[s.Name] = s
+		return nil
+	})
+	if err != nil {
+		if q != nil {
+			q.close()
+		}
+		return QueueSettings{}, err
+	}
+	b.queues[s.Name] = q
+	return s.clone(), nil
+}
+
+// sameSettings compares the settings a creator chooses (not ids or times).
+func sameSettings(a, b QueueSettings) bool {
+	a.ID, a.CreatedAt, a.ModifiedAt, a.Tags, a.Extra = 0, time.Time{}, time.Time{}, nil, nil
+	b.ID, b.CreatedAt, b.ModifiedAt, b.Tags, b.Extra = 0, time.Time{}, time.Time{}, nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// GetQueue returns a queue's settings.
+func (b *Broker) GetQueue(name string) (QueueSettings, error) {
+	q, err := b.queue(name)
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.settings.clone(), nil
+}
+
+// UpdateQueue changes a queue's settings with fn. The name, FIFO-ness and
+// identity cannot change. In-flight deliveries keep their deadlines.
+func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSettings, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queues[name]
+	if q == nil {
+		return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	next := q.settings.clone()
+	fn(&next)
+	next.Name, next.ID, next.FIFO, next.CreatedAt = q.settings.Name, q.settings.ID, q.settings.FIFO, q.settings.CreatedAt
+	next.Normalize()
+	if err := next.Validate(); err != nil {
+		return QueueSettings{}, err
+	}
+	if next.DeadLetterQueue != "" && b.queues[next.DeadLetterQueue] == nil {
+		return QueueSettings{}, fmt.Errorf("%w: dead-letter queue %s", ErrQueueNotFound, next.DeadLetterQueue)
+	}
+	next.ModifiedAt = b.now()
+	err := b.cat.update(func(d *catalogData) error {
+		d.Queues[name] = next
+		return nil
+	})
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	if err := q.reconfigureLocked(next); err != nil {
+		return QueueSettings{}, err
+	}
+	return next.clone(), nil
+}
+
+// DeleteQueue deletes a queue and its messages. A queue that is another
+// queue's dead-letter target cannot be deleted until that link is removed.
+func (b *Broker) DeleteQueue(name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queues[name]
+	if q == nil {
+		return fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	}
+	for other, oq := range b.queues {
+		oq.mu.Lock()
+		target := oq.settings.DeadLetterQueue
+		oq.mu.Unlock()
+		if other != name && target == name {
+			return fmt.Errorf("%w: %s is the dead-letter queue of %s", ErrQueueInUse, name, other)
+		}
+	}
+	err := b.cat.update(func(d *catalogData) error {
+		delete(d.Queues, name)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	delete(b.queues, name)
+	q.mu.Lock()
+	q.notifyLocked()
+	q.mu.Unlock()
+	if err := q.close(); err != nil {
+		b.log.Warn("closing deleted queue", "queue", name, "err", err)
+	}
+	// The catalog no longer names the directory; removing it is cleanup.
+	return removeAll(b.opts.FS, q.dir)
+}
+
+// PurgeQueue finishes every message sent before now: buffered, delayed and
+// in flight alike (their receipts become stale).
+func (b *Broker) PurgeQueue(ctx context.Context, name string) error {
+	q, err := b.queue(name)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if err := q.checkLocked(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	evs := q.cur.Purge(q.now(), q.log.HighWatermark())
+	done := q.recordLocked(evs)
+	q.mu.Unlock()
+	return q.wait(done)
+}
+
+// TagQueue and friends keep front-end data with the queue's settings.
+func (b *Broker) SetQueueTags(name string, set map[string]string, remove []string) error {
+	_, err := b.UpdateQueue(name, func(s *QueueSettings) {
+		if s.Tags == nil {
+			s.Tags = map[string]string{}
+		}
+		maps.Copy(s.Tags, set)
+		for _, k := range remove {
+			delete(s.Tags, k)
+		}
+	})
+	return err
+}

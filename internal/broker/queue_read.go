@@ -1,0 +1,153 @@
+package broker
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/queue"
+	"github.com/sluice-mq/sluice/internal/storage"
+)
+
+// fillReadBytes is how much of the log one fill step reads. It bounds the
+// work a receive does beyond its own messages.
+const fillReadBytes = 256 << 10
+
+// fillLocked offers the cursor the metadata of messages after its read
+// position, as many as it wants. Called with q.mu held.
+func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
+	var evs []queue.Event
+	for q.cur.Wants() > 0 {
+		pos := q.cur.ReadPos()
+		if start := q.log.LogStartOffset(); pos < start {
+			evs = append(evs, q.cur.Skip(start)...)
+			continue
+		}
+		if pos >= q.log.HighWatermark() {
+			break
+		}
+		data, err := q.log.Read(pos, fillReadBytes)
+		if err != nil {
+			return evs, err
+		}
+		metas, end, err := messageMetas(data, pos)
+		if err != nil {
+			return evs, err
+		}
+		if len(metas) == 0 {
+			evs = append(evs, q.cur.Skip(end)...)
+			continue
+		}
+		n, e := q.cur.Offer(now, metas)
+		evs = append(evs, e...)
+		if n == 0 {
+			break
+		}
+	}
+	return evs, nil
+}
+
+// messageMetas decodes the cursor's view of each record at or after from in
+// data (whole batches), and the offset after the last record.
+func messageMetas(data []byte, from int64) ([]queue.Meta, int64, error) {
+	var metas []queue.Meta
+	end := from
+	err := eachRecord(data, func(r batch.Record) bool {
+		end = r.Offset + 1
+		if r.Offset < from {
+			return true
+		}
+		m := queue.Meta{Offset: r.Offset, SentAt: time.UnixMilli(r.Timestamp)}
+		for _, h := range r.Headers {
+			switch h.Key {
+			case hdrGroup:
+				m.GroupID = string(h.Value)
+			case hdrAvailableAt:
+				m.AvailableAt = msTime(h.Value)
+			}
+		}
+		metas = append(metas, m)
+		return true
+	})
+	return metas, end, err
+}
+
+// eachRecord calls fn for each record of the whole batches in data until fn
+// returns false.
+func eachRecord(data []byte, fn func(batch.Record) bool) error {
+	for len(data) > 0 {
+		n, err := batch.FrameSize(data)
+		if err != nil {
+			return err
+		}
+		if int64(len(data)) < n {
+			return fmt.Errorf("broker: short batch in log read")
+		}
+		for r, err := range batch.Records(data[:n]) {
+			if err != nil {
+				return err
+			}
+			if !fn(r) {
+				return nil
+			}
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// readMessages reads the messages at the given offsets (ascending) from the
+// log. It needs no lock: the log serves positional reads of durable data, and
+// the segments of unfinished messages are never deleted.
+func readMessages(log *storage.Log, offsets []int64) (map[int64]*Message, error) {
+	out := make(map[int64]*Message, len(offsets))
+	for _, off := range offsets {
+		if out[off] != nil {
+			continue
+		}
+		data, err := log.Read(off, 64<<10)
+		if err != nil {
+			return nil, fmt.Errorf("read message at %d: %w", off, err)
+		}
+		err = eachRecord(data, func(r batch.Record) bool {
+			if r.Offset >= off {
+				out[r.Offset] = recordMessage(r)
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		if out[off] == nil {
+			return nil, fmt.Errorf("message at offset %d not found in the log", off)
+		}
+	}
+	return out, nil
+}
+
+// recordMessage copies a record into a Message (records alias the read buffer).
+func recordMessage(r batch.Record) *Message {
+	m := &Message{Body: bytes.Clone(r.Value)}
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	hs := make([]batch.RecordHeader, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = batch.RecordHeader{Key: h.Key, Value: bytes.Clone(h.Value)}
+	}
+	decodeHeaders(m, hs, time.UnixMilli(r.Timestamp))
+	return m
+}
+
+// encodeMessages builds one batch holding msgs, stamped with now.
+func encodeMessages(msgs []*Message, now time.Time) ([]byte, error) {
+	recs := make([]batch.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = batch.Record{Timestamp: now.UnixMilli(), Value: m.Body, Headers: encodeHeaders(m)}
+		if recs[i].Value == nil {
+			recs[i].Value = []byte{}
+		}
+	}
+	return batch.Build(recs, batch.Options{})
+}

@@ -1,0 +1,240 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// Errors of receipts, re-exported from the cursor so front-ends need only
+// this package.
+var (
+	ErrReceiptStale   = queue.ErrReceiptStale   // a newer delivery exists, or the message is finished
+	ErrReceiptInvalid = queue.ErrReceiptInvalid // not a receipt this broker issued
+	ErrNotInFlight    = queue.ErrNotInFlight    // extend of a delivery whose visibility already ran out
+	ErrExtensionLimit = queue.ErrExtensionLimit // extension past the queue's MaxExtension
+)
+
+// Delivery is a received message with its lease.
+type Delivery struct {
+	Message
+	Sequence        int64
+	Receipt         string
+	ReceiveCount    int
+	FirstReceivedAt time.Time
+	Deadline        time.Time
+	FencingToken    uint64
+}
+
+// WaitQueueDefault asks Receive to use the queue's ReceiveWait setting.
+const WaitQueueDefault = time.Duration(-1)
+
+// ReceiveOptions shape one receive.
+type ReceiveOptions struct {
+	Max        int           // 1 to 10,000; default 1
+	Visibility time.Duration // 0: the queue's visibility timeout
+	Wait       time.Duration // long-poll; WaitQueueDefault for the queue's setting
+}
+
+// MaxReceiveBatch bounds one receive.
+const MaxReceiveBatch = 10_000
+
+// Receive hands out up to opts.Max visible messages, each hidden for the
+// visibility timeout, and returns once those deliveries are journaled (so
+// receive counts survive a crash). With a wait, it blocks until a message
+// arrives or becomes visible, the wait ends, or ctx ends; a send wakes it at
+// once.
+func (b *Broker) Receive(ctx context.Context, queueName string, opts ReceiveOptions) ([]Delivery, error) {
+	q, err := b.queue(queueName)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Max == 0 {
+		opts.Max = 1
+	}
+	if opts.Max < 0 || opts.Max > MaxReceiveBatch {
+		return nil, invalid("max", "%d: want 1 to %d", opts.Max, MaxReceiveBatch)
+	}
+	if opts.Wait == WaitQueueDefault {
+		q.mu.Lock()
+		opts.Wait = q.settings.ReceiveWait
+		q.mu.Unlock()
+	}
+	if opts.Wait < 0 {
+		return nil, invalid("wait", "%v: must not be negative", opts.Wait)
+	}
+	var timeout <-chan time.Time
+	if opts.Wait > 0 {
+		t := time.NewTimer(opts.Wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		ds, wake, due, err := q.receiveOnce(ctx, opts)
+		if err != nil || len(ds) > 0 || opts.Wait == 0 {
+			return ds, err
+		}
+		if !waitForWork(ctx, wake, due, q.now(), timeout) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waitForWork blocks until wake is closed, due (if set) passes, timeout
+// fires or ctx ends. It reports whether to try again.
+func waitForWork(ctx context.Context, wake <-chan struct{}, due, now time.Time, timeout <-chan time.Time) bool {
+	var dueC <-chan time.Time
+	if !due.IsZero() {
+		dt := time.NewTimer(max(due.Sub(now), time.Millisecond))
+		defer dt.Stop()
+		dueC = dt.C
+	}
+	select {
+	case <-wake:
+	case <-dueC:
+	case <-timeout:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// receiveOnce tries one receive. With nothing to deliver it returns the
+// channel a send will close and the next time something comes due.
+func (q *queueRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Delivery, <-chan struct{}, time.Time, error) {
+	q.mu.Lock()
+	if err := q.checkLocked(); err != nil {
+		q.mu.Unlock()
+		return nil, nil, time.Time{}, err
+	}
+	now := q.now()
+	evs, err := q.fillLocked(now)
+	if err != nil {
+		done := q.recordLocked(evs)
+		q.mu.Unlock()
+		return nil, nil, time.Time{}, errors.Join(err, q.wait(done))
+	}
+	ds, more, err := q.cur.Receive(now, opts.Max, opts.Visibility)
+	if err != nil {
+		done := q.recordLocked(evs)
+		q.mu.Unlock()
+		return nil, nil, time.Time{}, errors.Join(mapCursorErr(err), q.wait(done))
+	}
+	evs = append(evs, more...)
+	evs, dead := splitDeadLetters(evs)
+	done := q.recordLocked(evs)
+	wake := q.wake
+	due, _ := q.cur.NextDue()
+	q.mu.Unlock()
+
+	err = q.wait(done)
+	if err == nil && len(dead) > 0 {
+		err = q.deadLetter(ctx, dead)
+	}
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("receive from %s: %w", q.name, err)
+	}
+	if len(ds) == 0 {
+		return nil, wake, due, nil
+	}
+	out, err := q.deliveries(ds)
+	return out, wake, due, err
+}
+
+// deliveries joins the cursor's deliveries with the messages from the log.
+func (q *queueRT) deliveries(ds []queue.Delivery) ([]Delivery, error) {
+	offs := make([]int64, len(ds))
+	for i, d := range ds {
+		offs[i] = d.Offset
+	}
+	msgs, err := readMessages(q.log, offs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = Delivery{Message: *msgs[d.Offset], Sequence: d.Offset, Receipt: d.Receipt,
+			ReceiveCount: d.ReceiveCount, FirstReceivedAt: d.FirstReceivedAt, Deadline: d.Deadline,
+			FencingToken: d.FencingToken}
+	}
+	return out, nil
+}
+
+// checkLocked refuses work on a queue whose memory may be ahead of its
+// journal, after trying to rebuild it from disk.
+func (q *queueRT) checkLocked() error {
+	if q.broken == nil {
+		return nil
+	}
+	if err := q.reloadLocked(); err != nil {
+		return fmt.Errorf("queue %s is unavailable after a storage failure: %w", q.name, err)
+	}
+	return nil
+}
+
+// Ack deletes the message a current receipt names. A stale receipt (the
+// message was delivered again, or is finished) is refused with
+// ErrReceiptStale and changes nothing.
+func (b *Broker) Ack(ctx context.Context, queueName, receipt string) error {
+	return b.leaseOp(queueName, func(q *queueRT, now time.Time) ([]queue.Event, error) {
+		evs, err := q.cur.Ack(now, receipt)
+		if err == nil {
+			q.ctr.acked++
+		}
+		return evs, err
+	})
+}
+
+// Extend keeps a delivery hidden until now+d (a heartbeat). The total time
+// since the receive is bounded by the queue's MaxExtension. d = 0 makes the
+// message visible again at once.
+func (b *Broker) Extend(ctx context.Context, queueName, receipt string, d time.Duration) error {
+	return b.leaseOp(queueName, func(q *queueRT, now time.Time) ([]queue.Event, error) {
+		return q.cur.Extend(now, receipt, d)
+	})
+}
+
+// Nack releases a delivery: visible again after delay (0: at once), with a
+// reason kept for the dead-letter queue.
+func (b *Broker) Nack(ctx context.Context, queueName, receipt string, delay time.Duration, reason string) error {
+	return b.leaseOp(queueName, func(q *queueRT, now time.Time) ([]queue.Event, error) {
+		return q.cur.Nack(now, receipt, delay, reason)
+	})
+}
+
+// leaseOp runs one receipt operation and waits until it is journaled.
+func (b *Broker) leaseOp(queueName string, op func(*queueRT, time.Time) ([]queue.Event, error)) error {
+	q, err := b.queue(queueName)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if err := q.checkLocked(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	evs, err := op(q, q.now())
+	if err != nil {
+		if errors.Is(err, queue.ErrReceiptStale) {
+			q.ctr.staleRefused++
+		}
+		q.mu.Unlock()
+		return mapCursorErr(err)
+	}
+	done := q.recordLocked(evs)
+	q.notifyLocked() // a nack, or a FIFO ack, may have made a message visible
+	q.mu.Unlock()
+	return q.wait(done)
+}
+
+// mapCursorErr turns the cursor's argument errors into the broker's.
+func mapCursorErr(err error) error {
+	if errors.Is(err, queue.ErrOutOfRange) {
+		return &InvalidArgumentError{Field: "duration", Reason: err.Error()}
+	}
+	return err
+}

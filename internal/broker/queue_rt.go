@@ -1,0 +1,323 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/queue"
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// queueRT is one open queue: its message log, its cursor and the journal
+// that makes the cursor durable.
+type queueRT struct {
+	b    *Broker
+	name string
+	dir  string
+	log  *storage.Log // messages
+	jr   *journal     // cursor events
+
+	// sendMu serialises the dedup check and the append of FIFO sends, so a
+	// deduplication id is remembered only for a message that was stored.
+	sendMu sync.Mutex
+
+	// mu guards everything below. It is held for in-memory work and to
+	// submit journal events in the order they were applied; never across
+	// an fdatasync, except for the rare dead-letter copy.
+	mu        sync.Mutex
+	settings  QueueSettings
+	cur       *queue.Cursor
+	dedup     *queue.Deduper // FIFO queues only
+	sinceSnap int            // journal events since the last snapshot was started
+	snapBusy  bool           // a snapshot waits for the journal to reach it
+	wake      chan struct{}  // closed and replaced when messages may have become visible
+	broken    error          // set when memory may be ahead of disk; the queue reloads
+	ctr       runtimeCounters
+}
+
+// runtimeCounters are totals since the broker started (not durable).
+type runtimeCounters struct {
+	sent, acked, staleRefused uint64
+}
+
+func queueDir(root string, s QueueSettings) string {
+	return filepath.Join(root, "queues", fmt.Sprintf("%d-%s", s.ID, s.Name))
+}
+
+func (s QueueSettings) cursorConfig() queue.Config {
+	return queue.Config{
+		Visibility:   s.VisibilityTimeout,
+		MaxExtension: s.MaxExtension,
+		MaxReceives:  s.MaxReceives,
+		FIFO:         s.FIFO,
+		Retention:    s.Retention,
+	}
+}
+
+func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
+	dir := queueDir(b.opts.Dir, s)
+	q := &queueRT{b: b, name: s.Name, dir: dir, settings: s, wake: make(chan struct{})}
+	var err error
+	q.log, err = storage.Open(storage.Options{
+		FS: b.opts.FS, Dir: filepath.Join(dir, "log"), Sync: b.opts.Sync, Now: b.opts.Now,
+		Logger: b.log, SegmentBytes: b.opts.SegmentBytes,
+		MaxBatchBytes: 8 << 20, // a send batch of up to ten 1 MiB messages plus headers
+	})
+	if err != nil {
+		return nil, err
+	}
+	jlog, err := storage.Open(storage.Options{
+		FS: b.opts.FS, Dir: filepath.Join(dir, "journal"), Sync: b.opts.Sync, Now: b.opts.Now,
+		Logger: b.log, SegmentBytes: 64 << 20,
+	})
+	if err != nil {
+		q.log.Close()
+		return nil, err
+	}
+	if err := q.loadCursor(jlog); err != nil {
+		q.log.Close()
+		jlog.Close()
+		return nil, err
+	}
+	q.jr = newJournal(jlog, func() int64 { return b.now().UnixMilli() })
+	if s.FIFO {
+		if err := q.rebuildDedup(); err != nil {
+			q.close()
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// Snapshot file: journal offset (8 bytes, big endian), CRC-32C of the
+// cursor snapshot (4 bytes), cursor snapshot.
+const snapshotFile = "snapshot"
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// loadCursor rebuilds the cursor from the snapshot and the journal after it.
+func (q *queueRT) loadCursor(jlog *storage.Log) error {
+	cfg := q.settings.cursorConfig()
+	from := int64(0)
+	data, err := readFile(q.b.opts.FS, filepath.Join(q.dir, snapshotFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		q.cur, err = queue.New(cfg)
+		if err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
+			return fmt.Errorf("snapshot %s: checksum mismatch", filepath.Join(q.dir, snapshotFile))
+		}
+		from = int64(binary.BigEndian.Uint64(data[:8]))
+		if q.cur, err = queue.Restore(cfg, data[12:]); err != nil {
+			return err
+		}
+	}
+	if from < jlog.LogStartOffset() {
+		return fmt.Errorf("journal starts at %d, after the snapshot's %d: events are missing", jlog.LogStartOffset(), from)
+	}
+	n, skipped := 0, 0
+	err = replayLog(jlog, from, func(off int64, v []byte) error {
+		ev, err := queue.UnmarshalEvent(v)
+		if err == nil {
+			err = q.cur.Apply(ev)
+		}
+		n++
+		if errors.Is(err, queue.ErrBadEvent) {
+			// An event that no longer fits (say, a dead-letter journaled
+			// after a purge of the same message) is logged and skipped:
+			// refusing to open the queue would lose everything else.
+			skipped++
+			q.b.log.Warn("journal event skipped", "queue", q.name, "offset", off, "err", err)
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("journal replay: %w", err)
+	}
+	q.sinceSnap = n
+	return nil
+}
+
+// reload throws the in-memory cursor away and rebuilds it from disk. It runs
+// after a failure that may have left memory ahead of the journal. Called with
+// q.mu held.
+func (q *queueRT) reloadLocked() error {
+	if err := q.jr.log.Sync(); err != nil {
+		return err
+	}
+	if err := q.loadCursor(q.jr.log); err != nil {
+		return err
+	}
+	q.jr.reset()
+	q.broken = nil
+	q.b.log.Warn("queue state reloaded from its journal after a write failure", "queue", q.name)
+	return nil
+}
+
+// record journals events (in the order applied) and returns a channel that
+// reports their durability. Called with q.mu held.
+func (q *queueRT) recordLocked(evs []queue.Event) <-chan error {
+	if len(evs) == 0 {
+		return nil
+	}
+	enc := make([][]byte, len(evs))
+	for i, ev := range evs {
+		b, err := ev.MarshalBinary()
+		if err != nil {
+			ch := make(chan error, 1)
+			ch <- err
+			return ch
+		}
+		enc[i] = b
+	}
+	ch := q.jr.submit(enc)
+	q.sinceSnap += len(evs)
+	if q.sinceSnap >= q.b.opts.SnapshotEvery && !q.snapBusy {
+		q.startSnapshotLocked()
+	}
+	return ch
+}
+
+// wait waits for a journal write; a failure marks the queue for reload, since
+// memory is now ahead of disk.
+func (q *queueRT) wait(ch <-chan error) error {
+	if ch == nil {
+		return nil
+	}
+	err := <-ch
+	if err != nil {
+		q.mu.Lock()
+		q.broken = err
+		q.mu.Unlock()
+	}
+	return err
+}
+
+// startSnapshotLocked takes the cursor's snapshot at the current journal
+// position and writes it once the journal holds every event before it; then
+// journal segments below it are deleted. Called with q.mu held.
+func (q *queueRT) startSnapshotLocked() {
+	pos := q.jr.position()
+	snap := q.cur.Snapshot()
+	q.snapBusy = true
+	q.sinceSnap = 0
+	q.jr.onDurable(func(durable int64) {
+		err := q.writeSnapshot(pos, snap, durable)
+		q.mu.Lock()
+		q.snapBusy = false
+		q.mu.Unlock()
+		if err != nil {
+			q.b.log.Warn("queue snapshot failed", "queue", q.name, "err", err)
+		}
+	})
+}
+
+func (q *queueRT) writeSnapshot(pos int64, snap []byte, durable int64) error {
+	if durable < pos {
+		return fmt.Errorf("journal durable to %d, snapshot at %d", durable, pos)
+	}
+	buf := make([]byte, 12+len(snap))
+	binary.BigEndian.PutUint64(buf[:8], uint64(pos))
+	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(snap, crcTable))
+	copy(buf[12:], snap)
+	if err := writeFileAtomic(q.b.opts.FS, q.dir, snapshotFile, buf); err != nil {
+		return err
+	}
+	_, err := q.jr.log.DeleteBelow(pos)
+	return err
+}
+
+// notifyLocked wakes every long-poll waiting on this queue.
+func (q *queueRT) notifyLocked() {
+	close(q.wake)
+	q.wake = make(chan struct{})
+}
+
+// maintain deletes message segments every message of which is finished,
+// writes a snapshot if events piled up, and wakes long-polls whose messages
+// came due.
+func (q *queueRT) maintain() error {
+	q.mu.Lock()
+	floor := q.cur.Floor()
+	if q.sinceSnap > 0 && !q.snapBusy && q.sinceSnap >= q.b.opts.SnapshotEvery/10 {
+		q.startSnapshotLocked()
+	}
+	if due, ok := q.cur.NextDue(); ok && !due.After(q.b.now()) {
+		q.notifyLocked()
+	}
+	q.mu.Unlock()
+	_, err := q.log.DeleteBelow(floor)
+	return err
+}
+
+func (q *queueRT) close() error {
+	var errs []error
+	if q.jr != nil {
+		errs = append(errs, q.jr.close())
+	}
+	errs = append(errs, q.log.Close())
+	return errors.Join(errs...)
+}
+
+// now is the broker clock.
+func (q *queueRT) now() time.Time { return q.b.now() }
+
+// reconfigureLocked applies new settings: the cursor is rebuilt from its own
+// snapshot under the new config, so deliveries in flight keep their state.
+// Called with q.mu held.
+func (q *queueRT) reconfigureLocked(s QueueSettings) error {
+	cur, err := queue.Restore(s.cursorConfig(), q.cur.Snapshot())
+	if err != nil {
+		return err
+	}
+	if s.FIFO && s.DedupWindow != q.settings.DedupWindow {
+		d, err := queue.NewDeduper(s.DedupWindow)
+		if err != nil {
+			return err
+		}
+		q.dedup = d // ids recorded under the old window are forgotten
+	}
+	q.cur, q.settings = cur, s
+	q.notifyLocked()
+	return nil
+}
+
+// removeAll deletes dir and everything under it.
+func removeAll(fsys vfs.FS, dir string) error {
+	names, err := fsys.List(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		st, err := fsys.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.IsDir() {
+			err = removeAll(fsys, p)
+		} else {
+			err = fsys.Remove(p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return fsys.Remove(dir)
+}

@@ -1,0 +1,197 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// SendResult is the outcome of one message of a Send.
+type SendResult struct {
+	ID        string
+	Sequence  int64 // the message's offset in the queue's log
+	Duplicate bool  // FIFO: the dedup id was seen within the window; nothing was stored
+	Err       error // this message was refused (invalid); the others were not affected
+}
+
+// SendInput is one message to send: the Message fields a producer sets, and
+// a delay (0: the queue's default delay; use NoDelay for none).
+type SendInput struct {
+	Body       []byte
+	Attributes map[string]Attribute
+	System     map[string]string
+	GroupID    string
+	DedupID    string
+	Delay      time.Duration
+	NoDelay    bool // ignore the queue's default delay
+}
+
+// Send stores messages in a queue and returns once they are durable. Each
+// input gets a result; an invalid one is refused alone (as SQS's batch
+// partial failure), and the call's error is for the queue as a whole.
+func (b *Broker) Send(ctx context.Context, queueName string, in []SendInput) ([]SendResult, error) {
+	q, err := b.queue(queueName)
+	if err != nil {
+		return nil, err
+	}
+	return q.send(ctx, in, nil)
+}
+
+// send stores inputs; dl, when not nil, carries dead-letter metadata per input
+// (dead-lettering and redrive use it to keep a message's id and history).
+func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]SendResult, error) {
+	q.mu.Lock()
+	s := q.settings
+	q.mu.Unlock()
+	if s.FIFO {
+		q.sendMu.Lock()
+		defer q.sendMu.Unlock()
+	}
+	now := q.now()
+	results := make([]SendResult, len(in))
+	var msgs []*Message
+	var idx []int
+	for i, m := range in {
+		msg, err := q.prepare(s, m, now)
+		if err == nil && keep != nil && keep[i] != nil {
+			msg.ID, msg.DeadLetter, msg.SentAt = keep[i].ID, keep[i].DeadLetter, keep[i].SentAt
+		}
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		if s.FIFO {
+			if id, seen := q.checkDedup(now, msg.DedupID); seen {
+				results[i] = SendResult{ID: id, Duplicate: true, Sequence: -1}
+				continue
+			}
+		}
+		results[i].ID = msg.ID
+		msgs = append(msgs, msg)
+		idx = append(idx, i)
+	}
+	if len(msgs) == 0 {
+		return results, nil
+	}
+	data, err := encodeMessages(msgs, now)
+	if err != nil {
+		return nil, err
+	}
+	offs, err := q.log.Append(ctx, data)
+	if err != nil {
+		return nil, fmt.Errorf("send to %s: %w", q.name, err)
+	}
+	q.mu.Lock()
+	for k, i := range idx {
+		results[i].Sequence = offs[0] + int64(k)
+		if s.FIFO {
+			q.dedup.Record(now, msgs[k].DedupID, msgs[k].ID)
+		}
+	}
+	q.ctr.sent += uint64(len(msgs))
+	q.notifyLocked()
+	q.mu.Unlock()
+	return results, nil
+}
+
+func (q *queueRT) checkDedup(now time.Time, id string) (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.dedup.Check(now, id)
+}
+
+// prepare validates one input against the queue's settings and builds the
+// message to store.
+func (q *queueRT) prepare(s QueueSettings, in SendInput, now time.Time) (*Message, error) {
+	m := &Message{ID: newMessageID(), Body: in.Body, Attributes: in.Attributes, System: in.System,
+		GroupID: in.GroupID, DedupID: in.DedupID, SentAt: now}
+	if n := m.size(); n > s.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, s.MaxMessageBytes)
+	}
+	delay := in.Delay
+	if delay == 0 && !in.NoDelay {
+		delay = s.DefaultDelay
+	}
+	if delay < 0 || delay > s.Retention {
+		return nil, invalid("delay", "%v: want 0 to the retention period %v", delay, s.Retention)
+	}
+	if delay > 0 {
+		m.AvailableAt = now.Add(delay)
+	}
+	if !s.FIFO {
+		if m.GroupID != "" {
+			return nil, invalid("group_id", "message groups are for FIFO queues only")
+		}
+		m.DedupID = "" // standard queues do not deduplicate, as in SQS
+		return m, nil
+	}
+	if m.GroupID == "" {
+		return nil, invalid("group_id", "a FIFO queue needs a message group id")
+	}
+	if len(m.GroupID) > 128 || len(m.DedupID) > 128 {
+		return nil, invalid("group_id", "group and deduplication ids are at most 128 characters")
+	}
+	if m.DedupID == "" {
+		if !s.ContentBasedDedup {
+			return nil, invalid("dedup_id", "the queue has no content-based deduplication, so a deduplication id is required")
+		}
+		sum := sha256.Sum256(m.Body)
+		m.DedupID = hex.EncodeToString(sum[:])
+	}
+	return m, nil
+}
+
+// rebuildDedup remembers the dedup ids of the messages sent within the last
+// window, read back from the log, so a retry across a restart is still
+// recognised.
+func (q *queueRT) rebuildDedup() error {
+	d, err := queue.NewDeduper(q.settings.DedupWindow)
+	if err != nil {
+		return err
+	}
+	q.dedup = d
+	now := q.now()
+	from, err := q.log.OffsetForTime(now.Add(-q.settings.DedupWindow).UnixMilli())
+	if err != nil || from < 0 {
+		return err // from < 0: nothing sent within the window
+	}
+	for pos := from; pos < q.log.HighWatermark(); {
+		data, err := q.log.Read(pos, fillReadBytes)
+		if err != nil {
+			return err
+		}
+		next := pos
+		err = eachRecord(data, func(r batch.Record) bool {
+			next = r.Offset + 1
+			if r.Offset < pos {
+				return true
+			}
+			var id, dedup string
+			for _, h := range r.Headers {
+				switch h.Key {
+				case hdrID:
+					id = string(h.Value)
+				case hdrDedup:
+					dedup = string(h.Value)
+				}
+			}
+			if dedup != "" {
+				d.Record(time.UnixMilli(r.Timestamp), dedup, id)
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if next == pos {
+			break
+		}
+		pos = next
+	}
+	return nil
+}

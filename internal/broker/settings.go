@@ -1,0 +1,127 @@
+package broker
+
+import (
+	"maps"
+	"regexp"
+	"time"
+)
+
+// QueueSettings are a queue's attributes. Zero values mean "the default"
+// when creating a queue; Normalize fills them in and Validate checks ranges.
+type QueueSettings struct {
+	Name       string    `json:"name"`
+	ID         uint64    `json:"id"` // names the queue's directory; never reused
+	CreatedAt  time.Time `json:"created_at"`
+	ModifiedAt time.Time `json:"modified_at"`
+
+	VisibilityTimeout time.Duration `json:"visibility_timeout"` // default 30 s, at most 12 h
+	Retention         time.Duration `json:"retention"`          // default 4 days, 60 s to 365 days
+	DefaultDelay      time.Duration `json:"default_delay"`      // default 0, at most the retention
+	ReceiveWait       time.Duration `json:"receive_wait"`       // default long-poll wait, at most 20 s
+	MaxMessageBytes   int           `json:"max_message_bytes"`  // default and maximum 1 MiB
+	MaxExtension      time.Duration `json:"max_extension"`      // bound on a delivery's total visibility, default 12 h
+
+	// MaxReceives > 0 with a DeadLetterQueue moves a message that would be
+	// received more often than that to the dead-letter queue.
+	MaxReceives     int    `json:"max_receives,omitempty"`
+	DeadLetterQueue string `json:"dead_letter_queue,omitempty"`
+
+	FIFO              bool          `json:"fifo,omitempty"`
+	ContentBasedDedup bool          `json:"content_based_dedup,omitempty"`
+	DedupWindow       time.Duration `json:"dedup_window"` // default 5 minutes
+
+	// Tags and Extra are stored for front-ends (SQS tags, policies,
+	// permissions) and never interpreted by the broker.
+	Tags  map[string]string `json:"tags,omitempty"`
+	Extra map[string]string `json:"extra,omitempty"`
+}
+
+// Limits and defaults of queue settings.
+const (
+	DefaultVisibility      = 30 * time.Second
+	MaxVisibility          = 12 * time.Hour
+	DefaultRetention       = 4 * 24 * time.Hour
+	MinRetention           = 60 * time.Second
+	MaxRetention           = 365 * 24 * time.Hour
+	MaxReceiveWait         = 20 * time.Second
+	DefaultMaxMessageBytes = 1 << 20
+	DefaultMaxExtension    = 12 * time.Hour
+	DefaultDedupWindow     = 5 * time.Minute
+	MaxNameLength          = 80
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
+
+func (s QueueSettings) clone() QueueSettings {
+	s.Tags = maps.Clone(s.Tags)
+	s.Extra = maps.Clone(s.Extra)
+	return s
+}
+
+// Normalize fills defaults for zero values.
+func (s *QueueSettings) Normalize() {
+	if s.VisibilityTimeout == 0 {
+		s.VisibilityTimeout = DefaultVisibility
+	}
+	if s.Retention == 0 {
+		s.Retention = DefaultRetention
+	}
+	if s.MaxMessageBytes == 0 {
+		s.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if s.MaxExtension == 0 {
+		s.MaxExtension = DefaultMaxExtension
+	}
+	if s.DedupWindow == 0 {
+		s.DedupWindow = DefaultDedupWindow
+	}
+}
+
+// Validate checks every setting's range. It expects Normalize to have run.
+func (s *QueueSettings) Validate() error {
+	switch {
+	case !nameRE.MatchString(s.Name):
+		return invalid("name", "%q: want 1-80 letters, digits, '-' or '_' (FIFO queues end in .fifo)", s.Name)
+	case s.FIFO != hasFIFOSuffix(s.Name):
+		return invalid("name", "a FIFO queue's name ends in .fifo, and only a FIFO queue's does")
+	case s.VisibilityTimeout < 0 || s.VisibilityTimeout > MaxVisibility:
+		return invalid("visibility_timeout", "%v: want 0 to %v", s.VisibilityTimeout, MaxVisibility)
+	case s.Retention < MinRetention || s.Retention > MaxRetention:
+		return invalid("retention", "%v: want %v to %v", s.Retention, MinRetention, MaxRetention)
+	case s.DefaultDelay < 0 || s.DefaultDelay > s.Retention:
+		return invalid("default_delay", "%v: want 0 to the retention period", s.DefaultDelay)
+	case s.ReceiveWait < 0 || s.ReceiveWait > MaxReceiveWait:
+		return invalid("receive_wait", "%v: want 0 to %v", s.ReceiveWait, MaxReceiveWait)
+	case s.MaxMessageBytes < 1 || s.MaxMessageBytes > DefaultMaxMessageBytes:
+		return invalid("max_message_bytes", "%d: want 1 to %d", s.MaxMessageBytes, DefaultMaxMessageBytes)
+	case s.MaxExtension < s.VisibilityTimeout:
+		return invalid("max_extension", "%v: must be at least the visibility timeout", s.MaxExtension)
+	case s.MaxReceives < 0:
+		return invalid("max_receives", "%d: must not be negative", s.MaxReceives)
+	case (s.MaxReceives > 0) != (s.DeadLetterQueue != ""):
+		return invalid("max_receives", "a receive limit and a dead-letter queue go together")
+	case s.DeadLetterQueue == s.Name:
+		return invalid("dead_letter_queue", "a queue cannot be its own dead-letter queue")
+	case s.ContentBasedDedup && !s.FIFO:
+		return invalid("content_based_dedup", "only FIFO queues deduplicate by content")
+	case s.DedupWindow < 0 || s.DedupWindow > s.Retention:
+		return invalid("dedup_window", "%v: want 0 to the retention period", s.DedupWindow)
+	}
+	return nil
+}
+
+func hasFIFOSuffix(name string) bool {
+	return len(name) > 5 && name[len(name)-5:] == ".fifo"
+}
+
+// TopicSettings are a stream topic's attributes.
+type TopicSettings struct {
+	Name            string        `json:"name"`
+	ID              uint64        `json:"id"`
+	CreatedAt       time.Time     `json:"created_at"`
+	Partitions      int32         `json:"partitions"`
+	Retention       time.Duration `json:"retention"`       // default 7 days; negative: keep forever
+	RetentionBytes  int64         `json:"retention_bytes"` // per partition; 0 or negative: unlimited
+	MaxMessageBytes int           `json:"max_message_bytes"`
+	CleanupPolicy   string        `json:"cleanup_policy"` // "delete" (compaction is not implemented)
+}
