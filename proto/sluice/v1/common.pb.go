@@ -4,10 +4,11 @@
 // protobuf over HTTP/1.1 or HTTP/2), gRPC and gRPC-Web. A procedure's URL is
 // /sluice.v1.<Service>/<Method>, e.g.
 //
-//   curl -H 'Content-Type: application/json' -d '{"queue":"emails","body":"aGk="}' \
+//   curl -H 'Content-Type: application/json' \
+//     -d '{"queue":"emails","message":{"body":"aGk="}}' \
 //     http://127.0.0.1:8080/sluice.v1.QueueService/Send
 //
-// In JSON, bytes are base64, Durations are strings such as "30s",
+// In JSON, bytes are base64, Durations are seconds such as "30s" or "0.5s",
 // Timestamps are RFC 3339 strings, and 64-bit integers are strings.
 //
 // This file holds what every service shares: error details, message

@@ -5,11 +5,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
@@ -77,5 +82,38 @@ func TestConnectJSONOverPlainHTTP(t *testing.T) {
 	}
 	if sluicev1connect.QueueServiceSendProcedure != "/sluice.v1.QueueService/Send" {
 		t.Errorf("procedure path %q changed; docs/api.md and curl users depend on it", sluicev1connect.QueueServiceSendProcedure)
+	}
+}
+
+// TestDocsCurlExamplesMatchSchema parses every curl example in docs/api.md
+// strictly (unknown fields are errors, unlike the server's lenient JSON) as
+// the request message of the procedure it calls, so the examples cannot
+// drift from the schema.
+func TestDocsCurlExamplesMatchSchema(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`curl -H "\$J" -d '([^']*)'\s*(?:\\\s*)?\$S\.(\w+)/(\w+)`)
+	matches := re.FindAllStringSubmatch(string(doc), -1)
+	if len(matches) < 20 {
+		t.Fatalf("found %d curl examples; the pattern or the doc changed", len(matches))
+	}
+	for _, m := range matches {
+		body, svc, method := m[1], m[2], m[3]
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName("sluice.v1." + svc))
+		if err != nil {
+			t.Errorf("%s/%s: unknown service", svc, method)
+			continue
+		}
+		md := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(method))
+		if md == nil {
+			t.Errorf("%s/%s: unknown method", svc, method)
+			continue
+		}
+		req := dynamicpb.NewMessage(md.Input())
+		if err := protojson.Unmarshal([]byte(body), req); err != nil {
+			t.Errorf("%s/%s: body %s: %v", svc, method, body, err)
+		}
 	}
 }
