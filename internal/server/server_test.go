@@ -259,3 +259,21 @@ func TestSetupErrorStopsStart(t *testing.T) {
 		t.Error("HTTP listener still accepting after failed Start")
 	}
 }
+
+// gRPC clients speak HTTP/2 without TLS; the HTTP listener must accept it.
+func TestHTTPListenerSpeaksCleartextHTTP2(t *testing.T) {
+	s, _ := newTestServer(t, testConfig(t))
+	start(t, s)
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + s.Addr(HTTP) + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+		t.Fatalf("got %s %d, want HTTP/2 200", resp.Proto, resp.StatusCode)
+	}
+}

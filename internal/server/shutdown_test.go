@@ -126,3 +126,41 @@ func TestCloserErrorIsReturned(t *testing.T) {
 		t.Fatalf("Wait = %v, want the closer's error", err)
 	}
 }
+
+// A long-poll handler that watches Draining answers at once when shutdown
+// begins instead of holding it up for its full wait.
+func TestDrainingEndsLongPolls(t *testing.T) {
+	s, _ := newTestServer(t, testConfig(t))
+	entered := make(chan struct{})
+	s.RegisterHTTP("GET /poll", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		select {
+		case <-s.Draining():
+			io.WriteString(w, "empty: shutting down")
+		case <-r.Context().Done():
+		}
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bodyc := make(chan string, 1)
+	go func() { // joined by reading bodyc
+		resp, err := http.Get("http://" + s.Addr(HTTP) + "/poll")
+		if err != nil {
+			bodyc <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		bodyc <- string(b)
+	}()
+	<-entered
+	cancel()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-bodyc; got != "empty: shutting down" {
+		t.Fatalf("long poll answered %q", got)
+	}
+}
