@@ -182,3 +182,26 @@ func TestDeleteRefusedWhileMemberIDPending(t *testing.T) {
 		t.Fatal("expired pending id kept the group")
 	}
 }
+
+func TestTransitionsReported(t *testing.T) {
+	f := newFixture(t, Config{})
+	var got []string
+	record := func(out Output) {
+		for _, tr := range out.Transitions {
+			got = append(got, tr.From.String()+">"+tr.To.String())
+		}
+	}
+	tk, out := f.c.Join(f.now, f.joinReq(""))
+	record(out)
+	m1, _ := findJoin(out, tk)
+	_, out = f.c.Sync(f.now, SyncRequest{Group: "g", MemberID: m1.MemberID, Generation: 1})
+	record(out)
+	_, out = f.c.Leave(f.now, "g", []MemberRef{{MemberID: m1.MemberID}})
+	record(out)
+	if s := strings.Join(got, " "); s != "Empty>PreparingRebalance PreparingRebalance>CompletingRebalance CompletingRebalance>Stable Stable>PreparingRebalance PreparingRebalance>Empty" {
+		t.Fatalf("transitions: %s", s)
+	}
+	if len(out.Removed) != 1 || out.Removed[0].Reason != RemovedLeft {
+		t.Fatalf("removals: %+v", out.Removed)
+	}
+}

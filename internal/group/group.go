@@ -207,3 +207,12 @@ func (g *group) nextDeadline() (time.Time, bool) {
 	}
 	return best, !best.IsZero()
 }
+
+// setState changes g's state and reports the change.
+func (g *group) setState(to State, out *Output) {
+	if g.state == to {
+		return
+	}
+	out.Transitions = append(out.Transitions, Transition{Group: g.id, From: g.state, To: to, Generation: g.generation})
+	g.state = to
+}

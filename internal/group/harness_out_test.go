@@ -154,6 +154,9 @@ func (h *harness) output(out Output) string {
 		}
 		fmt.Fprintf(&b, "sync t%d %s: assignment=%q partitions=%s\n", r.Ticket, alias, r.Assignment, formatTPs(r.Partitions))
 	}
+	for _, r := range out.Removed {
+		fmt.Fprintf(&b, "removed %s from %s: %s\n", r.MemberID, r.Group, r.Reason)
+	}
 	for _, ev := range out.Events {
 		raw, err := ev.MarshalBinary()
 		if err != nil {

@@ -167,7 +167,7 @@ func (c *Coordinator) replaceStatic(g *group, now time.Time, req JoinRequest, t 
 	id := c.newMemberID(req.ClientID)
 	m := *old
 	m.id, m.lastSeen, m.joinTicket, m.syncTicket = id, now, 0, 0
-	delete(g.members, oldID)
+	out.Removed = append(out.Removed, c.forget(g, oldID, RemovedReplaced))
 	g.members[id] = &m
 	g.static[req.InstanceID] = id
 	wasLeader := g.leader == oldID

@@ -26,7 +26,7 @@ func (c *Coordinator) prepareRebalance(g *group, now time.Time) Output {
 			g.rebalanceDeadline = g.joinNotBefore
 		}
 	}
-	g.state = PreparingRebalance
+	g.setState(PreparingRebalance, &out)
 	out.merge(c.maybeCompleteJoin(g, now))
 	return out
 }
@@ -44,16 +44,18 @@ func (c *Coordinator) maybeCompleteJoin(g *group, now time.Time) Output {
 // LeaderAssigns groups then wait for the leader's Sync; BrokerAssigns
 // groups are assigned here and become Stable at once.
 func (c *Coordinator) completeJoin(g *group, now time.Time) Output {
-	for id, m := range g.members {
+	var out Output
+	for _, m := range g.sortedMembers() {
 		if m.joinTicket == 0 {
-			c.forget(g, id)
+			out.Removed = append(out.Removed, c.forget(g, m.id, RemovedNotRejoined))
 		}
 	}
 	g.generation++
 	g.rebalanceDeadline, g.joinNotBefore = time.Time{}, time.Time{}
 	if len(g.members) == 0 {
-		g.state, g.protocol, g.leader = Empty, "", ""
-		return Output{}
+		g.protocol, g.leader = "", ""
+		g.setState(Empty, &out)
+		return out
 	}
 	g.protocol = g.selectProtocol()
 	ms := g.sortedMembers()
@@ -64,13 +66,13 @@ func (c *Coordinator) completeJoin(g *group, now time.Time) Output {
 		m.assignment, m.partitions = nil, nil
 		m.lastSeen = now
 	}
-	g.state = CompletingRebalance
 	g.rebalanceDeadline = now.Add(maxRebalanceTimeout(g))
 	if g.mode == BrokerAssigns {
 		c.assignPartitions(g)
-		g.state = Stable
+		g.setState(Stable, &out)
+	} else {
+		g.setState(CompletingRebalance, &out)
 	}
-	var out Output
 	for _, m := range ms {
 		out.Joins = append(out.Joins, g.joinResult(m, m.joinTicket))
 		m.joinTicket = 0
@@ -92,33 +94,33 @@ func (g *group) joinResult(m *member, t Ticket) JoinResult {
 	return r
 }
 
-// forget deletes a member without answering or rebalancing.
-func (c *Coordinator) forget(g *group, id string) {
+// forget deletes a member without answering or rebalancing, and returns
+// the report of its removal.
+func (c *Coordinator) forget(g *group, id string, why RemoveReason) Removal {
 	m := g.members[id]
-	if m == nil {
-		return
-	}
+	r := Removal{Group: g.id, MemberID: id, InstanceID: m.instanceID, Reason: why}
 	if m.instanceID != "" && g.static[m.instanceID] == id {
 		delete(g.static, m.instanceID)
 	}
 	delete(g.members, id)
+	return r
 }
 
 // removeMember drops a member (leave or expiry), answers whatever it was
-// waiting on with err, and rebalances the rest.
-func (c *Coordinator) removeMember(g *group, id string, now time.Time, err error) Output {
+// waiting on with ErrUnknownMember, and rebalances the rest.
+func (c *Coordinator) removeMember(g *group, id string, now time.Time, why RemoveReason) Output {
 	var out Output
 	m := g.members[id]
 	if m == nil {
 		return out
 	}
 	if m.joinTicket != 0 {
-		out.Joins = append(out.Joins, JoinResult{Ticket: m.joinTicket, Err: err, MemberID: id})
+		out.Joins = append(out.Joins, JoinResult{Ticket: m.joinTicket, Err: ErrUnknownMember, MemberID: id, Generation: -1})
 	}
 	if m.syncTicket != 0 {
-		out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: err})
+		out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: ErrUnknownMember})
 	}
-	c.forget(g, id)
+	out.Removed = append(out.Removed, c.forget(g, id, why))
 	switch g.state {
 	case Stable, CompletingRebalance:
 		out.merge(c.prepareRebalance(g, now))
@@ -143,7 +145,7 @@ func (c *Coordinator) tickGroup(g *group, now time.Time) Output {
 		}
 	}
 	for _, id := range expired {
-		out.merge(c.removeMember(g, id, now, ErrUnknownMember))
+		out.merge(c.removeMember(g, id, now, RemovedSessionExpired))
 	}
 	if g.state == PreparingRebalance && !now.Before(g.rebalanceDeadline) {
 		out.merge(c.completeJoin(g, now))
@@ -160,7 +162,7 @@ func (c *Coordinator) tickGroup(g *group, now time.Time) Output {
 			}
 		}
 		for _, id := range drop {
-			out.merge(c.removeMember(g, id, now, ErrUnknownMember))
+			out.merge(c.removeMember(g, id, now, RemovedNotSynced))
 		}
 	}
 	out.merge(c.maybeCompleteJoin(g, now))

@@ -45,7 +45,7 @@ func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
 	for _, o := range g.members {
 		o.assignment = req.Assignments[o.id]
 	}
-	g.state = Stable
+	g.setState(Stable, &out)
 	for _, o := range g.sortedMembers() {
 		if o.syncTicket != 0 {
 			out.Syncs = append(out.Syncs, g.syncResult(o, o.syncTicket))
@@ -118,7 +118,7 @@ func (c *Coordinator) Leave(now time.Time, group string, refs []MemberRef) (errs
 			errs[i] = err
 			continue
 		}
-		out.merge(c.removeMember(g, id, now, ErrUnknownMember))
+		out.merge(c.removeMember(g, id, now, RemovedLeft))
 	}
 	return errs, out
 }

@@ -147,17 +147,60 @@ type MemberRef struct {
 // Output is what a call produced besides its direct answer: completed
 // tickets to deliver to their waiters, and events to journal before
 // acknowledging anything that depends on them.
+//
+// Removed and Transitions report what changed, for logs and metrics; the
+// broker need not act on them.
 type Output struct {
-	Joins  []JoinResult
-	Syncs  []SyncResult
-	Events []Event
+	Joins       []JoinResult
+	Syncs       []SyncResult
+	Events      []Event
+	Removed     []Removal
+	Transitions []Transition
 }
 
 func (o *Output) merge(p Output) {
 	o.Joins = append(o.Joins, p.Joins...)
 	o.Syncs = append(o.Syncs, p.Syncs...)
 	o.Events = append(o.Events, p.Events...)
+	o.Removed = append(o.Removed, p.Removed...)
+	o.Transitions = append(o.Transitions, p.Transitions...)
 }
 
 // Empty reports whether o carries nothing.
-func (o Output) Empty() bool { return len(o.Joins)+len(o.Syncs)+len(o.Events) == 0 }
+func (o Output) Empty() bool {
+	return len(o.Joins)+len(o.Syncs)+len(o.Events)+len(o.Removed)+len(o.Transitions) == 0
+}
+
+// RemoveReason says why a member left its group.
+type RemoveReason uint8
+
+const (
+	RemovedLeft           RemoveReason = iota + 1 // LeaveGroup
+	RemovedSessionExpired                         // no heartbeat within the session timeout
+	RemovedNotRejoined                            // missed the rebalance timeout while others rejoined
+	RemovedNotSynced                              // formed a generation but never synced in time
+	RemovedReplaced                               // a static member's instance id was taken by a new member id
+)
+
+var removeReasonNames = [...]string{"", "left", "session expired", "did not rejoin", "did not sync", "replaced"}
+
+func (r RemoveReason) String() string {
+	if int(r) < len(removeReasonNames) {
+		return removeReasonNames[r]
+	}
+	return "unknown"
+}
+
+// Removal reports a member that is no longer in its group.
+type Removal struct {
+	Group, MemberID, InstanceID string
+	Reason                      RemoveReason
+}
+
+// Transition reports a group changing state; Generation is the group's
+// generation after the change.
+type Transition struct {
+	Group      string
+	From, To   State
+	Generation int32
+}
