@@ -196,7 +196,9 @@ func (c *Coordinator) Tick(now time.Time) Output {
 
 // SetPartitions records a topic's partition count (0 when the topic is
 // deleted). Groups subscribed to the topic rebalance when it changes, so
-// new partitions get an owner and removed ones lose theirs.
+// new partitions get an owner and removed ones lose theirs. The count is
+// trusted: the broker has validated it when the topic was created, and
+// BrokerAssigns assignment is linear in it.
 func (c *Coordinator) SetPartitions(now time.Time, topic string, n int32) Output {
 	old := c.partitions[topic]
 	if n <= 0 {

@@ -10,8 +10,10 @@
 // current time from the caller, and everything that happened comes back as
 // values. The broker wraps a Coordinator with one mutex (or goroutine),
 // journals the returned Events before acknowledging, delivers completed
-// tickets to waiting requests, and calls Tick at NextDeadline. That keeps
-// every rebalance reproducible in tests on a fake clock.
+// tickets to waiting requests, calls Tick at NextDeadline, and feeds topic
+// partition counts through SetPartitions. Output also reports removed
+// members (with the reason) and state transitions for logs and metrics.
+// That keeps every rebalance reproducible in tests on a fake clock.
 //
 // # State machine (per group)
 //

@@ -196,3 +196,23 @@ func TestPropertyOwnership(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCoordinatorOps runs the random-operation simulation from fuzzed
+// seeds: no sequence of joins, syncs, leaves, partition changes and ticks
+// may panic, answer a ticket twice, leave one unanswered, or give a
+// partition two owners.
+func FuzzCoordinatorOps(f *testing.F) {
+	f.Add(uint64(1), uint64(2), uint16(200), false)
+	f.Add(uint64(42), uint64(7), uint16(500), true)
+	f.Fuzz(func(t *testing.T, seed, mix uint64, steps uint16, broker bool) {
+		mode := LeaderAssigns
+		if broker {
+			mode = BrokerAssigns
+		}
+		s := newSim(t, seed^mix<<1, mode)
+		for range steps % 1000 {
+			s.step()
+		}
+		s.settle()
+	})
+}
