@@ -125,7 +125,7 @@ func (l *Log) writeSegment(seg *segment, pos int64, buf []byte) error {
 	}
 	werr := fmt.Errorf("storage: append to %s: %w", seg.path(logSuffix), err)
 	if terr := seg.log.Truncate(pos); terr != nil {
-		l.fail(fmt.Errorf("%w: undo of a failed write: %v (write: %v)", ErrNeedsRecovery, terr, err))
+		l.fail(fmt.Errorf("%w: undo of a failed write: %w (write: %v)", ErrNeedsRecovery, terr, err))
 	}
 	return werr
 }
@@ -171,7 +171,7 @@ func (l *Log) roll() error {
 	// scans only the last segment, so every other one must be whole. It
 	// costs one fdatasync per segment.
 	if err := old.log.Sync(); err != nil {
-		l.fail(fmt.Errorf("%w: fdatasync %s: %v", ErrNeedsRecovery, old.path(logSuffix), err))
+		l.fail(fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, old.path(logSuffix), err))
 		return l.failure()
 	}
 	l.syncedNext = l.next

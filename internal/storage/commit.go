@@ -70,7 +70,7 @@ func (l *Log) syncOnce() error {
 		return nil // truncated under us; the truncation synced
 	}
 	if err := seg.log.Sync(); err != nil {
-		err = fmt.Errorf("%w: fdatasync %s: %v", ErrNeedsRecovery, seg.path(logSuffix), err)
+		err = fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, seg.path(logSuffix), err)
 		l.fail(err)
 		return err
 	}

@@ -70,7 +70,7 @@ func (l *Log) TruncateSuffix(offset int64) error {
 // truncateFailed: a half-done truncation leaves files the log cannot vouch
 // for until recovery runs again.
 func (l *Log) truncateFailed(err error) error {
-	err = fmt.Errorf("%w: truncate suffix: %v", ErrNeedsRecovery, err)
+	err = fmt.Errorf("%w: truncate suffix: %w", ErrNeedsRecovery, err)
 	l.fail(err)
 	return err
 }
