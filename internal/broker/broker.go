@@ -52,6 +52,8 @@ type Broker struct {
 	queues map[string]*queueRT
 	closed bool
 
+	redrive redrives
+
 	stopMaint chan struct{}
 	maintDone chan struct{}
 }
@@ -111,6 +113,7 @@ func (b *Broker) Close() error {
 		close(b.stopMaint)
 		<-b.maintDone
 	}
+	b.stopRedrives()
 	return b.closeQueues()
 }
 
