@@ -102,10 +102,10 @@ func encodeHeaders(m *Message) []batch.RecordHeader {
 	for name, a := range m.Attributes {
 		v := make([]byte, 0, len(a.DataType)+1+len(a.Value))
 		v = append(append(append(v, a.DataType...), 0), a.Value...)
-		h = append(h, hdr(prefixAttr + name, v))
+		h = append(h, hdr(prefixAttr+name, v))
 	}
 	for name, v := range m.System {
-		h = append(h, hdr(prefixSystem + name, []byte(v)))
+		h = append(h, hdr(prefixSystem+name, []byte(v)))
 	}
 	return h
 }
