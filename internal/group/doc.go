@@ -41,9 +41,9 @@
 // is not in the group gets ErrUnknownMember, a stale generation
 // ErrIllegalGeneration, a static member replaced by a newer instance
 // ErrFencedInstanceID. So a member of an old generation can never commit
-// over the offsets of the current owner. A commit with generation -1 and no
-// member id (manual offset management) is accepted only while the group is
-// Empty. Members of the current generation may commit during
+// over the offsets of the current owner. A commit with generation -1
+// (manual offset management, outside the group protocol) is accepted only
+// while the group is Empty. Members of the current generation may commit during
 // PreparingRebalance (they commit while revoking partitions), not during
 // CompletingRebalance. In BrokerAssigns mode a member may also only commit
 // partitions it owns (ErrNotAssigned).

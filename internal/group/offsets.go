@@ -33,7 +33,7 @@ type OffsetCommit struct {
 
 // CommitRequest commits offsets for a group. A member commits with its
 // member id and generation; a tool managing offsets by hand commits with
-// Generation -1 and no member id, which only an Empty group accepts.
+// Generation -1, which only an Empty group accepts.
 type CommitRequest struct {
 	Group      string
 	MemberID   string
@@ -53,13 +53,10 @@ func (c *Coordinator) Commit(now time.Time, req CommitRequest) (errs []error, ou
 	}
 	g := c.groups[req.Group]
 	if g == nil {
-		switch {
-		case req.Generation >= 0:
+		if req.Generation >= 0 {
 			// Either a member of a group this broker forgot (restart) or a
 			// stale request; both must not write.
 			return nil, out, ErrIllegalGeneration
-		case req.MemberID != "" || req.InstanceID != "":
-			return nil, out, ErrUnknownMember
 		}
 		g = c.getOrCreate(req.Group)
 	}
@@ -81,15 +78,17 @@ func (c *Coordinator) Commit(now time.Time, req CommitRequest) (errs []error, ou
 	return errs, out, nil
 }
 
-// checkCommitter applies Kafka's commit fence: a request that claims
-// membership (generation >= 0, a member id or an instance id) must be a
-// current member of the current generation; one that does not is allowed
-// only while the group is Empty.
+// checkCommitter applies Kafka's commit fence: generation -1 is a commit
+// from outside group management, allowed only while the group is Empty
+// (whatever member id it carries: it is no member); anything else must
+// come from a current member of the current generation.
 func (c *Coordinator) checkCommitter(g *group, now time.Time, req CommitRequest) error {
-	if req.Generation < 0 && req.MemberID == "" && req.InstanceID == "" {
-		if g.state != Empty {
-			return ErrUnknownMember
+	if req.InstanceID != "" {
+		if owner, ok := g.static[req.InstanceID]; ok && owner != req.MemberID {
+			return ErrFencedInstanceID
 		}
+	}
+	if req.Generation < 0 && g.state == Empty {
 		return nil
 	}
 	if err := g.checkMember(req.MemberID, req.InstanceID); err != nil {
