@@ -66,10 +66,18 @@ func (c *Coordinator) Commit(now time.Time, req CommitRequest) (errs []error, ou
 	errs = make([]error, len(req.Offsets))
 	ev := Event{Type: EventOffsetsCommitted, Group: g.id, Time: time.UnixMilli(now.UnixMilli())}
 	for i, o := range req.Offsets {
-		if errs[i] = c.checkOffset(g, req, o); errs[i] == nil {
-			ev.Offsets = append(ev.Offsets, CommittedOffset{Topic: o.Topic, Partition: o.Partition,
-				Committed: Committed{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: ev.Time}})
+		if errs[i] = c.checkOffset(g, req, o); errs[i] != nil {
+			continue
 		}
+		// Re-committing the stored value (auto-commit of an idle
+		// partition every few seconds) is accepted but not journaled:
+		// it changes nothing durable and would cost a sync each time.
+		if old, ok := g.offsets[topicPartition{o.Topic, o.Partition}]; ok &&
+			old.Offset == o.Offset && old.LeaderEpoch == o.LeaderEpoch && old.Metadata == o.Metadata {
+			continue
+		}
+		ev.Offsets = append(ev.Offsets, CommittedOffset{Topic: o.Topic, Partition: o.Partition,
+			Committed: Committed{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTime: ev.Time}})
 	}
 	if len(ev.Offsets) > 0 {
 		g.apply(ev)
@@ -184,4 +192,24 @@ func (c *Coordinator) ResetOffsets(now time.Time, group string, offsets []Offset
 	}
 	g.apply(ev)
 	return Output{Events: []Event{ev}}, nil
+}
+
+// Snapshot returns events that rebuild every group's committed offsets,
+// so the broker can replace a long journal with them. Offsets are grouped
+// by group and commit time (an event carries one time).
+func (c *Coordinator) Snapshot() []Event {
+	var evs []Event
+	for _, id := range sortedKeys(c.groups) {
+		var cur *Event
+		offsets := c.Offsets(id)
+		slices.SortStableFunc(offsets, func(a, b CommittedOffset) int { return a.CommitTime.Compare(b.CommitTime) })
+		for _, o := range offsets {
+			if cur == nil || !cur.Time.Equal(o.CommitTime) {
+				evs = append(evs, Event{Type: EventOffsetsCommitted, Group: id, Time: o.CommitTime})
+				cur = &evs[len(evs)-1]
+			}
+			cur.Offsets = append(cur.Offsets, o)
+		}
+	}
+	return evs
 }
