@@ -195,8 +195,9 @@ func (c *Coordinator) Tick(now time.Time) Output {
 }
 
 // SetPartitions records a topic's partition count (0 when the topic is
-// deleted). Groups subscribed to the topic rebalance when it changes, so
-// new partitions get an owner and removed ones lose theirs. The count is
+// deleted, which also deletes every group's offsets for it). Groups
+// subscribed to the topic rebalance when it changes, so new partitions
+// get an owner and removed ones lose theirs. The count is
 // trusted: the broker has validated it when the topic was created, and
 // BrokerAssigns assignment is linear in it.
 func (c *Coordinator) SetPartitions(now time.Time, topic string, n int32) Output {
@@ -208,6 +209,11 @@ func (c *Coordinator) SetPartitions(now time.Time, topic string, n int32) Output
 		c.partitions[topic] = n
 	}
 	var out Output
+	if n == 0 {
+		// Even when the count was unknown (after a restart the broker
+		// may not have told us yet), a deleted topic's offsets go.
+		out.merge(c.forgetTopic(now, topic))
+	}
 	if old == n {
 		return out
 	}

@@ -62,8 +62,9 @@
 //
 // # Durability
 //
-// Only committed offsets and group deletion survive a restart; they are
-// returned as Events, encoded as below, and replayed with Apply.
+// Only committed offsets (and their deletion) and group deletion survive
+// a restart; they are returned as Events, encoded as below, and replayed
+// with Apply.
 // Membership, generations and assignments are not journaled: after a
 // restart every group is Empty, members get ErrUnknownMember, rejoin and
 // resume from their committed offsets. Member ids include
@@ -76,8 +77,9 @@
 //	| version | type | group       |          version = 1
 //	| byte    | byte | string      |          type 2 (group deleted) ends here
 //	+---------+------+-------------+
-//	| time ms (varint) | count (uvarint) |    type 1 (offsets committed)
-//	+------------------+-----------------+
+//	| time ms (varint) | count (uvarint) |    type 1 (offsets committed) and
+//	+------------------+-----------------+    type 3 (offsets deleted: only
+//	                                          topic and partition matter)
 //	| topic string | partition uvarint | offset uvarint |   × count
 //	| leader epoch varint | metadata string               |
 //	+--------------------------------------------------------+

@@ -51,6 +51,9 @@ var (
 	// ErrUnknownAssignor: a BrokerAssigns join named no assignor the
 	// coordinator implements.
 	ErrUnknownAssignor = errors.New("group: unknown assignor")
+	// ErrGroupSubscribedToTopic: offsets of a topic an active member
+	// subscribes to cannot be deleted (GROUP_SUBSCRIBED_TO_TOPIC).
+	ErrGroupSubscribedToTopic = errors.New("group: group is subscribed to the topic")
 	// ErrCorruptEvent: UnmarshalEvent found bytes that are not an event.
 	ErrCorruptEvent = errors.New("group: corrupt event")
 )

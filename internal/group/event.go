@@ -14,10 +14,14 @@ const (
 	EventOffsetsCommitted EventType = 1
 	// EventGroupDeleted removes a group and all its offsets.
 	EventGroupDeleted EventType = 2
+	// EventOffsetsDeleted removes the listed partitions' offsets (only
+	// Topic and Partition of each entry matter): OffsetDelete, or a
+	// deleted topic.
+	EventOffsetsDeleted EventType = 3
 )
 
 // Event is a change that must survive a broker restart. Only committed
-// offsets and group deletion are events: membership, generations and
+// offsets and their deletion, and group deletion, are events: membership, generations and
 // assignments are deliberately not journaled. After a restart every group
 // is Empty; Kafka clients get ErrUnknownMember or ErrIllegalGeneration,
 // rejoin, and resume from their committed offsets. Journaling membership
@@ -26,8 +30,8 @@ const (
 type Event struct {
 	Type    EventType
 	Group   string
-	Time    time.Time         // EventOffsetsCommitted: commit time (ms)
-	Offsets []CommittedOffset // EventOffsetsCommitted
+	Time    time.Time         // commit or deletion time (ms); not for EventGroupDeleted
+	Offsets []CommittedOffset // EventOffsetsCommitted, EventOffsetsDeleted
 }
 
 // Apply replays ev into c, as at start-up from the journal. Replaying an
@@ -44,13 +48,22 @@ func (c *Coordinator) Apply(ev Event) error {
 		}
 	case EventOffsetsCommitted:
 		c.getOrCreate(ev.Group).apply(ev)
+	case EventOffsetsDeleted:
+		if g := c.groups[ev.Group]; g != nil {
+			g.apply(ev)
+		}
 	}
 	return nil
 }
 
 func (g *group) apply(ev Event) {
 	for _, o := range ev.Offsets {
-		g.offsets[topicPartition{o.Topic, o.Partition}] = o.Committed
+		tp := topicPartition{o.Topic, o.Partition}
+		if ev.Type == EventOffsetsDeleted {
+			delete(g.offsets, tp)
+		} else {
+			g.offsets[tp] = o.Committed
+		}
 	}
 }
 
@@ -63,7 +76,7 @@ func (ev Event) validate() error {
 		if len(ev.Offsets) > 0 {
 			return fmt.Errorf("%w: deletion with offsets", ErrCorruptEvent)
 		}
-	case EventOffsetsCommitted:
+	case EventOffsetsCommitted, EventOffsetsDeleted:
 		for _, o := range ev.Offsets {
 			if o.Topic == "" || o.Partition < 0 || o.Offset < 0 {
 				return fmt.Errorf("%w: bad offset %s/%d@%d", ErrCorruptEvent, o.Topic, o.Partition, o.Offset)
@@ -86,7 +99,7 @@ func (ev Event) MarshalBinary() ([]byte, error) {
 	}
 	b := []byte{eventVersion, byte(ev.Type)}
 	b = appendString(b, ev.Group)
-	if ev.Type != EventOffsetsCommitted {
+	if ev.Type == EventGroupDeleted {
 		return b, nil
 	}
 	b = binary.AppendVarint(b, ev.Time.UnixMilli())

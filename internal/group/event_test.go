@@ -18,6 +18,9 @@ func sampleEvents() []Event {
 			{Topic: "orders", Partition: 2147483647, Committed: Committed{Offset: 1<<63 - 1, LeaderEpoch: 2147483647, Metadata: "m", CommitTime: at}},
 			{Topic: "ünïcode", Partition: 7, Committed: Committed{Offset: 42, LeaderEpoch: -2147483648, Metadata: strings.Repeat("x", 300), CommitTime: at}},
 		}},
+		{Type: EventOffsetsDeleted, Group: "g", Time: at, Offsets: []CommittedOffset{
+			{Topic: "orders", Partition: 3, Committed: Committed{CommitTime: at}},
+		}},
 		{Type: EventOffsetsCommitted, Group: "before-1970", Time: time.UnixMilli(-5), Offsets: []CommittedOffset{
 			{Topic: "t", Partition: 1, Committed: Committed{Offset: 1, CommitTime: time.UnixMilli(-5)}},
 		}},

@@ -172,6 +172,13 @@ func formatEvent(ev Event) string {
 	if ev.Type == EventGroupDeleted {
 		return "deleted " + ev.Group
 	}
+	if ev.Type == EventOffsetsDeleted {
+		var parts []string
+		for _, o := range ev.Offsets {
+			parts = append(parts, fmt.Sprintf("%s/%d", o.Topic, o.Partition))
+		}
+		return "offsets deleted " + ev.Group + " " + strings.Join(parts, " ")
+	}
 	var parts []string
 	for _, o := range ev.Offsets {
 		parts = append(parts, fmt.Sprintf("%s/%d=%d", o.Topic, o.Partition, o.Offset))
@@ -197,4 +204,26 @@ func (h *harness) states() string {
 		b.WriteString(h.state(s.Group))
 	}
 	return b.String()
+}
+
+func (h *harness) deleteOffsets(t *testing.T, pos []string) string {
+	var tps []TopicPartitions
+	for _, w := range pos[1:] {
+		topic, part, _ := strings.Cut(w, "/")
+		p, err := strconv.Atoi(part)
+		if err != nil {
+			t.Fatalf("bad partition %q", w)
+		}
+		tps = append(tps, TopicPartitions{Topic: topic, Partitions: []int32{int32(p)}})
+	}
+	errs, out, err := h.c.DeleteOffsets(h.now, pos[0], tps)
+	var b strings.Builder
+	for i, es := range errs {
+		for j, e := range es {
+			if e != nil {
+				fmt.Fprintf(&b, "partition %s/%d: %s", tps[i].Topic, tps[i].Partitions[j], errString(e))
+			}
+		}
+	}
+	return b.String() + h.output(out) + errString(err)
 }

@@ -21,6 +21,7 @@ import (
 //	leave ALIAS... | leave instance=I
 //	commit ALIAS|- [gen=N] [member=ID] [group=g] [meta=X] topic/partition=offset...
 //	reset GROUP topic/partition=offset...
+//	deleteoffsets GROUP topic/partition...
 //	tick +DURATION | partitions topic=N | fetch GROUP | describe GROUP
 //	list | delete GROUP | deadline | restart
 type harness struct {
@@ -74,6 +75,8 @@ func (h *harness) run(t *testing.T, cmd string) string {
 		return h.leave(pos, kv)
 	case "commit":
 		return h.commit(t, pos, kv)
+	case "deleteoffsets":
+		return h.deleteOffsets(t, pos)
 	case "reset":
 		out, err := h.c.ResetOffsets(h.now, pos[0], parseOffsets(t, pos[1:], ""))
 		return h.output(out) + errString(err)

@@ -213,3 +213,57 @@ func (c *Coordinator) Snapshot() []Event {
 	}
 	return evs
 }
+
+// DeleteOffsets removes committed offsets (Kafka OffsetDelete). errs is
+// index-aligned with partitions; a partition of a topic that a current
+// member subscribes to is refused, because that member would commit it
+// again (Kafka refuses the same way).
+func (c *Coordinator) DeleteOffsets(now time.Time, group string, partitions []TopicPartitions) (errs [][]error, out Output, err error) {
+	g := c.groups[group]
+	switch {
+	case group == "":
+		return nil, out, ErrInvalidGroupID
+	case g == nil:
+		return nil, out, ErrGroupNotFound
+	}
+	ev := Event{Type: EventOffsetsDeleted, Group: group, Time: time.UnixMilli(now.UnixMilli())}
+	errs = make([][]error, len(partitions))
+	for i, tp := range partitions {
+		errs[i] = make([]error, len(tp.Partitions))
+		busy := g.state != Empty && g.subscribes(tp.Topic)
+		for j, p := range tp.Partitions {
+			if busy {
+				errs[i][j] = ErrGroupSubscribedToTopic
+				continue
+			}
+			if _, ok := g.offsets[topicPartition{tp.Topic, p}]; ok {
+				ev.Offsets = append(ev.Offsets, CommittedOffset{Topic: tp.Topic, Partition: p})
+			}
+		}
+	}
+	if len(ev.Offsets) > 0 {
+		g.apply(ev)
+		out.Events = append(out.Events, ev)
+	}
+	return errs, out, nil
+}
+
+// forgetTopic deletes every group's offsets for a deleted topic, so a new
+// topic of the same name does not start its consumers at stale positions.
+func (c *Coordinator) forgetTopic(now time.Time, topic string) Output {
+	var out Output
+	for _, id := range sortedKeys(c.groups) {
+		g := c.groups[id]
+		ev := Event{Type: EventOffsetsDeleted, Group: id, Time: time.UnixMilli(now.UnixMilli())}
+		for _, o := range c.Offsets(id) {
+			if o.Topic == topic {
+				ev.Offsets = append(ev.Offsets, CommittedOffset{Topic: o.Topic, Partition: o.Partition})
+			}
+		}
+		if len(ev.Offsets) > 0 {
+			g.apply(ev)
+			out.Events = append(out.Events, ev)
+		}
+	}
+	return out
+}
