@@ -265,7 +265,7 @@ func TestRetention(t *testing.T) {
 	f := newFixture(t, cfg)
 	f.log.send(at(-7200), "", 0)                      // 0: already too old when read
 	f.log.send(at(0), "", 0)                          // 1: delivered, then ages out while in flight
-	f.log.send(at(0), "", 50*time.Minute+time.Second) // 2: delayed past... still fine
+	f.log.send(at(0), "", 50*time.Minute+time.Second) // 2: delayed 50 min, delivered within retention
 	f.log.send(at(0), "", 2*time.Hour)                // 3: delayed beyond retention
 	ds := f.receive(0, 10)
 	eqOffsets(t, "old message dropped on read", ds, 1)

@@ -204,7 +204,10 @@ func (d *decoder) time() time.Time {
 }
 
 func (d *decoder) string() string {
-	n := d.uvarint(uint64(len(d.b)))
+	n := d.uvarint(math.MaxUint64)
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.fail("string length")
+	}
 	if d.err != nil {
 		return ""
 	}

@@ -56,8 +56,9 @@ const receiptRawLen = 1 + 8 + 8 + 4
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// receiptEncoding is URL-safe so the receipt can travel in query strings and headers untouched.
-var receiptEncoding = base64.RawURLEncoding
+// receiptEncoding is URL-safe so the receipt travels in query strings and headers untouched;
+// strict, so each receipt has exactly one spelling.
+var receiptEncoding = base64.RawURLEncoding.Strict()
 
 // String encodes the receipt: version, offset, token and a CRC-32C, base64url. The check makes
 // a truncated or mistyped receipt fail as invalid instead of naming another message.
