@@ -8,23 +8,26 @@
 // It owns the state machine and nothing else. It must never do I/O, start
 // goroutines, read the clock or draw random numbers: every call takes the
 // current time from the caller, and everything that happened comes back as
-// values. The broker wraps a Coordinator with one mutex (or goroutine),
-// journals the returned Events before acknowledging, delivers completed
-// tickets to waiting requests, calls Tick at NextDeadline, and feeds topic
-// partition counts through SetPartitions. Output also reports removed
-// members (with the reason) and state transitions for logs and metrics.
-// That keeps every rebalance reproducible in tests on a fake clock.
+// values, so every rebalance is reproducible in tests on a fake clock. The
+// broker wraps a Coordinator with one mutex (or goroutine), journals the
+// returned Events before acknowledging, delivers completed tickets to
+// waiting requests, calls Tick at NextDeadline, and feeds topic partition
+// counts through SetPartitions. Output also reports removed members (with
+// the reason) and state transitions, for logs and metrics.
 //
 // # State machine (per group)
 //
-//	          join (new member)                all joined, or rebalance timeout
-//	Empty ─────────────────────► PreparingRebalance ─────────────────────► CompletingRebalance
-//	  ▲                            ▲   │  (no member left: generation+1, Empty)       │
-//	  │                            │   │                                              │ leader's Sync
-//	  │     join / leave / expiry  │   │ BrokerAssigns: assigned at once              ▼
-//	  │     / partitions changed   │   └──────────────────────────────────────────► Stable
-//	  │                            └──────────────────────────────────────────────────┘
-//	  └── last member leaves or expires (through PreparingRebalance)
+//	             join                    everyone rejoined, or rebalance timeout
+//	Empty ─────────────────► PreparingRebalance ──────────────────────► CompletingRebalance
+//	  ▲                        │     ▲     ▲                                 │         │
+//	  │   no member left       │     │     │  join, leave, expiry,           │         │ leader's
+//	  └────────────────────────┘     │     │  sync timeout                   │         │ Sync
+//	      (generation+1)             │     └─────────────────────────────────┘         ▼
+//	                                 │   join (leader, or new metadata), leave,      Stable
+//	                                 └── expiry, partition count change ───────────────┘
+//
+// BrokerAssigns skips CompletingRebalance: the coordinator assigns when the
+// generation forms, and the group is Stable at once.
 //
 // Join and Sync are asynchronous, as in Kafka: they return a Ticket, and
 // the answer for it arrives in the Output of the same call or of a later
@@ -43,10 +46,19 @@
 // ErrFencedInstanceID. So a member of an old generation can never commit
 // over the offsets of the current owner. A commit with generation -1
 // (manual offset management, outside the group protocol) is accepted only
-// while the group is Empty. Members of the current generation may commit during
-// PreparingRebalance (they commit while revoking partitions), not during
-// CompletingRebalance. In BrokerAssigns mode a member may also only commit
-// partitions it owns (ErrNotAssigned).
+// while the group is Empty. Members of the current generation may commit
+// during PreparingRebalance (they commit while revoking partitions), not
+// during CompletingRebalance. In BrokerAssigns mode a member may also only
+// commit partitions it owns (ErrNotAssigned).
+//
+// # Static membership
+//
+// A member joining with an instance id (Kafka group.instance.id) that the
+// group already knows takes that place back under a new member id; the old
+// id is fenced (ErrFencedInstanceID). In a Stable group, with unchanged
+// protocols and not the leader, it inherits the assignment without a
+// rebalance. Unlike Kafka, a static member that misses a rebalance is
+// dropped like a dynamic one; static members are not journaled either.
 //
 // # Assignment
 //
@@ -64,11 +76,13 @@
 //
 // Only committed offsets (and their deletion) and group deletion survive
 // a restart; they are returned as Events, encoded as below, and replayed
-// with Apply.
-// Membership, generations and assignments are not journaled: after a
-// restart every group is Empty, members get ErrUnknownMember, rejoin and
-// resume from their committed offsets. Member ids include
-// Config.Incarnation so an id from before a restart is never reissued.
+// with Apply. Snapshot returns the events that rebuild the current offsets,
+// for journal compaction. Membership, generations and assignments are not
+// journaled: after a restart every group is Empty, members get
+// ErrUnknownMember (or ErrIllegalGeneration), rejoin and resume from their
+// committed offsets, which costs one rebalance and saves a journal write
+// for every membership change. Member ids include Config.Incarnation so an
+// id from before a restart is never reissued.
 //
 // Event encoding (varint and uvarint as in encoding/binary; string =
 // uvarint length then bytes):

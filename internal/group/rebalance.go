@@ -151,10 +151,10 @@ func (c *Coordinator) tickGroup(g *group, now time.Time) Output {
 		out.merge(c.completeJoin(g, now))
 	}
 	if g.state == CompletingRebalance && !now.Before(g.rebalanceDeadline) {
-		// Whoever has not synced by now (the leader at least) is dropped;
-		// the rest are told to rejoin.
-		// Decide before removing: the first removal answers the others'
-		// syncs, which would make them look unsynced too.
+		// Whoever has not synced by now (the leader at least) is dropped
+		// and the rest are told to rejoin. Decide before removing: the
+		// first removal answers the others' syncs, which would make them
+		// look unsynced too.
 		var drop []string
 		for _, m := range g.sortedMembers() {
 			if m.syncTicket == 0 {
