@@ -10,20 +10,8 @@ func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
 	t := c.ticket()
 	fail := func(err error) Output { return Output{Syncs: []SyncResult{{Ticket: t, Err: err}}} }
 	g := c.groups[req.Group]
-	if req.Group == "" {
-		return t, fail(ErrInvalidGroupID)
-	}
-	if g == nil {
-		return t, fail(ErrUnknownMember)
-	}
-	if err := g.checkMember(req.MemberID, req.InstanceID); err != nil {
+	if err := checkSync(g, req); err != nil {
 		return t, fail(err)
-	}
-	if req.Generation != g.generation {
-		return t, fail(ErrIllegalGeneration)
-	}
-	if (req.ProtocolType != "" && req.ProtocolType != g.protocolType) || (req.Protocol != "" && req.Protocol != g.protocol) {
-		return t, fail(ErrInconsistentProtocol)
 	}
 	m := g.members[req.MemberID]
 	m.lastSeen = now
@@ -33,7 +21,7 @@ func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
 	case Stable:
 		return t, Output{Syncs: []SyncResult{g.syncResult(m, t)}}
 	}
-	// CompletingRebalance.
+	// CompletingRebalance: wait for the leader, or be the leader.
 	var out Output
 	if m.syncTicket != 0 {
 		out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: ErrRebalanceInProgress})
@@ -43,7 +31,7 @@ func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
 		return t, out
 	}
 	for _, o := range g.members {
-		o.assignment = req.Assignments[o.id]
+		o.assignment = req.Assignments[o.id] // members the leader left out get nothing
 	}
 	g.setState(Stable, &out)
 	for _, o := range g.sortedMembers() {
@@ -53,6 +41,27 @@ func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
 		}
 	}
 	return t, out
+}
+
+// checkSync applies Kafka's SyncGroup checks in Kafka's order, so the
+// front-end returns the error a real broker would.
+func checkSync(g *group, req SyncRequest) error {
+	switch {
+	case req.Group == "":
+		return ErrInvalidGroupID
+	case g == nil:
+		return ErrUnknownMember
+	}
+	if err := g.checkMember(req.MemberID, req.InstanceID); err != nil {
+		return err
+	}
+	if req.Generation != g.generation {
+		return ErrIllegalGeneration
+	}
+	if (req.ProtocolType != "" && req.ProtocolType != g.protocolType) || (req.Protocol != "" && req.Protocol != g.protocol) {
+		return ErrInconsistentProtocol
+	}
+	return nil
 }
 
 func (g *group) syncResult(m *member, t Ticket) SyncResult {
