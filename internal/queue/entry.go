@@ -68,8 +68,6 @@ func byOffset(a, b *entry) bool { return a.off < b.off }
 // byTime breaks ties by offset so the order, and therefore a replay, is deterministic.
 func byTime(a, b *entry) bool { return a.at < b.at || (a.at == b.at && a.off < b.off) }
 
-func (h *heap) len() int { return len(h.es) }
-
 func (h *heap) peek() *entry {
 	if len(h.es) == 0 {
 		return nil
