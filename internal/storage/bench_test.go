@@ -1,0 +1,85 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// BenchmarkAppend measures appends of 1 KiB records, SyncAlways, on the real
+// disk under the test's temp dir: batches of 1, 16 and 256 records, from 1,
+// 8 and 64 concurrent appenders. One op is one Append call of one batch.
+// Compare appends/s with BenchmarkFdatasync's syncs/s: group commit is what
+// lets many appenders share each fdatasync.
+func BenchmarkAppend(b *testing.B) {
+	for _, records := range []int{1, 16, 256} {
+		for _, appenders := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("batch=%d/appenders=%d", records, appenders), func(b *testing.B) {
+				benchAppend(b, records, appenders)
+			})
+		}
+	}
+}
+
+func benchAppend(b *testing.B, records, appenders int) {
+	o := Options{FS: vfs.Default, Dir: b.TempDir(), Logger: quiet}
+	l, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	payload := mkBatch(b, records, 1024, 1)
+	b.SetBytes(int64(len(payload)))
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	errs := make(chan error, appenders)
+	b.ResetTimer()
+	for range appenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				if _, err := l.Append(context.Background(), payload); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)/sec, "appends/s")
+	b.ReportMetric(float64(b.N*records)/sec, "records/s")
+}
+
+// BenchmarkFdatasync is the disk's own rate: append 1 KiB, fdatasync, repeat.
+func BenchmarkFdatasync(b *testing.B) {
+	f, err := vfs.Default.Create(filepath.Join(b.TempDir(), "probe"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1024)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "syncs/s")
+}
