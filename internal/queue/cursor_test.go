@@ -426,3 +426,54 @@ func TestStats(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestDeadLetterJournaledLate: the broker journals a DeadLettered event only after the DLQ copy
+// is durable, so a crash can keep a receive's deliveries but lose its dead letter. The replayed
+// cursor must dead-letter the message again (at most duplicated) and keep the FIFO group sane.
+func TestDeadLetterJournaledLate(t *testing.T) {
+	cfg := Config{FIFO: true, MaxReceives: 1}
+	f := newFixture(t, cfg)
+	f.send(2, "a")
+	f.receive(0, 10) // a0, count 1
+	f.journal = append(f.journal, fill(f.c, &f.log, at(30))...)
+	ds, evs, _ := f.c.Receive(at(30), 10, 0)
+	eqOffsets(t, "a1 after a0 is dead-lettered", ds, 1)
+	if _, ok := evs[0].(DeadLettered); !ok || len(evs) != 2 {
+		t.Fatalf("events %+v", evs)
+	}
+	f.journal = append(f.journal, evs[1]) // the crash loses evs[0]
+	f.c = rebuild(t, cfg, f.journal)
+	if _, err := f.c.Extend(at(31), ds[0].Receipt, time.Minute); err != nil {
+		t.Fatalf("a1's receipt after the restart: %v", err)
+	}
+	f.journal = append(f.journal, fill(f.c, &f.log, at(32))...)
+	again, evs, _ := f.c.Receive(at(32), 10, 0)
+	if len(again) != 0 || len(evs) != 1 {
+		t.Fatalf("after restart: delivered %+v, events %+v", again, evs)
+	}
+	if dl, ok := evs[0].(DeadLettered); !ok || dl.Offset != 0 {
+		t.Fatalf("want a0 dead-lettered again, got %+v", evs)
+	}
+	if s := f.c.Stats(at(32)); s.InFlight != 1 || s.Blocked != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	if _, err := f.c.Ack(at(33), ds[0].Receipt); err != nil {
+		t.Fatal(err)
+	}
+	if f.c.Floor() != 2 {
+		t.Fatalf("floor %d", f.c.Floor())
+	}
+}
+
+func TestNextDue(t *testing.T) {
+	f := newFixture(t, Config{Visibility: 30 * time.Second})
+	if _, ok := f.c.NextDue(); ok {
+		t.Fatal("nothing waits on an empty cursor")
+	}
+	f.log.send(t0, "", time.Minute)
+	f.send(1, "")
+	f.receive(0, 10)
+	if due, ok := f.c.NextDue(); !ok || !due.Equal(at(30)) {
+		t.Fatalf("next due %v %v, want the visibility deadline", due, ok)
+	}
+}

@@ -12,16 +12,19 @@ import (
 // harness plays the broker around a cursor: it owns the log, the journal, a snapshot, and the
 // receipts consumers hold, and checks every answer against the model.
 type harness struct {
-	t        testing.TB
-	rng      *rand.Rand
-	cfg      Config
-	c        *Cursor
-	m        *model
-	log      testLog
-	now      time.Time
-	journal  [][]byte // encoded, as the broker would write it
-	snap     []byte
-	snapAt   int // journal length when snap was taken
+	t       testing.TB
+	rng     *rand.Rand
+	cfg     Config
+	c       *Cursor
+	m       *model
+	log     testLog
+	now     time.Time
+	journal [][]byte // encoded, as the broker would write it
+	snap    []byte
+	snapAt  int // journal length when snap was taken
+	// dlqLast journals a receive's DeadLettered events after its other events, as the broker
+	// does (it copies to the DLQ first): replay must not depend on that order.
+	dlqLast  bool
 	receipts []Receipt
 	stats    map[string]int
 }
@@ -29,7 +32,7 @@ type harness struct {
 func newHarness(t testing.TB, seed int64) *harness {
 	rng := rand.New(rand.NewSource(seed))
 	cfg := randomConfig(rng)
-	h := &harness{t: t, rng: rng, cfg: cfg, c: mustNew(t, cfg), now: t0, stats: map[string]int{}}
+	h := &harness{t: t, rng: rng, cfg: cfg, c: mustNew(t, cfg), now: t0, stats: map[string]int{}, dlqLast: seed%2 == 1}
 	h.m = &model{cfg: cfg.withDefaults()}
 	h.snap, h.snapAt = h.c.Snapshot(), 0
 	return h
@@ -107,6 +110,17 @@ func (h *harness) receive() {
 	got, evs, err := h.c.Receive(h.now, max, vis)
 	if err != nil {
 		h.fail("receive: %v", err)
+	}
+	if h.dlqLast {
+		var rest, dead []Event
+		for _, ev := range evs {
+			if _, ok := ev.(DeadLettered); ok {
+				dead = append(dead, ev)
+			} else {
+				rest = append(rest, ev)
+			}
+		}
+		evs = append(rest, dead...)
 	}
 	h.record(evs)
 	want, wantDead := h.m.receive(h.now, max, vis)
