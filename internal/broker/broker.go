@@ -52,6 +52,8 @@ type Broker struct {
 	queues map[string]*queueRT
 	closed bool
 
+	streams *streams // topics, producer ids, groups, subscriptions (topic.go)
+
 	redrive redrives
 
 	stopMaint chan struct{}
@@ -95,6 +97,10 @@ func Open(opts Options) (*Broker, error) {
 		}
 		b.queues[s.Name] = q
 	}
+	if b.streams, err = openStreams(b, data); err != nil {
+		b.closeQueues()
+		return nil, err
+	}
 	b.log.Info("broker open", "dir", opts.Dir, "queues", len(b.queues), "sync", opts.Sync.String())
 	return b, nil
 }
@@ -114,7 +120,7 @@ func (b *Broker) Close() error {
 		<-b.maintDone
 	}
 	b.stopRedrives()
-	return b.closeQueues()
+	return errors.Join(b.streams.close(), b.closeQueues())
 }
 
 func (b *Broker) closeQueues() error {
@@ -189,4 +195,5 @@ func (b *Broker) Maintain() {
 			b.log.Warn("queue maintenance failed", "queue", q.name, "err", err)
 		}
 	}
+	b.streams.maintain()
 }

@@ -19,6 +19,8 @@ type catalogData struct {
 	Version int                      `json:"version"`
 	Queues  map[string]QueueSettings `json:"queues"`
 	Topics  map[string]TopicSettings `json:"topics"`
+	// Subscriptions of topics, keyed "<topic>/<name>" (subscription.go).
+	Subscriptions map[string]SubscriptionSettings `json:"subscriptions,omitempty"`
 	// NextQueueID numbers queue directories, so a queue deleted and created
 	// again under the same name never reads the old one's files.
 	NextID uint64 `json:"next_id"`
@@ -57,6 +59,9 @@ func openCatalog(fsys vfs.FS, dir string) (*catalog, error) {
 	if c.data.Topics == nil {
 		c.data.Topics = map[string]TopicSettings{}
 	}
+	if c.data.Subscriptions == nil {
+		c.data.Subscriptions = map[string]SubscriptionSettings{}
+	}
 	return c, nil
 }
 
@@ -76,6 +81,10 @@ func (d catalogData) clone() catalogData {
 	out.Topics = make(map[string]TopicSettings, len(d.Topics))
 	for k, v := range d.Topics {
 		out.Topics[k] = v
+	}
+	out.Subscriptions = make(map[string]SubscriptionSettings, len(d.Subscriptions))
+	for k, v := range d.Subscriptions {
+		out.Subscriptions[k] = v
 	}
 	return out
 }

@@ -1,0 +1,42 @@
+package broker
+
+import "errors"
+
+// Errors of the streams half of the broker (topics, produce, fetch,
+// idempotent producers, groups, subscriptions). Front-ends map them with
+// errors.Is; the Kafka front-end maps each to the code named in its comment.
+var (
+	// ErrUnknownPartition: the topic exists but not the partition
+	// (UNKNOWN_TOPIC_OR_PARTITION).
+	ErrUnknownPartition = errors.New("partition does not exist")
+	// ErrOffsetOutOfRange: a fetch below the log start or past the high
+	// watermark (OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrCorruptBatch: a produced batch failed validation: magic, lengths,
+	// CRC-32C, records (CORRUPT_MESSAGE).
+	ErrCorruptBatch = errors.New("corrupt record batch")
+	// ErrRecordTooLarge: a record or batch over the topic's maximum message
+	// size (MESSAGE_TOO_LARGE).
+	ErrRecordTooLarge = errors.New("record is larger than the topic's maximum message size")
+	// ErrTransactionsUnsupported: a transactional or control batch was
+	// produced; sluice has no transactions yet (UNSUPPORTED_FOR_MESSAGE_FORMAT
+	// or TRANSACTIONAL_ID_AUTHORIZATION_FAILED as the front-end sees fit).
+	ErrTransactionsUnsupported = errors.New("transactional batches are not supported")
+	// ErrOutOfOrderSequence: an idempotent batch's base sequence is not the
+	// one after the producer's last batch in this partition
+	// (OUT_OF_ORDER_SEQUENCE_NUMBER). Nothing was stored.
+	ErrOutOfOrderSequence = errors.New("out of order producer sequence number")
+	// ErrProducerFenced: an idempotent batch carries an epoch older than the
+	// producer id's current one: a zombie (PRODUCER_FENCED, or
+	// INVALID_PRODUCER_EPOCH for old clients).
+	ErrProducerFenced = errors.New("producer epoch is fenced by a newer one")
+	// ErrInvalidProducerEpoch is ErrProducerFenced under Kafka's older name.
+	ErrInvalidProducerEpoch = ErrProducerFenced
+	// ErrUnknownProducerID: a batch names a producer id this broker never
+	// allocated (UNKNOWN_PRODUCER_ID).
+	ErrUnknownProducerID = errors.New("unknown producer id")
+	// ErrSubscriptionNotFound: no such subscription on the topic.
+	ErrSubscriptionNotFound = errors.New("subscription does not exist")
+	// ErrSubscriptionExists: a subscription of that name already exists.
+	ErrSubscriptionExists = errors.New("subscription already exists")
+)

@@ -1,0 +1,300 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/partitioner"
+)
+
+// ProduceRecord is one record for Produce.
+type ProduceRecord struct {
+	Key, Value []byte // nil is Kafka's null
+	Headers    []batch.RecordHeader
+	Timestamp  time.Time // zero: the broker's clock
+	// Partition, when set, is where the record goes. Otherwise a keyed
+	// record goes where Kafka's default partitioner puts it (murmur2 of the
+	// key), and unkeyed records of one call go together to the next
+	// partition in turn.
+	Partition *int32
+}
+
+// ProduceOptions are the optional parts of a Produce call.
+type ProduceOptions struct {
+	// Idempotence makes the call one idempotent batch: every record must go
+	// to the same partition, and BaseSequence numbers the first record.
+	Idempotence *Idempotence
+}
+
+// Idempotence is an idempotent producer's stamp on a batch.
+type Idempotence struct {
+	Producer     ProducerID
+	BaseSequence int32
+}
+
+// ProduceResult says where a record was stored.
+type ProduceResult struct {
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+}
+
+// recordOverhead bounds a record's framing in a batch (length, attributes,
+// deltas, key and value lengths, header count), to split batches under
+// the topic's limit without encoding twice.
+const recordOverhead = 32
+
+// Produce stores records and answers, in input order, where each one went,
+// once all are durable. Records for one partition are written as one batch
+// (or several, each under the topic's maximum message size); partitions are
+// written in parallel. A record too large for the topic fails the whole call
+// with ErrRecordTooLarge before anything is written.
+func (b *Broker) Produce(ctx context.Context, topic string, recs []ProduceRecord, opts ProduceOptions) ([]ProduceResult, error) {
+	t, err := b.streams.topic(topic)
+	if err != nil {
+		return nil, err
+	}
+	s, parts := t.snapshot()
+	now := b.now()
+	byPart, err := b.streams.route(s, recs, len(parts))
+	if err != nil {
+		return nil, err
+	}
+	if opts.Idempotence != nil && len(byPart) > 1 {
+		return nil, invalid("records", "an idempotent produce goes to one partition, these go to %d", len(byPart))
+	}
+	out := make([]ProduceResult, len(recs))
+	var wg sync.WaitGroup
+	errs := make([]error, len(parts))
+	for p, idx := range byPart {
+		wg.Go(func() {
+			errs[p] = b.producePartition(ctx, parts[p], s, recs, idx, now, opts.Idempotence, out)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// route assigns each record a partition and checks its size. It returns,
+// per partition, the indexes of its records in input order.
+func (s *streams) route(ts TopicSettings, recs []ProduceRecord, n int) (map[int32][]int, error) {
+	if len(recs) == 0 {
+		return nil, invalid("records", "nothing to produce")
+	}
+	byPart := map[int32][]int{}
+	unkeyed := int32(-1)
+	for i, r := range recs {
+		if size := recordSize(r); size+batch.HeaderSize > ts.MaxMessageBytes {
+			return nil, fmt.Errorf("%w: record %d is %d bytes, limit %d", ErrRecordTooLarge, i, size, ts.MaxMessageBytes)
+		}
+		var p int32
+		switch {
+		case r.Partition != nil:
+			p = *r.Partition
+			if p < 0 || int(p) >= n {
+				return nil, fmt.Errorf("%w: %s/%d", ErrUnknownPartition, ts.Name, p)
+			}
+		case r.Key != nil:
+			p = partitioner.ForKey(r.Key, int32(n))
+		default:
+			if unkeyed < 0 {
+				unkeyed = int32(s.spread.Add(1) % uint32(n))
+			}
+			p = unkeyed
+		}
+		byPart[p] = append(byPart[p], i)
+	}
+	return byPart, nil
+}
+
+func recordSize(r ProduceRecord) int {
+	n := len(r.Key) + len(r.Value) + recordOverhead
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	return n
+}
+
+// producePartition builds the batches of one partition and appends them.
+func (b *Broker) producePartition(ctx context.Context, p *partitionRT, s TopicSettings, recs []ProduceRecord,
+	idx []int, now time.Time, idem *Idempotence, out []ProduceResult) error {
+	var batches [][]byte
+	var firsts []int // index into idx of each batch's first record
+	start, size := 0, batch.HeaderSize
+	flush := func(end int) error {
+		brs := make([]batch.Record, 0, end-start)
+		for _, i := range idx[start:end] {
+			r := recs[i]
+			ts := r.Timestamp
+			if ts.IsZero() {
+				ts = now
+			}
+			brs = append(brs, batch.Record{Timestamp: ts.UnixMilli(), Key: r.Key, Value: r.Value, Headers: r.Headers})
+			out[i] = ProduceResult{Partition: p.index, Timestamp: time.UnixMilli(ts.UnixMilli())}
+		}
+		var bo batch.Options
+		if idem != nil {
+			bo.Producer = &batch.Producer{ID: idem.Producer.ID, Epoch: idem.Producer.Epoch, BaseSequence: idem.BaseSequence}
+		}
+		raw, err := batch.Build(brs, bo)
+		if err != nil {
+			return err
+		}
+		batches, firsts = append(batches, raw), append(firsts, start)
+		start, size = end, batch.HeaderSize
+		return nil
+	}
+	for k, i := range idx {
+		rs := recordSize(recs[i])
+		if size+rs > s.MaxMessageBytes && k > start {
+			if idem != nil {
+				return invalid("records", "an idempotent produce must fit in one batch of %d bytes", s.MaxMessageBytes)
+			}
+			if err := flush(k); err != nil {
+				return err
+			}
+		}
+		size += rs
+	}
+	if err := flush(len(idx)); err != nil {
+		return err
+	}
+	res, err := b.appendBatches(ctx, p, batches)
+	if err != nil {
+		return err
+	}
+	for j, base := range res.BaseOffsets {
+		end := len(idx)
+		if j+1 < len(firsts) {
+			end = firsts[j+1]
+		}
+		for k := firsts[j]; k < end; k++ {
+			out[idx[k]].Offset = base + int64(k-firsts[j])
+		}
+	}
+	return nil
+}
+
+// ProduceBatchesResult answers ProduceBatches.
+type ProduceBatchesResult struct {
+	// BaseOffsets, one per batch: where it was stored, or for a retried
+	// idempotent batch where it was stored the first time.
+	BaseOffsets []int64
+	// Duplicate, one per batch: true when the batch was a retry that was
+	// not stored again.
+	Duplicate      []bool
+	LogStartOffset int64
+}
+
+// ProduceBatches stores Kafka record batches exactly as the client sent
+// them (compressed ones stay compressed; only the base offset and leader
+// epoch, outside the CRC, are stamped). Each batch is validated first
+// (magic, CRC-32C, lengths, records of uncompressed batches) and checked
+// against the topic's maximum message size; a bad batch fails the call with
+// ErrCorruptBatch or ErrRecordTooLarge and nothing is written. Batches of
+// an idempotent producer are deduplicated and sequence-checked (see
+// InitProducerID). Answers once durable.
+func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int32, batches [][]byte) (ProduceBatchesResult, error) {
+	t, p, err := b.streams.partition(topic, partition)
+	if err != nil {
+		return ProduceBatchesResult{}, err
+	}
+	s, _ := t.snapshot()
+	for i, raw := range batches {
+		if err := checkBatch(raw, s.MaxMessageBytes); err != nil {
+			return ProduceBatchesResult{}, fmt.Errorf("batch %d: %w", i, err)
+		}
+	}
+	if len(batches) == 0 {
+		return ProduceBatchesResult{}, invalid("batches", "nothing to produce")
+	}
+	return b.appendBatches(ctx, p, batches)
+}
+
+// checkBatch validates a client's batch and maps failures to typed errors.
+func checkBatch(raw []byte, maxBytes int) error {
+	err := batch.Validate(raw, maxBytes)
+	switch {
+	case errors.Is(err, batch.ErrTooLarge):
+		return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrCorruptBatch, err)
+	}
+	h, _ := batch.ParseHeader(raw)
+	switch {
+	case h.Transactional() || h.Control():
+		return ErrTransactionsUnsupported
+	case h.RecordCount == 0:
+		return fmt.Errorf("%w: no records", ErrCorruptBatch)
+	}
+	return nil
+}
+
+// appendBatches appends validated batches. Batches of idempotent producers
+// go one at a time under the partition's producer lock.
+func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches [][]byte) (ProduceBatchesResult, error) {
+	res := ProduceBatchesResult{BaseOffsets: make([]int64, len(batches)), Duplicate: make([]bool, len(batches))}
+	idempotent := false
+	for _, raw := range batches {
+		if h, _ := batch.ParseHeader(raw); h.ProducerID >= 0 {
+			idempotent = true
+		}
+	}
+	if !idempotent {
+		offs, err := p.log.Append(ctx, batches...)
+		if err != nil {
+			return ProduceBatchesResult{}, mapStorageErr(err)
+		}
+		copy(res.BaseOffsets, offs)
+		res.LogStartOffset = p.log.LogStartOffset()
+		return res, nil
+	}
+	for i, raw := range batches {
+		off, dup, err := b.appendIdempotent(ctx, p, raw)
+		if err != nil {
+			return ProduceBatchesResult{}, err
+		}
+		res.BaseOffsets[i], res.Duplicate[i] = off, dup
+	}
+	res.LogStartOffset = p.log.LogStartOffset()
+	return res, nil
+}
+
+// appendIdempotent checks one batch against its producer's state, then
+// appends it and records it, all under the partition's producer lock. The
+// append ignores ctx cancellation: once written its outcome must be known,
+// or a retry could be stored twice.
+func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raw []byte) (int64, bool, error) {
+	h, _ := batch.ParseHeader(raw)
+	if h.ProducerID >= 0 {
+		if err := b.streams.pids.check(h.ProducerID, h.ProducerEpoch); err != nil {
+			return 0, false, err
+		}
+	}
+	p.prod.mu.Lock()
+	defer p.prod.mu.Unlock()
+	if h.ProducerID >= 0 {
+		dup, err := p.prod.checkLocked(h)
+		if err != nil || dup != nil {
+			if dup != nil {
+				return dup.base, true, nil
+			}
+			return 0, false, err
+		}
+	}
+	offs, err := p.log.Append(context.WithoutCancel(ctx), raw)
+	if err != nil {
+		return 0, false, mapStorageErr(err)
+	}
+	if h.ProducerID >= 0 {
+		p.prod.recordLocked(h, offs[0])
+	}
+	return offs[0], false, nil
+}

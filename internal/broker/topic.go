@@ -1,0 +1,244 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// The streams half of the broker lives beside the queue half: topics (each a
+// set of partition logs), idempotent producer ids, consumer groups and
+// subscriptions. On disk, under Options.Dir:
+//
+//	topics/<id>-<name>/<partition>/        a storage log per partition
+//	topics/<id>-<name>/subs/<id>-<name>/   a subscription: journal/ and snapshot
+//	producers.json                         allocated producer ids and epochs
+//	groups/journal/                        committed offsets (group events)
+//	groups/snapshot                        all offsets as of a journal offset
+type streams struct {
+	b      *Broker
+	pids   *producerIDs
+	groups *groupRT
+
+	// admin serialises topic and subscription creation, deletion and
+	// partition changes, which write the catalog and create or remove
+	// directories; produce and fetch never take it.
+	admin sync.Mutex
+
+	// mu guards topics and closed. Lock order: streams.mu, then topicRT.mu.
+	mu     sync.RWMutex
+	topics map[string]*topicRT
+	closed bool
+
+	// spread picks the partition of a produce call whose records have no key
+	// and no partition: each such call goes to the next partition in turn.
+	spread atomic.Uint32
+}
+
+// topicRT is one open topic.
+type topicRT struct {
+	s    *streams
+	name string
+	dir  string
+
+	// mu guards settings, parts and subs. Readers take it shared for the
+	// duration of a lookup only; AddPartitions and subscription changes
+	// take it exclusively.
+	mu       sync.RWMutex
+	settings TopicSettings
+	parts    []*partitionRT
+	subs     map[string]*subRT
+}
+
+// partitionRT is one partition: its log and its idempotent producers.
+type partitionRT struct {
+	topic string
+	index int32
+	dir   string
+	log   *storage.Log
+	prod  producerState
+}
+
+func topicDir(root string, s TopicSettings) string {
+	return filepath.Join(root, "topics", fmt.Sprintf("%d-%s", s.ID, s.Name))
+}
+
+// openStreams opens every topic of the catalog, the producer id registry
+// and the group coordinator.
+func openStreams(b *Broker, data catalogData) (*streams, error) {
+	s := &streams{b: b, topics: map[string]*topicRT{}}
+	if err := vfs.MkdirAllDurable(b.opts.FS, filepath.Join(b.opts.Dir, "topics")); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	var err error
+	if s.pids, err = openProducerIDs(b.opts.FS, b.opts.Dir); err != nil {
+		return nil, err
+	}
+	for _, ts := range data.Topics {
+		t, err := openTopic(s, ts)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("broker: topic %s: %w", ts.Name, err)
+		}
+		s.topics[ts.Name] = t
+	}
+	if err := s.openSubscriptions(data); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.groups, err = openGroups(s); err != nil {
+		s.close()
+		return nil, err
+	}
+	for name, t := range s.topics {
+		s.groups.setPartitions(name, int32(len(t.parts)))
+	}
+	return s, nil
+}
+
+func openTopic(s *streams, ts TopicSettings) (*topicRT, error) {
+	t := &topicRT{s: s, name: ts.Name, dir: topicDir(s.b.opts.Dir, ts), settings: ts, subs: map[string]*subRT{}}
+	for i := range ts.Partitions {
+		p, err := t.openPartition(i)
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.parts = append(t.parts, p)
+	}
+	return t, nil
+}
+
+func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
+	o := t.s.b.opts
+	dir := filepath.Join(t.dir, strconv.Itoa(int(i)))
+	log, err := storage.Open(storage.Options{
+		FS: o.FS, Dir: dir, Sync: o.Sync, Now: o.Now,
+		Logger: t.s.b.log, SegmentBytes: o.SegmentBytes,
+		// Retention is applied by the topic (see retention in lag.go), not by
+		// the log, because subscriptions may hold segments past it.
+		MaxBatchBytes: t.settings.MaxMessageBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &partitionRT{topic: t.name, index: i, dir: dir, log: log}
+	if err := p.prod.rebuild(log); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("partition %d: producer state: %w", i, err)
+	}
+	return p, nil
+}
+
+func (t *topicRT) close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for _, sub := range t.subs {
+		errs = append(errs, sub.close())
+	}
+	for _, p := range t.parts {
+		errs = append(errs, p.log.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (s *streams) close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	s.closed = true
+	topics := s.topics
+	s.topics = map[string]*topicRT{}
+	s.mu.Unlock()
+	var errs []error
+	if s.groups != nil {
+		errs = append(errs, s.groups.close())
+	}
+	for _, t := range topics {
+		errs = append(errs, t.close())
+	}
+	return errors.Join(errs...)
+}
+
+// topic finds an open topic.
+func (s *streams) topic(name string) (*topicRT, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	t := s.topics[name]
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	return t, nil
+}
+
+// partition finds an open partition.
+func (s *streams) partition(topic string, p int32) (*topicRT, *partitionRT, error) {
+	t, err := s.topic(topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if p < 0 || int(p) >= len(t.parts) {
+		return nil, nil, fmt.Errorf("%w: %s/%d", ErrUnknownPartition, topic, p)
+	}
+	return t, t.parts[p], nil
+}
+
+// snapshot returns the topic's settings and partitions as of now.
+func (t *topicRT) snapshot() (TopicSettings, []*partitionRT) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.settings, append([]*partitionRT(nil), t.parts...)
+}
+
+// topicList returns the open topics sorted by name.
+func (s *streams) topicList() []*topicRT {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*topicRT, 0, len(s.topics))
+	for _, t := range s.topics {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// maintain runs the periodic work of the streams half: group session
+// expiry, subscription upkeep, retention, producer state upkeep.
+func (s *streams) maintain() {
+	if s == nil {
+		return
+	}
+	s.groups.tick()
+	for _, t := range s.topicList() {
+		if err := t.maintain(); err != nil {
+			s.b.log.Warn("topic maintenance failed", "topic", t.name, "err", err)
+		}
+	}
+}
+
+// mapStorageErr turns storage's errors into the broker's typed ones.
+func mapStorageErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrOffsetOutOfRange):
+		return fmt.Errorf("%w: %v", ErrOffsetOutOfRange, err)
+	case errors.Is(err, storage.ErrClosed):
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return err
+}

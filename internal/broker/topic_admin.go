@@ -1,0 +1,243 @@
+package broker
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Topic limits and defaults.
+const (
+	DefaultTopicRetention = 7 * 24 * time.Hour
+	// DefaultTopicMaxMessageBytes is Kafka's message.max.bytes: the largest
+	// record batch a producer may send.
+	DefaultTopicMaxMessageBytes = 1<<20 + 12
+	MaxTopicMessageBytes        = 16 << 20
+	MaxPartitions               = 10000
+	CleanupDelete               = "delete"
+)
+
+// Kafka's rule for topic names.
+var topicNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+// normalize fills defaults for zero values.
+func (s *TopicSettings) normalize() {
+	if s.Partitions == 0 {
+		s.Partitions = 1
+	}
+	if s.Retention == 0 {
+		s.Retention = DefaultTopicRetention
+	}
+	if s.MaxMessageBytes == 0 {
+		s.MaxMessageBytes = DefaultTopicMaxMessageBytes
+	}
+	if s.CleanupPolicy == "" {
+		s.CleanupPolicy = CleanupDelete
+	}
+}
+
+func (s *TopicSettings) validate() error {
+	switch {
+	case !topicNameRE.MatchString(s.Name) || s.Name == "." || s.Name == "..":
+		return invalid("name", "%q: want 1-249 letters, digits, '.', '_' or '-'", s.Name)
+	case s.Partitions < 1 || s.Partitions > MaxPartitions:
+		return invalid("partitions", "%d: want 1 to %d", s.Partitions, MaxPartitions)
+	case s.MaxMessageBytes < 1024 || s.MaxMessageBytes > MaxTopicMessageBytes:
+		return invalid("max_message_bytes", "%d: want 1024 to %d", s.MaxMessageBytes, MaxTopicMessageBytes)
+	case s.CleanupPolicy != CleanupDelete:
+		return invalid("cleanup_policy", "%q: only %q is implemented", s.CleanupPolicy, CleanupDelete)
+	}
+	return nil
+}
+
+// CreateTopic creates a topic. Zero settings take the defaults: 1
+// partition, 7 days of retention (negative: forever), no size limit,
+// Kafka's 1 MiB + 12 batch limit, cleanup policy "delete". Creating a topic
+// that exists fails with ErrTopicExists, as in Kafka.
+func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
+	s.normalize()
+	if err := s.validate(); err != nil {
+		return TopicSettings{}, err
+	}
+	st := b.streams
+	st.admin.Lock()
+	defer st.admin.Unlock()
+	if _, err := st.topic(s.Name); err == nil {
+		return TopicSettings{}, fmt.Errorf("%w: %s", ErrTopicExists, s.Name)
+	} else if err == ErrClosed {
+		return TopicSettings{}, err
+	}
+	s.CreatedAt = b.now()
+	var t *topicRT
+	err := b.cat.update(func(d *catalogData) error {
+		s.ID = d.NextID
+		d.NextID++
+		var err error
+		if t, err = openTopic(st, s); err != nil {
+			return err
+		}
+		d.Topics[s.Name] = s
+		return nil
+	})
+	if err != nil {
+		if t != nil {
+			t.close()
+		}
+		return TopicSettings{}, err
+	}
+	st.mu.Lock()
+	st.topics[s.Name] = t
+	st.mu.Unlock()
+	st.groups.setPartitions(s.Name, s.Partitions)
+	return s, nil
+}
+
+// DeleteTopic deletes a topic, its partitions and its subscriptions.
+// Groups' committed offsets for it are kept (Kafka drops them lazily).
+func (b *Broker) DeleteTopic(name string) error {
+	st := b.streams
+	st.admin.Lock()
+	defer st.admin.Unlock()
+	t, err := st.topic(name)
+	if err != nil {
+		return err
+	}
+	err = b.cat.update(func(d *catalogData) error {
+		delete(d.Topics, name)
+		for k := range d.Subscriptions {
+			if strings.HasPrefix(k, name+"/") {
+				delete(d.Subscriptions, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	delete(st.topics, name)
+	st.mu.Unlock()
+	st.groups.setPartitions(name, 0)
+	if err := t.close(); err != nil {
+		b.log.Warn("closing deleted topic", "topic", name, "err", err)
+	}
+	// The catalog no longer names the directory, and ids are never reused,
+	// so a crash here leaves only an orphan directory.
+	return removeAll(b.opts.FS, t.dir)
+}
+
+// ListTopics returns the settings of every topic whose name starts with
+// prefix, sorted by name.
+func (b *Broker) ListTopics(prefix string) []TopicSettings {
+	var out []TopicSettings
+	for _, t := range b.streams.topicList() {
+		if strings.HasPrefix(t.name, prefix) {
+			s, _ := t.snapshot()
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// PartitionInfo describes one partition of a topic.
+type PartitionInfo struct {
+	Partition      int32
+	LogStartOffset int64
+	HighWatermark  int64
+	SizeBytes      int64 // bytes of its segment files
+}
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Settings      TopicSettings
+	Partitions    []PartitionInfo
+	Subscriptions []string // names, sorted
+}
+
+// DescribeTopic returns a topic's settings, partitions and subscriptions.
+func (b *Broker) DescribeTopic(name string) (TopicInfo, error) {
+	t, err := b.streams.topic(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	s, parts := t.snapshot()
+	info := TopicInfo{Settings: s}
+	for _, p := range parts {
+		size, _ := p.sizeBytes(b)
+		info.Partitions = append(info.Partitions, PartitionInfo{
+			Partition: p.index, LogStartOffset: p.log.LogStartOffset(),
+			HighWatermark: p.log.HighWatermark(), SizeBytes: size,
+		})
+	}
+	t.mu.RLock()
+	for n := range t.subs {
+		info.Subscriptions = append(info.Subscriptions, n)
+	}
+	t.mu.RUnlock()
+	sort.Strings(info.Subscriptions)
+	return info, nil
+}
+
+// PartitionCount returns how many partitions a topic has.
+func (b *Broker) PartitionCount(name string) (int32, error) {
+	t, err := b.streams.topic(name)
+	if err != nil {
+		return 0, err
+	}
+	_, parts := t.snapshot()
+	return int32(len(parts)), nil
+}
+
+// AddPartitionsWarning is what AddPartitions says about keyed records.
+const AddPartitionsWarning = "keys now map to different partitions: records of a key produced before " +
+	"the change stay where they are, so per-key order does not hold across it"
+
+// AddPartitions raises a topic's partition count to total (it can never
+// shrink). It returns a warning that keys remap: the partitioner hashes a key
+// modulo the count. Groups consuming the topic rebalance.
+func (b *Broker) AddPartitions(name string, total int32) (string, error) {
+	st := b.streams
+	st.admin.Lock()
+	defer st.admin.Unlock()
+	t, err := st.topic(name)
+	if err != nil {
+		return "", err
+	}
+	s, parts := t.snapshot()
+	if total <= int32(len(parts)) || total > MaxPartitions {
+		return "", invalid("partitions", "%d: want more than the current %d and at most %d", total, len(parts), MaxPartitions)
+	}
+	var added []*partitionRT
+	for i := int32(len(parts)); i < total; i++ {
+		p, err := t.openPartition(i)
+		if err != nil {
+			for _, p := range added {
+				p.log.Close()
+			}
+			return "", err
+		}
+		added = append(added, p)
+	}
+	s.Partitions = total
+	err = b.cat.update(func(d *catalogData) error {
+		d.Topics[name] = s
+		return nil
+	})
+	if err != nil {
+		for _, p := range added {
+			p.log.Close()
+		}
+		return "", err
+	}
+	t.mu.Lock()
+	t.settings = s
+	t.parts = append(t.parts, added...)
+	for _, sub := range t.subs {
+		sub.addPartitions(added)
+	}
+	t.mu.Unlock()
+	st.groups.setPartitions(name, total)
+	return AddPartitionsWarning, nil
+}

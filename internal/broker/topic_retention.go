@@ -1,0 +1,108 @@
+package broker
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Retention of a topic is applied here rather than by storage.ApplyRetention
+// because subscriptions may still hold messages past it: each partition
+// deletes below min(retention cut, every subscription's floor).
+
+// segmentSizes lists a partition's segments: base offsets (ascending) and
+// sizes in bytes of their .log files.
+func (p *partitionRT) segmentSizes(b *Broker) (bases, sizes []int64, err error) {
+	dir := p.dir
+	names, err := b.opts.FS.List(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range names {
+		base, ok := strings.CutSuffix(n, ".log")
+		if !ok {
+			continue
+		}
+		off, err := strconv.ParseInt(base, 10, 64)
+		if err != nil {
+			continue
+		}
+		st, err := b.opts.FS.Stat(filepath.Join(dir, n))
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		bases, sizes = append(bases, off), append(sizes, st.Size())
+	}
+	return bases, sizes, nil
+}
+
+// sizeBytes is the partition's size on disk.
+func (p *partitionRT) sizeBytes(b *Broker) (int64, error) {
+	_, sizes, err := p.segmentSizes(b)
+	total := int64(0)
+	for _, s := range sizes {
+		total += s
+	}
+	return total, err
+}
+
+// retentionCut is the offset below which the topic's retention would
+// delete: records older than the retention time, and the oldest segments
+// while the partition is over its size limit.
+func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) int64 {
+	b := t.s.b
+	cut := p.log.LogStartOffset()
+	if s.Retention > 0 {
+		off, err := p.log.OffsetForTime(b.now().Add(-s.Retention).UnixMilli())
+		switch {
+		case err != nil:
+		case off < 0:
+			cut = p.log.HighWatermark() // every record is older
+		default:
+			cut = max(cut, off)
+		}
+	}
+	if s.RetentionBytes > 0 {
+		bases, sizes, err := p.segmentSizes(b)
+		if err == nil {
+			total := int64(0)
+			for _, sz := range sizes {
+				total += sz
+			}
+			for i := 0; i+1 < len(bases) && total-sizes[i] >= s.RetentionBytes; i++ {
+				total -= sizes[i]
+				cut = max(cut, bases[i+1])
+			}
+		}
+	}
+	return cut
+}
+
+// maintain applies retention to every partition, keeping what a
+// subscription still holds, and runs the subscriptions' upkeep.
+func (t *topicRT) maintain() error {
+	s, parts := t.snapshot()
+	t.mu.RLock()
+	subs := make([]*subRT, 0, len(t.subs))
+	for _, sub := range t.subs {
+		subs = append(subs, sub)
+	}
+	t.mu.RUnlock()
+	var firstErr error
+	for _, sub := range subs {
+		if err := sub.maintain(); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	for _, p := range parts {
+		cut := t.retentionCut(p, s)
+		for _, sub := range subs {
+			cut = min(cut, sub.floor(p.index))
+		}
+		if _, err := p.log.DeleteBelow(cut); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		p.prod.expire(p.log.LogStartOffset())
+	}
+	return firstErr
+}
