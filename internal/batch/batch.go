@@ -82,7 +82,7 @@ var (
 	ErrCorrupt    = errors.New("corrupt record batch")
 	ErrBadMagic   = errors.New("unsupported record batch magic")
 	ErrTooLarge   = errors.New("record batch too large")
-	ErrCompressed = errors.New("record batch compression codec not supported")
+	ErrCompressed = errors.New("record batch compression codec not supported") // reserved for codecs Kafka may add
 	ErrNoRecords  = errors.New("record batch has no records")
 )
 

@@ -1,12 +1,9 @@
 package batch
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"math"
 )
@@ -250,9 +247,9 @@ func (r *rawRecord) record(h Header) Record {
 }
 
 // Records iterates over the records of one batch. It validates the batch
-// first (so a corrupt batch yields one error and nothing else). Gzip batches
-// are decompressed; snappy, lz4 and zstd yield ErrCompressed. Iteration stops
-// at the first error.
+// first (so a corrupt batch yields one error and nothing else) and
+// decompresses gzip, snappy, lz4 and zstd records. Iteration stops at the
+// first error.
 func Records(b []byte) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		if err := Validate(b, 0); err != nil {
@@ -261,17 +258,12 @@ func Records(b []byte) iter.Seq2[Record, error] {
 		}
 		h, _ := ParseHeader(b)
 		p := b[HeaderSize:]
-		switch h.Compression() {
-		case CompressionNone:
-		case CompressionGzip:
+		if h.Compression() != CompressionNone {
 			var err error
-			if p, err = gunzip(p); err != nil {
+			if p, err = decompress(h.Compression(), p); err != nil {
 				yield(Record{}, err)
 				return
 			}
-		default:
-			yield(Record{}, &Error{Reason: fmt.Sprintf("codec %d", h.Compression()), Err: ErrCompressed})
-			return
 		}
 		if err := checkRecords(p, h); err != nil {
 			yield(Record{}, err)
@@ -286,22 +278,4 @@ func Records(b []byte) iter.Seq2[Record, error] {
 			}
 		}
 	}
-}
-
-// maxInflate bounds gzip output so a small hostile batch cannot exhaust memory.
-const maxInflate = 64 << 20
-
-func gunzip(p []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(p))
-	if err != nil {
-		return nil, corrupt("gzip: %v", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxInflate+1))
-	if err != nil {
-		return nil, corrupt("gzip: %v", err)
-	}
-	if len(out) > maxInflate {
-		return nil, &Error{Reason: "gzip records inflate past 64 MiB", Err: ErrTooLarge}
-	}
-	return out, nil
 }

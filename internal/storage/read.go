@@ -70,14 +70,10 @@ func (l *Log) locate(offset int64) (location, error) {
 	if l.closed {
 		return location{}, ErrClosed
 	}
-	// hw and the committed sizes are published together under stateMu.
-	l.stateMu.Lock()
+	// Bytes below a segment's committed size are durable and published;
+	// committed is stored before hw, so loading hw first never hides bytes
+	// that hw covers.
 	hw := l.hw.Load()
-	limits := make([]int64, len(l.segs))
-	for i, s := range l.segs {
-		limits[i] = s.committed.Load()
-	}
-	l.stateMu.Unlock()
 	start := l.segs[0].base
 	if offset == hw && offset >= start {
 		return location{}, nil
@@ -88,7 +84,8 @@ func (l *Log) locate(offset int64) (location, error) {
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
 	for ; i < len(l.segs); i++ {
 		s := l.segs[i]
-		pos, h, found, err := s.find(offset, limits[i])
+		limit := s.committed.Load()
+		pos, h, found, err := s.find(offset, limit)
 		if err != nil {
 			var ce *CorruptionError
 			if errors.As(err, &ce) {
@@ -97,7 +94,7 @@ func (l *Log) locate(offset int64) (location, error) {
 			return location{}, err
 		}
 		if found {
-			return location{seg: s, pos: pos, first: h, limit: limits[i]}, nil
+			return location{seg: s, pos: pos, first: h, limit: limit}, nil
 		}
 	}
 	return location{}, nil // a gap up to hw: nothing to read
@@ -114,17 +111,11 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 	if l.closed {
 		return -1, ErrClosed
 	}
-	l.stateMu.Lock()
-	limits := make([]int64, len(l.segs))
-	for i, s := range l.segs {
-		limits[i] = s.committed.Load()
-	}
-	l.stateMu.Unlock()
-	for i, s := range l.segs {
+	for _, s := range l.segs {
 		if s.maxTimestamp() < ts {
 			continue
 		}
-		off, found, err := s.searchTime(ts, limits[i])
+		off, found, err := s.searchTime(ts, s.committed.Load())
 		if err != nil || found {
 			return off, err
 		}

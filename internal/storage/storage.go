@@ -259,11 +259,12 @@ func (l *Log) Close() error {
 		<-l.bgDone
 	}
 	err := l.syncOnce()
-	l.wmu.Lock()
-	if serr := l.active.seal(l.next, l.opts.Sync.Mode != SyncNever); err == nil {
-		err = serr
+	if err == nil {
+		// Index entries may be written only once the data is synced.
+		l.wmu.Lock()
+		err = l.active.seal(l.next, true)
+		l.wmu.Unlock()
 	}
-	l.wmu.Unlock()
 	l.mu.Lock()
 	for _, s := range l.segs {
 		if cerr := s.close(); err == nil {
