@@ -189,6 +189,40 @@ func (b *Broker) Ack(ctx context.Context, queueName, receipt string) error {
 	})
 }
 
+// AckBatch acks several deliveries in one journal write. Each receipt gets
+// its own result (nil, or why it was refused); the call's error is for the
+// queue as a whole.
+func (b *Broker) AckBatch(ctx context.Context, queueName string, receipts []string) ([]error, error) {
+	q, err := b.queue(queueName)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]error, len(receipts))
+	q.mu.Lock()
+	if err := q.checkLocked(); err != nil {
+		q.mu.Unlock()
+		return nil, err
+	}
+	now := q.now()
+	var evs []queue.Event
+	for i, r := range receipts {
+		e, err := q.cur.Ack(now, r)
+		if err != nil {
+			if errors.Is(err, queue.ErrReceiptStale) {
+				q.ctr.staleRefused++
+			}
+			results[i] = mapCursorErr(err)
+			continue
+		}
+		q.ctr.acked++
+		evs = append(evs, e...)
+	}
+	done := q.recordLocked(evs)
+	q.notifyLocked()
+	q.mu.Unlock()
+	return results, q.wait(done)
+}
+
 // Extend keeps a delivery hidden until now+d (a heartbeat). The total time
 // since the receive is bounded by the queue's MaxExtension. d = 0 makes the
 // message visible again at once.

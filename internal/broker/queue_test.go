@@ -294,3 +294,22 @@ func TestPurgeAndDelete(t *testing.T) {
 		t.Fatalf("deleted queue after restart: %v", err)
 	}
 }
+
+func TestAckBatch(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "q"})
+	e.send("q", "a", "b", "c")
+	ds := e.receive("q", 3)
+	res, err := e.b.AckBatch(context.Background(), "q", []string{ds[0].Receipt, "junk", ds[2].Receipt, ds[0].Receipt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0] != nil || !errors.Is(res[1], ErrReceiptInvalid) || res[2] != nil || !errors.Is(res[3], ErrReceiptStale) {
+		t.Fatalf("results = %v", res)
+	}
+	e.crash()
+	e.clock.Advance(time.Hour)
+	if got := bodies(e.receive("q", 10)); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("after crash %q, want only b", got)
+	}
+}
