@@ -1,0 +1,234 @@
+// Command queuebench measures the work-queue core in-process (no network
+// protocol): producers send 1 KiB messages while consumers receive and ack
+// them, fsync=always, with 1, 4 and 16 consumers, single messages and batches
+// of 10, next to the disk's fdatasync rate measured in the same run. With
+// -backlog N it also reports resident memory of the broker with an empty
+// queue and with N messages waiting (memory must not grow with the backlog).
+//
+//	go run ./bench/queuebench -duration 3s
+//	go run ./bench/queuebench -backlog 10000000 -matrix=false
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/diskprobe"
+)
+
+func main() {
+	dir := flag.String("dir", os.TempDir(), "directory for the broker's data (a temporary folder is made inside)")
+	dur := flag.Duration("duration", 3*time.Second, "how long each cell runs")
+	matrix := flag.Bool("matrix", true, "run the consumers x batch throughput matrix")
+	backlog := flag.Int("backlog", 0, "also measure resident memory with this many messages waiting")
+	flag.Parse()
+	if err := run(*dir, *dur, *matrix, *backlog); err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(parent string, dur time.Duration, matrix bool, backlog int) error {
+	dir, err := os.MkdirTemp(parent, "queuebench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	limits, err := diskprobe.Measure(dir, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("disk: %s\n\n", limits)
+	if matrix {
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "consumers\tbatch\tmsgs/s (send+receive+ack)\tper fdatasync\t")
+		for _, consumers := range []int{1, 4, 16} {
+			for _, size := range []int{1, 10} {
+				n, err := roundTrip(dir, consumers, size, dur)
+				if err != nil {
+					return err
+				}
+				rate := float64(n) / dur.Seconds()
+				fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.1f\t\n", consumers, size, rate, rate/limits.FdatasyncPerSec)
+			}
+		}
+		tw.Flush()
+	}
+	if backlog > 0 {
+		return memory(dir, backlog)
+	}
+	return nil
+}
+
+func open(dir string) (*broker.Broker, error) {
+	return broker.Open(broker.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+}
+
+// roundTrip runs as many producers as consumers for dur and returns how many
+// messages were acked.
+func roundTrip(parent string, consumers, size int, dur time.Duration) (int64, error) {
+	dir, err := os.MkdirTemp(parent, "rt-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	b, err := open(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer b.Close()
+	if _, err := b.CreateQueue(broker.QueueSettings{Name: "bench"}); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	body := make([]byte, 1024)
+	var acked atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr error
+	var once sync.Once
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			once.Do(func() { firstErr = err })
+		}
+	}
+	for range consumers {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			in := make([]broker.SendInput, size)
+			for i := range in {
+				in[i] = broker.SendInput{Body: body}
+			}
+			for ctx.Err() == nil {
+				if _, err := b.Send(ctx, "bench", in); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				ds, err := b.Receive(ctx, "bench", broker.ReceiveOptions{Max: size, Wait: 100 * time.Millisecond})
+				if err != nil {
+					fail(err)
+					return
+				}
+				if len(ds) == 0 {
+					continue
+				}
+				receipts := make([]string, len(ds))
+				for i, d := range ds {
+					receipts[i] = d.Receipt
+				}
+				if size == 1 {
+					err = b.Ack(context.Background(), "bench", receipts[0])
+				} else {
+					_, err = b.AckBatch(context.Background(), "bench", receipts)
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				acked.Add(int64(len(ds)))
+			}
+		}()
+	}
+	wg.Wait()
+	return acked.Load(), firstErr
+}
+
+// memory reports resident memory with an empty queue, with n messages
+// waiting, and after reopening the broker over that backlog.
+func memory(parent string, n int) error {
+	dir, err := os.MkdirTemp(parent, "mem-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	b, err := open(dir)
+	if err != nil {
+		return err
+	}
+	if _, err := b.CreateQueue(broker.QueueSettings{Name: "backlog"}); err != nil {
+		return err
+	}
+	empty := rss()
+	fmt.Printf("\nresident memory, empty queue: %.1f MiB\n", empty)
+	body := make([]byte, 100)
+	const perCall, senders = 100, 16
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	var sendErr error
+	var once sync.Once
+	start := time.Now()
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := make([]broker.SendInput, perCall)
+			for i := range in {
+				in[i] = broker.SendInput{Body: body}
+			}
+			for sent.Add(perCall) <= int64(n) {
+				if _, err := b.Send(context.Background(), "backlog", in); err != nil {
+					once.Do(func() { sendErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if sendErr != nil {
+		return sendErr
+	}
+	st, _ := b.QueueStats("backlog")
+	full := rss()
+	fmt.Printf("resident memory, %d messages waiting (sent in %v): %.1f MiB (%+.1f%%)\n",
+		st.Visible, time.Since(start).Round(time.Second), full, 100*(full-empty)/empty)
+	if err := b.Close(); err != nil {
+		return err
+	}
+	b, err = open(dir)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if _, err := b.Receive(context.Background(), "backlog", broker.ReceiveOptions{Max: 10}); err != nil {
+		return err
+	}
+	reopened := rss()
+	fmt.Printf("resident memory after reopening over the backlog and one receive: %.1f MiB (%+.1f%%)\n",
+		reopened, 100*(reopened-empty)/empty)
+	return nil
+}
+
+// rss returns the process's resident set in MiB after a full GC.
+func rss() float64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
