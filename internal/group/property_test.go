@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -45,7 +46,7 @@ func (s *sim) deliver(out Output) {
 			s.t.Fatalf("ticket %d answered but not open (dup or unknown)", t)
 		}
 		delete(s.open, t)
-		if err == nil {
+		if err == nil || errors.Is(err, ErrMemberIDRequired) {
 			s.gen[member] = gen
 			if !containsStr(s.ids, member) {
 				s.ids = append(s.ids, member)
@@ -70,15 +71,45 @@ func containsStr(xs []string, x string) bool {
 }
 
 func (s *sim) join(id string) {
+	s.joinAs(id, "", false)
+}
+
+// joinAs joins as id (new when ""), optionally as a static instance or
+// the v4+ way (member id required first).
+func (s *sim) joinAs(id, instance string, v4 bool) {
 	topics := []string{simTopics[s.rng.IntN(3)]}
 	if s.rng.IntN(2) == 0 {
 		topics = simTopics
 	}
-	tk, out := s.c.Join(s.now, JoinRequest{Group: "g", MemberID: id, ClientID: "c", Mode: s.mode,
+	tk, out := s.c.Join(s.now, JoinRequest{Group: "g", MemberID: id, InstanceID: instance, ClientID: "c", Mode: s.mode,
 		ProtocolType: "consumer", Protocols: []Protocol{{Name: AssignorRange}, {Name: AssignorRoundRobin}},
-		Topics: topics, SessionTimeout: 10 * time.Second, RebalanceTimeout: 20 * time.Second})
+		Topics: topics, SessionTimeout: 10 * time.Second, RebalanceTimeout: 20 * time.Second,
+		RequireKnownMemberID: v4})
 	s.open[tk] = id
 	s.deliver(out)
+}
+
+// commit tries a commit as id and checks the fence: it may succeed only
+// for a current member of the current generation outside
+// CompletingRebalance, or with generation -1 on an Empty group.
+func (s *sim) commit(id string) {
+	g := s.c.groups["g"]
+	var state State
+	var gen int32
+	member := false
+	if g != nil {
+		state, gen, member = g.state, g.generation, g.members[id] != nil
+	}
+	_, _, err := s.c.Commit(s.now, CommitRequest{Group: "g", MemberID: id, Generation: s.gen[id],
+		Offsets: []OffsetCommit{{Topic: "a", Partition: 0, Offset: int64(s.rng.IntN(100))}}})
+	outside := s.gen[id] < 0 && (g == nil || state == Empty) // manual offset management
+	managed := member && s.gen[id] == gen && state != CompletingRebalance
+	if managed && err != nil {
+		s.t.Fatalf("commit by current member %s gen %d refused: %v", id, gen, err)
+	}
+	if err == nil && !outside && !managed {
+		s.t.Fatalf("commit by %s gen %d accepted: member=%v group gen %d state %s", id, s.gen[id], member, gen, state)
+	}
 }
 
 // step performs one random action.
@@ -89,9 +120,17 @@ func (s *sim) step() {
 		}
 		return s.ids[s.rng.IntN(len(s.ids))]
 	}
-	switch op := s.rng.IntN(10); {
+	switch op := s.rng.IntN(13); {
 	case op < 2:
 		s.join("")
+	case op == 10:
+		s.joinAs("", fmt.Sprintf("i%d", s.rng.IntN(3)), false)
+	case op == 11:
+		s.joinAs("", "", true)
+	case op == 12:
+		if id := pick(); id != "" {
+			s.commit(id)
+		}
 	case op < 5:
 		if id := pick(); id != "" {
 			s.join(id)
