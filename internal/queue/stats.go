@@ -9,7 +9,7 @@ type Stats struct {
 	InFlight int // delivered, visibility not yet over
 	Delayed  int // waiting out a send delay or a nack delay
 	Ready    int // visible now and held in memory (new or due for redelivery)
-	Blocked  int // FIFO: visible but behind an unfinished message of its group
+	Blocked  int // FIFO: behind an unfinished message of its group (whatever its own delay)
 	Held     int // all messages held in memory (the sum above)
 	Runs     int // done ranges kept above the floor
 	// OldestSentAt is the send time of the message at Floor() if the cursor holds it; zero
