@@ -100,26 +100,8 @@
 //
 // Each offset's CommitTime is the event's time. No trailing bytes.
 //
-// # Streams: consumer groups (semantics)
+// # Guarantees
 //
-// (This belongs in docs/semantics.md once that file exists.)
-//
-//   - One owner per partition per group: in a Stable generation every
-//     partition of the subscribed topics is owned by exactly one member
-//     (BrokerAssigns) or by whoever the leader chose (LeaderAssigns); extra
-//     members are idle. During a rebalance ownership is unchanged until the
-//     new generation forms.
-//   - Committed offsets are the next offset to read. A commit is durable
-//     once its Event is journaled; the broker answers only after that.
-//     A commit from an old generation is refused, so a member that was
-//     expired (a long GC pause, a partition) and lost its partitions cannot
-//     move the new owner's position backwards.
-//   - Delivery is at-least-once: records consumed after the last commit are
-//     delivered again to the next owner.
-//   - Replay: stop the group's consumers (the group must be Empty), reset
-//     its offsets to earliest, latest, an offset or a time, and start them
-//     again. Resets are refused with ErrGroupNotEmpty while anyone is a
-//     member, because the member's next commit would undo them.
-//   - Adding partitions to a subscribed topic rebalances its groups; keys
-//     may then map to other partitions (see package partitioner).
+// What this gives users (one owner per partition, fenced commits, replay)
+// is stated in docs/semantics.md, under Streams.
 package group
