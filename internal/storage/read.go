@@ -102,8 +102,8 @@ func (l *Log) locate(offset int64) (location, error) {
 
 // OffsetForTime returns the first offset whose record timestamp is >= ts
 // (milliseconds), using the time indexes: O(log n) lookups plus a scan of at
-// most one index interval. For compressed batches the answer is the batch's
-// base offset. If every record is older, it returns -1 (Kafka's unknown
+// most one index interval. Compressed batches are decompressed to find the
+// record; one that cannot be answers its base offset. If every record is older, it returns -1 (Kafka's unknown
 // offset) and a nil error.
 func (l *Log) OffsetForTime(ts int64) (int64, error) {
 	l.mu.RLock()
@@ -147,16 +147,16 @@ func (s *segment) searchTime(ts, limit int64) (int64, bool, error) {
 }
 
 // offsetInBatch finds the first record of the batch at pos with timestamp
-// >= ts, falling back to the base offset when records cannot be decoded.
+// >= ts.
 func (s *segment) offsetInBatch(pos int64, h batch.Header, ts int64) (int64, bool, error) {
-	if h.Compression() != batch.CompressionNone && h.Compression() != batch.CompressionGzip {
-		return h.BaseOffset, true, nil
-	}
 	b := make([]byte, h.Size())
 	if _, err := s.log.ReadAt(b, pos); err != nil {
 		return 0, false, s.readErr(pos, err)
 	}
 	for r, err := range batch.Records(b) {
+		if err != nil && h.Compression() != batch.CompressionNone && batch.Validate(b, 0) == nil {
+			return h.BaseOffset, true, nil // stored as sent, but we cannot inflate it
+		}
 		if err != nil {
 			return 0, false, s.corrupt(pos, err)
 		}
