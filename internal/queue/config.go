@@ -30,6 +30,7 @@ type Config struct {
 	Visibility time.Duration
 	// MaxExtension bounds the total time a delivery may stay hidden, counted from the receive,
 	// across any number of Extend calls. It also bounds a receive's visibility override.
+	// Default 12 h, or Retention if that is shorter.
 	MaxExtension time.Duration
 	// MaxReceives is how many deliveries a message gets; the receive after the last failed one
 	// dead-letters it instead. 0 means no limit (never dead-letter).
@@ -88,14 +89,15 @@ func (c Config) withDefaults() Config {
 	if c.Visibility == 0 {
 		c.Visibility = DefaultVisibility
 	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
 	if c.MaxExtension == 0 {
-		c.MaxExtension = DefaultMaxExtension
+		// A short retention lowers the default, rather than making the default invalid.
+		c.MaxExtension = min(DefaultMaxExtension, c.Retention)
 	}
 	if c.Lookahead == 0 {
 		c.Lookahead = DefaultLookahead
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
 	}
 	return c
 }

@@ -7,6 +7,7 @@
 //
 // The package is pure: it must never do I/O, start goroutines, or read the clock. Every call
 // that depends on time takes `now` from the caller, so tests drive time and replays are exact.
+// Callers pass a non-decreasing `now` (the cursor remembers the latest one it saw).
 // It never holds message bodies: the broker reads them from the log by offset.
 //
 // # How the broker drives a Cursor
