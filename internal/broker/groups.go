@@ -1,0 +1,347 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// groupRT wraps the pure consumer-group coordinator: one mutex serialises
+// calls, the broker clock drives it, committed offsets are journaled (with
+// group commit) before a commit is answered, and waiters receive the
+// answers of asynchronous joins and syncs. A goroutine calls Tick at the
+// coordinator's next deadline; Maintain calls it too (tests, fake clock).
+//
+// On disk, under Dir/groups/: journal/ (group events, a storage log) and
+// snapshot (every committed offset as of a journal offset, so the journal
+// can be trimmed). Only offsets and deletions are durable; after a restart
+// every group is Empty and members rejoin (see package group).
+type groupRT struct {
+	s   *streams
+	dir string
+	jr  *journal
+
+	// mu guards coord, joins, syncs, sinceSnap and snapBusy. It is held to
+	// call the coordinator and to submit the events it returns, so the
+	// journal holds them in the order they were applied; never across an
+	// fdatasync.
+	mu        sync.Mutex
+	coord     *group.Coordinator
+	joins     map[group.Ticket]chan group.JoinResult
+	syncs     map[group.Ticket]chan group.SyncResult
+	sinceSnap int
+	snapBusy  bool
+
+	kick chan struct{} // a deadline may have moved (capacity 1)
+	stop chan struct{} // closed by close: the ticker goroutine returns
+	done chan struct{} // closed when it has
+}
+
+const groupSnapshotFile = "snapshot"
+
+func openGroups(s *streams) (*groupRT, error) {
+	o := s.b.opts
+	g := &groupRT{
+		s: s, dir: filepath.Join(o.Dir, "groups"),
+		joins: map[group.Ticket]chan group.JoinResult{}, syncs: map[group.Ticket]chan group.SyncResult{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if err := vfs.MkdirAllDurable(o.FS, g.dir); err != nil {
+		return nil, fmt.Errorf("groups: %w", err)
+	}
+	jlog, err := storage.Open(storage.Options{
+		FS: o.FS, Dir: filepath.Join(g.dir, "journal"), Sync: o.Sync, Now: o.Now,
+		Logger: s.b.log, SegmentBytes: 64 << 20,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("groups: %w", err)
+	}
+	if err := g.load(jlog); err != nil {
+		jlog.Close()
+		return nil, fmt.Errorf("groups: %w", err)
+	}
+	g.jr = newJournal(jlog, func() int64 { return s.b.now().UnixMilli() })
+	go g.run()
+	return g, nil
+}
+
+// incarnation is unique per broker start, so member ids handed out before
+// a restart are never handed out again.
+func incarnation() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// load rebuilds the coordinator's offsets from the snapshot and the journal.
+func (g *groupRT) load(jlog *storage.Log) error {
+	g.coord = group.New(group.Config{Incarnation: incarnation()})
+	from := int64(0)
+	data, err := readFile(g.s.b.opts.FS, filepath.Join(g.dir, groupSnapshotFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		if from, err = g.applySnapshot(data); err != nil {
+			return err
+		}
+	}
+	if from < jlog.LogStartOffset() {
+		return fmt.Errorf("journal starts at %d, after the snapshot's %d", jlog.LogStartOffset(), from)
+	}
+	n := 0
+	err = replayLog(jlog, from, func(off int64, v []byte) error {
+		n++
+		ev, err := group.UnmarshalEvent(v)
+		if err == nil {
+			err = g.coord.Apply(ev)
+		}
+		if err != nil {
+			return fmt.Errorf("journal offset %d: %w", off, err)
+		}
+		return nil
+	})
+	g.sinceSnap = n
+	return err
+}
+
+// Snapshot file: journal offset (8 bytes), CRC-32C of the rest (4 bytes),
+// then events, each a uvarint length and an encoded group.Event.
+func (g *groupRT) applySnapshot(data []byte) (int64, error) {
+	if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
+		return 0, fmt.Errorf("snapshot: checksum mismatch")
+	}
+	pos := int64(binary.BigEndian.Uint64(data[:8]))
+	rest := data[12:]
+	for len(rest) > 0 {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || uint64(len(rest)-k) < n {
+			return 0, fmt.Errorf("snapshot: truncated")
+		}
+		ev, err := group.UnmarshalEvent(rest[k : k+int(n)])
+		if err == nil {
+			err = g.coord.Apply(ev)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("snapshot: %w", err)
+		}
+		rest = rest[k+int(n):]
+	}
+	return pos, nil
+}
+
+// snapshotLocked encodes every committed offset as events, one per group
+// and commit time (so commit times survive). Called with mu held.
+func (g *groupRT) snapshotLocked() ([]byte, error) {
+	var buf []byte
+	for _, sum := range g.coord.List() {
+		byTime := map[int64]*group.Event{}
+		var order []int64
+		for _, o := range g.coord.Offsets(sum.Group) {
+			ms := o.CommitTime.UnixMilli()
+			ev := byTime[ms]
+			if ev == nil {
+				ev = &group.Event{Type: group.EventOffsetsCommitted, Group: sum.Group, Time: time.UnixMilli(ms)}
+				byTime[ms] = ev
+				order = append(order, ms)
+			}
+			ev.Offsets = append(ev.Offsets, o)
+		}
+		for _, ms := range order {
+			b, err := byTime[ms].MarshalBinary()
+			if err != nil {
+				return nil, err
+			}
+			buf = binary.AppendUvarint(buf, uint64(len(b)))
+			buf = append(buf, b...)
+		}
+	}
+	return buf, nil
+}
+
+// startSnapshotLocked writes a snapshot once the journal holds every event
+// before it, then trims the journal. Called with mu held.
+func (g *groupRT) startSnapshotLocked() {
+	body, err := g.snapshotLocked()
+	if err != nil {
+		g.s.b.log.Warn("group snapshot failed", "err", err)
+		return
+	}
+	pos := g.jr.position()
+	g.snapBusy, g.sinceSnap = true, 0
+	g.jr.onDurable(func(durable int64) {
+		err := g.writeSnapshot(pos, body, durable)
+		g.mu.Lock()
+		g.snapBusy = false
+		g.mu.Unlock()
+		if err != nil {
+			g.s.b.log.Warn("group snapshot failed", "err", err)
+		}
+	})
+}
+
+func (g *groupRT) writeSnapshot(pos int64, body []byte, durable int64) error {
+	if durable < pos {
+		return fmt.Errorf("journal durable to %d, snapshot at %d", durable, pos)
+	}
+	buf := make([]byte, 12, 12+len(body))
+	binary.BigEndian.PutUint64(buf[:8], uint64(pos))
+	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(body, crcTable))
+	buf = append(buf, body...)
+	if err := writeFileAtomic(g.s.b.opts.FS, g.dir, groupSnapshotFile, buf); err != nil {
+		return err
+	}
+	_, err := g.jr.log.DeleteBelow(pos)
+	return err
+}
+
+// dispatchLocked hands completed tickets to their waiters, journals the
+// events and re-arms the ticker. It returns the channel that reports the
+// events' durability (nil when there are none). Called with mu held.
+func (g *groupRT) dispatchLocked(out group.Output) <-chan error {
+	for _, r := range out.Joins {
+		if ch := g.joins[r.Ticket]; ch != nil {
+			ch <- r
+			delete(g.joins, r.Ticket)
+		}
+	}
+	for _, r := range out.Syncs {
+		if ch := g.syncs[r.Ticket]; ch != nil {
+			ch <- r
+			delete(g.syncs, r.Ticket)
+		}
+	}
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+	if len(out.Events) == 0 {
+		return nil
+	}
+	enc := make([][]byte, 0, len(out.Events))
+	for _, ev := range out.Events {
+		b, err := ev.MarshalBinary()
+		if err != nil {
+			ch := make(chan error, 1)
+			ch <- err
+			return ch
+		}
+		enc = append(enc, b)
+	}
+	ch := g.jr.submit(enc)
+	g.sinceSnap += len(enc)
+	if g.sinceSnap >= g.s.b.opts.SnapshotEvery && !g.snapBusy {
+		g.startSnapshotLocked()
+	}
+	return ch
+}
+
+// wait waits for a journal write. After a failure memory is ahead of disk,
+// so the coordinator is rebuilt from the journal (members must rejoin).
+func (g *groupRT) wait(ch <-chan error) error {
+	if ch == nil {
+		return nil
+	}
+	err := <-ch
+	if err != nil {
+		g.mu.Lock()
+		if rerr := g.reloadLocked(); rerr != nil {
+			g.s.b.log.Error("group coordinator reload failed", "err", rerr)
+		}
+		g.mu.Unlock()
+	}
+	return err
+}
+
+// reloadLocked rebuilds the coordinator from disk after a journal failure.
+// Called with mu held.
+func (g *groupRT) reloadLocked() error {
+	if err := g.jr.log.Sync(); err != nil {
+		return err
+	}
+	if err := g.load(g.jr.log); err != nil {
+		return err
+	}
+	g.jr.reset()
+	for _, t := range g.s.topicList() {
+		_, parts := t.snapshot()
+		g.coord.SetPartitions(g.s.b.now(), t.name, int32(len(parts)))
+	}
+	return nil
+}
+
+// run calls Tick at the coordinator's next deadline (at most a second
+// apart) until close.
+func (g *groupRT) run() {
+	defer close(g.done)
+	for {
+		g.mu.Lock()
+		d, ok := g.coord.NextDeadline()
+		g.mu.Unlock()
+		wait := time.Second
+		if ok {
+			wait = min(max(d.Sub(g.s.b.now()), 10*time.Millisecond), time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-g.stop:
+			t.Stop()
+			return
+		case <-g.kick:
+			t.Stop()
+		case <-t.C:
+			g.tick()
+		}
+	}
+}
+
+// tick expires sessions and ends rebalances that ran out of time.
+func (g *groupRT) tick() {
+	g.mu.Lock()
+	out := g.coord.Tick(g.s.b.now())
+	ch := g.dispatchLocked(out)
+	if g.sinceSnap > 0 && !g.snapBusy && g.sinceSnap >= g.s.b.opts.SnapshotEvery/10 {
+		g.startSnapshotLocked()
+	}
+	g.mu.Unlock()
+	if err := g.wait(ch); err != nil {
+		g.s.b.log.Warn("group tick journal failed", "err", err)
+	}
+}
+
+// setPartitions tells the coordinator a topic's partition count (0: gone);
+// subscribed groups rebalance.
+func (g *groupRT) setPartitions(topic string, n int32) {
+	g.mu.Lock()
+	ch := g.dispatchLocked(g.coord.SetPartitions(g.s.b.now(), topic, n))
+	g.mu.Unlock()
+	_ = g.wait(ch)
+}
+
+func (g *groupRT) close() error {
+	close(g.stop)
+	<-g.done
+	g.mu.Lock()
+	// Waiters of joins and syncs that never completed learn the broker closed.
+	for t, ch := range g.joins {
+		ch <- group.JoinResult{Ticket: t, Err: ErrClosed, Generation: -1}
+	}
+	for t, ch := range g.syncs {
+		ch <- group.SyncResult{Ticket: t, Err: ErrClosed}
+	}
+	g.joins, g.syncs = map[group.Ticket]chan group.JoinResult{}, map[group.Ticket]chan group.SyncResult{}
+	g.mu.Unlock()
+	return g.jr.close()
+}

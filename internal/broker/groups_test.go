@@ -1,0 +1,252 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+const testSession = 10 * time.Second
+
+// joinAsync starts a blocking join and returns where its answer arrives.
+func (e *env) joinAsync(g, member string, topics ...string) <-chan ConsumerAssignment {
+	ch := make(chan ConsumerAssignment, 1)
+	go func() {
+		a, err := e.b.JoinConsumer(context.Background(), ConsumerJoin{Group: g, MemberID: member, ClientID: "c", Topics: topics, SessionTimeout: testSession})
+		if err != nil {
+			e.t.Errorf("join %s: %v", member, err)
+		}
+		ch <- a
+	}()
+	return ch
+}
+
+func await[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatal("no answer")
+		panic("unreachable")
+	}
+}
+
+// eventually waits, without sleeping, for another goroutine to make cond true.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 1_000_000 {
+		if cond() {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("condition never held")
+}
+
+func owned(as ...ConsumerAssignment) []int32 {
+	var out []int32
+	for _, a := range as {
+		for _, tp := range a.Partitions {
+			out = append(out, tp.Partitions...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestGroupJoinRebalanceExpiryFencing(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("orders", 4)
+	a1 := await(t, e.joinAsync("g", "", "orders"))
+	if a1.Generation != 1 || !slices.Equal(owned(a1), []int32{0, 1, 2, 3}) {
+		t.Fatalf("first member: %+v", a1)
+	}
+	// A second member joins: the first learns of the rebalance by heartbeat and rejoins.
+	wait2 := e.joinAsync("g", "", "orders")
+	hb := group.HeartbeatRequest{Group: "g", MemberID: a1.MemberID, Generation: 1}
+	// The join goroutine may not have reached the coordinator yet.
+	eventually(t, func() bool { return errors.Is(e.b.Heartbeat(hb), group.ErrRebalanceInProgress) })
+	a1 = await(t, e.joinAsync("g", a1.MemberID, "orders"))
+	a2 := await(t, wait2)
+	if a1.Generation != 2 || a2.Generation != 2 || len(owned(a1)) != 2 || !slices.Equal(owned(a1, a2), []int32{0, 1, 2, 3}) {
+		t.Fatalf("after rebalance: %+v %+v", a1, a2)
+	}
+	// A commit from the old generation is fenced; the current one is accepted.
+	commit := func(a ConsumerAssignment, gen int32, p int32, off int64) error {
+		errs, err := e.b.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", MemberID: a.MemberID, Generation: gen,
+			Offsets: []group.OffsetCommit{{Topic: "orders", Partition: p, Offset: off}}})
+		return errors.Join(err, errors.Join(errs...))
+	}
+	if err := commit(a1, 1, a1.Partitions[0].Partitions[0], 5); !errors.Is(err, group.ErrIllegalGeneration) {
+		t.Fatalf("stale commit: %v", err)
+	}
+	if err := commit(a1, 2, a2.Partitions[0].Partitions[0], 5); !errors.Is(err, group.ErrNotAssigned) {
+		t.Fatalf("commit of another member's partition: %v", err)
+	}
+	if err := commit(a1, 2, a1.Partitions[0].Partitions[0], 7); err != nil {
+		t.Fatal(err)
+	}
+	// Member 2 stops heartbeating: after its session it is expired and
+	// member 1 gets everything in a new generation.
+	e.clock.Advance(testSession / 2)
+	hb.Generation = 2
+	if err := e.b.Heartbeat(hb); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(testSession/2 + time.Second)
+	e.b.Maintain()
+	if err := e.b.Heartbeat(hb); !errors.Is(err, group.ErrRebalanceInProgress) {
+		t.Fatalf("heartbeat after expiry: %v", err)
+	}
+	a1 = await(t, e.joinAsync("g", a1.MemberID, "orders"))
+	if a1.Generation != 3 || !slices.Equal(owned(a1), []int32{0, 1, 2, 3}) {
+		t.Fatalf("after expiry: %+v", a1)
+	}
+	if err := commit(a2, 2, a2.Partitions[0].Partitions[0], 9); !errors.Is(err, group.ErrUnknownMember) {
+		t.Fatalf("expired member's commit: %v", err)
+	}
+	// Adding partitions rebalances the group.
+	if _, err := e.b.AddPartitions("orders", 6); err != nil {
+		t.Fatal(err)
+	}
+	hb.Generation = 3
+	if err := e.b.Heartbeat(hb); !errors.Is(err, group.ErrRebalanceInProgress) {
+		t.Fatalf("heartbeat after partitions added: %v", err)
+	}
+	a1 = await(t, e.joinAsync("g", a1.MemberID, "orders"))
+	if len(owned(a1)) != 6 {
+		t.Fatalf("after add partitions: %+v", a1)
+	}
+	info, _ := e.b.DescribeGroup("g")
+	if info.State != group.Stable || len(info.Members) != 1 {
+		t.Fatalf("describe: %+v", info)
+	}
+}
+
+func TestGroupCommitsSurviveRestartAndCrash(t *testing.T) {
+	e := newEnv(t, nil) // SnapshotEvery 50: the loop below crosses snapshots
+	e.createTopic("t", 2)
+	for i := range 120 {
+		errs, err := e.b.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", Generation: -1,
+			Offsets: []group.OffsetCommit{{Topic: "t", Partition: int32(i % 2), Offset: int64(i), Metadata: fmt.Sprint(i)}}})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("commit %d: %v %v", i, err, errs)
+		}
+		if i%40 == 0 {
+			e.b.Maintain()
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		for p, want := range []int64{118, 119} {
+			got, ok := e.b.FetchOffset("g", "t", int32(p))
+			if !ok || got.Offset != want {
+				t.Fatalf("%s: partition %d committed %+v, want %d", when, p, got, want)
+			}
+		}
+	}
+	check("before restart")
+	e.restart()
+	check("after restart")
+	e.crash()
+	check("after crash")
+	errs, err := e.b.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", Generation: -1,
+		Offsets: []group.OffsetCommit{{Topic: "nope", Partition: 0, Offset: 1}, {Topic: "t", Partition: 9, Offset: 1}}})
+	if err != nil || !errors.Is(errs[0], ErrTopicNotFound) || !errors.Is(errs[1], ErrUnknownPartition) {
+		t.Fatalf("commit to unknown partitions: %v %v", errs, err)
+	}
+	if err := e.b.DeleteGroup("g"); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	if _, ok := e.b.FetchOffset("g", "t", 0); ok {
+		t.Fatal("deleted group's offsets came back")
+	}
+}
+
+func TestGroupLeaderAssignsRelay(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("t", 2)
+	join := func(member string) <-chan group.JoinResult {
+		ch := make(chan group.JoinResult, 1)
+		go func() {
+			r, err := e.b.JoinGroup(context.Background(), group.JoinRequest{Group: "k", MemberID: member, ClientID: "kc",
+				RequireKnownMemberID: true, ProtocolType: "consumer", Protocols: []group.Protocol{{Name: "range", Metadata: []byte("meta-" + member)}},
+				Topics: []string{"t"}, SessionTimeout: testSession, RebalanceTimeout: testSession})
+			if err != nil && !errors.Is(err, group.ErrMemberIDRequired) {
+				t.Errorf("join: %v", err)
+			}
+			ch <- r
+		}()
+		return ch
+	}
+	first := await(t, join(""))
+	if first.Err == nil || first.MemberID == "" {
+		t.Fatalf("v4 first join should ask for a member id: %+v", first)
+	}
+	r := await(t, join(first.MemberID))
+	if r.Generation != 1 || r.Leader != r.MemberID || len(r.Members) != 1 {
+		t.Fatalf("leader join: %+v", r)
+	}
+	sync := func(req group.SyncRequest) <-chan group.SyncResult {
+		ch := make(chan group.SyncResult, 1)
+		go func() {
+			res, err := e.b.SyncGroup(context.Background(), req)
+			if err != nil {
+				t.Errorf("sync: %v", err)
+			}
+			ch <- res
+		}()
+		return ch
+	}
+	res := await(t, sync(group.SyncRequest{Group: "k", MemberID: r.MemberID, Generation: 1,
+		Assignments: map[string][]byte{r.MemberID: []byte("all of it")}}))
+	if string(res.Assignment) != "all of it" {
+		t.Fatalf("sync: %+v", res)
+	}
+	if errs, err := e.b.LeaveGroup("k", []group.MemberRef{{MemberID: r.MemberID}}); err != nil || errs[0] != nil {
+		t.Fatalf("leave: %v %v", errs, err)
+	}
+	if info, _ := e.b.DescribeGroup("k"); info.State != group.Empty {
+		t.Fatalf("after leave: %+v", info)
+	}
+}
+
+func TestGroupResetOffsets(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("r", 1)
+	start := e.clock.Now()
+	for i := range 5 {
+		e.produce("r", kv("", fmt.Sprint(i)))
+		e.clock.Advance(time.Minute)
+	}
+	for _, c := range []struct {
+		spec ResetSpec
+		want int64
+	}{
+		{ResetSpec{To: ResetLatest}, 5}, {ResetSpec{To: ResetEarliest}, 0},
+		{ResetSpec{To: ResetToOffset, Offset: 99}, 5}, {ResetSpec{To: ResetToOffset, Offset: 2}, 2},
+		{ResetSpec{To: ResetToTime, Time: start.Add(3 * time.Minute)}, 3},
+	} {
+		if _, err := e.b.ResetGroupOffsets("g", "r", nil, c.spec); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := e.b.FetchOffset("g", "r", 0); got.Offset != c.want {
+			t.Fatalf("reset %+v: %d, want %d", c.spec, got.Offset, c.want)
+		}
+	}
+	a := await(t, e.joinAsync("g", "", "r"))
+	if _, err := e.b.ResetGroupOffsets("g", "r", nil, ResetSpec{To: ResetEarliest}); !errors.Is(err, group.ErrGroupNotEmpty) {
+		t.Fatalf("reset of an active group: %v", err)
+	}
+	if len(e.b.ListGroups()) != 1 || a.MemberID == "" {
+		t.Fatal("list groups")
+	}
+}
