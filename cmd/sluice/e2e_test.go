@@ -85,8 +85,8 @@ func TestServeEndToEnd(t *testing.T) {
 	if code, body := httpGet(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "sluice_build_info") {
 		t.Errorf("/metrics = %d; body lacks sluice_build_info", code)
 	}
-	// The native API is mounted: until internal/api serves the broker, a
-	// well-formed Connect JSON call answers "unimplemented" (then: a result).
+	// The native API is mounted and wired to the broker: a send to a queue
+	// that does not exist answers not_found with the QUEUE_NOT_FOUND reason.
 	resp, err := http.Post(base+"/sluice.v1.QueueService/Send", "application/json",
 		strings.NewReader(`{"queue":"emails","message":{"body":"aGVsbG8="}}`))
 	if err != nil {
@@ -94,8 +94,8 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	apiBody, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(apiBody), `"code":"unimplemented"`) {
-		t.Errorf("QueueService/Send = %d %s; want Connect's unimplemented error", resp.StatusCode, apiBody)
+	if !strings.Contains(string(apiBody), `"code":"not_found"`) || !strings.Contains(string(apiBody), `QUEUE_NOT_FOUND`) {
+		t.Errorf("QueueService/Send = %d %s; want not_found with reason QUEUE_NOT_FOUND", resp.StatusCode, apiBody)
 	}
 	if fi, err := os.Stat(dataDir); err != nil || !fi.IsDir() {
 		t.Errorf("data dir not created: %v", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-mq/sluice/internal/api/wiring"
 	"github.com/sluice-mq/sluice/internal/server"
 )
 
@@ -54,7 +55,7 @@ flushed and synced, and the exit code is 0.`,
 			// After the first signal, restore the default handling so a
 			// second Ctrl-C kills a shutdown that hangs.
 			context.AfterFunc(ctx, stop)
-			return server.Run(ctx, cfg, log, version, mountAPIStubs)
+			return server.Run(ctx, cfg, log, version, wiring.Setup(wiring.Options{}))
 		},
 	}
 	addServeFlags(cmd.Flags())

@@ -1,0 +1,111 @@
+// Package client is the Go client of sluice's native API: queues, dead
+// letters and redrive, topics and subscriptions, consumer groups, and a
+// Worker that runs handlers over a queue.
+//
+// Every call takes a context; errors carry the server's machine-readable
+// reason and match the sentinels of errors.go with errors.Is:
+//
+//	c := client.New("http://127.0.0.1:8080")
+//	if _, err := c.Send(ctx, "emails", []byte("hello")); errors.Is(err, client.ErrQueueNotFound) { … }
+//
+// Messages and configs are the schema's types (package sluicev1), aliased
+// here so one import suffices. This package owns the public Go contract; it
+// must never import sluice's internal packages, so programs outside the
+// module can use it unchanged.
+package client
+
+import (
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
+)
+
+// Client calls one sluice server. It is safe for concurrent use.
+type Client struct {
+	queue sluicev1connect.QueueServiceClient
+	dlq   sluicev1connect.DeadLetterServiceClient
+	topic sluicev1connect.TopicServiceClient
+	group sluicev1connect.GroupServiceClient
+}
+
+// Protocol is the wire protocol the client speaks.
+type Protocol int
+
+const (
+	// ProtocolConnect is Connect with binary protobuf over HTTP/1.1 (the default).
+	ProtocolConnect Protocol = iota
+	// ProtocolConnectJSON is Connect with JSON bodies, as curl would send.
+	ProtocolConnectJSON
+	// ProtocolGRPC is gRPC over HTTP/2 (cleartext h2c for http:// URLs).
+	ProtocolGRPC
+	// ProtocolGRPCWeb is gRPC-Web, the protocol browsers use.
+	ProtocolGRPCWeb
+)
+
+type config struct {
+	http     *http.Client
+	protocol Protocol
+	extra    []connect.ClientOption
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithHTTPClient sends requests through hc (timeouts, TLS, proxies). With
+// ProtocolGRPC it must speak HTTP/2.
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
+
+// WithProtocol picks the wire protocol; the default is ProtocolConnect.
+func WithProtocol(p Protocol) Option { return func(c *config) { c.protocol = p } }
+
+// WithConnectOptions passes options to the underlying Connect clients
+// (interceptors, compression).
+func WithConnectOptions(opts ...connect.ClientOption) Option {
+	return func(c *config) { c.extra = append(c.extra, opts...) }
+}
+
+// New returns a client of the server at baseURL, e.g. "http://127.0.0.1:8080".
+// It does not connect until the first call.
+func New(baseURL string, opts ...Option) *Client {
+	cfg := config{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.http == nil {
+		cfg.http = defaultHTTPClient(cfg.protocol)
+	}
+	var copts []connect.ClientOption
+	switch cfg.protocol {
+	case ProtocolConnectJSON:
+		copts = append(copts, connect.WithProtoJSON())
+	case ProtocolGRPC:
+		copts = append(copts, connect.WithGRPC())
+	case ProtocolGRPCWeb:
+		copts = append(copts, connect.WithGRPCWeb())
+	}
+	copts = append(copts, cfg.extra...)
+	base := strings.TrimRight(baseURL, "/")
+	return &Client{
+		queue: sluicev1connect.NewQueueServiceClient(cfg.http, base, copts...),
+		dlq:   sluicev1connect.NewDeadLetterServiceClient(cfg.http, base, copts...),
+		topic: sluicev1connect.NewTopicServiceClient(cfg.http, base, copts...),
+		group: sluicev1connect.NewGroupServiceClient(cfg.http, base, copts...),
+	}
+}
+
+// defaultHTTPClient has no overall timeout: long polls and streams hold a
+// response open, and each call's context bounds it instead. gRPC needs
+// HTTP/2, cleartext for http:// URLs.
+func defaultHTTPClient(p Protocol) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if p == ProtocolGRPC {
+		var protos http.Protocols
+		protos.SetHTTP2(true)
+		protos.SetUnencryptedHTTP2(true)
+		t.Protocols = &protos
+	}
+	return &http.Client{Transport: t}
+}

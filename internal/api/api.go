@@ -1,0 +1,165 @@
+// Package api is sluice's native front-end: ConnectRPC handlers (Connect,
+// gRPC and gRPC-Web on one mux) for every service of proto/sluice/v1.
+//
+// It owns translation only: protocol in, one broker call, protocol out, with
+// broker errors mapped to Connect codes and an ErrorInfo reason through the
+// single table in errors.go. It also owns the handler boundary: panics
+// become `internal` errors, request bodies are bounded, and every call's
+// latency is recorded.
+//
+// It must never hold queue, topic or group logic of its own (that belongs in
+// internal/broker, where the Kafka and SQS front-ends share it), import
+// internal/server, or keep state beyond what a streaming call needs.
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
+)
+
+// Options configure the API. Broker is required.
+type Options struct {
+	Broker *broker.Broker
+	Logger *slog.Logger // default slog.Default()
+	// MaxRequestBytes bounds one request message; 0 = 16 MiB.
+	MaxRequestBytes int64
+	// Draining is closed when the server starts shutting down: long polls
+	// answer at once (empty) and Consume streams end. Nil never closes.
+	Draining <-chan struct{}
+	// ObserveRequest records a call's duration; nil records nothing.
+	ObserveRequest func(protocol, operation string, d time.Duration)
+}
+
+// Protocol is the label request metrics carry for this front-end.
+const Protocol = "native"
+
+// API implements the sluice.v1 services over a broker.
+type API struct {
+	b        *broker.Broker
+	log      *slog.Logger
+	maxBytes int64
+	draining <-chan struct{}
+	observe  func(protocol, operation string, d time.Duration)
+	streams  *leases
+}
+
+// New returns the API over opts.Broker.
+func New(opts Options) *API {
+	a := &API{b: opts.Broker, log: opts.Logger, maxBytes: opts.MaxRequestBytes,
+		draining: opts.Draining, observe: opts.ObserveRequest, streams: newLeases()}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.maxBytes <= 0 {
+		a.maxBytes = 16 << 20
+	}
+	if a.draining == nil {
+		a.draining = make(chan struct{})
+	}
+	return a
+}
+
+// Route is one mount point: a path prefix and its handler.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
+
+// Routes returns the handlers of every service, ready for a mux.
+func (a *API) Routes() []Route {
+	opts := a.HandlerOptions()
+	var out []Route
+	add := func(p string, h http.Handler) { out = append(out, Route{p, h}) }
+	add(sluicev1connect.NewQueueServiceHandler(&queueService{a}, opts...))
+	add(sluicev1connect.NewDeadLetterServiceHandler(&deadLetterService{a}, opts...))
+	add(sluicev1connect.NewTopicServiceHandler(&topicService{API: a}, opts...))
+	add(sluicev1connect.NewGroupServiceHandler(&groupService{API: a}, opts...))
+	return out
+}
+
+// HandlerOptions are the options every handler is built with: the size
+// limit, the panic boundary and the metrics interceptor.
+func (a *API) HandlerOptions() []connect.HandlerOption {
+	return []connect.HandlerOption{
+		connect.WithReadMaxBytes(int(a.maxBytes)),
+		connect.WithInterceptors(metricsInterceptor{a.observe}),
+		connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, v any) error {
+			logPanic(a.log, spec.Procedure, v, string(debug.Stack()))
+			return apiError(connect.CodeInternal, ReasonInternal,
+				errors.New("internal error; the server log has the details"), nil)
+		}),
+	}
+}
+
+// untilDrain returns a context that also ends when the server starts
+// draining, so a long poll answers instead of holding shutdown up.
+func (a *API) untilDrain(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		// Owned by the call: it ends when ctx does, which the caller's
+		// deferred cancel guarantees.
+		select {
+		case <-a.draining:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func (a *API) isDraining() bool {
+	select {
+	case <-a.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// metricsInterceptor records sluice_request_duration_seconds for every
+// call, labelled with the method name (a fixed set, never user input).
+type metricsInterceptor struct {
+	observe func(protocol, operation string, d time.Duration)
+}
+
+func operation(procedure string) string {
+	return procedure[strings.LastIndexByte(procedure, '/')+1:]
+}
+
+func (m metricsInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		defer func() {
+			if m.observe != nil {
+				m.observe(Protocol, operation(req.Spec().Procedure), time.Since(start))
+			}
+		}()
+		return next(ctx, req)
+	}
+}
+
+func (m metricsInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (m metricsInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		defer func() {
+			if m.observe != nil {
+				m.observe(Protocol, operation(conn.Spec().Procedure), time.Since(start))
+			}
+		}()
+		return next(ctx, conn)
+	}
+}

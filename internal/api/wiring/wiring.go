@@ -1,0 +1,100 @@
+// Package wiring assembles a running sluice node: it opens the broker in
+// the server's data directory with the configured fsync policy, ties the
+// broker's Close to the server's shutdown, starts maintenance, offers the
+// broker's state to /metrics, and mounts the native API.
+//
+// `sluice serve` and sluicetest both start through Setup, so tests run the
+// production wiring. This package must never translate a protocol or hold
+// broker logic; it only connects parts that must not import each other.
+package wiring
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/api"
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/metrics"
+	"github.com/sluice-mq/sluice/internal/server"
+	"github.com/sluice-mq/sluice/internal/storage"
+)
+
+// Options tune Setup; zero values take the defaults.
+type Options struct {
+	// MaintenanceInterval is how often retention and due-message wakeups
+	// run. Default 1s.
+	MaintenanceInterval time.Duration
+	// Opened, when set, receives the broker once it is open (sluicetest uses
+	// it; a future front-end registers here too).
+	Opened func(*broker.Broker)
+}
+
+// Setup returns the server.Setup that brings the broker and the native API up.
+func Setup(opts Options) server.Setup {
+	if opts.MaintenanceInterval <= 0 {
+		opts.MaintenanceInterval = time.Second
+	}
+	return func(_ context.Context, s *server.Server) error {
+		cfg := s.Config()
+		sync, err := syncPolicy(cfg.Fsync)
+		if err != nil {
+			return err
+		}
+		b, err := broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger()})
+		if err != nil {
+			return err
+		}
+		// Registered first, so it runs last: after the API has drained, the
+		// broker flushes and syncs everything it acknowledged.
+		s.OnClose("broker", func(context.Context) error { return b.Close() })
+		b.StartMaintenance(opts.MaintenanceInterval)
+		if err := s.Metrics().RegisterSource(Source(b)); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		a := api.New(api.Options{
+			Broker: b, Logger: s.Logger(), MaxRequestBytes: cfg.MaxRequestBytes,
+			Draining: s.Draining(), ObserveRequest: s.Metrics().ObserveRequest,
+		})
+		for _, r := range a.Routes() {
+			s.RegisterHTTP(r.Pattern, r.Handler)
+		}
+		if opts.Opened != nil {
+			opts.Opened(b)
+		}
+		return nil
+	}
+}
+
+// syncPolicy turns the server's --fsync setting into the storage policy.
+func syncPolicy(fsync string) (storage.SyncPolicy, error) {
+	p, err := server.ParseFsync(fsync)
+	if err != nil {
+		return storage.SyncPolicy{}, fmt.Errorf("--fsync: %w", err)
+	}
+	switch p.Mode {
+	case server.FsyncInterval:
+		return storage.SyncPolicy{Mode: storage.SyncInterval, Interval: p.Interval}, nil
+	case server.FsyncNever:
+		return storage.SyncPolicy{Mode: storage.SyncNever}, nil
+	default:
+		return storage.SyncPolicy{Mode: storage.SyncAlways}, nil
+	}
+}
+
+// Source adapts the broker's stats to what /metrics reads at scrape time.
+func Source(b *broker.Broker) metrics.Source {
+	return metrics.SourceFuncs{Queues: func() []metrics.QueueStat {
+		all := b.AllQueueStats()
+		out := make([]metrics.QueueStat, len(all))
+		for i, st := range all {
+			out[i] = metrics.QueueStat{
+				Queue: st.Name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
+				OldestAge: st.OldestAge, DLQDepth: st.DLQDepth, Sent: st.Sent, Received: st.Received,
+				Acked: st.Acked, Redelivered: st.Redelivered, DeadLettered: st.DeadLettered,
+				StaleAckRefused: st.StaleRefused,
+			}
+		}
+		return out
+	}}
+}
