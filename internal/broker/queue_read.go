@@ -14,10 +14,18 @@ import (
 // work a receive does beyond its own messages.
 const fillReadBytes = 256 << 10
 
+// fillMin is how many free lookahead slots make a fill worth a log read: one
+// read decodes a few hundred records, so topping up one slot at a time would
+// decode the same records again on every receive.
+const fillMin = 128
+
 // fillLocked offers the cursor the metadata of messages after its read
 // position, as many as it wants. Called with q.mu held.
 func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 	var evs []queue.Event
+	if w := q.cur.Wants(); w < fillMin && w < q.cur.Config().Lookahead {
+		return nil, nil
+	}
 	for q.cur.Wants() > 0 {
 		pos := q.cur.ReadPos()
 		if start := q.log.LogStartOffset(); pos < start {
