@@ -1,0 +1,21 @@
+// Package sqs is sluice's Amazon SQS front-end: an http.Handler that speaks
+// both wire protocols of the SQS API on one endpoint, AWS JSON 1.0
+// (X-Amz-Target: AmazonSQS.<Action>, what current SDKs send) and the query
+// protocol (form-encoded Action=…, XML answers; older SDKs, Debian's boto3
+// and AWS CLI).
+//
+// It owns only translation: decode a request (json.go, query.go), check the
+// SQS-specific limits the broker does not know (DelaySeconds at most 900,
+// attribute names and types, batch entry ids), call the broker, and encode
+// the answer or map the broker's error through the one table in errors.go.
+// One file per action (create_queue.go, send_message.go, …). Queue
+// semantics — visibility, receipts, FIFO groups, dead letters, redrive —
+// live in internal/broker; anything two front-ends need belongs there, not
+// here. The package keeps no queue state of its own.
+//
+// Signatures (SigV4 and the query protocol's AWSAccessKeyId) are parsed for
+// the sender id, never verified. Queue URLs are
+// http://<advertised host>/<account>/<name> and ARNs
+// arn:aws:sqs:<region>:<account>:<name>; the queue name is also read from the
+// request path, so clients that post to the queue URL itself work.
+package sqs

@@ -1,0 +1,214 @@
+package sqs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// Config shapes the handler. Zero values take the defaults listed.
+type Config struct {
+	// AdvertisedURL is the scheme and host:port queue URLs name, e.g.
+	// "http://127.0.0.1:9324". Empty: taken from each request's Host header,
+	// so a client always gets URLs it can reach the way it came.
+	AdvertisedURL string
+	Region        string       // default us-east-1
+	Account       string       // default 000000000000
+	Logger        *slog.Logger // default slog.Default()
+	// MaxRequestBytes bounds a request body. Default 8 MiB: a 1 MiB message
+	// percent-encoded in a form can triple in size, and a batch carries ten.
+	MaxRequestBytes int64
+}
+
+// Defaults of Config.
+const (
+	DefaultRegion          = "us-east-1"
+	DefaultAccount         = "000000000000"
+	DefaultMaxRequestBytes = 8 << 20
+)
+
+// Handler serves the SQS API over a broker. It is safe for concurrent use.
+type Handler struct {
+	b   *broker.Broker
+	cfg Config
+	log *slog.Logger
+}
+
+// NewHandler returns the SQS front-end for b.
+func NewHandler(b *broker.Broker, cfg Config) *Handler {
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
+	}
+	if cfg.Account == "" {
+		cfg.Account = DefaultAccount
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	cfg.AdvertisedURL = strings.TrimRight(cfg.AdvertisedURL, "/")
+	return &Handler{b: b, cfg: cfg, log: cfg.Logger}
+}
+
+// actionFunc runs one decoded action and returns the value to encode (nil
+// for actions that answer with metadata only).
+type actionFunc func(h *Handler, c *call) (any, error)
+
+// actions is the dispatch table, filled by each action file's init.
+var actions = map[string]actionFunc{}
+
+func register(name string, fn actionFunc) { actions[name] = fn }
+
+// input is a request shape: JSON decodes with encoding/json, the query
+// protocol through fromQuery.
+type input interface {
+	fromQuery(f form) error
+}
+
+// handle adapts a typed action to the dispatch table.
+func handle[I any, P interface {
+	*I
+	input
+}](fn func(h *Handler, c *call, in P) (any, error)) actionFunc {
+	return func(h *Handler, c *call) (any, error) {
+		in := P(new(I))
+		if err := c.decode(in); err != nil {
+			return nil, err
+		}
+		return fn(h, c, in)
+	}
+}
+
+// call is one request in flight.
+type call struct {
+	ctx       context.Context
+	json      bool
+	action    string
+	body      []byte // JSON body
+	form      form   // query parameters
+	pathQueue string // queue name from the URL path, if any
+	requestID string
+	senderID  string
+	baseURL   string // scheme://host for queue URLs
+}
+
+func (c *call) decode(in input) error {
+	if c.json {
+		return decodeJSON(c.body, in)
+	}
+	return in.fromQuery(c.form)
+}
+
+// ServeHTTP answers one SQS request in the protocol it came in.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c := &call{ctx: r.Context(), requestID: newRequestID(), baseURL: h.baseURL(r)}
+	c.json = r.Header.Get("X-Amz-Target") != ""
+	defer func() {
+		// No input may crash the process: a panic is a bug, answered as
+		// SQS answers its own, and logged with the stack to fix it.
+		if p := recover(); p != nil {
+			h.log.Error("sqs: panic", "action", c.action, "panic", p, "stack", string(debug.Stack()))
+			h.writeError(w, c, newError(errInternal, "internal error"))
+		}
+	}()
+	if err := h.parse(w, r, c); err != nil {
+		h.writeError(w, c, err)
+		return
+	}
+	fn := actions[c.action]
+	if fn == nil {
+		h.writeError(w, c, unknownAction(c.action))
+		return
+	}
+	out, err := fn(h, c)
+	if err != nil {
+		h.writeError(w, c, err)
+		return
+	}
+	h.writeResult(w, c, out)
+}
+
+// parse reads the body within the size limit and finds the action.
+func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return newError(errRequestTooLarge, "request body is larger than %d bytes", h.cfg.MaxRequestBytes)
+		}
+		return newError(errMalformedQuery, "reading request body: %v", err)
+	}
+	c.senderID = senderID(r, h.cfg.Account)
+	c.pathQueue = queueFromPath(r.URL.Path)
+	if c.json {
+		target := r.Header.Get("X-Amz-Target")
+		name, ok := strings.CutPrefix(target, "AmazonSQS.")
+		if !ok {
+			return unknownAction(target)
+		}
+		c.action, c.body = name, body
+		return nil
+	}
+	f, err := parseForm(r, body)
+	if err != nil {
+		return err
+	}
+	c.form = f
+	c.action = f.str("Action")
+	if c.action == "" {
+		return newError(errMissingAction, "The request must contain the parameter Action.")
+	}
+	if id := f.str("AWSAccessKeyId"); id != "" && c.senderID == h.cfg.Account {
+		c.senderID = id
+	}
+	return nil
+}
+
+// baseURL is the scheme and host queue URLs carry.
+func (h *Handler) baseURL(r *http.Request) string {
+	if h.cfg.AdvertisedURL != "" {
+		return h.cfg.AdvertisedURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// senderID is the access key id of a SigV4 Authorization header: the SDKs'
+// credentials are what SQS reports as SenderId (an IAM identity there).
+// Without one it is the account.
+func senderID(r *http.Request, account string) string {
+	auth := r.Header.Get("Authorization")
+	_, cred, ok := strings.Cut(auth, "Credential=")
+	if !ok {
+		return account
+	}
+	id, _, _ := strings.Cut(cred, "/")
+	if id == "" || len(id) > 128 {
+		return account
+	}
+	return id
+}
+
+// newRequestID returns a random UUID, the form SQS request ids take.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails on Linux
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	s := hex.EncodeToString(b[:])
+	return fmt.Sprintf("%s-%s-%s-%s-%s", s[0:8], s[8:12], s[12:16], s[16:20], s[20:])
+}

@@ -1,0 +1,62 @@
+package sqs
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+)
+
+// The AWS JSON 1.0 protocol: the action is named by X-Amz-Target, the
+// input is a JSON object with the model's member names, the output likewise.
+
+const jsonContentType = "application/x-amz-json-1.0"
+
+// decodeJSON decodes a request body into in. An empty body is an empty
+// input (SDKs send "{}", but curl users send nothing).
+func decodeJSON(body []byte, in any) error {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	if err := d.Decode(in); err != nil {
+		return newError(errSerialization, "could not decode the request body: %v", err)
+	}
+	if d.More() {
+		return newError(errSerialization, "could not decode the request body: trailing data")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, c *call, status int, v any) {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		// Outputs are plain structs of strings and numbers; this is a bug.
+		status = http.StatusInternalServerError
+		buf = []byte(`{"__type":"com.amazonaws.sqs#InternalFailure","message":"encoding the response failed"}`)
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", jsonContentType)
+	hd.Set("x-amzn-RequestId", c.requestID)
+	w.WriteHeader(status)
+	_, _ = w.Write(buf)
+}
+
+func writeJSONError(w http.ResponseWriter, c *call, e *apiError) {
+	w.Header().Set("x-amzn-query-error", e.kind.code+";"+e.kind.faultType())
+	writeJSON(w, c, e.kind.status, struct {
+		Type    string `json:"__type"`
+		Message string `json:"message"`
+	}{"com.amazonaws.sqs#" + e.kind.shape, e.message})
+}
+
+func (h *Handler) writeResult(w http.ResponseWriter, c *call, out any) {
+	if !c.json {
+		writeXML(w, c, out)
+		return
+	}
+	if out == nil {
+		out = struct{}{}
+	}
+	writeJSON(w, c, http.StatusOK, out)
+}
