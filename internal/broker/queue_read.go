@@ -105,24 +105,31 @@ func eachRecord(data []byte, fn func(batch.Record) bool) error {
 	return nil
 }
 
-// readMessages reads the messages at the given offsets (ascending) from the
-// log. It needs no lock: the log serves positional reads of durable data, and
-// the segments of unfinished messages are never deleted.
+// readMessages reads the messages at the given offsets from the log. It needs
+// no lock: the log serves positional reads of durable data, and the segments
+// of unfinished messages are never deleted. Only the wanted records are
+// copied out; one read usually covers several wanted offsets.
 func readMessages(log *storage.Log, offsets []int64) (map[int64]*Message, error) {
 	out := make(map[int64]*Message, len(offsets))
+	want := make(map[int64]bool, len(offsets))
+	last := int64(-1)
+	for _, off := range offsets {
+		want[off] = true
+		last = max(last, off)
+	}
 	for _, off := range offsets {
 		if out[off] != nil {
 			continue
 		}
-		data, err := log.Read(off, 64<<10)
+		data, err := log.Read(off, readMessageBytes)
 		if err != nil {
 			return nil, fmt.Errorf("read message at %d: %w", off, err)
 		}
 		err = eachRecord(data, func(r batch.Record) bool {
-			if r.Offset >= off {
+			if want[r.Offset] && out[r.Offset] == nil {
 				out[r.Offset] = recordMessage(r)
 			}
-			return true
+			return r.Offset < last
 		})
 		if err != nil {
 			return nil, err
@@ -133,6 +140,10 @@ func readMessages(log *storage.Log, offsets []int64) (map[int64]*Message, error)
 	}
 	return out, nil
 }
+
+// readMessageBytes is the read size for delivering messages: a receive of ten
+// 1 KiB messages usually needs one read.
+const readMessageBytes = 16 << 10
 
 // recordMessage copies a record into a Message (records alias the read buffer).
 func recordMessage(r batch.Record) *Message {
