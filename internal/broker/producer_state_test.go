@@ -19,7 +19,9 @@ func TestProducerIdempotentRetryFenceGapRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod := func(seq int32) *batch.Producer { return &batch.Producer{ID: pid.ID, Epoch: pid.Epoch, BaseSequence: seq} }
+	prod := func(seq int32) *batch.Producer {
+		return &batch.Producer{ID: pid.ID, Epoch: pid.Epoch, BaseSequence: seq}
+	}
 	first := buildBatch(t, prod(0), "a", "b", "c")
 	r1, err := e.produceRaw("idem", 0, first)
 	if err != nil || r1.BaseOffsets[0] != 0 || r1.Duplicate[0] {
