@@ -41,5 +41,17 @@
 //	+------+----------------------------------------------+
 //	 1 byte
 //
+//	1 Delivered     offset token count at deadline firstAt sentAt groupID
+//	2 Acked         offset
+//	3 Extended      offset deadline
+//	4 Nacked        offset availableAt reason
+//	5 DeadLettered  offset count firstAt lastAt sentAt groupID reason
+//	6 Expired       from length          (a range of offsets)
+//	7 Purged        upTo
+//	8 Skipped       from length
+//
+// A record holds exactly one event: trailing bytes, unknown kinds and out-of-range integers are
+// refused (ErrBadEvent), so a torn or corrupt journal record is never half-applied.
+//
 // Snapshot encoding: see snapshot.go.
 package queue
