@@ -31,7 +31,10 @@
 // (ReadPos rewinds to the first offset that is neither done nor known). Deadlines survive a
 // restart, so an in-flight message becomes visible again when its visibility timeout ends, its
 // receipt stays valid until then, and receive counts carry on, so a message that crashes the
-// broker still reaches its dead-letter outcome.
+// broker still reaches its dead-letter outcome. The broker may journal a receive's
+// DeadLettered events after its other events (once the dead-letter copy is durable); replay
+// gives the same state in either order, and if a crash loses the DeadLettered event, the
+// message is dead-lettered again (at most duplicated in the DLQ, never lost).
 //
 // Event encoding (one event per journal record; integers are varints, times are Unix
 // nanoseconds as signed varints with 0 meaning "unset", strings are uvarint length + bytes):
