@@ -77,6 +77,21 @@ func TestExpiredRunsMerge(t *testing.T) {
 	}
 }
 
+// TestDeadLetterAfterPurge: a dead letter journaled after a purge that finished the same
+// message applies, and counts, without changing anything else.
+func TestDeadLetterAfterPurge(t *testing.T) {
+	c := mustNew(t, Config{})
+	c.Apply(Delivered{Offset: 0, Token: 1, Count: 1, At: at(0), Deadline: at(30)})
+	c.Apply(Purged{UpTo: 5})
+	before := c.Snapshot()
+	if err := c.Apply(DeadLettered{Offset: 0, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats(at(1)).DeadLettered != 1 || c.Floor() != 5 || len(c.Snapshot()) != len(before) {
+		t.Fatalf("stats %+v floor %d", c.Stats(at(1)), c.Floor())
+	}
+}
+
 func TestApplyRefusesMisfits(t *testing.T) {
 	c := mustNew(t, Config{})
 	for _, ev := range []Event{
