@@ -67,6 +67,16 @@ func (h *Handler) applyAttributes(s *broker.QueueSettings, attrs map[string]stri
 			return err
 		}
 	}
+	if _, ok := attrs["MessageRetentionPeriod"]; ok || creating {
+		// SQS bounds a message's total visibility by 12 h; the broker
+		// also needs that bound within the retention period, and does
+		// not lower its 12 h default for a shorter retention itself.
+		retention := s.Retention
+		if retention == 0 {
+			retention = broker.DefaultRetention
+		}
+		s.MaxExtension = min(broker.DefaultMaxExtension, retention)
+	}
 	return nil
 }
 
