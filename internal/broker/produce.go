@@ -254,6 +254,7 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches [][]
 		}
 		copy(res.BaseOffsets, offs)
 		res.LogStartOffset = p.log.LogStartOffset()
+		p.owner.notifySubs()
 		return res, nil
 	}
 	for i, raw := range batches {
@@ -264,6 +265,7 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches [][]
 		res.BaseOffsets[i], res.Duplicate[i] = off, dup
 	}
 	res.LogStartOffset = p.log.LogStartOffset()
+	p.owner.notifySubs()
 	return res, nil
 }
 

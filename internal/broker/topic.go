@@ -59,6 +59,7 @@ type topicRT struct {
 
 // partitionRT is one partition: its log and its idempotent producers.
 type partitionRT struct {
+	owner *topicRT
 	topic string
 	index int32
 	dir   string
@@ -129,7 +130,7 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &partitionRT{topic: t.name, index: i, dir: dir, log: log}
+	p := &partitionRT{owner: t, topic: t.name, index: i, dir: dir, log: log}
 	if err := p.prod.rebuild(log); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("partition %d: producer state: %w", i, err)
@@ -195,6 +196,15 @@ func (s *streams) partition(topic string, p int32) (*topicRT, *partitionRT, erro
 		return nil, nil, fmt.Errorf("%w: %s/%d", ErrUnknownPartition, topic, p)
 	}
 	return t, t.parts[p], nil
+}
+
+// notifySubs wakes the subscriptions' long-polls after an append.
+func (t *topicRT) notifySubs() {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, sub := range t.subs {
+		sub.notify()
+	}
 }
 
 // snapshot returns the topic's settings and partitions as of now.

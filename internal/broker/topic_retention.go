@@ -46,12 +46,12 @@ func (p *partitionRT) sizeBytes(b *Broker) (int64, error) {
 	return total, err
 }
 
-// retentionCut is the offset below which the topic's retention would
-// delete: records older than the retention time, and the oldest segments
-// while the partition is over its size limit.
-func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) int64 {
+// retentionCut returns the offsets below which the topic's retention would
+// delete: timeCut for records older than the retention time, cut for that
+// and the oldest segments while the partition is over its size limit.
+func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) (timeCut, cut int64) {
 	b := t.s.b
-	cut := p.log.LogStartOffset()
+	cut = p.log.LogStartOffset()
 	if s.Retention > 0 {
 		off, err := p.log.OffsetForTime(b.now().Add(-s.Retention).UnixMilli())
 		switch {
@@ -62,6 +62,7 @@ func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) int64 {
 			cut = max(cut, off)
 		}
 	}
+	timeCut = cut
 	if s.RetentionBytes > 0 {
 		bases, sizes, err := p.segmentSizes(b)
 		if err == nil {
@@ -75,7 +76,7 @@ func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) int64 {
 			}
 		}
 	}
-	return cut
+	return timeCut, cut
 }
 
 // maintain applies retention to every partition, keeping what a
@@ -95,8 +96,14 @@ func (t *topicRT) maintain() error {
 		}
 	}
 	for _, p := range parts {
-		cut := t.retentionCut(p, s)
+		timeCut, cut := t.retentionCut(p, s)
 		for _, sub := range subs {
+			// Records past the time retention expire from subscriptions
+			// too; below the size limit a subscription holds what it has
+			// not finished.
+			if err := sub.expireBelow(p.index, timeCut); err != nil && firstErr == nil {
+				firstErr = err
+			}
 			cut = min(cut, sub.floor(p.index))
 		}
 		if _, err := p.log.DeleteBelow(cut); err != nil && firstErr == nil {

@@ -1,0 +1,325 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// SubscriptionDelivery is a record received from a subscription, with its
+// lease.
+type SubscriptionDelivery struct {
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []batch.RecordHeader
+	Timestamp time.Time
+
+	Receipt         string // "<partition>:<cursor receipt>"
+	ReceiveCount    int
+	FirstReceivedAt time.Time
+	Deadline        time.Time
+	FencingToken    uint64 // grows across deliveries of a record
+}
+
+// SubscriptionReceive hands out up to opts.Max records, each hidden for
+// the visibility timeout, once the deliveries are journaled. With a wait it
+// blocks until a record arrives or comes due (a produce wakes it at once),
+// the wait ends, or ctx ends. opts.Wait WaitQueueDefault means no wait.
+func (b *Broker) SubscriptionReceive(ctx context.Context, topic, name string, opts ReceiveOptions) ([]SubscriptionDelivery, error) {
+	_, sub, err := b.subscription(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Max == 0 {
+		opts.Max = 1
+	}
+	if opts.Max < 0 || opts.Max > MaxReceiveBatch {
+		return nil, invalid("max", "%d: want 1 to %d", opts.Max, MaxReceiveBatch)
+	}
+	if opts.Wait < 0 {
+		opts.Wait = 0
+	}
+	var timeout <-chan time.Time
+	if opts.Wait > 0 {
+		t := time.NewTimer(opts.Wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		ds, wake, due, err := sub.receiveOnce(ctx, opts)
+		if err != nil || len(ds) > 0 || opts.Wait == 0 {
+			return ds, err
+		}
+		if !waitForWork(ctx, wake, due, b.now(), timeout) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// receiveOnce tries one receive round over the partitions.
+func (sub *subRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]SubscriptionDelivery, <-chan struct{}, time.Time, error) {
+	sub.mu.Lock()
+	if err := sub.checkLocked(); err != nil {
+		sub.mu.Unlock()
+		return nil, nil, time.Time{}, err
+	}
+	now := sub.t.s.b.now()
+	var recs []subEvent
+	var got []partDelivery
+	var dead []partDead
+	var firstErr error
+	n := len(sub.curs)
+	for i := 0; i < n && len(got) < opts.Max; i++ {
+		p := (sub.next + i) % n
+		evs, err := sub.fillLocked(p, now)
+		if err == nil {
+			var ds []queue.Delivery
+			var more []queue.Event
+			ds, more, err = sub.curs[p].Receive(now, opts.Max-len(got), opts.Visibility)
+			evs = append(evs, more...)
+			for _, d := range ds {
+				got = append(got, partDelivery{p, d})
+			}
+		}
+		evs, dl := splitDeadLetters(evs)
+		for _, d := range dl {
+			dead = append(dead, partDead{p, d})
+		}
+		recs = appendSubEvents(recs, p, evs)
+		if err != nil {
+			firstErr = mapCursorErr(err)
+			break
+		}
+	}
+	if n > 0 {
+		sub.next = (sub.next + 1) % n
+	}
+	done := sub.recordLocked(recs)
+	wake, due := sub.wake, sub.nextDueLocked()
+	sub.mu.Unlock()
+	err := errors.Join(firstErr, sub.wait(done))
+	if err == nil && len(dead) > 0 {
+		err = sub.deadLetter(ctx, dead)
+	}
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("receive from %s: %w", subKey(sub.t.name, sub.settings.Name), err)
+	}
+	if len(got) == 0 {
+		return nil, wake, due, nil
+	}
+	out, err := sub.deliveries(got)
+	return out, wake, due, err
+}
+
+type partDelivery struct {
+	p int
+	d queue.Delivery
+}
+
+type partDead struct {
+	p int
+	d queue.DeadLettered
+}
+
+func (sub *subRT) nextDueLocked() time.Time {
+	var best time.Time
+	for _, c := range sub.curs {
+		if d, ok := c.NextDue(); ok && (best.IsZero() || d.Before(best)) {
+			best = d
+		}
+	}
+	return best
+}
+
+// fillLocked offers cursor p the records after its read position, as many
+// as it wants. Called with mu held.
+func (sub *subRT) fillLocked(p int, now time.Time) ([]queue.Event, error) {
+	c, log := sub.curs[p], sub.parts[p].log
+	if w := c.Wants(); w < fillMin && w < c.Config().Lookahead {
+		return nil, nil
+	}
+	var evs []queue.Event
+	for c.Wants() > 0 {
+		pos := c.ReadPos()
+		if start := log.LogStartOffset(); pos < start {
+			evs = append(evs, c.Skip(start)...)
+			continue
+		}
+		if pos >= log.HighWatermark() {
+			break
+		}
+		data, err := log.Read(pos, fillReadBytes)
+		if err != nil {
+			return evs, err
+		}
+		metas, end, err := sub.metas(data, pos)
+		if err != nil {
+			return evs, err
+		}
+		if len(metas) == 0 {
+			evs = append(evs, c.Skip(end)...)
+			continue
+		}
+		k, e := c.Offer(now, metas)
+		evs = append(evs, e...)
+		if k == 0 {
+			break
+		}
+	}
+	return evs, nil
+}
+
+// metas decodes the cursor's view of each record at or after from. In a
+// key-ordered subscription a record's FIFO group is its key; records
+// without a key each get a group of their own (no order among them).
+func (sub *subRT) metas(data []byte, from int64) ([]queue.Meta, int64, error) {
+	var metas []queue.Meta
+	end := from
+	delay := sub.settings.DeliveryDelay
+	err := eachRecord(data, func(r batch.Record) bool {
+		end = r.Offset + 1
+		if r.Offset < from {
+			return true
+		}
+		m := queue.Meta{Offset: r.Offset, SentAt: time.UnixMilli(r.Timestamp)}
+		if delay > 0 {
+			m.AvailableAt = m.SentAt.Add(delay)
+		}
+		if sub.settings.KeyOrdered {
+			if r.Key != nil {
+				m.GroupID = "k" + string(r.Key)
+			} else {
+				m.GroupID = "o" + strconv.FormatInt(r.Offset, 10)
+			}
+		}
+		metas = append(metas, m)
+		return true
+	})
+	return metas, end, err
+}
+
+// readRecords copies the records at the given offsets out of a partition.
+func readRecords(p *partitionRT, offsets []int64) (map[int64]batch.Record, error) {
+	out := make(map[int64]batch.Record, len(offsets))
+	want := map[int64]bool{}
+	last := int64(-1)
+	for _, off := range offsets {
+		want[off] = true
+		last = max(last, off)
+	}
+	for _, off := range offsets {
+		if _, ok := out[off]; ok {
+			continue
+		}
+		data, err := p.log.Read(off, readMessageBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read record at %d: %w", off, err)
+		}
+		err = eachRecord(data, func(r batch.Record) bool {
+			if want[r.Offset] {
+				r.Key, r.Value = bytes.Clone(r.Key), bytes.Clone(r.Value)
+				hs := make([]batch.RecordHeader, len(r.Headers))
+				for i, h := range r.Headers {
+					hs[i] = batch.RecordHeader{Key: h.Key, Value: bytes.Clone(h.Value)}
+				}
+				r.Headers = hs
+				out[r.Offset] = r
+			}
+			return r.Offset < last
+		})
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := out[off]; !ok {
+			return nil, fmt.Errorf("record at offset %d not found in the log", off)
+		}
+	}
+	return out, nil
+}
+
+// deliveries joins the cursors' deliveries with the records.
+func (sub *subRT) deliveries(got []partDelivery) ([]SubscriptionDelivery, error) {
+	byPart := map[int][]int64{}
+	for _, g := range got {
+		byPart[g.p] = append(byPart[g.p], g.d.Offset)
+	}
+	recs := map[int]map[int64]batch.Record{}
+	for p, offs := range byPart {
+		m, err := readRecords(sub.parts[p], offs)
+		if err != nil {
+			return nil, err
+		}
+		recs[p] = m
+	}
+	out := make([]SubscriptionDelivery, len(got))
+	for i, g := range got {
+		r := recs[g.p][g.d.Offset]
+		out[i] = SubscriptionDelivery{Partition: int32(g.p), Offset: g.d.Offset, Key: r.Key, Value: r.Value,
+			Headers: r.Headers, Timestamp: time.UnixMilli(r.Timestamp),
+			Receipt: strconv.Itoa(g.p) + ":" + g.d.Receipt, ReceiveCount: g.d.ReceiveCount,
+			FirstReceivedAt: g.d.FirstReceivedAt, Deadline: g.d.Deadline, FencingToken: g.d.FencingToken}
+	}
+	return out, nil
+}
+
+// SubscriptionAck finishes the delivery a current receipt names.
+func (b *Broker) SubscriptionAck(ctx context.Context, topic, name, receipt string) error {
+	return b.subLease(topic, name, receipt, func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
+		return c.Ack(now, r)
+	})
+}
+
+// SubscriptionExtend keeps a delivery hidden until now+d (0: visible now).
+func (b *Broker) SubscriptionExtend(ctx context.Context, topic, name, receipt string, d time.Duration) error {
+	return b.subLease(topic, name, receipt, func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
+		return c.Extend(now, r, d)
+	})
+}
+
+// SubscriptionNack releases a delivery: visible again after delay. In a
+// key-ordered subscription the key's later records wait behind it.
+func (b *Broker) SubscriptionNack(ctx context.Context, topic, name, receipt string, delay time.Duration, reason string) error {
+	return b.subLease(topic, name, receipt, func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
+		return c.Nack(now, r, delay, reason)
+	})
+}
+
+// subLease runs one receipt operation and waits until it is journaled.
+func (b *Broker) subLease(topic, name, receipt string, op func(*queue.Cursor, time.Time, string) ([]queue.Event, error)) error {
+	_, sub, err := b.subscription(topic, name)
+	if err != nil {
+		return err
+	}
+	ps, r, ok := strings.Cut(receipt, ":")
+	p, perr := strconv.Atoi(ps)
+	if !ok || perr != nil || p < 0 {
+		return fmt.Errorf("%w: %q", ErrReceiptInvalid, receipt)
+	}
+	sub.mu.Lock()
+	if err := sub.checkLocked(); err != nil {
+		sub.mu.Unlock()
+		return err
+	}
+	if p >= len(sub.curs) {
+		sub.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrReceiptInvalid, receipt)
+	}
+	evs, err := op(sub.curs[p], b.now(), r)
+	if err != nil {
+		sub.mu.Unlock()
+		return mapCursorErr(err)
+	}
+	done := sub.recordLocked(appendSubEvents(nil, p, evs))
+	sub.notifyLocked() // a nack, or a key-ordered ack, may have made a record visible
+	sub.mu.Unlock()
+	return sub.wait(done)
+}
