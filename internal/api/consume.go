@@ -29,8 +29,8 @@ func (q *queueService) Consume(ctx context.Context, req *connect.Request[sluicev
 	if err != nil {
 		return err
 	}
-	if _, err := q.b.GetQueue(name); err != nil {
-		return q.toConnect(err, qmeta(name))
+	if _, err := q.describeQueue(name); err != nil {
+		return err
 	}
 	ctx, cancel := q.untilDrain(ctx)
 	defer cancel()
@@ -42,16 +42,16 @@ func (q *queueService) Consume(ctx context.Context, req *connect.Request[sluicev
 			waitForSlot(ctx, held.changed, next)
 			continue
 		}
-		ds, err := q.b.Receive(ctx, name, broker.ReceiveOptions{Max: min(limit-n, maxReceiveBatch), Visibility: vis, Wait: consumeWait})
+		msgs, err := q.receive(ctx, name, broker.ReceiveOptions{Max: min(limit-n, maxReceiveBatch), Visibility: vis, Wait: consumeWait})
 		if ctx.Err() != nil {
 			break // client gone or server draining; deliveries not sent stay leased until they expire
 		}
 		if err != nil {
 			return q.toConnect(err, qmeta(name))
 		}
-		for _, d := range ds {
-			q.streams.add(held, name, d.Receipt, d.Deadline)
-			if err := stream.Send(&sluicev1.ConsumeResponse{Message: deliveryToProto(d)}); err != nil {
+		for _, m := range msgs {
+			q.streams.add(held, name, m.GetReceipt(), m.GetVisibilityDeadline().AsTime())
+			if err := stream.Send(&sluicev1.ConsumeResponse{Message: m}); err != nil {
 				if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 					return nil
 				}

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/group"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 )
 
@@ -37,6 +38,23 @@ const (
 	ReasonInternal          = "INTERNAL"
 )
 
+// Reasons of topics, records, subscriptions and groups.
+const (
+	ReasonPartitionNotFound = "PARTITION_NOT_FOUND"
+	ReasonOffsetOutOfRange  = "OFFSET_OUT_OF_RANGE"
+	ReasonProducerFenced    = "PRODUCER_FENCED"
+	ReasonSequenceOrder     = "SEQUENCE_OUT_OF_ORDER"
+	ReasonSubNotFound       = "SUBSCRIPTION_NOT_FOUND"
+	ReasonSubExists         = "SUBSCRIPTION_ALREADY_EXISTS"
+	ReasonGroupNotFound     = "GROUP_NOT_FOUND"
+	ReasonGroupActive       = "GROUP_ACTIVE"
+	ReasonGroupProtocol     = "GROUP_PROTOCOL_MISMATCH"
+	ReasonMemberUnknown     = "MEMBER_UNKNOWN"
+	ReasonGenerationStale   = "GENERATION_STALE"
+	ReasonRebalance         = "REBALANCE_IN_PROGRESS"
+	ReasonPartitionsShrink  = "PARTITIONS_CANNOT_SHRINK"
+)
+
 // errorRule maps one broker error (matched with errors.Is) to a Connect code
 // and a reason.
 type errorRule struct {
@@ -62,6 +80,27 @@ var errorTable = []errorRule{
 	{broker.ErrExtensionLimit, connect.CodeFailedPrecondition, ReasonExtensionLimit},
 	{broker.ErrRedriveNotFound, connect.CodeNotFound, ReasonRedriveNotFound},
 	{broker.ErrRedriveRunning, connect.CodeAlreadyExists, ReasonRedriveRunning},
+	{broker.ErrUnknownPartition, connect.CodeNotFound, ReasonPartitionNotFound},
+	{broker.ErrOffsetOutOfRange, connect.CodeOutOfRange, ReasonOffsetOutOfRange},
+	{broker.ErrRecordTooLarge, connect.CodeInvalidArgument, ReasonMessageTooLarge},
+	{broker.ErrCorruptBatch, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{broker.ErrProducerFenced, connect.CodeFailedPrecondition, ReasonProducerFenced},
+	{broker.ErrOutOfOrderSequence, connect.CodeFailedPrecondition, ReasonSequenceOrder},
+	{broker.ErrUnknownProducerID, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{broker.ErrSubscriptionNotFound, connect.CodeNotFound, ReasonSubNotFound},
+	{broker.ErrSubscriptionExists, connect.CodeAlreadyExists, ReasonSubExists},
+	{group.ErrGroupNotFound, connect.CodeNotFound, ReasonGroupNotFound},
+	{group.ErrGroupNotEmpty, connect.CodeFailedPrecondition, ReasonGroupActive},
+	{group.ErrInconsistentProtocol, connect.CodeFailedPrecondition, ReasonGroupProtocol},
+	{group.ErrUnknownMember, connect.CodeNotFound, ReasonMemberUnknown},
+	{group.ErrIllegalGeneration, connect.CodeFailedPrecondition, ReasonGenerationStale},
+	{group.ErrRebalanceInProgress, connect.CodeAborted, ReasonRebalance},
+	{group.ErrInvalidGroupID, connect.CodeInvalidArgument, ReasonInvalidName},
+	{group.ErrInvalidSessionTimeout, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{group.ErrInvalidOffset, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{group.ErrMetadataTooLarge, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{group.ErrNotAssigned, connect.CodeFailedPrecondition, ReasonGenerationStale},
+	{group.ErrUnknownAssignor, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrClosed, connect.CodeUnavailable, ReasonShuttingDown},
 	{context.Canceled, connect.CodeCanceled, ReasonCancelled},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ReasonDeadlineExceeded},

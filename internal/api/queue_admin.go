@@ -33,6 +33,9 @@ func (a *API) queueProto(s broker.QueueSettings) (*sluicev1.Queue, error) {
 }
 
 func (a *API) describeQueue(name string) (*sluicev1.Queue, error) {
+	if topic, sub, ok := splitSub(name); ok {
+		return a.subscriptionAsQueue(topic, sub)
+	}
 	s, err := a.b.GetQueue(name)
 	if err != nil {
 		return nil, a.toConnect(err, qmeta(name))

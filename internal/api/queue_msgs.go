@@ -129,23 +129,19 @@ func (q *queueService) Receive(ctx context.Context, req *connect.Request[sluicev
 	}
 	pollCtx, cancel := q.untilDrain(ctx)
 	defer cancel()
-	ds, err := q.b.Receive(pollCtx, name, opts)
+	msgs, err := q.receive(pollCtx, name, opts)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 		err = nil // the server began draining: an empty answer, as after the wait
 	}
 	if err != nil {
 		return nil, q.toConnect(err, qmeta(name))
 	}
-	out := &sluicev1.ReceiveResponse{Messages: make([]*sluicev1.Message, len(ds))}
-	for i, d := range ds {
-		out.Messages[i] = deliveryToProto(d)
-	}
-	return connect.NewResponse(out), nil
+	return connect.NewResponse(&sluicev1.ReceiveResponse{Messages: msgs}), nil
 }
 
 func (q *queueService) Ack(ctx context.Context, req *connect.Request[sluicev1.AckRequest]) (*connect.Response[sluicev1.AckResponse], error) {
 	name, receipt := req.Msg.GetQueue(), req.Msg.GetReceipt()
-	if err := q.b.Ack(ctx, name, receipt); err != nil {
+	if err := q.ack(ctx, name, receipt); err != nil {
 		return nil, q.toConnect(err, qmeta(name))
 	}
 	q.streams.release(name, receipt)
@@ -160,9 +156,10 @@ func (q *queueService) AckBatch(ctx context.Context, req *connect.Request[sluice
 	out := &sluicev1.AckBatchResponse{Results: make([]*sluicev1.AckResult, len(receipts))}
 	for i, r := range receipts {
 		out.Results[i] = &sluicev1.AckResult{Receipt: r}
-		err := q.b.Ack(ctx, name, r)
+		err := q.ack(ctx, name, r)
 		switch {
-		case errors.Is(err, broker.ErrQueueNotFound) || errors.Is(err, broker.ErrClosed):
+		case errors.Is(err, broker.ErrQueueNotFound) || errors.Is(err, broker.ErrClosed) ||
+			errors.Is(err, broker.ErrTopicNotFound) || errors.Is(err, broker.ErrSubscriptionNotFound):
 			return nil, q.toConnect(err, qmeta(name)) // the whole call failed, not this receipt
 		case err != nil:
 			out.Results[i].Error = errorInfo(err, qmeta(name))
@@ -182,7 +179,7 @@ func (q *queueService) Extend(ctx context.Context, req *connect.Request[sluicev1
 	if err != nil {
 		return nil, err
 	}
-	if err := q.b.Extend(ctx, name, receipt, d); err != nil {
+	if err := q.extend(ctx, name, receipt, d); err != nil {
 		return nil, q.toConnect(err, qmeta(name))
 	}
 	// The broker sets the deadline to its now+d; this clock reads the same
@@ -198,7 +195,7 @@ func (q *queueService) Nack(ctx context.Context, req *connect.Request[sluicev1.N
 	if err != nil {
 		return nil, err
 	}
-	if err := q.b.Nack(ctx, name, receipt, delay, req.Msg.GetReason()); err != nil {
+	if err := q.nack(ctx, name, receipt, delay, req.Msg.GetReason()); err != nil {
 		return nil, q.toConnect(err, qmeta(name))
 	}
 	q.streams.release(name, receipt)

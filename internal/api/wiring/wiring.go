@@ -84,7 +84,40 @@ func syncPolicy(fsync string) (storage.SyncPolicy, error) {
 
 // Source adapts the broker's stats to what /metrics reads at scrape time.
 func Source(b *broker.Broker) metrics.Source {
-	return metrics.SourceFuncs{Queues: func() []metrics.QueueStat {
+	return metrics.SourceFuncs{Queues: queueStats(b), Groups: groupStats(b), Topics: topicStats(b)}
+}
+
+func groupStats(b *broker.Broker) func() []metrics.GroupStat {
+	return func() []metrics.GroupStat {
+		var out []metrics.GroupStat
+		for _, g := range b.AllGroupLag() {
+			for _, p := range g.Partitions {
+				out = append(out, metrics.GroupStat{Group: g.Group, Topic: p.Topic, Partition: p.Partition,
+					LagMessages: p.Messages, LagAge: p.Age})
+			}
+		}
+		return out
+	}
+}
+
+// topicStats reports retention headroom for topics with time retention
+// (a topic kept forever has no headroom to watch).
+func topicStats(b *broker.Broker) func() []metrics.TopicStat {
+	return func() []metrics.TopicStat {
+		var out []metrics.TopicStat
+		for _, t := range b.ListTopics("") {
+			h, err := b.RetentionHeadroom(t.Name)
+			if err != nil || h.Unlimited {
+				continue
+			}
+			out = append(out, metrics.TopicStat{Topic: t.Name, RetentionHeadroom: h.Headroom})
+		}
+		return out
+	}
+}
+
+func queueStats(b *broker.Broker) func() []metrics.QueueStat {
+	return func() []metrics.QueueStat {
 		all := b.AllQueueStats()
 		out := make([]metrics.QueueStat, len(all))
 		for i, st := range all {
@@ -96,5 +129,5 @@ func Source(b *broker.Broker) metrics.Source {
 			}
 		}
 		return out
-	}}
+	}
 }
