@@ -42,6 +42,7 @@ type groupRT struct {
 	syncs     map[group.Ticket]chan group.SyncResult
 	sinceSnap int
 	snapBusy  bool
+	closed    bool // joins and syncs are refused: nothing would answer them
 
 	kick chan struct{} // a deadline may have moved (capacity 1)
 	stop chan struct{} // closed by close: the ticker goroutine returns
@@ -321,6 +322,23 @@ func (g *groupRT) tick() {
 	}
 }
 
+// offsetTopics lists the topics any group has committed offsets in.
+func (g *groupRT) offsetTopics() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, sum := range g.coord.List() {
+		for _, o := range g.coord.Offsets(sum.Group) {
+			if !seen[o.Topic] {
+				seen[o.Topic] = true
+				out = append(out, o.Topic)
+			}
+		}
+	}
+	return out
+}
+
 // setPartitions tells the coordinator a topic's partition count (0: gone);
 // subscribed groups rebalance.
 func (g *groupRT) setPartitions(topic string, n int32) {
@@ -334,6 +352,7 @@ func (g *groupRT) close() error {
 	close(g.stop)
 	<-g.done
 	g.mu.Lock()
+	g.closed = true
 	// Waiters of joins and syncs that never completed learn the broker closed.
 	for t, ch := range g.joins {
 		ch <- group.JoinResult{Ticket: t, Err: ErrClosed, Generation: -1}

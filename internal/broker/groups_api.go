@@ -34,6 +34,10 @@ func (b *Broker) JoinGroup(ctx context.Context, req group.JoinRequest) (group.Jo
 	}
 	ch := make(chan group.JoinResult, 1)
 	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return group.JoinResult{}, ErrClosed
+	}
 	t, out := g.coord.Join(b.now(), req)
 	g.joins[t] = ch
 	jch := g.dispatchLocked(out)
@@ -62,6 +66,10 @@ func (b *Broker) SyncGroup(ctx context.Context, req group.SyncRequest) (group.Sy
 	}
 	ch := make(chan group.SyncResult, 1)
 	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return group.SyncResult{}, ErrClosed
+	}
 	t, out := g.coord.Sync(b.now(), req)
 	g.syncs[t] = ch
 	jch := g.dispatchLocked(out)

@@ -34,6 +34,7 @@ type subRT struct {
 	// fdatasync.
 	mu        sync.Mutex
 	settings  SubscriptionSettings
+	ts        TopicSettings // the topic's, for the cursors' config
 	parts     []*partitionRT
 	curs      []*queue.Cursor
 	next      int           // partition the next receive starts at
@@ -47,7 +48,7 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 	o := t.s.b.opts
 	sub := &subRT{t: t, dir: subDir(t, s), settings: s, wake: make(chan struct{})}
 	ts, parts := t.snapshot()
-	sub.parts = parts
+	sub.parts, sub.ts = parts, ts
 	if err := vfs.MkdirAllDurable(o.FS, sub.dir); err != nil {
 		return nil, err
 	}
@@ -222,8 +223,8 @@ func (sub *subRT) checkLocked() error {
 	if err := sub.jr.log.Sync(); err != nil {
 		return err
 	}
-	ts, _ := sub.t.snapshot()
-	if err := sub.load(sub.jr.log, ts); err != nil {
+	// Not sub.t.snapshot(): the topic's lock is taken before ours elsewhere.
+	if err := sub.load(sub.jr.log, sub.ts); err != nil {
 		return fmt.Errorf("subscription %s is unavailable after a storage failure: %w", sub.settings.Name, err)
 	}
 	sub.jr.reset()
@@ -332,9 +333,9 @@ func (sub *subRT) maintain() error {
 func (sub *subRT) addPartitions(added []*partitionRT) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	ts := sub.t.settings
+	sub.ts = sub.t.settings
 	for _, p := range added {
-		c, err := queue.New(sub.settings.cursorConfig(ts))
+		c, err := queue.New(sub.settings.cursorConfig(sub.ts))
 		if err != nil {
 			sub.t.s.b.log.Error("subscription cursor for a new partition", "err", err)
 			continue

@@ -101,6 +101,13 @@ func openStreams(b *Broker, data catalogData) (*streams, error) {
 	for name, t := range s.topics {
 		s.groups.setPartitions(name, int32(len(t.parts)))
 	}
+	// A crash between a topic's deletion from the catalog and the
+	// deletion of its offsets left offsets of a topic that is gone.
+	for _, topic := range s.groups.offsetTopics() {
+		if s.topics[topic] == nil {
+			s.groups.setPartitions(topic, 0)
+		}
+	}
 	return s, nil
 }
 

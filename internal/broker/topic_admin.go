@@ -94,8 +94,9 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 	return s, nil
 }
 
-// DeleteTopic deletes a topic, its partitions and its subscriptions.
-// Groups' committed offsets for it are kept (Kafka drops them lazily).
+// DeleteTopic deletes a topic, its partitions and its subscriptions, and
+// every group's committed offsets for it, so a new topic of the same name
+// never starts consumers at stale positions.
 func (b *Broker) DeleteTopic(name string) error {
 	st := b.streams
 	st.admin.Lock()

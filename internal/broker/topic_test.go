@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/partitioner"
 )
 
@@ -114,8 +115,15 @@ func TestTopicAdmin(t *testing.T) {
 	if total != 2 {
 		t.Fatalf("records after restart: %d", total)
 	}
+	if errs, err := e.b.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", Generation: -1,
+		Offsets: []group.OffsetCommit{{Topic: "orders", Partition: 1, Offset: 1}}}); err != nil || errs[0] != nil {
+		t.Fatalf("commit: %v %v", err, errs)
+	}
 	if err := e.b.DeleteTopic("orders"); err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := e.b.FetchOffset("g", "orders", 1); ok {
+		t.Fatal("offsets of a deleted topic kept")
 	}
 	if _, err := e.b.DescribeTopic("orders"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("describe deleted: %v", err)
