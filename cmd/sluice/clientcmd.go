@@ -70,13 +70,13 @@ func cliError(err error, server string) error {
 	}
 	var e *client.Error
 	msg := err.Error()
-	if errors.As(err, &e) {
+	switch {
+	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host"):
+		msg = fmt.Sprintf("cannot reach the broker at %s (is `sluice serve` running? set --server or SLUICE_SERVER)", server)
+	case errors.As(err, &e) && e.Reason != "":
+		msg = e.Reason + ": " + e.Message
+	case errors.As(err, &e):
 		msg = e.Message
-		if e.Reason != "" {
-			msg = e.Reason + ": " + e.Message
-		}
-	} else if strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") {
-		msg = fmt.Sprintf("cannot reach the broker at %s (is `sluice serve` running? set --server or SLUICE_SERVER): %s", server, msg)
 	}
 	return errors.New(strings.ReplaceAll(msg, "\n", " "))
 }
@@ -117,6 +117,9 @@ func lines(args []string, in io.Reader) ([]string, error) {
 	return out, sc.Err()
 }
 
+// progressMin is the smallest job worth a progress line.
+const progressMin = 100
+
 // progress shows "label n/total" on one stderr line, redrawn at most ten
 // times a second, for work that takes a while.
 type progress struct {
@@ -129,11 +132,11 @@ type progress struct {
 }
 
 func newProgress(cmd *cobra.Command, label string, total int64) *progress {
-	return &progress{w: cmd.ErrOrStderr(), label: label, total: total, silent: total >= 0 && total < 2}
+	return &progress{w: cmd.ErrOrStderr(), label: label, total: total, silent: total >= 0 && total < progressMin}
 }
 
 func (p *progress) update(n int64) {
-	if p.silent || time.Since(p.last) < 100*time.Millisecond {
+	if p.silent || (p.total < 0 && n < progressMin) || time.Since(p.last) < 100*time.Millisecond {
 		return
 	}
 	p.last, p.shown = time.Now(), true
@@ -144,9 +147,9 @@ func (p *progress) update(n int64) {
 	}
 }
 
-// done prints the final count and ends the line.
+// done prints the final count and ends the line, if a line was started.
 func (p *progress) done(n int64) {
-	if p.silent {
+	if !p.shown {
 		return
 	}
 	p.last = time.Time{}

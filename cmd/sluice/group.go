@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluice-mq/sluice/client"
+	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
+)
+
+func init() { subcommands = append(subcommands, newGroupCmd) }
+
+func newGroupCmd() *cobra.Command {
+	f := &clientFlags{}
+	cmd := newClientGroup("group", "Inspect consumer groups and move their offsets", f)
+	cmd.AddCommand(groupListCmd(f), groupDescribeCmd(f), groupResetCmd(f))
+	return cmd
+}
+
+func lower(enum, prefix string) string { return strings.ToLower(strings.TrimPrefix(enum, prefix)) }
+
+func groupListCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "list", Short: "List consumer groups", Args: cobra.NoArgs}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
+		gs, err := c.ListGroups(ctx)
+		if err != nil {
+			return err
+		}
+		if f.json() {
+			return printJSON(cmd.OutOrStdout(), &sluicev1.ListGroupsResponse{Groups: gs})
+		}
+		rows := make([][]string, len(gs))
+		for i, g := range gs {
+			rows[i] = []string{g.GetGroup(), lower(g.GetState().String(), "GROUP_STATE_"),
+				lower(g.GetProtocol().String(), "GROUP_PROTOCOL_"), strconv.Itoa(int(g.GetMembers()))}
+		}
+		return table(cmd.OutOrStdout(), []string{"GROUP", "STATE", "PROTOCOL", "MEMBERS"}, rows)
+	})
+	return cmd
+}
+
+func groupDescribeCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "describe GROUP", Short: "Show a group's members, offsets and lag", Args: cobra.ExactArgs(1)}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		d, err := c.DescribeGroup(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if f.json() {
+			return printJSON(cmd.OutOrStdout(), d)
+		}
+		rows := make([][]string, len(d.GetPartitions()))
+		for i, p := range d.GetPartitions() {
+			rows[i] = []string{p.GetTopic(), strconv.Itoa(int(p.GetPartition())), strconv.FormatInt(p.GetCommittedOffset(), 10),
+				strconv.FormatInt(p.GetHighWatermark(), 10), strconv.FormatInt(p.GetLagMessages(), 10),
+				fmtDur(p.GetLag().AsDuration()), orDash(p.GetMemberId())}
+		}
+		return table(cmd.OutOrStdout(), []string{"TOPIC", "PARTITION", "COMMITTED", "HIGH WATERMARK", "LAG", "LAG TIME", "MEMBER"}, rows)
+	})
+	return cmd
+}
+
+func groupResetCmd(f *clientFlags) *cobra.Command {
+	var topic, datetime string
+	var earliest, latest, dryRun bool
+	var offset int64
+	var partitions []int32
+	cmd := &cobra.Command{
+		Use:   "reset-offsets GROUP --topic TOPIC (--to-earliest | --to-latest | --to-offset N | --to-datetime TIME)",
+		Short: "Move an inactive group's committed offsets (replay or skip)",
+		Args:  cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVarP(&topic, "topic", "t", "", "topic whose offsets to move (required)")
+	cmd.Flags().BoolVar(&earliest, "to-earliest", false, "to the first offset still stored")
+	cmd.Flags().BoolVar(&latest, "to-latest", false, "to the end: skip everything")
+	cmd.Flags().Int64Var(&offset, "to-offset", 0, "to this offset in every partition (clamped to the log)")
+	cmd.Flags().StringVar(&datetime, "to-datetime", "", "to the first record at or after this RFC 3339 `time`, e.g. 2026-11-29T00:00:00Z")
+	cmd.Flags().Int32SliceVar(&partitions, "partitions", nil, "only these partitions (default all)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the new offsets without committing them")
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		if topic == "" {
+			return errors.New("--topic is required")
+		}
+		req := &client.ResetOffsetsRequest{Group: args[0], Topic: topic, Partitions: partitions, DryRun: dryRun}
+		n := 0
+		if earliest {
+			req.To, n = &sluicev1.ResetOffsetsRequest_Earliest{Earliest: true}, n+1
+		}
+		if latest {
+			req.To, n = &sluicev1.ResetOffsetsRequest_Latest{Latest: true}, n+1
+		}
+		if cmd.Flags().Changed("to-offset") {
+			req.To, n = &sluicev1.ResetOffsetsRequest_Offset{Offset: offset}, n+1
+		}
+		if datetime != "" {
+			t, err := time.Parse(time.RFC3339, datetime)
+			if err != nil {
+				return errors.New("--to-datetime: want an RFC 3339 time such as 2026-11-29T00:00:00Z")
+			}
+			req.To, n = &sluicev1.ResetOffsetsRequest_Time{Time: timestamppb.New(t)}, n+1
+		}
+		if n != 1 {
+			return errors.New("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+		}
+		offs, err := c.ResetOffsets(ctx, req)
+		if err != nil {
+			return err
+		}
+		if f.json() {
+			return printJSON(cmd.OutOrStdout(), &sluicev1.ResetOffsetsResponse{Offsets: offs})
+		}
+		rows := make([][]string, len(offs))
+		for i, o := range offs {
+			rows[i] = []string{o.GetTopic(), strconv.Itoa(int(o.GetPartition())), strconv.FormatInt(o.GetOffset(), 10)}
+		}
+		return table(cmd.OutOrStdout(), []string{"TOPIC", "PARTITION", "NEW OFFSET"}, rows)
+	})
+	return cmd
+}

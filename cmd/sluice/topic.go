@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-mq/sluice/client"
+	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
+)
+
+func init() { subcommands = append(subcommands, newTopicCmd) }
+
+func newTopicCmd() *cobra.Command {
+	f := &clientFlags{}
+	cmd := newClientGroup("topic", "Create topics, produce and consume records", f)
+	cmd.AddCommand(topicCreateCmd(f), topicListCmd(f), topicDescribeCmd(f), topicProduceCmd(f), topicConsumeCmd(f))
+	return cmd
+}
+
+func topicCreateCmd(f *clientFlags) *cobra.Command {
+	var partitions int32
+	var retention time.Duration
+	var retentionBytes, maxBytes int64
+	cmd := &cobra.Command{Use: "create NAME", Short: "Create a topic", Args: cobra.ExactArgs(1)}
+	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, "number of partitions")
+	cmd.Flags().DurationVar(&retention, "retention", 0, "delete records older than this (default 168h; 0 keeps them forever)")
+	cmd.Flags().Int64Var(&retentionBytes, "retention-bytes", 0, "per partition, delete the oldest segments beyond this size (0: no limit)")
+	cmd.Flags().Int64Var(&maxBytes, "max-message-bytes", 0, "largest record batch accepted (default 1 MiB)")
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		cfg := &client.TopicConfig{Partitions: partitions, RetentionBytes: retentionBytes, MaxMessageBytes: maxBytes}
+		if cmd.Flags().Changed("retention") {
+			cfg.Retention = durationpb.New(retention)
+		}
+		t, err := c.CreateTopic(ctx, args[0], cfg)
+		if err != nil {
+			return err
+		}
+		return printTopics(cmd, f, []*client.Topic{t})
+	})
+	return cmd
+}
+
+func printTopics(cmd *cobra.Command, f *clientFlags, ts []*client.Topic) error {
+	if f.json() {
+		return printJSON(cmd.OutOrStdout(), &sluicev1.ListTopicsResponse{Topics: ts})
+	}
+	rows := make([][]string, len(ts))
+	for i, t := range ts {
+		ret := "forever"
+		if d := t.GetConfig().GetRetention().AsDuration(); d > 0 {
+			ret = d.String()
+		}
+		rows[i] = []string{t.GetName(), strconv.Itoa(int(t.GetConfig().GetPartitions())), ret}
+	}
+	return table(cmd.OutOrStdout(), []string{"NAME", "PARTITIONS", "RETENTION"}, rows)
+}
+
+func topicListCmd(f *clientFlags) *cobra.Command {
+	var prefix string
+	cmd := &cobra.Command{Use: "list", Short: "List topics", Args: cobra.NoArgs}
+	cmd.Flags().StringVar(&prefix, "prefix", "", "only topics whose name starts with this")
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
+		ts, err := c.ListTopics(ctx, prefix)
+		if err != nil {
+			return err
+		}
+		return printTopics(cmd, f, ts)
+	})
+	return cmd
+}
+
+func topicDescribeCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "describe NAME", Short: "Show a topic's partitions and subscriptions", Args: cobra.ExactArgs(1)}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		t, err := c.DescribeTopic(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if f.json() {
+			return printJSON(cmd.OutOrStdout(), t)
+		}
+		var subs []string
+		for _, s := range t.GetSubscriptions() {
+			subs = append(subs, s.GetName())
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "topic %s, subscriptions: %s\n", t.GetName(), orDash(strings.Join(subs, ",")))
+		rows := make([][]string, len(t.GetPartitions()))
+		for i, p := range t.GetPartitions() {
+			rows[i] = []string{strconv.Itoa(int(p.GetPartition())), strconv.FormatInt(p.GetLogStartOffset(), 10),
+				strconv.FormatInt(p.GetHighWatermark(), 10), strconv.FormatInt(p.GetSizeBytes(), 10)}
+		}
+		return table(cmd.OutOrStdout(), []string{"PARTITION", "LOG START", "HIGH WATERMARK", "BYTES"}, rows)
+	})
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func topicProduceCmd(f *clientFlags) *cobra.Command {
+	var key string
+	var partition int32
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC [VALUE...]",
+		Short: "Produce records: each argument, or else each line of stdin, is one record's value",
+		Args:  cobra.MinimumNArgs(1),
+	}
+	cmd.Flags().StringVarP(&key, "key", "k", "", "record key (records of a key land in one partition, in order)")
+	cmd.Flags().Int32Var(&partition, "partition", -1, "write to this partition instead of the key's")
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		values, err := lines(args[1:], cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		var results []*client.ProduceResult
+		p := newProgress(cmd, "produced", int64(len(values)))
+		for start := 0; start < len(values); start += 500 {
+			var recs []*client.ProduceRecord
+			for _, v := range values[start:min(start+500, len(values))] {
+				r := &client.ProduceRecord{Value: []byte(v)}
+				if key != "" {
+					r.Key = []byte(key)
+				}
+				if partition >= 0 {
+					r.Partition = &partition
+				}
+				recs = append(recs, r)
+			}
+			res, err := c.Produce(ctx, args[0], recs, nil)
+			if err != nil {
+				p.done(int64(len(results)))
+				return fmt.Errorf("after %d of %d produced: %w", len(results), len(values), err)
+			}
+			results = append(results, res...)
+			p.update(int64(len(results)))
+		}
+		p.done(int64(len(results)))
+		if f.json() {
+			return printJSON(cmd.OutOrStdout(), &sluicev1.ProduceResponse{Results: results})
+		}
+		rows := make([][]string, len(results))
+		for i, r := range results {
+			rows[i] = []string{strconv.Itoa(int(r.GetPartition())), strconv.FormatInt(r.GetOffset(), 10)}
+		}
+		return table(cmd.OutOrStdout(), []string{"PARTITION", "OFFSET"}, rows)
+	})
+	return cmd
+}
