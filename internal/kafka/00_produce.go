@@ -1,0 +1,96 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// handleProduce stores each partition's record batches exactly as the
+// client sent them (the broker validates magic, lengths, CRC-32C, records
+// and producer sequence). Partitions are written concurrently, so one
+// request's partitions share the broker's group commit; the response waits
+// for all of them to be durable. acks=0 gets no response at all.
+func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var refuse *kerr.Error
+	switch {
+	case req.TransactionID != nil:
+		refuse = kerr.TransactionalIDAuthorizationFailed // no transactions yet
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		refuse = kerr.InvalidRequiredAcks
+	}
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i, t := range req.Topics {
+		rt := &resp.Topics[i]
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for j, p := range t.Partitions {
+			rp := &rt.Partitions[j]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			if refuse != nil {
+				rp.ErrorCode = refuse.Code
+				continue
+			}
+			wg.Go(func() { c.producePartition(ctx, t.Topic, p.Partition, p.Records, rp) })
+		}
+	}
+	wg.Wait()
+	if req.Acks == 0 {
+		return reply{none: true}, nil
+	}
+	return msg(resp)
+}
+
+// producePartition writes one partition's batches and fills its answer.
+// A duplicate of an idempotent batch already stored answers success with
+// the offset it got the first time, as Kafka does.
+func (c *conn) producePartition(ctx context.Context, topic string, part int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) {
+	batches, err := splitBatches(records)
+	if err != nil {
+		rp.ErrorCode = kerr.CorruptMessage.Code
+		rp.ErrorMessage = errMessage(err)
+		return
+	}
+	res, err := c.s.b.ProduceBatches(ctx, topic, part, batches)
+	if err != nil {
+		rp.ErrorCode = errCode(err, kerr.CorruptMessage)
+		rp.ErrorMessage = errMessage(err)
+		return
+	}
+	rp.BaseOffset = res.BaseOffsets[0]
+	rp.LogStartOffset = res.LogStartOffset
+	rp.LogAppendTime = -1
+}
+
+// splitBatches cuts a produce request's records into batches by their
+// length prefix and checks the magic byte; the broker validates the rest.
+func splitBatches(records []byte) ([][]byte, error) {
+	if len(records) == 0 {
+		return nil, fmt.Errorf("%w: no record batches", broker.ErrCorruptBatch)
+	}
+	var out [][]byte
+	for len(records) > 0 {
+		n, err := batch.FrameSize(records)
+		if err != nil {
+			return nil, err
+		}
+		if n > int64(len(records)) {
+			return nil, fmt.Errorf("batch of %d bytes truncated to %d", n, len(records))
+		}
+		if len(records) > 16 && records[16] != batch.Magic {
+			return nil, fmt.Errorf("record batch magic %d: produce v3+ carries magic 2 only", records[16])
+		}
+		out = append(out, records[:n:n])
+		records = records[n:]
+	}
+	return out, nil
+}

@@ -1,0 +1,141 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/storage"
+)
+
+// fetchReply is a Fetch response that the connection writes itself
+// (fetch_write.go): the record batches are sections of segment files, sent
+// with sendfile, never copied into the response.
+type fetchReply struct {
+	version int16
+	topics  []fetchTopic
+}
+
+type fetchTopic struct {
+	name  string
+	parts []fetchPart
+}
+
+type fetchPart struct {
+	partition int32
+	code      int16
+	st        broker.PartitionState
+	sec       storage.Section // Length 0: no records
+}
+
+// zstdFetchVersion is the first Fetch version whose clients can read zstd
+// batches (KIP-110).
+const zstdFetchVersion = 10
+
+// handleFetch reads every requested partition and, while fewer than
+// MinBytes are available, long-polls (broker.WaitForData) until data
+// arrives or MaxWait passes. Fetch sessions (KIP-227) are not kept: the
+// answer's session id 0 tells clients to send full requests.
+func handleFetch(ctx context.Context, c *conn, req *kmsg.FetchRequest) (reply, error) {
+	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
+	for {
+		rep, size, urgent := c.collectFetch(req)
+		left := time.Until(deadline)
+		if urgent || size >= int64(req.MinBytes) || left <= 0 || ctx.Err() != nil {
+			return reply{fetch: rep}, nil
+		}
+		if !c.s.b.WaitForData(ctx, fetchPositions(req), left) {
+			rep, _, _ = c.collectFetch(req)
+			return reply{fetch: rep}, nil
+		}
+	}
+}
+
+func fetchPositions(req *kmsg.FetchRequest) []broker.FetchPosition {
+	var pos []broker.FetchPosition
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			pos = append(pos, broker.FetchPosition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset})
+		}
+	}
+	return pos
+}
+
+// collectFetch locates each partition's batches within the request's byte
+// limits and returns the reply, its record bytes, and whether a partition
+// failed (Kafka answers at once then, so the client learns of it).
+func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
+	budget := int64(req.MaxBytes)
+	if budget <= 0 {
+		budget = math.MaxInt32
+	}
+	rep := &fetchReply{version: req.Version}
+	var total int64
+	urgent := false
+	for _, t := range req.Topics {
+		ft := fetchTopic{name: t.Topic}
+		for _, p := range t.Partitions {
+			// Once the response is full, later partitions report their
+			// offsets only; the first non-empty one always gets one whole
+			// batch even if larger than the limits (KIP-74).
+			limit := min(int64(p.PartitionMaxBytes), budget-total)
+			fp := c.fetchPartition(req.Version, t.Topic, p, limit, total == 0)
+			urgent = urgent || fp.code != 0
+			total += fp.sec.Length
+			ft.parts = append(ft.parts, fp)
+		}
+		rep.topics = append(rep.topics, ft)
+	}
+	return rep, total, urgent
+}
+
+func (c *conn) fetchPartition(version int16, topic string, p kmsg.FetchRequestTopicPartition, limit int64, first bool) fetchPart {
+	fp := fetchPart{partition: p.Partition}
+	if limit <= 0 && !first {
+		limit = 0
+	}
+	res, err := c.s.b.FetchSection(topic, p.Partition, p.FetchOffset, int(max(limit, 1)))
+	if err != nil {
+		fp.code = errCode(err, nil)
+		fp.st = broker.PartitionState{HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
+		return fp
+	}
+	fp.st = res.PartitionState
+	if limit <= 0 && !first {
+		return fp // no room left: offsets only
+	}
+	fp.sec = res.Section
+	if version < zstdFetchVersion {
+		fp.sec.Length, fp.code = cutBeforeZstd(fp.sec)
+	}
+	return fp
+}
+
+// cutBeforeZstd shortens a section to the batches before its first zstd
+// batch, for clients too old to decode zstd. If the very first batch is
+// zstd the client can never get past it: UNSUPPORTED_COMPRESSION_TYPE, as
+// Kafka answers.
+func cutBeforeZstd(sec storage.Section) (int64, int16) {
+	var hdr [batch.HeaderSize]byte
+	var pos int64
+	for pos < sec.Length {
+		if _, err := sec.File.ReadAt(hdr[:], sec.Position+pos); err != nil {
+			return pos, 0 // let the send fail or the client retry
+		}
+		attrs := binary.BigEndian.Uint16(hdr[21:])
+		if batch.Compression(attrs&0x07) == batch.CompressionZstd {
+			if pos == 0 {
+				return 0, kerr.UnsupportedCompressionType.Code
+			}
+			return pos, 0
+		}
+		pos += batch.LengthSize + int64(int32(binary.BigEndian.Uint32(hdr[8:])))
+	}
+	return sec.Length, 0
+}

@@ -1,0 +1,123 @@
+package kafka
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// handleMetadata describes this one-node cluster: every partition's leader
+// is this node, at leader epoch 0 (there is no replication yet), and this
+// node is the controller.
+func handleMetadata(_ context.Context, c *conn, req *kmsg.MetadataRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	adv := c.s.advertisedAddr()
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: c.s.cfg.NodeID, Host: adv.host, Port: adv.port}}
+	resp.ClusterID = &c.s.cfg.ClusterID
+	resp.ControllerID = c.s.cfg.NodeID
+	// v0 has no way to say "all topics" but an empty list; v1+ uses null.
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, ts := range c.s.b.ListTopics("") {
+			resp.Topics = append(resp.Topics, c.topicMetadata(ts.Name))
+		}
+		return msg(resp)
+	}
+	autoCreate := c.s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	for _, t := range req.Topics {
+		if t.Topic == nil {
+			// A lookup by topic id alone (v10+): we do not index ids, so
+			// search the few topics a node holds.
+			resp.Topics = append(resp.Topics, c.topicMetadataByID(t.TopicID))
+			continue
+		}
+		if autoCreate {
+			c.autoCreate(*t.Topic)
+		}
+		resp.Topics = append(resp.Topics, c.topicMetadata(*t.Topic))
+	}
+	return msg(resp)
+}
+
+// autoCreate creates a topic a client asked for, when allowed. A failure
+// shows up as the topic's error in the metadata that follows.
+func (c *conn) autoCreate(name string) {
+	_, err := c.s.b.CreateTopic(broker.TopicSettings{Name: name, Partitions: c.s.cfg.DefaultPartitions})
+	if err != nil && !errors.Is(err, broker.ErrTopicExists) {
+		c.s.log.Info("auto-create topic failed", "topic", name, "err", err)
+	}
+}
+
+func (c *conn) topicMetadata(name string) kmsg.MetadataResponseTopic {
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic = &name
+	info, err := c.s.b.DescribeTopic(name)
+	if err != nil {
+		t.ErrorCode = errCode(err, nil)
+		var ia *broker.InvalidArgumentError
+		if errors.As(err, &ia) || !validTopicName(name) {
+			t.ErrorCode = kerr.InvalidTopicException.Code
+		}
+		return t
+	}
+	t.TopicID = topicID(info.Settings)
+	node := c.s.cfg.NodeID
+	for _, p := range info.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Partition
+		mp.Leader = node
+		mp.LeaderEpoch = 0
+		mp.Replicas = []int32{node}
+		mp.ISR = []int32{node}
+		t.Partitions = append(t.Partitions, mp)
+	}
+	return t
+}
+
+func (c *conn) topicMetadataByID(id [16]byte) kmsg.MetadataResponseTopic {
+	for _, ts := range c.s.b.ListTopics("") {
+		if topicID(ts) == id {
+			return c.topicMetadata(ts.Name)
+		}
+	}
+	t := kmsg.NewMetadataResponseTopic()
+	t.TopicID = id
+	t.ErrorCode = kerr.UnknownTopicID.Code
+	return t
+}
+
+// topicID derives a topic's Kafka UUID from its name and the broker's
+// never-reused topic id, so a topic deleted and created again gets a new
+// one, as in Kafka. It is never the all-zero UUID, which means "none".
+func topicID(ts broker.TopicSettings) [16]byte {
+	h := sha256.New()
+	h.Write([]byte(ts.Name))
+	var n [8]byte
+	for i := range n {
+		n[i] = byte(ts.ID >> (8 * i))
+	}
+	h.Write(n[:])
+	var id [16]byte
+	copy(id[:], h.Sum(nil))
+	id[0] |= 1
+	return id
+}
+
+// validTopicName is Kafka's rule: 1-249 of [A-Za-z0-9._-], not "." or "..".
+func validTopicName(s string) bool {
+	if len(s) == 0 || len(s) > 249 || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		ok := r == '.' || r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,21 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+// handleHeartbeat keeps a member's session alive; REBALANCE_IN_PROGRESS
+// tells it to rejoin.
+func handleHeartbeat(_ context.Context, c *conn, req *kmsg.HeartbeatRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	hr := group.HeartbeatRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
+	if req.InstanceID != nil {
+		hr.InstanceID = *req.InstanceID
+	}
+	resp.ErrorCode = errCode(c.s.b.Heartbeat(hr), nil)
+	return msg(resp)
+}

@@ -1,0 +1,34 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleDescribeGroups describes groups: state, protocol, and each
+// member's subscription and assignment as the leader sent it. An unknown
+// group is described as Dead with no error, as Kafka does before v6.
+func handleDescribeGroups(_ context.Context, c *conn, req *kmsg.DescribeGroupsRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	for _, id := range req.Groups {
+		info, _ := c.s.b.DescribeGroup(id)
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.State = id, info.State.String()
+		rg.ProtocolType, rg.Protocol = info.ProtocolType, info.Protocol
+		if id == "" {
+			rg.ErrorCode = errCode(errInvalidGroupID, nil)
+		}
+		for _, m := range info.Members {
+			rm := kmsg.NewDescribeGroupsResponseGroupMember()
+			rm.MemberID, rm.ClientID, rm.ClientHost = m.MemberID, m.ClientID, m.ClientHost
+			rm.ProtocolMetadata, rm.MemberAssignment = m.Metadata, m.Assignment
+			if m.InstanceID != "" {
+				rm.InstanceID = &m.InstanceID
+			}
+			rg.Members = append(rg.Members, rm)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return msg(resp)
+}

@@ -1,0 +1,20 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleDescribeCluster describes the one-node cluster, as Metadata does.
+func handleDescribeCluster(_ context.Context, c *conn, req *kmsg.DescribeClusterRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	adv := c.s.advertisedAddr()
+	resp.ClusterID = c.s.cfg.ClusterID
+	resp.ControllerID = c.s.cfg.NodeID
+	resp.EndpointType = 1 // brokers
+	b := kmsg.NewDescribeClusterResponseBroker()
+	b.NodeID, b.Host, b.Port = c.s.cfg.NodeID, adv.host, adv.port
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	return msg(resp)
+}

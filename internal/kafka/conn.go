@@ -1,0 +1,169 @@
+package kafka
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// conn is one client connection. Its goroutine (serve) owns every field
+// but nc's deadline, which Shutdown moves to wake a blocked read.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	br  *bufio.Reader
+	out []byte // response buffer, reused between responses
+	// clientID is the client id of the latest request, for logs.
+	clientID string
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+}
+
+// stopReading makes a blocked or future read of the next request fail, so
+// the connection ends after the request it is handling. The handler never
+// reads from the socket, so its own work is not disturbed.
+func (c *conn) stopReading() {
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// serve reads, handles and answers requests one at a time until the
+// client goes away, a frame is malformed, or the server shuts down.
+func (c *conn) serve() {
+	for {
+		frame, err := c.readFrame()
+		if err != nil {
+			c.logEnd(err)
+			return
+		}
+		if err := c.handle(frame); err != nil {
+			c.logEnd(err)
+			return
+		}
+	}
+}
+
+// logEnd logs why a connection ended, quietly for the ordinary reasons.
+func (c *conn) logEnd(err error) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, errConnReset):
+		return
+	case errors.As(err, &ne) && ne.Timeout() && c.s.isClosing():
+		return
+	}
+	c.s.log.Warn("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "err", err)
+}
+
+var errConnReset = errors.New("connection reset")
+
+// readFrame reads one size-prefixed request.
+func (c *conn) readFrame() ([]byte, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(c.br, sz[:]); err != nil {
+		if isReset(err) {
+			return nil, errConnReset
+		}
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if n < minHeaderSize || n > c.s.cfg.MaxRequestBytes {
+		return nil, fmt.Errorf("%w: request size %d, want %d to %d", errMalformed, n, minHeaderSize, c.s.cfg.MaxRequestBytes)
+	}
+	return readN(c.br, int(n))
+}
+
+// readN reads n bytes. Large frames grow their buffer as bytes arrive, so a
+// size prefix alone cannot make the server allocate MaxRequestBytes.
+func readN(r io.Reader, n int) ([]byte, error) {
+	if n <= 1<<20 {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, noEOF(err)
+	}
+	var b bytes.Buffer
+	got, err := b.ReadFrom(io.LimitReader(r, int64(n)))
+	if err == nil && got < int64(n) {
+		err = io.ErrUnexpectedEOF
+	}
+	return b.Bytes(), noEOF(err)
+}
+
+// noEOF turns a clean EOF inside a frame into ErrUnexpectedEOF: the client
+// went away mid-request.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func isReset(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && !oe.Timeout() && oe.Op == "read"
+}
+
+// handle decodes one request, runs its handler and writes the response. An
+// error closes the connection.
+func (c *conn) handle(frame []byte) (err error) {
+	h, req, derr := decodeRequest(frame)
+	if h.clientID != nil {
+		c.clientID = *h.clientID
+	}
+	switch {
+	case errors.Is(derr, errUnsupportedVersion) && h.key == kmsg.ApiVersions.Int16():
+		return c.writeMsg(h, false, apiVersionsUnsupported())
+	case derr != nil:
+		return derr
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error("kafka request handler panicked", "api", kmsg.NameForKey(h.key), "version", h.version,
+				"client_id", c.clientID, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	ctx, cancel := context.WithCancel(c.s.ctx)
+	defer cancel()
+	rep, err := apis[h.key].fn(ctx, c, req)
+	if err != nil {
+		return err
+	}
+	switch {
+	case rep.none:
+		return nil
+	case rep.fetch != nil:
+		return c.writeFetch(h, rep.fetch)
+	default:
+		return c.writeMsg(h, req.IsFlexible(), rep.msg)
+	}
+}
+
+// writeMsg encodes a response with its header: the correlation id, and for
+// flexible versions an empty tag section (header v1), except for
+// ApiVersions, whose response header is always v0 so a client that does
+// not yet know our versions can read it.
+func (c *conn) writeMsg(h reqHeader, flexible bool, resp kmsg.Response) error {
+	buf := append(c.out[:0], 0, 0, 0, 0)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(h.corrID))
+	if flexible && h.key != kmsg.ApiVersions.Int16() {
+		buf = append(buf, 0)
+	}
+	buf = resp.AppendTo(buf)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	_, err := c.nc.Write(buf)
+	if cap(buf) <= 1<<20 {
+		c.out = buf // keep small buffers; let a huge one go
+	}
+	return err
+}

@@ -1,0 +1,80 @@
+package kafka
+
+import (
+	"context"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// reply is what a handler answers: a kmsg response, a Fetch response that
+// the connection writes itself (to sendfile the batches), or nothing at all
+// (Produce with acks=0).
+type reply struct {
+	msg   kmsg.Response
+	fetch *fetchReply
+	none  bool
+}
+
+// handlerFunc handles one decoded request. An error closes the connection;
+// errors a client should see travel as codes inside the reply.
+type handlerFunc func(ctx context.Context, c *conn, req kmsg.Request) (reply, error)
+
+type api struct {
+	min, max int16
+	fn       handlerFunc
+}
+
+// typed adapts a handler of one request type to handlerFunc.
+func typed[R kmsg.Request](fn func(context.Context, *conn, R) (reply, error)) handlerFunc {
+	return func(ctx context.Context, c *conn, req kmsg.Request) (reply, error) {
+		return fn(ctx, c, req.(R))
+	}
+}
+
+func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
+
+// apis is every API key served, with the versions served: the one table
+// that both the dispatcher and ApiVersions read. The minimums are what the
+// oldest clients still in use send (librdkafka 2.0 and kafka-python 2.0
+// send non-flexible versions). KIP-848's ConsumerGroupHeartbeat (68) is
+// deliberately absent.
+var apis map[int16]api
+
+func init() {
+	apis = map[int16]api{
+		0:  {3, 9, typed(handleProduce)},
+		1:  {4, 12, typed(handleFetch)},
+		2:  {0, 7, typed(handleListOffsets)},
+		3:  {0, 12, typed(handleMetadata)},
+		10: {0, 3, typed(handleFindCoordinator)},
+		18: {0, 3, typed(handleApiVersions)},
+		19: {0, 5, typed(handleCreateTopics)},
+		20: {0, 4, typed(handleDeleteTopics)},
+		22: {0, 4, typed(handleInitProducerID)},
+		23: {2, 4, typed(handleOffsetForLeaderEpoch)},
+		32: {0, 4, typed(handleDescribeConfigs)},
+		37: {0, 3, typed(handleCreatePartitions)},
+		60: {0, 1, typed(handleDescribeCluster)},
+		// Classic consumer groups.
+		8:  {0, 8, typed(handleOffsetCommit)},
+		9:  {0, 7, typed(handleOffsetFetch)},
+		11: {0, 7, typed(handleJoinGroup)},
+		12: {0, 4, typed(handleHeartbeat)},
+		13: {0, 4, typed(handleLeaveGroup)},
+		14: {0, 5, typed(handleSyncGroup)},
+		15: {0, 5, typed(handleDescribeGroups)},
+		16: {0, 4, typed(handleListGroups)},
+		42: {0, 2, typed(handleDeleteGroups)},
+	}
+}
+
+// sortedKeys lists the served API keys in order, for ApiVersions.
+func sortedKeys() []int16 {
+	keys := make([]int16, 0, len(apis))
+	for k := range apis {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}

@@ -1,0 +1,81 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+// errorTable maps broker errors to Kafka error codes: the front-end's one
+// table. The first match wins, so more specific errors come first.
+var errorTable = []struct {
+	err  error
+	code *kerr.Error
+}{
+	{broker.ErrTopicNotFound, kerr.UnknownTopicOrPartition},
+	{broker.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{broker.ErrTopicExists, kerr.TopicAlreadyExists},
+	{broker.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{broker.ErrCorruptBatch, kerr.CorruptMessage},
+	{broker.ErrRecordTooLarge, kerr.MessageTooLarge},
+	{broker.ErrTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed},
+	{broker.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{broker.ErrProducerFenced, kerr.InvalidProducerEpoch},
+	{broker.ErrUnknownProducerID, kerr.UnknownProducerID},
+	{broker.ErrClosed, kerr.NotLeaderForPartition},
+	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
+	{group.ErrGroupNotFound, kerr.GroupIDNotFound},
+	{group.ErrGroupNotEmpty, kerr.NonEmptyGroup},
+	{group.ErrUnknownMember, kerr.UnknownMemberID},
+	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
+	{group.ErrIllegalGeneration, kerr.IllegalGeneration},
+	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress},
+	{group.ErrInconsistentProtocol, kerr.InconsistentGroupProtocol},
+	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
+	{group.ErrFencedInstanceID, kerr.FencedInstanceID},
+	{group.ErrGroupMaxSize, kerr.GroupMaxSizeReached},
+	{group.ErrMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+	{group.ErrInvalidOffset, kerr.InvalidCommitOffsetSize},
+	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+	{context.Canceled, kerr.RequestTimedOut},
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
+}
+
+// errCode returns the Kafka error code for err (0 for nil). Unknown errors
+// are UNKNOWN_SERVER_ERROR; an invalid argument becomes the caller's
+// choice of code (it depends on the API: INVALID_PARTITIONS,
+// INVALID_CONFIG, INVALID_TOPIC_EXCEPTION…).
+func errCode(err error, invalid *kerr.Error) int16 {
+	if err == nil {
+		return 0
+	}
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			return e.code.Code
+		}
+	}
+	var ia *broker.InvalidArgumentError
+	if errors.As(err, &ia) && invalid != nil {
+		return invalid.Code
+	}
+	if errors.As(err, &ia) {
+		return kerr.InvalidRequest.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errMessage is err's text for responses that carry one, nil for no error.
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}
+
+// errInvalidGroupID answers requests naming the empty group id.
+var errInvalidGroupID = group.ErrInvalidGroupID

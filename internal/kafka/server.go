@@ -1,0 +1,227 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// Config configures the front-end. Zero values take the defaults listed.
+type Config struct {
+	// AdvertisedHost and AdvertisedPort are what Metadata and
+	// FindCoordinator tell clients to connect to. Empty host or zero port:
+	// taken from the listener's address, with an unspecified host
+	// (0.0.0.0, ::) replaced by 127.0.0.1, because a client can never
+	// connect to 0.0.0.0.
+	AdvertisedHost string
+	AdvertisedPort int32
+	NodeID         int32  // this broker's id; default 0
+	ClusterID      string // default "sluice"
+	Logger         *slog.Logger
+	// MaxRequestBytes bounds a request's size prefix; a larger one closes
+	// the connection. Default 100 MiB.
+	MaxRequestBytes int32
+	// AutoCreateTopics lets Metadata requests with allow_auto_topic_creation
+	// create missing topics with DefaultPartitions partitions. Off by
+	// default: a typo in a topic name should fail, not create a topic.
+	AutoCreateTopics  bool
+	DefaultPartitions int32 // default 1
+}
+
+const defaultMaxRequestBytes = 100 << 20
+
+// Server is the Kafka front-end. It satisfies server.Frontend.
+type Server struct {
+	b   *broker.Broker
+	cfg Config
+	log *slog.Logger
+
+	// ctx is the parent of every request; cancelled at Shutdown so
+	// long-polls answer at once.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex // guards lns, conns, closing and adv
+	lns      map[net.Listener]struct{}
+	conns    map[*conn]struct{}
+	closing  bool
+	adv      advertised
+	connsWG  sync.WaitGroup // one per connection goroutine
+	acceptWG sync.WaitGroup // one per Serve call
+}
+
+type advertised struct {
+	host string
+	port int32
+}
+
+// New returns a front-end over b. It listens on nothing until Serve.
+func New(b *broker.Broker, cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = defaultMaxRequestBytes
+	}
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = "sluice"
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		b: b, cfg: cfg, log: cfg.Logger.With("listener", "kafka"), ctx: ctx, cancel: cancel,
+		lns: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		adv: advertised{host: cfg.AdvertisedHost, port: cfg.AdvertisedPort},
+	}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("kafka: server closed")
+
+// Serve accepts connections on ln until Shutdown, and returns
+// ErrServerClosed then.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.acceptWG.Add(1)
+	s.fillAdvertised(ln.Addr())
+	s.mu.Unlock()
+	defer s.acceptWG.Done()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: back off as
+				// net/http does instead of spinning or giving up.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !s.track(nc) {
+			nc.Close()
+			return ErrServerClosed
+		}
+	}
+}
+
+// fillAdvertised completes the advertised address from the first listener.
+// Called with mu held.
+func (s *Server) fillAdvertised(a net.Addr) {
+	host, portStr, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return
+	}
+	if s.adv.host == "" {
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		s.adv.host = host
+	}
+	if p, err := strconv.Atoi(portStr); err == nil && s.adv.port == 0 {
+		s.adv.port = int32(p)
+	}
+}
+
+func (s *Server) advertisedAddr() advertised {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.adv
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// track registers a new connection and starts its goroutine; false once
+// shutting down.
+func (s *Server) track(nc net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.connsWG.Go(func() {
+		defer s.untrack(c)
+		c.serve()
+	})
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	c.nc.Close()
+}
+
+// Shutdown stops accepting, cancels long-polls, lets every connection
+// finish the request it is handling, and closes the connections. If ctx
+// ends first, the connections are closed at once (a handler blocked on a
+// write then fails) and ctx's error is returned after every goroutine
+// has ended.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.acceptWG.Wait()
+	done := make(chan struct{})
+	go func() {
+		s.connsWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return fmt.Errorf("kafka: shutdown: %w", ctx.Err())
+	}
+}
+
+// Close closes every listener and connection at once.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package kafka
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// topicConfig is one Kafka topic config sluice maps onto TopicSettings.
+type topicConfig struct {
+	name  string
+	typ   kmsg.ConfigType
+	get   func(broker.TopicSettings) string
+	set   func(*broker.TopicSettings, string) error
+	isDef func(broker.TopicSettings) bool
+}
+
+// topicConfigs are the topic configs CreateTopics accepts and
+// DescribeConfigs reports. Kafka's retention.ms -1 is "forever", which the
+// broker spells as a negative retention.
+var topicConfigs = []topicConfig{
+	{
+		name: "retention.ms", typ: kmsg.ConfigTypeLong,
+		get: func(s broker.TopicSettings) string {
+			if s.Retention < 0 {
+				return "-1"
+			}
+			return strconv.FormatInt(s.Retention.Milliseconds(), 10)
+		},
+		set: func(s *broker.TopicSettings, v string) error {
+			ms, err := strconv.ParseInt(v, 10, 64)
+			switch {
+			case err != nil || ms < -1 || ms == 0:
+				return fmt.Errorf("retention.ms %q: want -1 or a positive number of milliseconds", v)
+			case ms == -1:
+				s.Retention = -1
+			default:
+				s.Retention = time.Duration(ms) * time.Millisecond
+			}
+			return nil
+		},
+		isDef: func(s broker.TopicSettings) bool { return s.Retention == broker.DefaultTopicRetention },
+	},
+	{
+		name: "retention.bytes", typ: kmsg.ConfigTypeLong,
+		get: func(s broker.TopicSettings) string {
+			if s.RetentionBytes <= 0 {
+				return "-1"
+			}
+			return strconv.FormatInt(s.RetentionBytes, 10)
+		},
+		set: func(s *broker.TopicSettings, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < -1 {
+				return fmt.Errorf("retention.bytes %q: want -1 or a number of bytes", v)
+			}
+			s.RetentionBytes = n
+			return nil
+		},
+		isDef: func(s broker.TopicSettings) bool { return s.RetentionBytes <= 0 },
+	},
+	{
+		name: "max.message.bytes", typ: kmsg.ConfigTypeInt,
+		get:  func(s broker.TopicSettings) string { return strconv.Itoa(s.MaxMessageBytes) },
+		set: func(s *broker.TopicSettings, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("max.message.bytes %q: want a positive number of bytes", v)
+			}
+			s.MaxMessageBytes = n
+			return nil
+		},
+		isDef: func(s broker.TopicSettings) bool { return s.MaxMessageBytes == broker.DefaultTopicMaxMessageBytes },
+	},
+	{
+		name: "cleanup.policy", typ: kmsg.ConfigTypeList,
+		get:  func(s broker.TopicSettings) string { return s.CleanupPolicy },
+		set: func(s *broker.TopicSettings, v string) error {
+			s.CleanupPolicy = v // the broker refuses what it does not implement
+			return nil
+		},
+		isDef: func(s broker.TopicSettings) bool { return s.CleanupPolicy == broker.CleanupDelete },
+	},
+}
+
+// fixedTopicConfigs are read-only facts of a one-node sluice that tools
+// commonly ask about; CreateTopics accepts them only at these values.
+var fixedTopicConfigs = []struct{ name, value string }{
+	{"min.insync.replicas", "1"},
+	{"compression.type", "producer"},
+	{"message.timestamp.type", "CreateTime"},
+}
+
+// applyTopicConfigs sets the configs a CreateTopics request carries.
+func applyTopicConfigs(s *broker.TopicSettings, cfgs []kmsg.CreateTopicsRequestTopicConfig) error {
+next:
+	for _, cfg := range cfgs {
+		if cfg.Value == nil {
+			continue // null means the default
+		}
+		for _, tc := range topicConfigs {
+			if tc.name == cfg.Name {
+				if err := tc.set(s, *cfg.Value); err != nil {
+					return err
+				}
+				continue next
+			}
+		}
+		for _, f := range fixedTopicConfigs {
+			if f.name == cfg.Name && f.value == *cfg.Value {
+				continue next
+			}
+		}
+		return fmt.Errorf("config %s=%q is not supported by sluice", cfg.Name, *cfg.Value)
+	}
+	return nil
+}
