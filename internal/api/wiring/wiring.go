@@ -25,9 +25,10 @@ type Options struct {
 	// MaintenanceInterval is how often retention and due-message wakeups
 	// run. Default 1s.
 	MaintenanceInterval time.Duration
-	// Opened, when set, receives the broker once it is open (sluicetest uses
-	// it; a future front-end registers here too).
-	Opened func(*broker.Broker)
+	// Opened, when set, runs once the broker is open and the native API is
+	// mounted: the place to attach more front-ends (Kafka, SQS) with
+	// s.RegisterFrontend, or for a test to keep the broker.
+	Opened func(s *server.Server, b *broker.Broker) error
 }
 
 // Setup returns the server.Setup that brings the broker and the native API up.
@@ -60,7 +61,7 @@ func Setup(opts Options) server.Setup {
 			s.RegisterHTTP(r.Pattern, r.Handler)
 		}
 		if opts.Opened != nil {
-			opts.Opened(b)
+			return opts.Opened(s, b)
 		}
 		return nil
 	}
