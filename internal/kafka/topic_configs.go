@@ -65,7 +65,7 @@ var topicConfigs = []topicConfig{
 	},
 	{
 		name: "max.message.bytes", typ: kmsg.ConfigTypeInt,
-		get:  func(s broker.TopicSettings) string { return strconv.Itoa(s.MaxMessageBytes) },
+		get: func(s broker.TopicSettings) string { return strconv.Itoa(s.MaxMessageBytes) },
 		set: func(s *broker.TopicSettings, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
@@ -78,7 +78,7 @@ var topicConfigs = []topicConfig{
 	},
 	{
 		name: "cleanup.policy", typ: kmsg.ConfigTypeList,
-		get:  func(s broker.TopicSettings) string { return s.CleanupPolicy },
+		get: func(s broker.TopicSettings) string { return s.CleanupPolicy },
 		set: func(s *broker.TopicSettings, v string) error {
 			s.CleanupPolicy = v // the broker refuses what it does not implement
 			return nil
