@@ -77,6 +77,10 @@ func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
 		return nil, toAPIError(err)
 	}
 	ds, err := h.b.Receive(c.ctx, name, opts)
+	if c.ctx.Err() != nil {
+		// The client hung up during a long poll; nobody reads the answer.
+		return receiveMessageOutput{}, nil
+	}
 	if err != nil {
 		return nil, toAPIError(err)
 	}
