@@ -55,9 +55,10 @@ func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch
 	return offsets, nil
 }
 
-// writeLocked writes the batches to the active segment in one write, rolling
-// first if needed. On a failed or short write it cuts the file back so the
-// log stays a sequence of whole batches. Called with wmu held.
+// writeLocked places the batches at the end of the active segment, rolling
+// first if needed: under SyncAlways into the pending buffer the syncer
+// writes, otherwise straight into the file (a failed or short write is cut
+// back so the log stays a sequence of whole batches). Called with wmu held.
 func (l *Log) writeLocked(batches [][]byte, setEpoch bool, epoch int32) (offsets []int64, end, gen int64, err error) {
 	if l.closing.Load() {
 		return nil, 0, 0, ErrClosed
@@ -79,66 +80,89 @@ func (l *Log) writeLocked(batches [][]byte, setEpoch bool, epoch int32) (offsets
 	if pos+int64(total) > math.MaxUint32 || l.next+count-seg.base > math.MaxUint32 {
 		return nil, 0, 0, fmt.Errorf("%w: %d bytes at position %d", ErrTooLarge, total, pos)
 	}
-	buf := l.wbuf[:0]
 	offsets = make([]int64, len(batches))
-	next := l.next
-	for i, b := range batches {
-		start := len(buf)
-		buf = append(buf, b...)
-		batch.SetBaseOffset(buf[start:], next)
-		if setEpoch {
-			batch.SetLeaderEpoch(buf[start:], epoch)
+	if l.opts.Sync.Mode == SyncAlways {
+		// Group commit: the syncer writes everything pending with one
+		// write(2) right before its fdatasync. Appenders never enter the
+		// kernel, so they neither pay a syscall each nor wait on pages the
+		// running sync is writing back.
+		if l.pend.size == 0 {
+			l.pendPos, l.pendStart = pos, l.next
 		}
-		h, _ := batch.ParseHeader(b)
-		offsets[i] = next
-		next += int64(h.LastOffsetDelta) + 1
-	}
-	if cap(buf) <= 4<<20 {
-		l.wbuf = buf // reuse small buffers; let big ones go
-	}
-	if err := l.writeSegment(seg, pos, buf); err != nil {
-		return nil, 0, 0, err
-	}
-	l.indexWritten(seg, batches, offsets, pos)
-	l.next = next
-	seg.size.Store(pos + int64(len(buf)))
-	if l.opts.Sync.Mode != SyncAlways {
+		next := l.pend.add(batches, offsets, l.next, setEpoch, epoch)
+		l.commitWritten(seg, batches, offsets, pos, next)
+	} else {
+		buf, next := stamp(l.wbuf[:0], batches, offsets, l.next, setEpoch, epoch)
+		if cap(buf) <= 4<<20 {
+			l.wbuf = buf // reuse small buffers; let big ones go
+		}
+		if err := l.writeSegment(seg, pos, buf); err != nil {
+			return nil, 0, 0, err
+		}
+		l.commitWritten(seg, batches, offsets, pos, next)
 		l.publish(seg, pos+int64(len(buf)), next)
 	}
 	l.stateMu.Lock()
 	gen = l.gen
 	l.stateMu.Unlock()
-	return offsets, next, gen, nil
+	return offsets, l.next, gen, nil
+}
+
+// stamp appends the batches to dst with consecutive base offsets from next
+// (and the epoch if set), filling offsets; it returns the offset after them.
+func stamp(dst []byte, batches [][]byte, offsets []int64, next int64, setEpoch bool, epoch int32) ([]byte, int64) {
+	for i, b := range batches {
+		start := len(dst)
+		dst = append(dst, b...)
+		batch.SetBaseOffset(dst[start:], next)
+		if setEpoch {
+			batch.SetLeaderEpoch(dst[start:], epoch)
+		}
+		h, _ := batch.ParseHeader(b)
+		offsets[i] = next
+		next += int64(h.LastOffsetDelta) + 1
+	}
+	return dst, next
+}
+
+// commitWritten records batches placed at pos (in the file or pending):
+// index entries, the log end, the segment's logical size.
+func (l *Log) commitWritten(seg *segment, batches [][]byte, offsets []int64, pos, next int64) {
+	size := pos
+	seg.ix.Lock()
+	for i, b := range batches {
+		h, _ := batch.ParseHeader(b)
+		seg.index.note(uint32(offsets[i]-seg.base), size, int64(len(b)), h.MaxTimestamp)
+		size += int64(len(b))
+	}
+	seg.ix.Unlock()
+	l.next = next
+	seg.size.Store(size)
 }
 
 // writeSegment writes buf at the end of seg (at pos). A failed or short
 // write (ENOSPC, EIO) is undone by truncating back to pos: the log stays
 // consistent and a later append can succeed once space is freed. If even the
 // undo fails the log needs recovery.
-func (l *Log) writeSegment(seg *segment, pos int64, buf []byte) error {
-	n, err := seg.log.Write(buf)
-	if err == nil && n == len(buf) {
-		return nil
+func (l *Log) writeSegment(seg *segment, pos int64, bufs ...[]byte) error {
+	var err error
+	for _, buf := range bufs {
+		var n int
+		if n, err = seg.log.Write(buf); err == nil && n != len(buf) {
+			err = fmt.Errorf("short write: %d of %d bytes", n, len(buf))
+		}
+		if err != nil {
+			break
+		}
 	}
 	if err == nil {
-		err = fmt.Errorf("short write: %d of %d bytes", n, len(buf))
+		return nil
 	}
 	werr := fmt.Errorf("storage: append to %s: %w", seg.path(logSuffix), err)
 	if terr := seg.log.Truncate(pos); terr != nil {
 		l.fail(fmt.Errorf("%w: undo of a failed write: %w (write: %v)", ErrNeedsRecovery, terr, err))
 	}
 	return werr
-}
-
-// indexWritten adds index entries for batches just written at pos.
-func (l *Log) indexWritten(seg *segment, batches [][]byte, offsets []int64, pos int64) {
-	seg.ix.Lock()
-	defer seg.ix.Unlock()
-	for i, b := range batches {
-		h, _ := batch.ParseHeader(b)
-		seg.index.note(uint32(offsets[i]-seg.base), pos, int64(len(b)), h.MaxTimestamp)
-		pos += int64(len(b))
-	}
 }
 
 // maybeRoll starts a new segment when the active one is non-empty and the
@@ -167,6 +191,9 @@ func (l *Log) roll() error {
 	old := l.active
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	if err := l.flushPendingLocked(); err != nil {
+		return err
+	}
 	// Sealed segments are always synced, whatever the policy: recovery
 	// scans only the last segment, so every other one must be whole. It
 	// costs one fdatasync per segment.

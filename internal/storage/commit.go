@@ -51,23 +51,34 @@ func (l *Log) Sync() error {
 	return l.syncOnce()
 }
 
-// syncOnce fdatasyncs the active segment up to the current end and
-// publishes it. Errors are recorded in l.failed and returned.
+// syncOnce writes the pending buffer (SyncAlways), fdatasyncs the active
+// segment and publishes the new end. Errors are returned; a failed fdatasync
+// is also recorded in l.failed, a failed write is repaired.
 func (l *Log) syncOnce() error {
 	l.wmu.Lock()
-	seg, size, next := l.active, l.active.size.Load(), l.next
-	l.wmu.Unlock()
-
 	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
+	l.repairLocked()
+	seg, size, next := l.active, l.active.size.Load(), l.next
+	buf, pos, start := l.pend, l.pendPos, l.pendStart
+	l.pend = pending{}
+	l.wmu.Unlock()
+	defer buf.release()
+
 	if err := l.failure(); err != nil {
-		return err
+		l.syncMu.Unlock()
+		return err // never write after a failed sync: recovery decides
 	}
+	if buf.size > 0 {
+		if err := l.writeSegment(seg, pos, buf.bufs()...); err != nil {
+			l.writeFailed = &writeFailure{err: err, pos: pos, offset: start}
+			l.syncMu.Unlock()
+			l.repair()
+			return err
+		}
+	}
+	defer l.syncMu.Unlock()
 	if next <= l.syncedNext {
 		return nil // covered by an earlier sync or a roll
-	}
-	if seg.deleted.Load() || seg.size.Load() < size {
-		return nil // truncated under us; the truncation synced
 	}
 	if err := seg.log.Sync(); err != nil {
 		err = fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, seg.path(logSuffix), err)
@@ -80,6 +91,66 @@ func (l *Log) syncOnce() error {
 	seg.ix.Unlock()
 	l.publish(seg, size, next)
 	return nil
+}
+
+// writeFailure is a group write that failed and was cut back to pos.
+type writeFailure struct {
+	err    error
+	pos    int64 // file position where the failed write started
+	offset int64 // offset of its first batch
+}
+
+// flushPendingLocked writes the pending buffer to the file, repairing on
+// failure. Called with wmu and syncMu held (roll, TruncateSuffix).
+func (l *Log) flushPendingLocked() error {
+	l.repairLocked()
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if l.pend.size == 0 {
+		return nil
+	}
+	err := l.writeSegment(l.active, l.pendPos, l.pend.bufs()...)
+	l.pend.release()
+	if err != nil {
+		l.writeFailed = &writeFailure{err: err, pos: l.pendPos, offset: l.pendStart}
+		l.repairLocked()
+		return err
+	}
+	return nil
+}
+
+func (l *Log) repair() {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.repairLocked()
+}
+
+// repairLocked undoes the in-memory effects of a failed group write: every
+// batch placed from the failed position on (the failed group and anything
+// appended since) is dropped and its appender fails with the write error.
+// The file was already cut back. Called with wmu and syncMu held.
+func (l *Log) repairLocked() {
+	wf := l.writeFailed
+	if wf == nil {
+		return
+	}
+	l.writeFailed = nil
+	seg := l.active
+	l.pend.release()
+	seg.size.Store(wf.pos)
+	l.next = wf.offset
+	seg.ix.Lock()
+	_, err := seg.reindexTail(wf.pos)
+	seg.ix.Unlock()
+	if err != nil {
+		l.fail(fmt.Errorf("%w: reindex after a failed write: %w", ErrNeedsRecovery, err))
+	}
+	l.stateMu.Lock()
+	l.dropLocked(l.hw.Load(), wf.err)
+	l.stateMu.Unlock()
 }
 
 // publish makes batches below next (ending at byte size of seg) visible to
@@ -119,16 +190,55 @@ func (l *Log) failure() error {
 	return l.failed
 }
 
+// drop records that placed batches at or after offset kept were dropped
+// (a failed write, a truncation): appenders waiting on them fail with err.
+type drop struct {
+	gen  int64 // gen after the drop
+	kept int64 // batches ending at or below this offset survived it
+	err  error
+}
+
+// maxDrops bounds the remembered drops; a waiter older than all of them
+// gets ErrTruncated, its outcome unknown.
+const maxDrops = 32
+
+// dropLocked increments gen. Called with stateMu held.
+func (l *Log) dropLocked(kept int64, err error) {
+	l.gen++
+	l.drops = append(l.drops, drop{gen: l.gen, kept: kept, err: err})
+	if len(l.drops) > maxDrops {
+		l.drops = l.drops[len(l.drops)-maxDrops:]
+	}
+	l.notifyLocked()
+}
+
+// droppedLocked reports why batches ending at end, placed at gen, were
+// dropped, or nil if they survived every drop since.
+func (l *Log) droppedLocked(end, gen int64) error {
+	if gen == l.gen {
+		return nil
+	}
+	if len(l.drops) == 0 || l.drops[0].gen > gen+1 {
+		return ErrTruncated
+	}
+	for _, d := range l.drops {
+		if d.gen > gen && end > d.kept {
+			return d.err
+		}
+	}
+	return nil
+}
+
 // waitDurable waits until the high watermark reaches end, the log fails, or
-// a truncation removes the batches (gen changed).
+// the batches are dropped.
 func (l *Log) waitDurable(ctx context.Context, end, gen int64) error {
 	for {
 		l.stateMu.Lock()
-		hw, ch, failed, g := l.hw.Load(), l.hwCh, l.failed, l.gen
+		hw, ch, failed, dropped := l.hw.Load(), l.hwCh, l.failed, l.droppedLocked(end, gen)
 		l.stateMu.Unlock()
 		switch {
-		case g != gen:
-			return ErrTruncated
+		case dropped != nil:
+			return dropped
 		case hw >= end:
 			return nil
 		case failed != nil:

@@ -187,3 +187,60 @@ func TestRollFailureLeavesLogUsable(t *testing.T) {
 		t.Fatal("did not roll")
 	}
 }
+
+// TestDiskFullUnderGroupCommit: when the group write of many concurrent
+// appends runs out of space, every append of the group fails with ENOSPC,
+// the ones that succeeded are readable at their offsets, and the log goes on.
+func TestDiskFullUnderGroupCommit(t *testing.T) {
+	efs, o, l, _ := faultLog(t)
+	efs.SetSpace(3000) // room for a few batches, not all
+	type result struct {
+		b   []byte
+		off int64
+		err error
+	}
+	results := make([]result, 16)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := mkBatch(t, 1, 300, int64(i))
+			offs, err := l.Append(context.Background(), b)
+			results[i] = result{b: b, err: err}
+			if err == nil {
+				results[i].off = offs[0]
+			}
+		}()
+	}
+	wg.Wait()
+	failed := 0
+	for _, r := range results {
+		if r.err != nil {
+			if !errors.Is(r.err, syscall.ENOSPC) {
+				t.Fatalf("append error %v", r.err)
+			}
+			failed++
+			continue
+		}
+		got, err := l.Read(r.off, 1)
+		if err != nil || !sameBatch(got, r.b, r.off) {
+			t.Fatalf("acknowledged batch at %d unreadable: %v", r.off, err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("nothing ran out of space")
+	}
+	efs.SetSpace(vfs.Unlimited)
+	hw := l.HighWatermark()
+	if offs := mustAppend(t, l, mkBatch(t, 1, 1, 1)); offs[0] != hw {
+		t.Fatalf("append after space freed at %d, hw was %d", offs[0], hw)
+	}
+	checkAllReadable(t, l)
+	l.Close()
+	l = mustOpen(t, o)
+	defer l.Close()
+	if l.HighWatermark() != hw+1 {
+		t.Fatalf("after reopen hw %d, want %d", l.HighWatermark(), hw+1)
+	}
+}

@@ -19,7 +19,8 @@ func (l *Log) ApplyRetention() (int, error) {
 	n := 0
 	if rt := l.opts.RetentionTime; rt > 0 {
 		cutoff := l.opts.Now().Add(-rt).UnixMilli()
-		for len(l.segs) > 1 && l.segs[0].maxTimestamp() < cutoff {
+		// A segment without timestamps (-1) is kept: its age is unknown.
+		for len(l.segs) > 1 && inRange(l.segs[0].maxTimestamp(), 0, cutoff) {
 			n++
 			if err := l.dropFirstLocked(); err != nil {
 				return n, err
@@ -82,3 +83,6 @@ func (l *Log) syncDirIf(changed bool) error {
 	}
 	return l.opts.FS.SyncDir(l.opts.Dir)
 }
+
+// inRange reports whether lo <= v < hi.
+func inRange(v, lo, hi int64) bool { return v >= lo && v < hi }

@@ -81,15 +81,21 @@ type Log struct {
 
 	// wmu serializes writers: it guards active, next, wbuf, and the size and
 	// index of the active segment. Lock order: wmu, syncMu, mu, segment.ix, stateMu.
-	wmu    sync.Mutex
-	active *segment
-	next   int64 // offset the next batch gets (log end offset)
-	wbuf   []byte
+	wmu       sync.Mutex
+	active    *segment
+	next      int64 // offset the next batch gets (log end offset)
+	wbuf      []byte
+	pend      pending // SyncAlways: batches placed but not yet written to the file
+	pendPos   int64   // file position of pend[0]
+	pendStart int64   // offset of the first pending batch
 
-	// syncMu serializes fdatasyncs with rolls and truncations, and guards
-	// syncedNext and gen.
-	syncMu     sync.Mutex
-	syncedNext int64 // everything below is durable
+	// syncMu serializes writes of the pending buffer and fdatasyncs with
+	// rolls and truncations, and guards the fields below. Held from taking
+	// the pending buffer until its sync is published, so buffers reach the
+	// file in order.
+	syncMu      sync.Mutex
+	syncedNext  int64         // everything below is durable
+	writeFailed *writeFailure // a group write failed; repair before the next write
 
 	// mu guards segs and the lifetime of segment files: files are closed or
 	// removed only under mu.Lock, readers do positional reads under RLock.
@@ -101,7 +107,8 @@ type Log struct {
 	stateMu sync.Mutex
 	hwCh    chan struct{} // closed and replaced whenever hw, failed or closed change
 	failed  error         // first fatal error; appends fail with it
-	gen     int64         // incremented by TruncateSuffix
+	gen     int64         // incremented whenever placed batches are dropped
+	drops   []drop        // the latest increments of gen
 	hw      atomic.Int64  // high watermark; written under stateMu
 	start   atomic.Int64  // log start offset; written under mu
 

@@ -32,6 +32,9 @@ func (l *Log) TruncateSuffix(offset int64) error {
 	if offset >= l.next {
 		return nil
 	}
+	if err := l.flushPendingLocked(); err != nil {
+		return err
+	}
 	var next int64
 	for len(l.segs) > 1 && l.segs[len(l.segs)-1].base >= offset {
 		s := l.segs[len(l.segs)-1]
@@ -61,8 +64,7 @@ func (l *Log) TruncateSuffix(offset int64) error {
 	l.stateMu.Lock()
 	seg.committed.Store(min(seg.committed.Load(), seg.size.Load()))
 	l.hw.Store(min(l.hw.Load(), next))
-	l.gen++
-	l.notifyLocked()
+	l.dropLocked(next, ErrTruncated)
 	l.stateMu.Unlock()
 	return nil
 }

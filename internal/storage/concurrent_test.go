@@ -1,0 +1,122 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// TestConcurrentUse runs appenders, readers of every kind, long-pollers and
+// retention at once on the real file system (run with -race). Readers may
+// see ErrOffsetOutOfRange for offsets retention deleted, nothing else.
+func TestConcurrentUse(t *testing.T) {
+	o := testOptions(t, vfs.Default, t.TempDir())
+	o.SegmentBytes, o.IndexIntervalBytes = 8<<10, 512
+	l := mustOpen(t, o)
+	defer l.Close()
+	const appenders, perAppender = 4, 150
+	ctx := context.Background()
+	var writers, readers sync.WaitGroup
+	errs := make(chan error, 64)
+	for range appenders {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			b := mkBatch(t, 3, 100, 1)
+			for range perAppender {
+				if _, err := l.Append(ctx, b); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	rctx, cancel := context.WithCancel(ctx)
+	ok := func(err error) bool { return err == nil || errors.Is(err, ErrOffsetOutOfRange) }
+	for r := range 3 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for off := int64(0); ; {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := l.Wait(rctx, off); err != nil {
+					if !errors.Is(err, context.Canceled) {
+						errs <- err
+					}
+					return
+				}
+				off = max(off, l.LogStartOffset())
+				var err error
+				switch r {
+				case 0:
+					var b []byte
+					if b, err = l.Read(off, 4096); err == nil && len(b) > 0 {
+						if verr := batch.Validate(b[:mustFrame(b)], 0); verr != nil {
+							err = verr
+						}
+					}
+				case 1:
+					var s Section
+					if s, err = l.ReadSection(off, 4096); err == nil {
+						if _, werr := s.WriteTo(io.Discard); werr != nil && !l.segGone(off) {
+							err = werr
+						}
+					}
+				case 2:
+					_, err = l.OffsetForTime(1)
+				}
+				if !ok(err) {
+					errs <- err
+					return
+				}
+				off++
+			}
+		}()
+	}
+	readers.Add(1)
+	go func() { // retention
+		defer readers.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := l.DeleteBelow(l.HighWatermark() - 200); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	writers.Wait()
+	close(done)
+	cancel() // readers parked in Wait past the end
+	readers.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if hw := l.HighWatermark(); hw != appenders*perAppender*3 {
+		t.Fatalf("hw %d", hw)
+	}
+	checkAllReadable(t, l)
+}
+
+func mustFrame(b []byte) int64 {
+	n, _ := batch.FrameSize(b)
+	return n
+}
+
+// segGone reports whether offset is below the log start now (its segment was
+// deleted while a section of it was being sent).
+func (l *Log) segGone(offset int64) bool { return offset < l.LogStartOffset() }
