@@ -8,20 +8,25 @@ import (
 
 // Group commit.
 //
-// Appenders write their batches into the file under wmu (a write(2) each,
-// no sync), then kick the syncer and wait. The syncer, a goroutine owned by
-// the Log, takes a snapshot of the log end, runs one fdatasync, and publishes
-// the snapshot as the new high watermark, which wakes every appender whose
-// data it covered. While one fdatasync runs, new appenders keep writing, and
-// the next fdatasync covers all of them: the number of syncs per second stays
-// at the disk's rate while the number of appends per sync grows with the
-// number of concurrent appenders.
+// Under SyncAlways an appender validates its batches, then, under wmu,
+// assigns offsets and copies them into the pending buffer (no system call),
+// kicks the syncer and waits. The syncer, a goroutine owned by the Log,
+// takes the pending buffer and the log end under wmu, writes the buffer
+// with one write(2), runs one fdatasync, and publishes the new high
+// watermark, which wakes every appender whose batches it covered. While one
+// group is being written and synced, appenders keep filling the next
+// buffer: syncs per second stay at the disk's rate while appends per sync
+// grow with the number of concurrent appenders.
 //
 // A failed fdatasync is final (fsyncgate): the kernel may already have
 // dropped the dirty pages, so retrying could report success for lost data.
 // The log then fails every waiting and future append with ErrNeedsRecovery
 // and keeps serving reads of what was acknowledged; reopening it runs
 // recovery, which keeps only whole, checksummed batches.
+//
+// A failed write (ENOSPC, EIO, short) is not final: the file is cut back to
+// where the group started, every batch placed from there on is dropped (its
+// appender gets the error), and the log goes on.
 
 // syncLoop runs syncs on demand (SyncAlways) or on a ticker (SyncInterval)
 // until Close closes l.stop.
