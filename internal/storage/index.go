@@ -182,7 +182,9 @@ func readTimeIndex(fsys vfs.FS, path string) ([]timeEntry, error) {
 	var out []timeEntry
 	for i := 0; i+timeEntrySize <= len(b); i += timeEntrySize {
 		e := timeEntry{ts: int64(binary.BigEndian.Uint64(b[i:])), rel: binary.BigEndian.Uint32(b[i+8:]), pos: -1}
-		if len(out) > 0 && (e.ts <= out[len(out)-1].ts || e.rel < out[len(out)-1].rel) {
+		// Timestamps increase; only the final entry of a sealed segment may
+		// repeat the one before it.
+		if len(out) > 0 && (e.ts < out[len(out)-1].ts || e.rel < out[len(out)-1].rel) {
 			break
 		}
 		out = append(out, e)
@@ -212,9 +214,12 @@ func readAll(fsys vfs.FS, path string) ([]byte, error) {
 }
 
 // readLastTime reads only the last entry of a sealed segment's time index:
-// the newest timestamp in the segment, written when it was sealed. It costs
-// one small read, so Open stays independent of the data size.
-func readLastTime(fsys vfs.FS, path string) (int64, bool) {
+// the newest timestamp in the segment, written when it was sealed with the
+// relative offset of the next segment. It costs one small read, so Open
+// stays independent of the data size. ok is false unless the entry is that
+// final one (a short or missing index: the timestamp is then found by a scan
+// when needed).
+func readLastTime(fsys vfs.FS, path string, nextRel int64) (ts int64, ok bool) {
 	f, err := fsys.Open(path)
 	if err != nil {
 		return -1, false
@@ -226,6 +231,9 @@ func readLastTime(fsys vfs.FS, path string) (int64, bool) {
 	}
 	var b [timeEntrySize]byte
 	if _, err := f.ReadAt(b[:], n-timeEntrySize); err != nil {
+		return -1, false
+	}
+	if int64(binary.BigEndian.Uint32(b[8:])) != nextRel {
 		return -1, false
 	}
 	return int64(binary.BigEndian.Uint64(b[:])), true

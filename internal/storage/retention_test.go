@@ -236,3 +236,30 @@ func writeFile(t *testing.T, fs vfs.FS, path string, b []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestShortTimeIndex cuts the final entry off a sealed segment's time index:
+// its newest timestamp must then come from a scan, not from the entry
+// before (which would make retention delete it early).
+func TestShortTimeIndex(t *testing.T) {
+	clk := newClock()
+	mfs := vfs.NewMem()
+	o, l := segmentedLog(t, mfs, clk)
+	path := l.segs[0].path(timeIndexSuffix)
+	l.Close()
+	b := readFile(t, mfs, path)
+	if len(b) < 2*timeEntrySize {
+		t.Fatalf("time index of %d bytes", len(b))
+	}
+	writeFile(t, mfs, path, b[:len(b)-timeEntrySize])
+	l = mustOpen(t, o)
+	defer l.Close()
+	clk.t = clk.t.Add(61500 * time.Millisecond) // cutoff: 1.5 s after the first batch
+	l.opts.RetentionTime = time.Minute
+	if n, err := l.ApplyRetention(); err != nil || n != 0 {
+		t.Fatalf("deleted %d (%v): segment 0 holds a batch at 2 s", n, err)
+	}
+	clk.t = clk.t.Add(time.Second)
+	if n, err := l.ApplyRetention(); err != nil || n != 1 {
+		t.Fatalf("deleted %d (%v), want 1", n, err)
+	}
+}

@@ -121,7 +121,8 @@ func (s *segment) ensureLoaded() error {
 	size := s.size.Load()
 	offs, err1 := readOffsetIndex(s.fs, s.path(indexSuffix), size)
 	times, err2 := readTimeIndex(s.fs, s.path(timeIndexSuffix))
-	if err1 == nil && err2 == nil && (size == 0 || len(times) > 0) {
+	sealedOK := len(times) > 0 && s.base+int64(times[len(times)-1].rel) == s.sealedNext
+	if err1 == nil && err2 == nil && (size == 0 || sealedOK) {
 		x.offsets, x.times, x.loaded = offs, times, true
 		if len(times) > 0 {
 			x.maxTS, x.maxTSKnown = times[len(times)-1].ts, true
@@ -173,9 +174,12 @@ func (s *segment) seal(next int64, durable bool) error {
 	defer s.ix.Unlock()
 	x := &s.index
 	size := s.size.Load()
-	if x.maxTS >= 0 && (len(x.times) == 0 || x.maxTS > x.times[len(x.times)-1].ts) {
+	// The final entry is written even if the maximum did not grow since the
+	// last one: Open recognizes a complete index by it.
+	if x.maxTS >= 0 {
 		x.times = append(x.times, timeEntry{ts: x.maxTS, rel: uint32(next - s.base), pos: size - 1})
 	}
+	s.sealedNext = next
 	x.flush(size)
 	var err error
 	if durable && x.idxFile != nil && !x.broken {

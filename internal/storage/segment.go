@@ -58,6 +58,9 @@ type segment struct {
 	// committed is how many bytes readers may see (acknowledged data).
 	committed atomic.Int64
 	created   time.Time // for roll by age; reset to Now at Open
+	// sealedNext is the offset after a sealed segment (the next one's base);
+	// written under Log.wmu and Log.mu when the segment is sealed or reopened.
+	sealedNext int64
 
 	ix      sync.Mutex // guards index below
 	index   segIndex

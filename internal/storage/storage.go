@@ -191,8 +191,9 @@ func (l *Log) openSegments() error {
 		}
 		l.segs = append(l.segs, s)
 	}
-	for _, s := range l.segs[:len(l.segs)-1] {
-		if ts, ok := readLastTime(fs, s.path(timeIndexSuffix)); ok {
+	for i, s := range l.segs[:len(l.segs)-1] {
+		s.sealedNext = l.segs[i+1].base
+		if ts, ok := readLastTime(fs, s.path(timeIndexSuffix), s.sealedNext-s.base); ok {
 			s.index.maxTS, s.index.maxTSKnown = ts, true
 		}
 	}
