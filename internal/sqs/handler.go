@@ -38,9 +38,10 @@ const (
 
 // Handler serves the SQS API over a broker. It is safe for concurrent use.
 type Handler struct {
-	b   *broker.Broker
-	cfg Config
-	log *slog.Logger
+	b        *broker.Broker
+	cfg      Config
+	log      *slog.Logger
+	attempts attempts // FIFO ReceiveRequestAttemptId answers (receive_attempts.go)
 }
 
 // NewHandler returns the SQS front-end for b.

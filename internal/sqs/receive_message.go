@@ -76,6 +76,22 @@ func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
 	if err != nil {
 		return nil, toAPIError(err)
 	}
+	attemptID := ""
+	if s.FIFO {
+		attemptID = in.ReceiveRequestAttemptID
+	}
+	if attemptID != "" {
+		if !fifoIDRE.MatchString(attemptID) {
+			return nil, invalidValue("ReceiveRequestAttemptId", attemptID, "must be 1 to 128 letters, digits or punctuation")
+		}
+		visibility := opts.Visibility
+		if visibility == 0 {
+			visibility = s.VisibilityTimeout
+		}
+		if msgs, ok := h.replayAttempt(c.ctx, name, attemptID, visibility); ok {
+			return receiveMessageOutput{Messages: msgs}, nil
+		}
+	}
 	ds, err := h.b.Receive(c.ctx, name, opts)
 	if c.ctx.Err() != nil {
 		// The client hung up during a long poll; nobody reads the answer.
@@ -87,6 +103,9 @@ func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
 	out := receiveMessageOutput{}
 	for _, d := range ds {
 		out.Messages = append(out.Messages, h.message(d, s.FIFO, sysNames, in.MessageAttributeNames))
+	}
+	if attemptID != "" {
+		h.rememberAttempt(name, attemptID, out.Messages)
 	}
 	return out, nil
 }

@@ -209,3 +209,34 @@ func TestSeedWorkQueueTrace(t *testing.T) {
 	}
 	e.wantDepth(url, 0, 0)
 }
+
+func TestFIFOReceiveRequestAttemptID(t *testing.T) {
+	e := newEnv(t)
+	url := e.createQueue("retry.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
+	e.sendFIFO(url, "m1", "g1", "")
+	e.sendFIFO(url, "m2", "g2", "")
+	receive := func(attempt string) []types.Message {
+		out, err := e.c.ReceiveMessage(e.ctx, &awssqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 1, ReceiveRequestAttemptId: aws.String(attempt)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Messages
+	}
+	first := receive("attempt-1")
+	retry := receive("attempt-1")
+	if len(first) != 1 || len(retry) != 1 || aws.ToString(retry[0].ReceiptHandle) != aws.ToString(first[0].ReceiptHandle) {
+		t.Fatalf("retry answered %v, want the first answer %v", retry, first)
+	}
+	other := receive("attempt-2")
+	if len(other) != 1 || aws.ToString(other[0].Body) == aws.ToString(first[0].Body) {
+		t.Fatalf("a new attempt id got %v", other)
+	}
+	if _, err := e.c.DeleteMessage(e.ctx, &awssqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: first[0].ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
+	// Its message is gone, so a retry of attempt-1 is a fresh receive (and
+	// both groups are in flight or empty now).
+	if again := receive("attempt-1"); len(again) != 0 {
+		t.Fatalf("retry after delete got %v", again)
+	}
+}
