@@ -73,6 +73,19 @@ func (m *crashModel) truncate(off int64) {
 	}
 }
 
+// forgetBelow drops acknowledged batches that retention deleted.
+func (m *crashModel) forgetBelow(start int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, set := range []map[int64]uint64{m.acked, m.pending} {
+		for o := range set {
+			if o < start {
+				delete(set, o)
+			}
+		}
+	}
+}
+
 // synced: everything acknowledged so far is durable.
 func (m *crashModel) synced() {
 	m.mu.Lock()
@@ -157,10 +170,18 @@ func TestCrashSimulation(t *testing.T) {
 			}
 			m.verify(t, l, what+" after open")
 			var inflight sync.WaitGroup
-			runCrashCycle(t, rng, l, m, o.Sync.Mode == SyncAlways, &inflight)
-			if rng.IntN(2) == 0 {
+			runCrashCycle(t, what, rng, l, m, o.Sync.Mode == SyncAlways, &inflight)
+			switch rng.IntN(5) {
+			case 0: // a clean shutdown: everything acknowledged stays
+				inflight.Wait()
+				if err := l.Close(); err != nil {
+					t.Fatalf("%s: Close: %v", what, err)
+				}
+				m.synced()
+				continue
+			case 1, 2:
 				mfs.CrashWithTornWrites(rng)
-			} else {
+			default:
 				mfs.Crash()
 			}
 			l.Close() // fails: its files died in the crash
@@ -171,7 +192,7 @@ func TestCrashSimulation(t *testing.T) {
 
 // runCrashCycle does random operations, sometimes leaving concurrent
 // appends in flight when it returns (the crash then cuts them).
-func runCrashCycle(t testing.TB, rng *rand.Rand, l *Log, m *crashModel, always bool, inflight *sync.WaitGroup) {
+func runCrashCycle(t testing.TB, what string, rng *rand.Rand, l *Log, m *crashModel, always bool, inflight *sync.WaitGroup) {
 	ctx := context.Background()
 	for range rng.IntN(25) {
 		switch op := rng.IntN(20); {
@@ -202,7 +223,16 @@ func runCrashCycle(t testing.TB, rng *rand.Rand, l *Log, m *crashModel, always b
 				t.Fatalf("TruncateSuffix(%d): %v", off, err)
 			}
 			m.truncate(off)
-			m.verify(t, l, fmt.Sprintf("after TruncateSuffix(%d)", off))
+			m.verify(t, l, fmt.Sprintf("%s: after TruncateSuffix(%d)", what, off))
+		case op < 19:
+			inflight.Wait()
+			if _, err := l.DeleteBelow(l.LogStartOffset() + rng.Int64N(l.HighWatermark()-l.LogStartOffset()+1)); err != nil {
+				t.Fatalf("DeleteBelow: %v", err)
+			}
+			m.forgetBelow(l.LogStartOffset())
+			if debugSeed >= 0 {
+				t.Logf("DeleteBelow -> start %d hw %d", l.LogStartOffset(), l.HighWatermark())
+			}
 		default:
 			concurrentAppends(t, rng, l, m, always, inflight)
 		}
