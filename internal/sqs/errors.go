@@ -37,6 +37,7 @@ var (
 	errIdsNotDistinct     = errKind{"BatchEntryIdsNotDistinct", "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", 400, true}
 	errInvalidBatchID     = errKind{"InvalidBatchEntryId", "AWS.SimpleQueueService.InvalidBatchEntryId", 400, true}
 	errBatchTooLong       = errKind{"BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong", 400, true}
+	errResourceNotFound   = errKind{"ResourceNotFoundException", "ResourceNotFoundException", 404, true}
 	errInvalidAddress     = errKind{"InvalidAddress", "InvalidAddress", 404, true}
 	errInvalidAction      = errKind{"InvalidAction", "InvalidAction", 400, true}
 	errMissingAction      = errKind{"MissingAction", "MissingAction", 400, true}
