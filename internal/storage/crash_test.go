@@ -138,7 +138,7 @@ func (m *crashModel) verify(t testing.TB, l *Log, what string) {
 var debugSeed = -1
 
 func TestCrashSimulation(t *testing.T) {
-	iterations := 3000
+	iterations := 2000
 	if testing.Short() {
 		iterations = 200
 	}
