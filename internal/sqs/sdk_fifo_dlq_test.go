@@ -240,3 +240,25 @@ func TestFIFOReceiveRequestAttemptID(t *testing.T) {
 		t.Fatalf("retry after delete got %v", again)
 	}
 }
+
+func TestFIFODuplicateInsideBatch(t *testing.T) {
+	e := newEnv(t)
+	url := e.createQueue("d.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
+	out, err := e.c.SendMessageBatch(e.ctx, &awssqs.SendMessageBatchInput{QueueUrl: &url, Entries: []types.SendMessageBatchRequestEntry{
+		{Id: aws.String("a"), MessageBody: aws.String("x"), MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String("same")},
+		{Id: aws.String("b"), MessageBody: aws.String("y"), MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String("same")},
+		{Id: aws.String("c"), MessageBody: aws.String("z"), MessageGroupId: aws.String("g")},
+		{Id: aws.String("d"), MessageBody: aws.String("z"), MessageGroupId: aws.String("g")},
+	}})
+	if err != nil || len(out.Successful) != 4 {
+		t.Fatalf("%v %+v", err, out)
+	}
+	ids := map[string]string{}
+	for _, s := range out.Successful {
+		ids[aws.ToString(s.Id)] = aws.ToString(s.MessageId)
+	}
+	if ids["a"] != ids["b"] || ids["c"] != ids["d"] || ids["a"] == ids["c"] {
+		t.Fatalf("message ids %v", ids)
+	}
+	e.wantDepth(url, 2, 0)
+}

@@ -1,6 +1,8 @@
 package sqs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/xml"
 
 	"github.com/sluice-mq/sluice/internal/broker"
@@ -64,11 +66,25 @@ func sendMessageBatch(h *Handler, c *call, in *sendMessageBatchInput) (any, erro
 	out := sendMessageBatchOutput{Successful: []sendBatchSuccess{}, Failed: []batchError{}}
 	var inputs []broker.SendInput
 	var pending []sendResult
+	dupOf := map[int]int{} // pending index → the earlier pending entry it repeats
+	first := map[string]int{}
 	for _, e := range in.Entries {
 		si, res, err := h.sendInput(c, s, e)
 		if err != nil {
 			out.Failed = append(out.Failed, failedEntry(e.ID, err))
 			continue
+		}
+		if s.FIFO {
+			// The broker deduplicates against earlier sends, not within
+			// one call; a repeat inside the batch is answered like the
+			// entry it repeats, as SQS does.
+			key := dedupKey(si)
+			if j, ok := first[key]; ok {
+				dupOf[len(pending)] = j
+				pending = append(pending, res)
+				continue
+			}
+			first[key] = len(pending)
 		}
 		inputs, pending = append(inputs, si), append(pending, res)
 	}
@@ -79,7 +95,16 @@ func sendMessageBatch(h *Handler, c *call, in *sendMessageBatchInput) (any, erro
 	if err != nil {
 		return nil, toAPIError(err)
 	}
-	for i, r := range results {
+	byPending := make([]broker.SendResult, len(pending))
+	for i, k := 0, 0; i < len(pending); i++ {
+		if j, ok := dupOf[i]; ok {
+			byPending[i] = byPending[j]
+			continue
+		}
+		byPending[i] = results[k]
+		k++
+	}
+	for i, r := range byPending {
 		if r.Err != nil {
 			out.Failed = append(out.Failed, failedEntry(pending[i].ID, r.Err))
 			continue
@@ -87,6 +112,16 @@ func sendMessageBatch(h *Handler, c *call, in *sendMessageBatchInput) (any, erro
 		out.Successful = append(out.Successful, sendBatchSuccess{sendResult: pending[i].with(r, s.FIFO)})
 	}
 	return out, nil
+}
+
+// dedupKey is the deduplication id the broker will give a FIFO input: the
+// explicit one, or the body's SHA-256 with content-based deduplication.
+func dedupKey(in broker.SendInput) string {
+	if in.DedupID != "" {
+		return in.DedupID
+	}
+	sum := sha256.Sum256(in.Body)
+	return hex.EncodeToString(sum[:])
 }
 
 // entrySize counts an entry as SQS does towards the batch limit: body plus
