@@ -93,7 +93,7 @@ func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
 		}
 	}
 	ds, err := h.b.Receive(c.ctx, name, opts)
-	if c.ctx.Err() != nil {
+	if err != nil && c.ctx.Err() != nil {
 		// The client hung up during a long poll; nobody reads the answer.
 		return receiveMessageOutput{}, nil
 	}
