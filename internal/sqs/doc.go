@@ -11,7 +11,12 @@
 // One file per action (create_queue.go, send_message.go, …). Queue
 // semantics — visibility, receipts, FIFO groups, dead letters, redrive —
 // live in internal/broker; anything two front-ends need belongs there, not
-// here. The package keeps no queue state of its own.
+// here.
+//
+// It must never keep queue state or decide queue semantics, and never call
+// below the broker. Its only memory is protocol idempotency: the answers of
+// FIFO receives by ReceiveRequestAttemptId, for 5 minutes
+// (receive_attempts.go).
 //
 // Signatures (SigV4 and the query protocol's AWSAccessKeyId) are parsed for
 // the sender id, never verified. Queue URLs are
