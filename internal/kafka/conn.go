@@ -65,7 +65,10 @@ func (c *conn) logEnd(err error) {
 	c.s.log.Warn("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "err", err)
 }
 
-var errConnReset = errors.New("connection reset")
+var (
+	errConnReset    = errors.New("connection reset")
+	errHandlerPanic = errors.New("request handler panicked")
+)
 
 // readFrame reads one size-prefixed request.
 func (c *conn) readFrame() ([]byte, error) {
@@ -130,7 +133,7 @@ func (c *conn) handle(frame []byte) (err error) {
 		if p := recover(); p != nil {
 			c.s.log.Error("kafka request handler panicked", "api", kmsg.NameForKey(h.key), "version", h.version,
 				"client_id", c.clientID, "panic", p, "stack", string(debug.Stack()))
-			err = fmt.Errorf("handler panic: %v", p)
+			err = fmt.Errorf("%w: %v", errHandlerPanic, p)
 		}
 	}()
 	ctx, cancel := context.WithCancel(c.s.ctx)
