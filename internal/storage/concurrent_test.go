@@ -19,7 +19,7 @@ func TestConcurrentUse(t *testing.T) {
 	o.SegmentBytes, o.IndexIntervalBytes = 8<<10, 512
 	l := mustOpen(t, o)
 	defer l.Close()
-	const appenders, perAppender = 4, 150
+	const appenders, perAppender = 4, 80
 	ctx := context.Background()
 	var writers, readers sync.WaitGroup
 	errs := make(chan error, 64)
@@ -84,13 +84,11 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	readers.Add(1)
-	go func() { // retention
+	go func() { // retention, after every advance of the high watermark
 		defer readers.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-done:
+		for hw := int64(0); ; hw = l.HighWatermark() {
+			if err := l.Wait(rctx, hw); err != nil {
 				return
-			default:
 			}
 			if _, err := l.DeleteBelow(l.HighWatermark() - 200); err != nil {
 				errs <- err

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -138,9 +140,12 @@ func (m *crashModel) verify(t testing.TB, l *Log, what string) {
 var debugSeed = -1
 
 func TestCrashSimulation(t *testing.T) {
-	iterations := 2000
+	iterations := 1000 // each runs 1-3 sequences ending in a crash
 	if testing.Short() {
-		iterations = 200
+		iterations = 100
+	}
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_CRASH_ITERATIONS")); err == nil {
+		iterations = n // longer soaks
 	}
 	for it := range iterations {
 		seed := uint64(it)
