@@ -182,6 +182,12 @@ func (b *Broker) producePartition(ctx context.Context, p *partitionRT, s TopicSe
 	return nil
 }
 
+// LeaderEpoch is stamped into every stored batch's partitionLeaderEpoch:
+// a single broker is always the leader of epoch 0. The Kafka front-end
+// reports it in Metadata and answers OffsetForLeaderEpoch(0) with the high
+// watermark. (A cluster will stamp its Raft term instead.)
+const LeaderEpoch int32 = 0
+
 // ProduceBatchesResult answers ProduceBatches.
 type ProduceBatchesResult struct {
 	// BaseOffsets, one per batch: where it was stored, or for a retried
@@ -248,7 +254,7 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches [][]
 		}
 	}
 	if !idempotent {
-		offs, err := p.log.Append(ctx, batches...)
+		offs, err := p.log.AppendEpoch(ctx, LeaderEpoch, batches...)
 		if err != nil {
 			return ProduceBatchesResult{}, mapStorageErr(err)
 		}
@@ -291,7 +297,7 @@ func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raw []byt
 			return 0, false, err
 		}
 	}
-	offs, err := p.log.Append(context.WithoutCancel(ctx), raw)
+	offs, err := p.log.AppendEpoch(context.WithoutCancel(ctx), LeaderEpoch, raw)
 	if err != nil {
 		return 0, false, mapStorageErr(err)
 	}
