@@ -59,6 +59,9 @@ func NewHandler(b *broker.Broker, cfg Config) *Handler {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	cfg.AdvertisedURL = strings.TrimRight(cfg.AdvertisedURL, "/")
+	if cfg.AdvertisedURL != "" && !strings.Contains(cfg.AdvertisedURL, "://") {
+		cfg.AdvertisedURL = "http://" + cfg.AdvertisedURL // a bare host:port, as --sqs-advertised-addr takes
+	}
 	return &Handler{b: b, cfg: cfg, log: cfg.Logger}
 }
 

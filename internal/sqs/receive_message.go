@@ -102,7 +102,7 @@ func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
 	}
 	out := receiveMessageOutput{}
 	for _, d := range ds {
-		out.Messages = append(out.Messages, h.message(d, s.FIFO, sysNames, in.MessageAttributeNames))
+		out.Messages = append(out.Messages, h.message(d, s, sysNames, in.MessageAttributeNames))
 	}
 	if attemptID != "" {
 		h.rememberAttempt(name, attemptID, out.Messages)
@@ -143,10 +143,10 @@ var messageSystemAttrs = []string{
 }
 
 // message renders a delivery with the requested attributes.
-func (h *Handler) message(d broker.Delivery, fifo bool, sysNames, attrNames []string) message {
+func (h *Handler) message(d broker.Delivery, s broker.QueueSettings, sysNames, attrNames []string) message {
 	m := message{MessageID: d.ID, ReceiptHandle: d.Receipt, MD5OfBody: md5Hex(string(d.Body)), Body: string(d.Body)}
 	if len(sysNames) > 0 {
-		all := h.systemValues(d, fifo)
+		all := h.systemValues(d, s)
 		m.Attributes = attrMap{}
 		for n, v := range all {
 			if slices.Contains(sysNames, "All") || slices.Contains(sysNames, n) {
@@ -162,7 +162,7 @@ func (h *Handler) message(d broker.Delivery, fifo bool, sysNames, attrNames []st
 	return m
 }
 
-func (h *Handler) systemValues(d broker.Delivery, fifo bool) map[string]string {
+func (h *Handler) systemValues(d broker.Delivery, s broker.QueueSettings) map[string]string {
 	ms := func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 	v := map[string]string{
 		"SenderId":                         d.System[sysSenderID],
@@ -176,14 +176,16 @@ func (h *Handler) systemValues(d broker.Delivery, fifo bool) map[string]string {
 	if t := d.System[sysTraceHeader]; t != "" {
 		v["AWSTraceHeader"] = t
 	}
-	if fifo {
+	if s.FIFO {
 		v["SequenceNumber"] = sequenceNumber(d.Sequence)
 		v["MessageGroupId"] = d.GroupID
 		v["MessageDeduplicationId"] = d.DedupID
 	} else if g := d.System[sysGroupID]; g != "" {
 		v["MessageGroupId"] = g
 	}
-	if d.DeadLetter != nil && d.DeadLetter.SourceQueue != "" {
+	// The broker keeps a message's dead-letter history through a redrive;
+	// SQS names the source only while the message is in another queue.
+	if d.DeadLetter != nil && d.DeadLetter.SourceQueue != "" && d.DeadLetter.SourceQueue != s.Name {
 		v["DeadLetterQueueSourceArn"] = h.arn(d.DeadLetter.SourceQueue)
 	}
 	return v

@@ -66,13 +66,17 @@ func TestMessageMoveTaskBackToSource(t *testing.T) {
 		t.Fatalf("result %+v", r)
 	}
 	e.wantDepth(dlq, 0, 0)
-	out, err := e.c.ReceiveMessage(e.ctx, &awssqs.ReceiveMessageInput{QueueUrl: &src, MaxNumberOfMessages: 10})
+	out, err := e.c.ReceiveMessage(e.ctx, &awssqs.ReceiveMessageInput{QueueUrl: &src, MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var bodies []string
 	for _, m := range out.Messages {
 		bodies = append(bodies, aws.ToString(m.Body))
+		if arn, ok := m.Attributes["DeadLetterQueueSourceArn"]; ok {
+			t.Errorf("a message back in its source names a dead-letter source: %s", arn)
+		}
 	}
 	slices.Sort(bodies)
 	if !slices.Equal(bodies, []string{"m1", "m2", "m3"}) {
