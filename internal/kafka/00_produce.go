@@ -40,7 +40,10 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 				rp.ErrorCode = refuse.Code
 				continue
 			}
-			wg.Go(func() { c.producePartition(ctx, t.Topic, p.Partition, p.Records, rp) })
+			// Not cancelled by shutdown: an append that started must finish
+			// and be answered, or a retry could store the batch twice.
+			wctx := context.WithoutCancel(ctx)
+			wg.Go(func() { c.producePartition(wctx, t.Topic, p.Partition, p.Records, rp) })
 		}
 	}
 	wg.Wait()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -36,6 +37,27 @@ type Config struct {
 }
 
 const defaultMaxRequestBytes = 100 << 20
+
+// SplitAdvertised parses an advertised "host:port" for Config ("" gives
+// zero values: taken from the listener). An unspecified host (0.0.0.0, ::)
+// is refused: clients would be told to connect to it.
+func SplitAdvertised(addr string) (string, int32, error) {
+	if addr == "" {
+		return "", 0, nil
+	}
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return "", 0, fmt.Errorf("port %q: want 1 to 65535", portStr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return "", 0, fmt.Errorf("host %q: clients cannot connect to it; give a name or address they can reach", host)
+	}
+	return host, int32(port), nil
+}
 
 // Server is the Kafka front-end. It satisfies server.Frontend.
 type Server struct {
@@ -135,7 +157,15 @@ func (s *Server) fillAdvertised(a net.Addr) {
 	}
 	if s.adv.host == "" {
 		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-			host = "127.0.0.1"
+			// Bound to every interface: advertise this machine's name (as
+			// Kafka does), never 0.0.0.0, which no client can reach.
+			name, err := os.Hostname()
+			if err != nil || name == "" {
+				name = "127.0.0.1"
+			}
+			s.log.Warn("kafka listener bound to all interfaces; advertising the host name, set the advertised address to choose",
+				"bound", a.String(), "advertised", name)
+			host = name
 		}
 		s.adv.host = host
 	}
