@@ -125,60 +125,76 @@ func recordSize(r ProduceRecord) int {
 // producePartition builds the batches of one partition and appends them.
 func (b *Broker) producePartition(ctx context.Context, p *partitionRT, s TopicSettings, recs []ProduceRecord,
 	idx []int, now time.Time, idem *Idempotence, out []ProduceResult) error {
-	var batches [][]byte
-	var firsts []int // index into idx of each batch's first record
-	start, size := 0, batch.HeaderSize
-	flush := func(end int) error {
-		brs := make([]batch.Record, 0, end-start)
-		for _, i := range idx[start:end] {
-			r := recs[i]
-			ts := r.Timestamp
-			if ts.IsZero() {
-				ts = now
-			}
-			brs = append(brs, batch.Record{Timestamp: ts.UnixMilli(), Key: r.Key, Value: r.Value, Headers: r.Headers})
-			out[i] = ProduceResult{Partition: p.index, Timestamp: time.UnixMilli(ts.UnixMilli())}
-		}
-		var bo batch.Options
-		if idem != nil {
-			bo.Producer = &batch.Producer{ID: idem.Producer.ID, Epoch: idem.Producer.Epoch, BaseSequence: idem.BaseSequence}
-		}
-		raw, err := batch.Build(brs, bo)
-		if err != nil {
-			return err
-		}
-		batches, firsts = append(batches, raw), append(firsts, start)
-		start, size = end, batch.HeaderSize
-		return nil
-	}
+	pb := partBatches{p: p, recs: recs, idx: idx, now: now, idem: idem, out: out}
+	size := batch.HeaderSize
 	for k, i := range idx {
 		rs := recordSize(recs[i])
-		if size+rs > s.MaxMessageBytes && k > start {
+		if size+rs > s.MaxMessageBytes && k > pb.start {
 			if idem != nil {
 				return invalid("records", "an idempotent produce must fit in one batch of %d bytes", s.MaxMessageBytes)
 			}
-			if err := flush(k); err != nil {
+			if err := pb.flush(k); err != nil {
 				return err
 			}
+			size = batch.HeaderSize
 		}
 		size += rs
 	}
-	if err := flush(len(idx)); err != nil {
+	if err := pb.flush(len(idx)); err != nil {
 		return err
 	}
-	res, err := b.appendBatches(ctx, p, batches)
+	res, err := b.appendBatches(ctx, p, pb.batches)
 	if err != nil {
 		return err
 	}
 	for j, base := range res.BaseOffsets {
 		end := len(idx)
-		if j+1 < len(firsts) {
-			end = firsts[j+1]
+		if j+1 < len(pb.firsts) {
+			end = pb.firsts[j+1]
 		}
-		for k := firsts[j]; k < end; k++ {
-			out[idx[k]].Offset = base + int64(k-firsts[j])
+		for k := pb.firsts[j]; k < end; k++ {
+			out[idx[k]].Offset = base + int64(k-pb.firsts[j])
 		}
 	}
+	return nil
+}
+
+// partBatches cuts one partition's records into batches under the
+// topic's size limit.
+type partBatches struct {
+	p       *partitionRT
+	recs    []ProduceRecord
+	idx     []int // the partition's records, as indexes into recs
+	now     time.Time
+	idem    *Idempotence
+	out     []ProduceResult
+	start   int      // first record (index into idx) of the batch being built
+	batches [][]byte // built so far
+	firsts  []int    // index into idx of each batch's first record
+}
+
+// flush builds a batch of records idx[start:end].
+func (pb *partBatches) flush(end int) error {
+	brs := make([]batch.Record, 0, end-pb.start)
+	for _, i := range pb.idx[pb.start:end] {
+		r := pb.recs[i]
+		ts := r.Timestamp
+		if ts.IsZero() {
+			ts = pb.now
+		}
+		brs = append(brs, batch.Record{Timestamp: ts.UnixMilli(), Key: r.Key, Value: r.Value, Headers: r.Headers})
+		pb.out[i] = ProduceResult{Partition: pb.p.index, Timestamp: time.UnixMilli(ts.UnixMilli())}
+	}
+	var bo batch.Options
+	if pb.idem != nil {
+		bo.Producer = &batch.Producer{ID: pb.idem.Producer.ID, Epoch: pb.idem.Producer.Epoch, BaseSequence: pb.idem.BaseSequence}
+	}
+	raw, err := batch.Build(brs, bo)
+	if err != nil {
+		return err
+	}
+	pb.batches, pb.firsts = append(pb.batches, raw), append(pb.firsts, pb.start)
+	pb.start = end
 	return nil
 }
 

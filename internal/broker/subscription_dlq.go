@@ -14,7 +14,7 @@ import (
 // dead-letter queue, then journals that they left the subscription; as for
 // queues (deadletter.go), a crash in between copies them again, never loses
 // them. It runs without sub.mu.
-func (sub *subRT) deadLetter(ctx context.Context, dead []partDead) error {
+func (sub *subRT) deadLetter(ctx context.Context, parts []*partitionRT, dead []partDead) error {
 	sub.mu.Lock()
 	target := sub.settings.DeadLetterQueue
 	source := subKey(sub.t.name, sub.settings.Name)
@@ -26,32 +26,9 @@ func (sub *subRT) deadLetter(ctx context.Context, dead []partDead) error {
 	in := make([]SendInput, len(dead))
 	keep := make([]*Message, len(dead))
 	for i, d := range dead {
-		recs, err := readRecords(sub.parts[d.p], []int64{d.d.Offset})
+		m, err := sub.deadLetterMessage(parts[d.p], source, d)
 		if err != nil {
 			return sub.abandon(err)
-		}
-		r := recs[d.d.Offset]
-		m := &Message{
-			// A stable id: a copy repeated after a crash is deduplicated by
-			// a FIFO dead-letter queue.
-			ID:   stableID(source, d.p, d.d.Offset),
-			Body: r.Value,
-			System: map[string]string{
-				"sluice.topic": sub.t.name, "sluice.partition": strconv.Itoa(d.p),
-				"sluice.offset": strconv.FormatInt(d.d.Offset, 10), "sluice.key": string(r.Key),
-			},
-			SentAt: d.d.SentAt,
-			DeadLetter: &DeadLetterInfo{SourceQueue: source, ReceiveCount: d.d.Count,
-				FirstReceiveAt: d.d.FirstAt, LastReceiveAt: d.d.LastAt, Reason: d.d.Reason},
-		}
-		if len(r.Headers) > 0 {
-			m.Attributes = make(map[string]Attribute, len(r.Headers))
-			for _, h := range r.Headers {
-				m.Attributes[h.Key] = Attribute{DataType: "Binary", Value: h.Value}
-			}
-		}
-		if m.Body == nil {
-			m.Body = []byte{}
 		}
 		in[i], keep[i] = dlqInput(m, dlq), m
 	}
@@ -76,6 +53,38 @@ func (sub *subRT) deadLetter(ctx context.Context, dead []partDead) error {
 	done := sub.recordLocked(recs)
 	sub.mu.Unlock()
 	return sub.wait(done)
+}
+
+// deadLetterMessage makes the dead-letter queue's message of a record.
+func (sub *subRT) deadLetterMessage(p *partitionRT, source string, d partDead) (*Message, error) {
+	recs, err := readRecords(p, []int64{d.d.Offset})
+	if err != nil {
+		return nil, err
+	}
+	r := recs[d.d.Offset]
+	m := &Message{
+		// A stable id: a copy repeated after a crash is deduplicated by a
+		// FIFO dead-letter queue.
+		ID:   stableID(source, d.p, d.d.Offset),
+		Body: r.Value,
+		System: map[string]string{
+			"sluice.topic": sub.t.name, "sluice.partition": strconv.Itoa(d.p),
+			"sluice.offset": strconv.FormatInt(d.d.Offset, 10), "sluice.key": string(r.Key),
+		},
+		SentAt: d.d.SentAt,
+		DeadLetter: &DeadLetterInfo{SourceQueue: source, ReceiveCount: d.d.Count,
+			FirstReceiveAt: d.d.FirstAt, LastReceiveAt: d.d.LastAt, Reason: d.d.Reason},
+	}
+	if len(r.Headers) > 0 {
+		m.Attributes = make(map[string]Attribute, len(r.Headers))
+		for _, h := range r.Headers {
+			m.Attributes[h.Key] = Attribute{DataType: "Binary", Value: h.Value}
+		}
+	}
+	if m.Body == nil {
+		m.Body = []byte{}
+	}
+	return m, nil
 }
 
 // stableID names a dead-lettered record the same way every time.

@@ -72,13 +72,36 @@ func (sub *subRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Subsc
 		sub.mu.Unlock()
 		return nil, nil, time.Time{}, err
 	}
+	recs, got, dead, firstErr := sub.receiveLocked(opts)
+	done := sub.recordLocked(recs)
+	wake, due, parts := sub.wake, sub.nextDueLocked(), sub.parts
+	sub.mu.Unlock()
+	err := errors.Join(firstErr, sub.wait(done))
+	if err == nil && len(dead) > 0 {
+		err = sub.deadLetter(ctx, parts, dead)
+	}
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("receive from %s: %w", subKey(sub.t.name, sub.settings.Name), err)
+	}
+	if len(got) == 0 {
+		return nil, wake, due, nil
+	}
+	out, err := deliveries(parts, got)
+	return out, wake, due, err
+}
+
+// receiveLocked receives from each partition's cursor in turn, starting
+// one further than last time, until opts.Max. It returns the events to
+// journal, the deliveries and the records to dead-letter. Called with mu
+// held.
+func (sub *subRT) receiveLocked(opts ReceiveOptions) ([]subEvent, []partDelivery, []partDead, error) {
 	now := sub.t.s.b.now()
 	var recs []subEvent
 	var got []partDelivery
 	var dead []partDead
 	var firstErr error
 	n := len(sub.curs)
-	for i := 0; i < n && len(got) < opts.Max; i++ {
+	for i := 0; i < n && len(got) < opts.Max && firstErr == nil; i++ {
 		p := (sub.next + i) % n
 		evs, err := sub.fillLocked(p, now)
 		if err == nil {
@@ -97,27 +120,12 @@ func (sub *subRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Subsc
 		recs = appendSubEvents(recs, p, evs)
 		if err != nil {
 			firstErr = mapCursorErr(err)
-			break
 		}
 	}
 	if n > 0 {
 		sub.next = (sub.next + 1) % n
 	}
-	done := sub.recordLocked(recs)
-	wake, due := sub.wake, sub.nextDueLocked()
-	sub.mu.Unlock()
-	err := errors.Join(firstErr, sub.wait(done))
-	if err == nil && len(dead) > 0 {
-		err = sub.deadLetter(ctx, dead)
-	}
-	if err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("receive from %s: %w", subKey(sub.t.name, sub.settings.Name), err)
-	}
-	if len(got) == 0 {
-		return nil, wake, due, nil
-	}
-	out, err := sub.deliveries(got)
-	return out, wake, due, err
+	return recs, got, dead, firstErr
 }
 
 type partDelivery struct {
@@ -247,14 +255,14 @@ func readRecords(p *partitionRT, offsets []int64) (map[int64]batch.Record, error
 }
 
 // deliveries joins the cursors' deliveries with the records.
-func (sub *subRT) deliveries(got []partDelivery) ([]SubscriptionDelivery, error) {
+func deliveries(parts []*partitionRT, got []partDelivery) ([]SubscriptionDelivery, error) {
 	byPart := map[int][]int64{}
 	for _, g := range got {
 		byPart[g.p] = append(byPart[g.p], g.d.Offset)
 	}
 	recs := map[int]map[int64]batch.Record{}
 	for p, offs := range byPart {
-		m, err := readRecords(sub.parts[p], offs)
+		m, err := readRecords(parts[p], offs)
 		if err != nil {
 			return nil, err
 		}
