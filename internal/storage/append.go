@@ -38,6 +38,7 @@ func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch
 	}
 	l.wmu.Lock()
 	offsets, end, gen, err := l.writeLocked(batches, setEpoch, epoch)
+	done := l.pend.done
 	l.wmu.Unlock()
 	if err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch
 	case l.kick <- struct{}{}:
 	default: // a sync is already requested; it will cover us
 	}
-	if err := l.waitDurable(ctx, end, gen); err != nil {
+	if err := l.waitDurable(ctx, end, gen, done); err != nil {
 		return nil, err
 	}
 	return offsets, nil

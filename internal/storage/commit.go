@@ -235,8 +235,16 @@ func (l *Log) droppedLocked(end, gen int64) error {
 }
 
 // waitDurable waits until the high watermark reaches end, the log fails, or
-// the batches are dropped.
-func (l *Log) waitDurable(ctx context.Context, end, gen int64) error {
+// the batches are dropped. It first waits for its commit group (done), so a
+// publish wakes only the appenders it covered.
+func (l *Log) waitDurable(ctx context.Context, end, gen int64, done chan struct{}) error {
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for {
 		l.stateMu.Lock()
 		hw, ch, failed, dropped := l.hw.Load(), l.hwCh, l.failed, l.droppedLocked(end, gen)

@@ -13,6 +13,9 @@ import (
 type pending struct {
 	chunks []*[]byte
 	size   int64
+	// done is closed when the group's fate is decided (published, dropped
+	// or failed): only its own appenders wake, not those of the next group.
+	done chan struct{}
 }
 
 const chunkSize = 1 << 20
@@ -39,6 +42,9 @@ func (p *pending) write(b []byte) {
 // epoch if set), filling offsets; it returns the offset after them. The
 // caller's bytes are copied, never modified.
 func (p *pending) add(batches [][]byte, offsets []int64, next int64, setEpoch bool, epoch int32) int64 {
+	if p.done == nil {
+		p.done = make(chan struct{})
+	}
 	for i, b := range batches {
 		var hdr [batch.HeaderSize]byte
 		copy(hdr[:], b)
@@ -64,11 +70,16 @@ func (p *pending) bufs() [][]byte {
 	return out
 }
 
-// release returns the chunks to the pool.
+// release returns the chunks to the pool and wakes the group's appenders
+// to check the outcome. Waking early is harmless: they then wait for the
+// high watermark.
 func (p *pending) release() {
 	for _, c := range p.chunks {
 		*c = (*c)[:0]
 		chunkPool.Put(c)
+	}
+	if p.done != nil {
+		close(p.done)
 	}
 	*p = pending{}
 }

@@ -61,9 +61,12 @@ func (l *Log) TruncateSuffix(offset int64) error {
 	}
 	l.active, l.next, l.syncedNext = seg, next, next
 	seg.created = l.opts.Now()
+	// Everything kept is synced now (sealed segments were, the kept one
+	// was just cut and synced), so the high watermark is the new end:
+	// appends that survived the cut are acknowledged.
 	l.stateMu.Lock()
-	seg.committed.Store(min(seg.committed.Load(), seg.size.Load()))
-	l.hw.Store(min(l.hw.Load(), next))
+	seg.committed.Store(seg.size.Load())
+	l.hw.Store(next)
 	l.dropLocked(next, ErrTruncated)
 	l.stateMu.Unlock()
 	return nil
