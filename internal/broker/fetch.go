@@ -134,11 +134,8 @@ type FetchPosition struct {
 // over many partitions. It reports whether data arrived. Unknown
 // partitions are ignored (the fetch itself reports them).
 func (b *Broker) WaitForData(ctx context.Context, pos []FetchPosition, maxWait time.Duration) bool {
-	wctx, cancel := context.WithTimeout(ctx, maxWait)
-	defer cancel()
-	var wg sync.WaitGroup
-	got := make(chan struct{}, len(pos))
-	for _, fp := range pos {
+	parts := make([]*partitionRT, len(pos))
+	for i, fp := range pos {
 		_, p, err := b.streams.partition(fp.Topic, fp.Partition)
 		if err != nil {
 			continue
@@ -146,16 +143,31 @@ func (b *Broker) WaitForData(ctx context.Context, pos []FetchPosition, maxWait t
 		if p.log.HighWatermark() > fp.Offset {
 			return true
 		}
+		parts[i] = p
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // runs after cancel (defers run last first): every waiter has stopped
+	wctx, cancel := context.WithTimeout(ctx, maxWait)
+	defer cancel()
+	got := make(chan struct{}, len(pos))
+	waiting := 0
+	for i, fp := range pos {
+		p := parts[i]
+		if p == nil {
+			continue
+		}
+		waiting++
 		wg.Go(func() {
 			if p.log.Wait(wctx, fp.Offset) == nil {
 				got <- struct{}{}
 			}
 		})
 	}
-	defer wg.Wait()
+	if waiting == 0 {
+		return false
+	}
 	select {
 	case <-got:
-		cancel()
 		return true
 	case <-wctx.Done():
 		return len(got) > 0

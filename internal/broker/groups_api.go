@@ -149,7 +149,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, req group.CommitRequest) ([]
 	if err := g.wait(jch); err != nil {
 		return nil, fmt.Errorf("commit not durable: %w", err)
 	}
-	return errs, ctx.Err()
+	return errs, nil
 }
 
 // FetchOffset returns a group's committed offset for one partition; ok is

@@ -34,10 +34,11 @@ type producerIDs struct {
 	fs  vfs.FS
 	dir string
 
-	mu       sync.Mutex // guards next, reserved and named, and serialises file writes
+	mu       sync.Mutex // guards next, reserved, named and epochs, and serialises file writes
 	next     int64
 	reserved int64
 	named    map[string]ProducerID
+	epochs   map[int64]int16 // current epoch of each named producer's id
 }
 
 const (
@@ -51,7 +52,7 @@ type producersDisk struct {
 }
 
 func openProducerIDs(fsys vfs.FS, dir string) (*producerIDs, error) {
-	p := &producerIDs{fs: fsys, dir: dir, named: map[string]ProducerID{}}
+	p := &producerIDs{fs: fsys, dir: dir, named: map[string]ProducerID{}, epochs: map[int64]int16{}}
 	buf, err := readFile(fsys, filepath.Join(dir, producersFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -66,6 +67,9 @@ func openProducerIDs(fsys vfs.FS, dir string) (*producerIDs, error) {
 	p.next, p.reserved = d.Reserved, d.Reserved
 	if d.Named != nil {
 		p.named = d.Named
+	}
+	for _, pid := range p.named {
+		p.epochs[pid.ID] = pid.Epoch
 	}
 	return p, nil
 }
@@ -118,6 +122,7 @@ func (p *producerIDs) init(name string) (ProducerID, error) {
 		return ProducerID{}, err
 	}
 	p.named = named
+	p.epochs[next.ID] = next.Epoch
 	return next, nil
 }
 
@@ -130,10 +135,8 @@ func (p *producerIDs) check(id int64, epoch int16) error {
 	if id < 0 || id >= p.reserved {
 		return fmt.Errorf("%w: %d", ErrUnknownProducerID, id)
 	}
-	for _, cur := range p.named {
-		if cur.ID == id && epoch < cur.Epoch {
-			return fmt.Errorf("%w: producer %d epoch %d, current %d", ErrProducerFenced, id, epoch, cur.Epoch)
-		}
+	if cur, ok := p.epochs[id]; ok && epoch < cur {
+		return fmt.Errorf("%w: producer %d epoch %d, current %d", ErrProducerFenced, id, epoch, cur)
 	}
 	return nil
 }

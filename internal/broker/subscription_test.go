@@ -84,6 +84,15 @@ func TestSubscriptionsProgressIndependently(t *testing.T) {
 	if err := e.b.SubscriptionAck(context.Background(), "events", "billing", poison.Receipt); !errors.Is(err, ErrReceiptStale) {
 		t.Fatalf("ack of a dead-lettered record: %v", err)
 	}
+	if st, err := e.b.SubscriptionStats("events", "billing"); err != nil || st.DeadLettered != 1 || st.DLQDepth != 1 || st.Depth() != 0 {
+		t.Fatalf("billing stats: %+v %v", st, err)
+	}
+	if st, _ := e.b.SubscriptionStats("events", "audit"); st.Received != 10 || st.Depth() != 0 {
+		t.Fatalf("audit stats: %+v", st)
+	}
+	if all := e.b.AllSubscriptionStats(); len(all) != 2 {
+		t.Fatalf("all stats: %+v", all)
+	}
 	// audit never saw any of it.
 	if more := e.subReceive("events", "audit", 100); len(more) != 0 {
 		t.Fatalf("audit affected by billing: %v", values(more))
@@ -114,6 +123,10 @@ func TestSubscriptionKeyOrderedThroughNack(t *testing.T) {
 	e.createTopic("orders", 1)
 	e.createSub(SubscriptionSettings{Topic: "orders", Name: "ship", KeyOrdered: true})
 	e.produce("orders", kv("o1", "o1-created"), kv("o2", "o2-created"), kv("o1", "o1-paid"), kv("o2", "o2-paid"), kv("o1", "o1-shipped"))
+	e.clock.Advance(time.Minute)
+	if st, _ := e.b.SubscriptionStats("orders", "ship"); st.Visible != 5 || st.OldestAge != time.Minute {
+		t.Fatalf("stats before receiving: %+v", st)
+	}
 	// One in flight per key, parallel across keys.
 	first := e.subReceive("orders", "ship", 10)
 	if got := fmt.Sprint(values(first)); got != "[o1-created o2-created]" {
