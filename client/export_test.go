@@ -1,0 +1,16 @@
+package client
+
+import "time"
+
+// Test hooks, compiled only into this package's tests.
+
+// SetExtendHook makes w call fn after each successful lease extension.
+func SetExtendHook(w *Worker, fn func(*Message)) { w.hooks.extended = fn }
+
+// NoJitter makes w's backoff exact, so tests can check its schedule.
+func NoJitter(w *Worker) {
+	w.cfg.jitter = func(d time.Duration) time.Duration { return d }
+}
+
+// BackoffOf is w's nack delay after the n-th failure.
+func BackoffOf(w *Worker, n int) time.Duration { return w.backoff(n) }
