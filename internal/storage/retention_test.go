@@ -263,3 +263,37 @@ func TestShortTimeIndex(t *testing.T) {
 		t.Fatalf("deleted %d (%v), want 1", n, err)
 	}
 }
+
+// TestTruncateWithPendingAppends: batches placed but not yet synced when
+// TruncateSuffix runs are acknowledged if the cut keeps them and fail with
+// ErrTruncated if it removes them.
+func TestTruncateWithPendingAppends(t *testing.T) {
+	l := mustOpen(t, testOptions(t, vfs.NewMem(), "/p"))
+	defer l.Close()
+	mustAppend(t, l, mkBatch(t, 2, 10, 1))
+	place := func() (int64, int64, chan struct{}) { // as Append does, without kicking the syncer
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		_, end, gen, err := l.writeLocked([][]byte{mkBatch(t, 2, 10, 1)}, false, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return end, gen, l.pend.done
+	}
+	endA, genA, doneA := place()
+	endB, genB, doneB := place()
+	if err := l.TruncateSuffix(endA); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang fails, not blocks CI
+	defer cancel()
+	if err := l.waitDurable(ctx, endA, genA, doneA); err != nil {
+		t.Fatalf("kept batch: %v", err)
+	}
+	if err := l.waitDurable(ctx, endB, genB, doneB); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("removed batch: %v", err)
+	}
+	if l.HighWatermark() != endA {
+		t.Fatalf("hw %d, want %d", l.HighWatermark(), endA)
+	}
+}
