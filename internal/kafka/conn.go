@@ -138,6 +138,9 @@ func (c *conn) handle(frame []byte) (err error) {
 	}()
 	ctx, cancel := context.WithCancel(c.s.ctx)
 	defer cancel()
+	if hook := c.s.testHookHandling; hook != nil {
+		hook(h.key)
+	}
 	rep, err := apis[h.key].fn(ctx, c, req)
 	if err != nil {
 		return err

@@ -77,6 +77,10 @@ type Server struct {
 	adv      advertised
 	connsWG  sync.WaitGroup // one per connection goroutine
 	acceptWG sync.WaitGroup // one per Serve call
+
+	// testHookHandling, when set (tests only), is called as a decoded
+	// request reaches its handler, so a test knows it is in flight.
+	testHookHandling func(key int16)
 }
 
 type advertised struct {
