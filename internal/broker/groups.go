@@ -276,6 +276,9 @@ func (g *groupRT) reloadLocked() error {
 		return err
 	}
 	g.jr.reset()
+	// The new coordinator has no members: pending joins and syncs will
+	// never complete, so their waiters hear now and rejoin.
+	g.failWaitersLocked(group.ErrUnknownMember)
 	for _, t := range g.s.topicList() {
 		_, parts := t.snapshot()
 		g.coord.SetPartitions(g.s.b.now(), t.name, int32(len(parts)))
@@ -353,14 +356,19 @@ func (g *groupRT) close() error {
 	<-g.done
 	g.mu.Lock()
 	g.closed = true
-	// Waiters of joins and syncs that never completed learn the broker closed.
-	for t, ch := range g.joins {
-		ch <- group.JoinResult{Ticket: t, Err: ErrClosed, Generation: -1}
-	}
-	for t, ch := range g.syncs {
-		ch <- group.SyncResult{Ticket: t, Err: ErrClosed}
-	}
-	g.joins, g.syncs = map[group.Ticket]chan group.JoinResult{}, map[group.Ticket]chan group.SyncResult{}
+	g.failWaitersLocked(ErrClosed)
 	g.mu.Unlock()
 	return g.jr.close()
+}
+
+// failWaitersLocked answers every pending join and sync with err. Called
+// with mu held.
+func (g *groupRT) failWaitersLocked(err error) {
+	for t, ch := range g.joins {
+		ch <- group.JoinResult{Ticket: t, Err: err, Generation: -1}
+	}
+	for t, ch := range g.syncs {
+		ch <- group.SyncResult{Ticket: t, Err: err}
+	}
+	g.joins, g.syncs = map[group.Ticket]chan group.JoinResult{}, map[group.Ticket]chan group.SyncResult{}
 }

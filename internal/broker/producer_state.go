@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"sync"
@@ -239,23 +240,26 @@ func (ps *producerState) recordLocked(h batch.Header, base int64) {
 }
 
 // rebuild reads the headers of the last producerScanOffsets offsets of the
-// log: bounded work at open, and enough for any retry still in flight.
-func (ps *producerState) rebuild(log *storage.Log) error {
+// log: bounded work at open, and enough for any retry still in flight. It is
+// best effort: damage in the tail stops the scan (and is reported by the
+// fetches that reach it) rather than keeping the partition from opening.
+func (ps *producerState) rebuild(log *storage.Log, logger *slog.Logger) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	pos := max(log.LogStartOffset(), log.HighWatermark()-producerScanOffsets)
 	for pos < log.HighWatermark() {
 		data, err := log.Read(pos, 1<<20)
 		if err != nil {
-			return err
+			logger.Warn("producer state rebuild stopped", "offset", pos, "err", err)
+			return
 		}
 		if len(data) == 0 {
-			return nil
+			return
 		}
 		for len(data) > 0 {
 			h, err := batch.ParseHeader(data)
 			if err != nil {
-				return err
+				return // Read returns only validated batches
 			}
 			if h.ProducerID >= 0 && !h.Control() {
 				ps.recordLocked(h, h.BaseOffset)
@@ -264,7 +268,6 @@ func (ps *producerState) rebuild(log *storage.Log) error {
 			pos = h.NextOffset()
 		}
 	}
-	return nil
 }
 
 // expire forgets producers whose every kept batch is below the log start:

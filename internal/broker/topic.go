@@ -138,10 +138,7 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 		return nil, err
 	}
 	p := &partitionRT{owner: t, topic: t.name, index: i, dir: dir, log: log}
-	if err := p.prod.rebuild(log); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("partition %d: producer state: %w", i, err)
-	}
+	p.prod.rebuild(log, t.s.b.log.With("topic", t.name, "partition", i))
 	return p, nil
 }
 
