@@ -133,17 +133,22 @@ func (s *segment) searchTime(ts, limit int64) (int64, bool, error) {
 		return 0, false, err
 	}
 	pos, _, found, err := s.find(s.base+rel, limit)
-	for found && err == nil && pos < limit {
-		var h batch.Header
-		if h, err = s.readHeader(pos, limit); err != nil {
-			break
-		}
-		if h.MaxTimestamp >= ts {
-			return s.offsetInBatch(pos, h, ts)
-		}
-		pos += h.Size()
+	if !found || err != nil {
+		return 0, false, err
 	}
-	return 0, false, err
+	var hit batch.Header
+	hitPos := int64(-1)
+	err = s.walkHeaders(pos, limit, func(p int64, h batch.Header) bool {
+		if h.MaxTimestamp >= ts {
+			hit, hitPos = h, p
+			return false
+		}
+		return true
+	})
+	if err != nil || hitPos < 0 {
+		return 0, false, err
+	}
+	return s.offsetInBatch(hitPos, hit, ts)
 }
 
 // offsetInBatch finds the first record of the batch at pos with timestamp

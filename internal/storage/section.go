@@ -3,6 +3,7 @@ package storage
 import (
 	"io"
 
+	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -49,18 +50,15 @@ func (s *segment) sectionEnd(loc location, maxBytes int64) (int64, error) {
 	jump := s.index.lastEntryBefore(target)
 	s.ix.Unlock()
 	pos := max(end, jump)
-	for pos < loc.limit {
-		h, err := s.readHeader(pos, loc.limit)
-		if err != nil {
-			if pos == end {
-				return end, nil // serve the first batch; the damage shows on the next read
-			}
-			return pos, nil
+	err := s.walkHeaders(pos, loc.limit, func(p int64, h batch.Header) bool {
+		if p+h.Size() > target {
+			return false
 		}
-		if pos+h.Size() > target {
-			break
-		}
-		pos += h.Size()
+		pos = p + h.Size()
+		return true
+	})
+	if err != nil && pos == end {
+		return end, nil // serve the first batch; the damage shows on the next read
 	}
 	return pos, nil
 }

@@ -145,18 +145,42 @@ func (s *segment) remove() error {
 
 // readHeader reads the batch header at pos, checking framing and magic only.
 func (s *segment) readHeader(pos, limit int64) (batch.Header, error) {
-	var buf [batch.HeaderSize]byte
-	if limit-pos < batch.HeaderSize {
-		return batch.Header{}, s.corrupt(pos, fmt.Errorf("%d bytes left, header needs %d", limit-pos, batch.HeaderSize))
+	var h batch.Header
+	err := s.walkHeaders(pos, limit, func(_ int64, hh batch.Header) bool { h = hh; return false })
+	return h, err
+}
+
+// headerBlock is how much walkHeaders reads at once: a few headers of small
+// batches, or one header of a big one, per positional read.
+const headerBlock = 8 << 10
+
+// walkHeaders calls fn with the position and header of each batch from pos
+// (a batch boundary) until fn returns false or limit is reached. Headers are
+// checked for framing and magic only; damage is a *CorruptionError.
+func (s *segment) walkHeaders(pos, limit int64, fn func(int64, batch.Header) bool) error {
+	var buf [headerBlock]byte
+	var bstart, bend int64 // file range held in buf
+	for pos < limit {
+		if limit-pos < batch.HeaderSize {
+			return s.corrupt(pos, fmt.Errorf("%d bytes left, header needs %d", limit-pos, batch.HeaderSize))
+		}
+		if pos < bstart || pos+batch.HeaderSize > bend {
+			n := min(int64(len(buf)), limit-pos)
+			if m, err := s.log.ReadAt(buf[:n], pos); err != nil && int64(m) < n {
+				return s.readErr(pos, err)
+			}
+			bstart, bend = pos, pos+n
+		}
+		h, _ := batch.ParseHeader(buf[pos-bstart : bend-bstart])
+		if h.Magic != batch.Magic || h.BatchLength < batch.HeaderSize-batch.LengthSize || pos+h.Size() > limit {
+			return s.corrupt(pos, fmt.Errorf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
+		}
+		if !fn(pos, h) {
+			return nil
+		}
+		pos += h.Size()
 	}
-	if _, err := s.log.ReadAt(buf[:], pos); err != nil {
-		return batch.Header{}, s.readErr(pos, err)
-	}
-	h, _ := batch.ParseHeader(buf[:])
-	if h.Magic != batch.Magic || h.BatchLength < batch.HeaderSize-batch.LengthSize || pos+h.Size() > limit {
-		return batch.Header{}, s.corrupt(pos, fmt.Errorf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
-	}
-	return h, nil
+	return nil
 }
 
 func (s *segment) corrupt(pos int64, err error) error {
@@ -175,20 +199,13 @@ func (s *segment) readErr(pos int64, err error) error {
 // find returns the position and header of the batch containing offset, or
 // found=false if the segment's readable bytes end before it.
 func (s *segment) find(offset, limit int64) (pos int64, h batch.Header, found bool, err error) {
-	entry, err := s.lookupOffset(offset)
+	start, err := s.lookupOffset(offset)
 	if err != nil {
 		return 0, h, false, err
 	}
-	pos = entry
-	for pos < limit {
-		h, err = s.readHeader(pos, limit)
-		if err != nil {
-			return pos, h, false, err
-		}
-		if h.LastOffset() >= offset {
-			return pos, h, true, nil
-		}
-		pos += h.Size()
-	}
-	return pos, h, false, nil
+	err = s.walkHeaders(start, limit, func(p int64, hh batch.Header) bool {
+		pos, h, found = p, hh, hh.LastOffset() >= offset
+		return !found
+	})
+	return pos, h, found && err == nil, err
 }

@@ -3,6 +3,8 @@ package storage
 import (
 	"fmt"
 	"sort"
+
+	"github.com/sluice-mq/sluice/internal/batch"
 )
 
 // TruncateSuffix removes every batch whose last offset is >= offset, so the
@@ -107,17 +109,15 @@ func (l *Log) truncateSegment(seg *segment, offset int64) (int64, error) {
 	}
 	size := seg.size.Load()
 	cut := size
-	pos := seg.index.lookup(offset - seg.base)
-	for pos < size {
-		h, err := seg.readHeader(pos, size)
-		if err != nil {
-			return 0, err
-		}
+	err := seg.walkHeaders(seg.index.lookup(offset-seg.base), size, func(p int64, h batch.Header) bool {
 		if h.LastOffset() >= offset {
-			cut = pos
-			break
+			cut = p
+			return false
 		}
-		pos += h.Size()
+		return true
+	})
+	if err != nil {
+		return 0, err
 	}
 	if err := seg.log.Truncate(cut); err != nil {
 		return 0, err
