@@ -68,6 +68,7 @@ func run(t *testing.T, env []string, name string, args ...string) []byte {
 }
 
 func TestAWSCLI(t *testing.T) {
+	t.Parallel() // slow: real time or an external process
 	clis := clientPaths("/usr/bin/aws", "aws")
 	if len(clis) == 0 {
 		t.Skip("no AWS CLI: install Debian's awscli (apt-get install awscli) to run this test")
@@ -113,6 +114,7 @@ func TestAWSCLI(t *testing.T) {
 }
 
 func TestBoto3(t *testing.T) {
+	t.Parallel() // slow: real time or an external process
 	var pythons []string
 	for _, p := range clientPaths("/usr/bin/python3", "python3") {
 		if exec.Command(p, "-c", "import boto3").Run() == nil {

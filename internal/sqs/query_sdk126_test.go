@@ -15,6 +15,7 @@ import (
 // against this package's handler. The first run fetches that module through
 // the Go module proxy; later runs use the module and build caches.
 func TestQueryProtocolGoSDK126(t *testing.T) {
+	t.Parallel() // slow: real time or an external process
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH to build testdata/sdk126")

@@ -158,6 +158,7 @@ func TestRedrivePolicyDeadLetters(t *testing.T) {
 // wake when a visibility timeout ends, so the test waits on the broker, not
 // on sleeps.
 func TestSeedWorkQueueTrace(t *testing.T) {
+	t.Parallel() // slow: real time or an external process
 	e := newEnv(t)
 	dlq := e.createQueue("orders-dlq", nil)
 	url := e.createQueue("orders", map[string]string{"VisibilityTimeout": "2",

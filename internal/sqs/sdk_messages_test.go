@@ -293,6 +293,7 @@ func (e *env) receiveOne(url string, wait int32) types.Message {
 }
 
 func TestLongPollWokenBySend(t *testing.T) {
+	t.Parallel() // slow: real time or an external process
 	e := newEnv(t)
 	url := e.createQueue("poll", nil)
 	got := make(chan types.Message, 1)
