@@ -104,6 +104,9 @@ func TestConcurrentUse(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	if l.Size() == 0 {
+		t.Fatal("Size is 0")
+	}
 	if hw := l.HighWatermark(); hw != appenders*perAppender*3 {
 		t.Fatalf("hw %d", hw)
 	}

@@ -250,6 +250,18 @@ func (l *Log) HighWatermark() int64 { return l.hw.Load() }
 // LogStartOffset is the first offset still stored.
 func (l *Log) LogStartOffset() int64 { return l.start.Load() }
 
+// Size is the total bytes of the log's segments, for metrics and retention
+// reports.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n := int64(0)
+	for _, s := range l.segs {
+		n += s.size.Load()
+	}
+	return n
+}
+
 // LastStableOffset equals the high watermark: there are no transactions yet.
 func (l *Log) LastStableOffset() int64 { return l.hw.Load() }
 
