@@ -40,13 +40,7 @@ func listDeadLetterSourceQueues(h *Handler, c *call, in *listDLQSourcesInput) (a
 }
 
 // deadLetterSources lists, sorted, the queues whose dead-letter queue is
-// name, by reading every queue's settings: the broker keeps no reverse index.
+// name.
 func (h *Handler) deadLetterSources(name string) []string {
-	var out []string
-	for _, n := range h.b.ListQueues("") {
-		if s, err := h.b.GetQueue(n); err == nil && s.DeadLetterQueue == name {
-			out = append(out, n)
-		}
-	}
-	return out
+	return h.b.DeadLetterSources(name)
 }
