@@ -16,9 +16,9 @@ import (
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/sluicetest"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
+	"github.com/sluice-mq/sluice/sluicetest"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

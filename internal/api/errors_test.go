@@ -74,4 +74,3 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 		t.Errorf("internal error message %q leaks the cause", msg)
 	}
 }
-
