@@ -50,18 +50,22 @@ func handleFetch(ctx context.Context, c *conn, req *kmsg.FetchRequest) (reply, e
 		if urgent || size >= int64(req.MinBytes) || left <= 0 || ctx.Err() != nil {
 			return reply{fetch: rep}, nil
 		}
-		if !c.s.b.WaitForData(ctx, fetchPositions(req), left) {
+		// Wait for the logs to grow past what this pass saw, not past the
+		// requested offsets: with some data but under MinBytes, the latter
+		// would return at once and spin.
+		if !c.s.b.WaitForData(ctx, rep.seen(), left) {
 			rep, _, _ = c.collectFetch(req)
 			return reply{fetch: rep}, nil
 		}
 	}
 }
 
-func fetchPositions(req *kmsg.FetchRequest) []broker.FetchPosition {
+// seen is where each partition's log ended when it was read.
+func (r *fetchReply) seen() []broker.FetchPosition {
 	var pos []broker.FetchPosition
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			pos = append(pos, broker.FetchPosition{Topic: t.Topic, Partition: p.Partition, Offset: p.FetchOffset})
+	for _, t := range r.topics {
+		for _, p := range t.parts {
+			pos = append(pos, broker.FetchPosition{Topic: t.name, Partition: p.partition, Offset: p.st.HighWatermark})
 		}
 	}
 	return pos

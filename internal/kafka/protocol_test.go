@@ -261,3 +261,18 @@ func TestFetchLongPoll(t *testing.T) {
 		t.Fatalf("empty long-poll: %+v", empty)
 	}
 }
+
+// TestFetchMinBytes: with some data but less than MinBytes, the fetch waits
+// for more until MaxWait, then answers with what there is.
+func TestFetchMinBytes(t *testing.T) {
+	n := startNode(t, "")
+	n.createTopic("mb", 1)
+	r := n.raw()
+	r.do(produceReq(9, -1, "mb", 0, buildBatch(t, 1, nil)))
+	req := fetchReq(11, "mb", 0, 0, 100)
+	req.MinBytes = 1 << 20
+	p := r.do(req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+		t.Fatalf("fetch under MinBytes: %+v", p)
+	}
+}
