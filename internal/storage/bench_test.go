@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -82,4 +83,30 @@ func BenchmarkFdatasync(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "syncs/s")
+}
+
+// BenchmarkRead reads 64 KiB fetches at random offsets of a 64 MiB log of
+// 16-record batches of 1 KiB records (page cache warm): the Kafka fetch path
+// with its checks (index lookup, header walk, CRC of every batch returned).
+func BenchmarkRead(b *testing.B) {
+	o := Options{FS: vfs.Default, Dir: b.TempDir(), Logger: quiet, Sync: SyncPolicy{Mode: SyncNever}}
+	l, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	payload := mkBatch(b, 16, 1024, 1)
+	for range (64 << 20) / len(payload) {
+		if _, err := l.Append(context.Background(), payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hw := l.HighWatermark()
+	b.SetBytes(64 << 10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for b.Loop() {
+		if _, err := l.Read(rng.Int64N(hw), 64<<10); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
