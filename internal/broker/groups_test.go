@@ -174,11 +174,11 @@ func TestGroupCommitsSurviveRestartAndCrash(t *testing.T) {
 func TestGroupLeaderAssignsRelay(t *testing.T) {
 	e := newEnv(t, nil)
 	e.createTopic("t", 2)
-	join := func(member string) <-chan group.JoinResult {
+	join := func(member, meta string) <-chan group.JoinResult {
 		ch := make(chan group.JoinResult, 1)
 		go func() {
 			r, err := e.b.JoinGroup(context.Background(), group.JoinRequest{Group: "k", MemberID: member, ClientID: "kc",
-				RequireKnownMemberID: true, ProtocolType: "consumer", Protocols: []group.Protocol{{Name: "range", Metadata: []byte("meta-" + member)}},
+				RequireKnownMemberID: true, ProtocolType: "consumer", Protocols: []group.Protocol{{Name: "range", Metadata: []byte(meta)}},
 				Topics: []string{"t"}, SessionTimeout: testSession, RebalanceTimeout: testSession})
 			if err != nil && !errors.Is(err, group.ErrMemberIDRequired) {
 				t.Errorf("join: %v", err)
@@ -186,14 +186,6 @@ func TestGroupLeaderAssignsRelay(t *testing.T) {
 			ch <- r
 		}()
 		return ch
-	}
-	first := await(t, join(""))
-	if first.Err == nil || first.MemberID == "" {
-		t.Fatalf("v4 first join should ask for a member id: %+v", first)
-	}
-	r := await(t, join(first.MemberID))
-	if r.Generation != 1 || r.Leader != r.MemberID || len(r.Members) != 1 {
-		t.Fatalf("leader join: %+v", r)
 	}
 	sync := func(req group.SyncRequest) <-chan group.SyncResult {
 		ch := make(chan group.SyncResult, 1)
@@ -206,13 +198,41 @@ func TestGroupLeaderAssignsRelay(t *testing.T) {
 		}()
 		return ch
 	}
-	res := await(t, sync(group.SyncRequest{Group: "k", MemberID: r.MemberID, Generation: 1,
-		Assignments: map[string][]byte{r.MemberID: []byte("all of it")}}))
-	if string(res.Assignment) != "all of it" {
+	// JoinGroup v4+: the first join is answered with an id to join with.
+	first := await(t, join("", "m1"))
+	if !errors.Is(first.Err, group.ErrMemberIDRequired) || first.MemberID == "" {
+		t.Fatalf("v4 first join should ask for a member id: %+v", first)
+	}
+	leader := await(t, join(first.MemberID, "m1"))
+	if leader.Generation != 1 || leader.Leader != leader.MemberID {
+		t.Fatalf("leader join: %+v", leader)
+	}
+	if res := await(t, sync(group.SyncRequest{Group: "k", MemberID: leader.MemberID, Generation: 1,
+		Assignments: map[string][]byte{leader.MemberID: []byte("all")}})); string(res.Assignment) != "all" {
 		t.Fatalf("sync: %+v", res)
 	}
-	if errs, err := e.b.LeaveGroup("k", []group.MemberRef{{MemberID: r.MemberID}}); err != nil || errs[0] != nil {
-		t.Fatalf("leave: %v %v", errs, err)
+	// A second member: the leader rejoins when its heartbeat says so, gets
+	// everyone's metadata, and its assignment is relayed to the follower,
+	// whose sync waits for it.
+	second := await(t, join("", "m2"))
+	wait2 := join(second.MemberID, "m2")
+	hb := group.HeartbeatRequest{Group: "k", MemberID: leader.MemberID, Generation: 1}
+	eventually(t, func() bool { return errors.Is(e.b.Heartbeat(hb), group.ErrRebalanceInProgress) })
+	leader = await(t, join(leader.MemberID, "m1"))
+	follower := await(t, wait2)
+	if leader.Generation != 2 || len(leader.Members) != 2 || follower.Leader != leader.MemberID || len(follower.Members) != 0 {
+		t.Fatalf("second generation: leader %+v follower %+v", leader, follower)
+	}
+	fsync := sync(group.SyncRequest{Group: "k", MemberID: follower.MemberID, Generation: 2})
+	lres := await(t, sync(group.SyncRequest{Group: "k", MemberID: leader.MemberID, Generation: 2,
+		Assignments: map[string][]byte{leader.MemberID: []byte("p0"), follower.MemberID: []byte("p1")}}))
+	if fres := await(t, fsync); string(fres.Assignment) != "p1" || string(lres.Assignment) != "p0" {
+		t.Fatalf("relayed assignments: leader %q follower %q", lres.Assignment, fres.Assignment)
+	}
+	for _, m := range []string{leader.MemberID, follower.MemberID} {
+		if errs, err := e.b.LeaveGroup("k", []group.MemberRef{{MemberID: m}}); err != nil || errs[0] != nil {
+			t.Fatalf("leave: %v %v", errs, err)
+		}
 	}
 	if info, _ := e.b.DescribeGroup("k"); info.State != group.Empty {
 		t.Fatalf("after leave: %+v", info)

@@ -227,3 +227,44 @@ func TestSubscriptionHoldsRetention(t *testing.T) {
 		t.Fatalf("after expiry: %d %v", len(ds), err)
 	}
 }
+
+func TestSubscriptionSnapshotRestartAndNewPartitions(t *testing.T) {
+	e := newEnv(t, nil) // SnapshotEvery 50
+	e.createTopic("snap", 2)
+	e.createSub(SubscriptionSettings{Topic: "snap", Name: "s", FromEarliest: true})
+	for i := range 100 {
+		e.produce("snap", kv(fmt.Sprint(i), fmt.Sprint(i)))
+	}
+	seen := map[string]bool{}
+	for range 20 {
+		ds := e.subReceive("snap", "s", 7)
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			if seen[string(d.Value)] {
+				t.Fatalf("%s delivered twice", d.Value)
+			}
+			seen[string(d.Value)] = true
+		}
+		e.subAck("snap", "s", ds...)
+		e.b.Maintain()
+	}
+	if len(seen) != 100 {
+		t.Fatalf("received %d of 100", len(seen))
+	}
+	e.restart()
+	if ds := e.subReceive("snap", "s", 100); len(ds) != 0 {
+		t.Fatalf("acked records came back after a restart: %v", values(ds))
+	}
+	if _, err := e.b.AddPartitions("snap", 4); err != nil {
+		t.Fatal(err)
+	}
+	p := int32(3)
+	e.produce("snap", ProduceRecord{Value: []byte("in new partition"), Partition: &p})
+	e.crash()
+	ds := e.subReceive("snap", "s", 100)
+	if len(ds) != 1 || ds[0].Partition != 3 {
+		t.Fatalf("record of an added partition: %+v", ds)
+	}
+}
