@@ -18,7 +18,7 @@ import (
 // node is a broker on a temporary directory with the Kafka front-end on a
 // 127.0.0.1 listener.
 type node struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	b    *broker.Broker
 	s    *Server
@@ -29,13 +29,18 @@ type node struct {
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // startNode opens a broker in dir (a fresh temp dir if "") and serves
-// Kafka on a free port; stopped at cleanup.
-func startNode(t *testing.T, dir string) *node {
+// Kafka on a free port; stopped at cleanup. The broker does not fsync:
+// these tests are about the protocol, not the disk.
+func startNode(t testing.TB, dir string) *node {
+	return startNodeSync(t, dir, storage.SyncPolicy{Mode: storage.SyncNever})
+}
+
+func startNodeSync(t testing.TB, dir string, sync storage.SyncPolicy) *node {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	b, err := broker.Open(broker.Options{Dir: dir, Logger: quietLogger(), Sync: storage.SyncPolicy{Mode: storage.SyncNever}})
+	b, err := broker.Open(broker.Options{Dir: dir, Logger: quietLogger(), Sync: sync})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +98,7 @@ func (n *node) createTopic(name string, partitions int32) {
 	}
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

@@ -174,9 +174,28 @@ func TestProduceValidation(t *testing.T) {
 	if gap := produce(mk(7)); gap.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
 		t.Fatalf("sequence gap: %+v", gap)
 	}
+	// A newer epoch of the same id starts over at sequence 0; the older
+	// epoch is then fenced.
+	next := produce(buildBatch(t, 1, &batch.Producer{ID: pid.ProducerID, Epoch: 1, BaseSequence: 0}))
+	if next.ErrorCode != 0 {
+		t.Fatalf("epoch 1: %+v", next)
+	}
+	if old := produce(mk(2)); old.ErrorCode != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("old epoch: %+v", old)
+	}
+	if unknown := produce(buildBatch(t, 1, &batch.Producer{ID: 1 << 40, BaseSequence: 0})); unknown.ErrorCode != kerr.UnknownProducerID.Code {
+		t.Fatalf("unallocated producer id: %+v", unknown)
+	}
+	big, err := batch.Build([]batch.Record{{Value: make([]byte, 2<<20)}}, batch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := produce(big); p.ErrorCode != kerr.MessageTooLarge.Code {
+		t.Fatalf("2 MiB batch: %+v", p)
+	}
 	info, _ := n.b.DescribeTopic("val")
-	if hw := info.Partitions[0].HighWatermark; hw != 5 {
-		t.Fatalf("high watermark %d, want 5", hw)
+	if hw := info.Partitions[0].HighWatermark; hw != 6 {
+		t.Fatalf("high watermark %d, want 6", hw)
 	}
 }
 
@@ -240,6 +259,17 @@ func TestFetchNoZstdBelowV10(t *testing.T) {
 	if cur.ErrorCode != 0 || len(cur.RecordBatches) == 0 {
 		t.Fatalf("fetch v10 of zstd: %+v", cur)
 	}
+	// An uncompressed batch, then zstd ones: v9 gets the first only.
+	n.createTopic("z2", 1)
+	r.do(produceReq(9, -1, "z2", 0, buildBatch(t, 2, nil)))
+	if err := cl.ProduceSync(testCtx(t, 10*time.Second), withTopic(recs, "z2")...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	mixed := r.do(fetchReq(9, "z2", 0, 0, 0)).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	var rb kmsg.RecordBatch
+	if mixed.ErrorCode != 0 || rb.ReadFrom(mixed.RecordBatches) != nil || int(12+rb.Length) != len(mixed.RecordBatches) || rb.Attributes&7 != 0 {
+		t.Fatalf("fetch v9 of plain then zstd: error %d, %d bytes, first batch %+v", mixed.ErrorCode, len(mixed.RecordBatches), rb)
+	}
 }
 
 // TestFetchLongPoll: a fetch at the end of the log waits for a produce on
@@ -274,5 +304,53 @@ func TestFetchMinBytes(t *testing.T) {
 	p := r.do(req).(*kmsg.FetchResponse).Topics[0].Partitions[0]
 	if p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
 		t.Fatalf("fetch under MinBytes: %+v", p)
+	}
+}
+
+func withTopic(recs []*kgo.Record, topic string) []*kgo.Record {
+	out := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		out[i] = &kgo.Record{Topic: topic, Value: r.Value}
+	}
+	return out
+}
+
+func TestCreateTopicsRefusals(t *testing.T) {
+	n := startNode(t, "")
+	r := n.raw()
+	bad := "compact"
+	unknown := "1"
+	for _, tc := range []struct {
+		name       string
+		partitions int32
+		rf         int16
+		cfg        string
+		val        *string
+		code       int16
+	}{
+		{"bad/name", 1, 1, "", nil, kerr.InvalidTopicException.Code},
+		{"zero", 0, 1, "", nil, kerr.InvalidPartitions.Code},
+		{"rf2", 1, 2, "", nil, kerr.InvalidReplicationFactor.Code},
+		{"compact", 1, 1, "cleanup.policy", &bad, kerr.InvalidConfig.Code},
+		{"unknown", 1, 1, "segment.jitter.ms", &unknown, kerr.InvalidConfig.Code},
+		{"ok", -1, -1, "", nil, 0},
+	} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(5)
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = tc.name, tc.partitions, tc.rf
+		if tc.cfg != "" {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = tc.cfg, tc.val
+			ct.Configs = append(ct.Configs, c)
+		}
+		req.Topics = append(req.Topics, ct)
+		got := r.do(req).(*kmsg.CreateTopicsResponse).Topics[0]
+		if got.ErrorCode != tc.code {
+			t.Errorf("%s: error %d, want %d (%v)", tc.name, got.ErrorCode, tc.code, got.ErrorMessage)
+		}
+	}
+	if ts := n.b.ListTopics(""); len(ts) != 1 || ts[0].Name != "ok" || ts[0].Partitions != 1 {
+		t.Fatalf("topics: %+v", ts)
 	}
 }

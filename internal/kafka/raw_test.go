@@ -15,7 +15,7 @@ import (
 // rawConn speaks the Kafka protocol by hand, for what real clients never
 // send: bad frames, pipelined bursts, old versions, acks=0.
 type rawConn struct {
-	t    *testing.T
+	t    testing.TB
 	c    net.Conn
 	f    *kmsg.RequestFormatter
 	corr int32
