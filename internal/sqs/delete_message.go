@@ -39,7 +39,11 @@ func deleteMessage(h *Handler, c *call, in *deleteMessageInput) (any, error) {
 // becomes success, which is safe because it changed nothing. A receipt that
 // is not one sluice issued is ReceiptHandleIsInvalid.
 func (h *Handler) ack(ctx context.Context, queue, receipt string) error {
-	err := h.b.Ack(ctx, queue, receipt)
+	return ackResult(receipt, h.b.Ack(ctx, queue, receipt))
+}
+
+// ackResult maps the broker's answer to one delete.
+func ackResult(receipt string, err error) error {
 	switch {
 	case err == nil, errors.Is(err, broker.ErrReceiptStale):
 		return nil

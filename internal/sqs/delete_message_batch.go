@@ -58,10 +58,23 @@ func deleteMessageBatch(h *Handler, c *call, in *deleteBatchInput) (any, error) 
 		return nil, toAPIError(err)
 	}
 	out := deleteMessageBatchOutput{Successful: []deleteBatchSuccess{}, Failed: []batchError{}}
+	// One broker call acks every entry with a receipt in one journal write.
+	var receipts []string
+	for _, e := range in.Entries {
+		if e.ReceiptHandle != "" {
+			receipts = append(receipts, e.ReceiptHandle)
+		}
+	}
+	var results []error
+	if len(receipts) > 0 {
+		if results, err = h.b.AckBatch(c.ctx, name, receipts); err != nil {
+			return nil, toAPIError(err)
+		}
+	}
 	for _, e := range in.Entries {
 		var err error = missing("ReceiptHandle")
 		if e.ReceiptHandle != "" {
-			err = h.ack(c.ctx, name, e.ReceiptHandle)
+			err, results = ackResult(e.ReceiptHandle, results[0]), results[1:]
 		}
 		if err != nil {
 			out.Failed = append(out.Failed, failedEntry(e.ID, err))

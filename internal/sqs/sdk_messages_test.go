@@ -226,11 +226,12 @@ func TestDeleteAndVisibilityBatches(t *testing.T) {
 			{Id: aws.String("1"), ReceiptHandle: r(1)},
 			{Id: aws.String("2"), ReceiptHandle: r(2)},
 			{Id: aws.String("3"), ReceiptHandle: aws.String("garbage")},
+			{Id: aws.String("4"), ReceiptHandle: r(1)}, // stale by now: succeeds, deletes nothing
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(del.Successful) != 2 || len(del.Failed) != 1 || aws.ToString(del.Failed[0].Id) != "3" {
+	if len(del.Successful) != 3 || len(del.Failed) != 1 || aws.ToString(del.Failed[0].Id) != "3" {
 		t.Fatalf("delete batch: %+v %+v", del.Successful, del.Failed)
 	}
 	e.wantDepth(url, 1, 0)
