@@ -94,68 +94,18 @@ func TestSendfileOverTCP(t *testing.T) {
 	const conns = 6
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*conns)
-	for range conns {
+	for i := range 2 * conns {
 		wg.Add(1)
-		go func() { // receiver
+		go func() {
 			defer wg.Done()
-			c, err := ln.Accept()
+			var err error
+			if i < conns {
+				err = receiveLog(l, ln)
+			} else {
+				err = sendLog(l, ln.Addr().String(), i%2 == 0)
+			}
 			if err != nil {
 				errs <- err
-				return
-			}
-			defer c.Close()
-			var off int64
-			got, err := io.ReadAll(c)
-			if err != nil {
-				errs <- err
-				return
-			}
-			for len(got) > 0 {
-				want, err := l.Read(off, 1)
-				if err != nil || !bytes.HasPrefix(got, want) {
-					errs <- errors.New("received bytes differ from the log")
-					return
-				}
-				h, _ := batch.ParseHeader(want)
-				off, got = h.NextOffset(), got[len(want):]
-			}
-			if off != l.HighWatermark() {
-				errs <- errors.New("short transfer")
-			}
-		}()
-	}
-	for i := range conns {
-		wg.Add(1)
-		go func() { // sender: the whole log in sections of about 8 KiB
-			defer wg.Done()
-			c, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer c.Close()
-			for off := int64(0); off < l.HighWatermark(); {
-				s, err := l.ReadSection(off, 8<<10)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if i%2 == 0 { // the method a front-end calls
-					_, err = s.WriteTo(c)
-				} else if _, handled, serr := sendfile(c, s); !handled {
-					err = errors.New("sendfile did not handle a TCP socket and an OS file")
-				} else {
-					err = serr
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				last, _ := l.Read(off, int(s.Length))
-				for len(last) > 0 {
-					h, _ := batch.ParseHeader(last)
-					off, last = h.NextOffset(), last[h.Size():]
-				}
 			}
 		}()
 	}
@@ -164,6 +114,64 @@ func TestSendfileOverTCP(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// sendLog sends the whole log over one connection in sections of about
+// 8 KiB, through Section.WriteTo or straight through sendfile.
+func sendLog(l *Log, addr string, viaWriteTo bool) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for off := int64(0); off < l.HighWatermark(); {
+		s, err := l.ReadSection(off, 8<<10)
+		if err != nil {
+			return err
+		}
+		if viaWriteTo { // the method a front-end calls
+			_, err = s.WriteTo(c)
+		} else if _, handled, serr := sendfile(c, s); !handled {
+			err = errors.New("sendfile did not handle a TCP socket and an OS file")
+		} else {
+			err = serr
+		}
+		if err != nil {
+			return err
+		}
+		sent, _ := l.Read(off, int(s.Length))
+		for len(sent) > 0 {
+			h, _ := batch.ParseHeader(sent)
+			off, sent = h.NextOffset(), sent[h.Size():]
+		}
+	}
+	return nil
+}
+
+// receiveLog accepts one connection and checks it carries the whole log.
+func receiveLog(l *Log, ln net.Listener) error {
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		return err
+	}
+	var off int64
+	for len(got) > 0 {
+		want, err := l.Read(off, 1)
+		if err != nil || !bytes.HasPrefix(got, want) {
+			return errors.New("received bytes differ from the log")
+		}
+		h, _ := batch.ParseHeader(want)
+		off, got = h.NextOffset(), got[len(want):]
+	}
+	if off != l.HighWatermark() {
+		return errors.New("short transfer")
+	}
+	return nil
 }
 
 func TestWait(t *testing.T) {
