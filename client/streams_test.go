@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/client"
-	"github.com/sluice-mq/sluice/sluicetest"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
+	"github.com/sluice-mq/sluice/sluicetest"
 )
 
 func TestTopicProduceFetchAndOffsets(t *testing.T) {

@@ -117,15 +117,6 @@ func (a *API) untilDrain(ctx context.Context) (context.Context, context.CancelFu
 	return ctx, cancel
 }
 
-func (a *API) isDraining() bool {
-	select {
-	case <-a.draining:
-		return true
-	default:
-		return false
-	}
-}
-
 // metricsInterceptor records sluice_request_duration_seconds for every
 // call, labelled with the method name (a fixed set, never user input).
 type metricsInterceptor struct {
