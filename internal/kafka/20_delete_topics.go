@@ -7,8 +7,8 @@ import (
 )
 
 // handleDeleteTopics deletes topics by name (v0-4 name them; ids came in
-// v6). Committed group offsets of a deleted topic are dropped by the
-// broker.
+// v6). Groups consuming a deleted topic rebalance; what happens to their
+// committed offsets is the broker's rule (see broker.DeleteTopic).
 func handleDeleteTopics(_ context.Context, c *conn, req *kmsg.DeleteTopicsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	for _, name := range req.TopicNames {

@@ -134,8 +134,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.isClosing() {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() {
 				// Out of file descriptors and the like: back off as
 				// net/http does instead of spinning or giving up.
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
