@@ -30,8 +30,8 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 		}
 		return cur, nil
 	}
-	if s.DeadLetterQueue != "" && b.queues[s.DeadLetterQueue] == nil {
-		return QueueSettings{}, fmt.Errorf("%w: dead-letter queue %s", ErrQueueNotFound, s.DeadLetterQueue)
+	if err := b.checkDeadLetterTarget(s); err != nil {
+		return QueueSettings{}, err
 	}
 	now := b.now()
 	s.CreatedAt, s.ModifiedAt = now, now
@@ -54,6 +54,27 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 	}
 	b.queues[s.Name] = q
 	return s.clone(), nil
+}
+
+// checkDeadLetterTarget requires s's dead-letter queue to exist and to be of
+// the same kind: a FIFO queue's dead letters go to a FIFO queue (so they keep
+// their group order there), a standard queue's to a standard queue. Called
+// with b.mu held.
+func (b *Broker) checkDeadLetterTarget(s QueueSettings) error {
+	if s.DeadLetterQueue == "" {
+		return nil
+	}
+	dlq := b.queues[s.DeadLetterQueue]
+	if dlq == nil {
+		return fmt.Errorf("%w: dead-letter queue %s", ErrQueueNotFound, s.DeadLetterQueue)
+	}
+	dlq.mu.Lock()
+	fifo := dlq.settings.FIFO
+	dlq.mu.Unlock()
+	if fifo != s.FIFO {
+		return invalid("dead_letter_queue", "%s: a FIFO queue's dead-letter queue must be FIFO, and a standard queue's standard", s.DeadLetterQueue)
+	}
+	return nil
 }
 
 // sameSettings compares the settings a creator chooses (not ids or times).
@@ -92,8 +113,8 @@ func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSetting
 	if err := next.Validate(); err != nil {
 		return QueueSettings{}, err
 	}
-	if next.DeadLetterQueue != "" && b.queues[next.DeadLetterQueue] == nil {
-		return QueueSettings{}, fmt.Errorf("%w: dead-letter queue %s", ErrQueueNotFound, next.DeadLetterQueue)
+	if err := b.checkDeadLetterTarget(next); err != nil {
+		return QueueSettings{}, err
 	}
 	next.ModifiedAt = b.now()
 	err := b.cat.update(func(d *catalogData) error {

@@ -56,6 +56,8 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 	results := make([]SendResult, len(in))
 	var msgs []*Message
 	var idx []int
+	batchDedup := map[string]int{} // dedup id -> index in msgs
+	dupOf := map[int]int{}         // input index -> input index it repeats
 	for i, m := range in {
 		msg, err := q.prepare(s, m, now)
 		if err == nil && keep != nil && keep[i] != nil {
@@ -70,6 +72,12 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 				results[i] = SendResult{ID: id, Duplicate: true, Sequence: -1}
 				continue
 			}
+			if k, seen := batchDedup[msg.DedupID]; seen { // repeated within this call
+				results[i] = SendResult{ID: msgs[k].ID, Duplicate: true, Sequence: -1}
+				dupOf[i] = idx[k]
+				continue
+			}
+			batchDedup[msg.DedupID] = len(msgs)
 		}
 		results[i].ID = msg.ID
 		msgs = append(msgs, msg)
@@ -96,6 +104,9 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 	q.ctr.sent += uint64(len(msgs))
 	q.notifyLocked()
 	q.mu.Unlock()
+	for i, orig := range dupOf {
+		results[i].Sequence = results[orig].Sequence
+	}
 	return results, nil
 }
 

@@ -313,3 +313,37 @@ func TestAckBatch(t *testing.T) {
 		t.Fatalf("after crash %q, want only b", got)
 	}
 }
+
+func TestFIFODedupWithinOneSend(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "f.fifo", FIFO: true})
+	res, err := e.b.Send(context.Background(), "f.fifo", []SendInput{
+		{Body: []byte("x"), GroupID: "g", DedupID: "d1"},
+		{Body: []byte("x again"), GroupID: "g", DedupID: "d1"},
+		{Body: []byte("y"), GroupID: "g", DedupID: "d2"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[1].Duplicate || res[1].ID != res[0].ID || res[1].Sequence != res[0].Sequence {
+		t.Fatalf("repeat within one send: %+v, first %+v", res[1], res[0])
+	}
+	if got := bodies(e.receive("f.fifo", 10)); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("received %q, want only x (y waits behind it)", got)
+	}
+}
+
+func TestQueueSettingsRules(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "std-dlq"})
+	if _, err := e.b.CreateQueue(QueueSettings{Name: "f.fifo", FIFO: true, MaxReceives: 3, DeadLetterQueue: "std-dlq"}); err == nil {
+		t.Fatal("a FIFO queue accepted a standard dead-letter queue")
+	}
+	s, err := e.b.CreateQueue(QueueSettings{Name: "short", Retention: time.Hour})
+	if err != nil {
+		t.Fatalf("a queue with retention under 12 h: %v", err)
+	}
+	if s.MaxExtension != time.Hour {
+		t.Fatalf("max extension %v, want capped at the 1 h retention", s.MaxExtension)
+	}
+}

@@ -70,7 +70,8 @@ func (s *QueueSettings) Normalize() {
 		s.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if s.MaxExtension == 0 {
-		s.MaxExtension = DefaultMaxExtension
+		// A delivery cannot stay hidden longer than its message is kept.
+		s.MaxExtension = min(DefaultMaxExtension, s.Retention)
 	}
 	if s.DedupWindow == 0 {
 		s.DedupWindow = DefaultDedupWindow
@@ -96,6 +97,8 @@ func (s *QueueSettings) Validate() error {
 		return invalid("max_message_bytes", "%d: want 1 to %d", s.MaxMessageBytes, DefaultMaxMessageBytes)
 	case s.MaxExtension < s.VisibilityTimeout:
 		return invalid("max_extension", "%v: must be at least the visibility timeout", s.MaxExtension)
+	case s.MaxExtension > s.Retention:
+		return invalid("max_extension", "%v: must not exceed the retention period %v", s.MaxExtension, s.Retention)
 	case s.MaxReceives < 0:
 		return invalid("max_receives", "%d: must not be negative", s.MaxReceives)
 	case (s.MaxReceives > 0) != (s.DeadLetterQueue != ""):
