@@ -54,7 +54,10 @@ type segIndex struct {
 func (x *segIndex) note(rel uint32, pos, size, maxTS int64) {
 	if pos > 0 && x.sinceEntry >= x.interval {
 		x.offsets = append(x.offsets, offsetEntry{rel: rel, pos: uint32(pos)})
-		if x.maxTS >= 0 && (len(x.times) == 0 || x.maxTS > x.times[len(x.times)-1].ts) {
+		// Every offset entry gets its time entry, even if the maximum did
+		// not grow: recovery then knows the segment's maximum before any
+		// batch it starts scanning from.
+		if x.maxTS >= 0 {
 			x.times = append(x.times, timeEntry{ts: x.maxTS, rel: rel, pos: pos})
 		}
 		x.sinceEntry = 0
@@ -182,8 +185,7 @@ func readTimeIndex(fsys vfs.FS, path string) ([]timeEntry, error) {
 	var out []timeEntry
 	for i := 0; i+timeEntrySize <= len(b); i += timeEntrySize {
 		e := timeEntry{ts: int64(binary.BigEndian.Uint64(b[i:])), rel: binary.BigEndian.Uint32(b[i+8:]), pos: -1}
-		// Timestamps increase; only the final entry of a sealed segment may
-		// repeat the one before it.
+		// Timestamps never decrease (a running maximum).
 		if len(out) > 0 && (e.ts < out[len(out)-1].ts || e.rel < out[len(out)-1].rel) {
 			break
 		}

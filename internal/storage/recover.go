@@ -40,22 +40,15 @@ func (s *segment) recover() (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("storage: recover: %w", err)
 	}
-	start, want := int64(0), s.base
-	for len(offs) > 0 {
-		e := offs[len(offs)-1]
-		h, err := s.readHeader(int64(e.pos), size)
-		if err == nil && h.BaseOffset == s.base+int64(e.rel) {
-			start, want = int64(e.pos), h.BaseOffset
-			break
-		}
-		var ce *CorruptionError
-		if err != nil && !errors.As(err, &ce) {
-			return 0, fmt.Errorf("storage: recover: %w", err)
-		}
-		offs = offs[:len(offs)-1]
+	offs, times, err = s.recoveryStart(offs, times, size)
+	if err != nil {
+		return 0, err
 	}
-	rel := uint32(want - s.base)
-	times = times[:sort.Search(len(times), func(i int) bool { return times[i].rel > rel })]
+	start, want := int64(0), s.base
+	if len(offs) > 0 {
+		e := offs[len(offs)-1]
+		start, want = int64(e.pos), s.base+int64(e.rel)
+	}
 	*x = segIndex{loaded: true, offsets: offs, times: times, maxTS: -1, maxTSKnown: true, interval: s.interval}
 	if len(times) > 0 {
 		x.maxTS = times[len(times)-1].ts
@@ -80,6 +73,57 @@ func (s *segment) recover() (int64, error) {
 		return 0, err
 	}
 	return res.next, nil
+}
+
+// pairedTimes returns how many leading time entries were written with an
+// offset entry of the same relative offset, as note writes them. A torn
+// index write that garbled an entry's offset ends the kept prefix; a garbled
+// smaller timestamp already did (timestamps may not decrease).
+func pairedTimes(times []timeEntry, offs []offsetEntry) int {
+	j := 0
+	for i, t := range times {
+		for j < len(offs) && offs[j].rel < t.rel {
+			j++
+		}
+		if j == len(offs) || offs[j].rel != t.rel {
+			return i
+		}
+	}
+	return len(times)
+}
+
+// recoveryStart keeps the index entries recovery can trust and returns them;
+// the scan starts at the last offset entry kept (or at 0). That entry must
+// point at a batch with the expected base offset, and must have its time
+// entry, which holds the segment's maximum timestamp before it: the scan
+// does not read what lies before it.
+func (s *segment) recoveryStart(offs []offsetEntry, times []timeEntry, size int64) ([]offsetEntry, []timeEntry, error) {
+	for len(offs) > 0 {
+		e := offs[len(offs)-1]
+		h, err := s.readHeader(int64(e.pos), size)
+		if err == nil && h.BaseOffset == s.base+int64(e.rel) {
+			break
+		}
+		var ce *CorruptionError
+		if err != nil && !errors.As(err, &ce) {
+			return nil, nil, fmt.Errorf("storage: recover: %w", err)
+		}
+		offs = offs[:len(offs)-1]
+	}
+	last := uint32(0)
+	if len(offs) > 0 {
+		last = offs[len(offs)-1].rel
+	}
+	times = times[:sort.Search(len(times), func(i int) bool { return times[i].rel > last })]
+	times = times[:pairedTimes(times, offs)]
+	// Walk back to the entry whose time entry survived (both files lose
+	// their unsynced tails independently). With no time entry at all the
+	// scan covers the whole segment (batches without timestamps, or a lost
+	// time index).
+	for len(offs) > 0 && (len(times) == 0 || offs[len(offs)-1].rel != times[len(times)-1].rel) {
+		offs = offs[:len(offs)-1]
+	}
+	return offs, times, nil
 }
 
 // isDamage tells bytes that are not a valid batch from an I/O failure.

@@ -297,3 +297,28 @@ func TestTruncateWithPendingAppends(t *testing.T) {
 		t.Fatalf("hw %d, want %d", l.HighWatermark(), endA)
 	}
 }
+
+// TestRecoveryKeepsMaxTimestamp loses the active segment's time index
+// (crash) while its offset index survives: the segment's newest timestamp,
+// carried by its first batch, must still be known after recovery.
+func TestRecoveryKeepsMaxTimestamp(t *testing.T) {
+	mfs := vfs.NewMem()
+	o := testOptions(t, mfs, "/p")
+	o.IndexIntervalBytes = 100
+	l := mustOpen(t, o)
+	for i := range 20 {
+		mustAppend(t, l, mkBatch(t, 1, 100, int64(10000-i))) // newest first
+	}
+	path := l.active.path(timeIndexSuffix)
+	l.Close()
+	for _, cut := range []int{1, 3, 100} {
+		b := readFile(t, mfs, path)
+		writeFile(t, mfs, path, b[:max(0, len(b)-cut*timeEntrySize)])
+		l = mustOpen(t, o)
+		if got := l.active.maxTimestamp(); got != 10000 {
+			t.Fatalf("cut %d entries: max timestamp %d, want 10000", cut, got)
+		}
+		checkAllReadable(t, l)
+		l.Close()
+	}
+}
