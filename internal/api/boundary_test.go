@@ -127,3 +127,29 @@ func TestLongPollAnswersAtOnceWhenDraining(t *testing.T) {
 		t.Errorf("receive while draining took %v; it should not wait", d)
 	}
 }
+
+// A Consume stream ends cleanly, without an error, when the server drains.
+func TestConsumeEndsCleanlyWhenDraining(t *testing.T) {
+	draining := make(chan struct{})
+	c := serve(t, draining, nil)
+	ctx := t.Context()
+	if _, err := c.CreateQueue(ctx, "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(ctx, "s", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for m, err := range c.Consume(ctx, "s") {
+		if err != nil {
+			t.Fatalf("stream error: %v", err)
+		}
+		got++
+		if string(m.GetBody()) == "first" {
+			close(draining) // the stream is running; now the server drains
+		}
+	}
+	if got != 1 {
+		t.Errorf("got %d messages, want 1", got)
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -174,6 +175,10 @@ func (q *queueService) DeleteQueue(_ context.Context, req *connect.Request[sluic
 
 func (q *queueService) PurgeQueue(ctx context.Context, req *connect.Request[sluicev1.PurgeQueueRequest]) (*connect.Response[sluicev1.PurgeQueueResponse], error) {
 	name := req.Msg.GetQueue()
+	if _, _, ok := splitSub(name); ok {
+		return nil, apiError(connect.CodeUnimplemented, ReasonInvalidArgument,
+			errors.New("purging a subscription is not supported yet"), map[string]string{"field": "queue", "queue": name})
+	}
 	// The broker does not count what a purge removed; the depth just before
 	// is the answer, exact unless sends race with the purge.
 	st, err := q.b.QueueStats(name)
