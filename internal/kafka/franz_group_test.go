@@ -86,7 +86,7 @@ type member struct {
 	done   chan struct{}
 }
 
-func (n *node) startMember(t *testing.T, w *groupWatch, idx int, group, topic string) *member {
+func (n *node) startMember(t *testing.T, w *groupWatch, idx int, group, topic string, opts ...kgo.Opt) *member {
 	drop := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 		w.mu.Lock()
 		for _, p := range m[topic] {
@@ -97,17 +97,17 @@ func (n *node) startMember(t *testing.T, w *groupWatch, idx int, group, topic st
 		w.mu.Unlock()
 		w.notify()
 	}
-	cl := n.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.HeartbeatInterval(100*time.Millisecond),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			w.mu.Lock()
-			for _, p := range m[topic] {
-				w.owners[p] = idx
-			}
-			w.mu.Unlock()
-			w.notify()
-		}),
-		kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop))
+	assigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		w.mu.Lock()
+		for _, p := range m[topic] {
+			w.owners[p] = idx
+		}
+		w.mu.Unlock()
+		w.notify()
+	}
+	cl := n.client(append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{cl: cl, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -154,8 +154,14 @@ func produceValues(t *testing.T, cl *kgo.Client, topic string, from, to int) {
 
 // TestFranzGroup runs a group of three over six partitions, rebalances it
 // when one member leaves, and resumes from the committed offsets after the
-// broker restarts.
+// broker restarts; with franz-go's default cooperative-sticky balancer
+// (incremental rebalances) and with the eager range balancer.
 func TestFranzGroup(t *testing.T) {
+	t.Run("cooperative-sticky", func(t *testing.T) { testFranzGroup(t) })
+	t.Run("range", func(t *testing.T) { testFranzGroup(t, kgo.Balancers(kgo.RangeBalancer())) })
+}
+
+func testFranzGroup(t *testing.T, opts ...kgo.Opt) {
 	n := startNode(t, "")
 	const topic, grp, parts = "grp", "g", 6
 	n.createTopic(topic, parts)
@@ -163,7 +169,7 @@ func TestFranzGroup(t *testing.T) {
 	produceValues(t, prod, topic, 0, 600)
 
 	w := newGroupWatch()
-	ms := []*member{n.startMember(t, w, 0, grp, topic), n.startMember(t, w, 1, grp, topic), n.startMember(t, w, 2, grp, topic)}
+	ms := []*member{n.startMember(t, w, 0, grp, topic, opts...), n.startMember(t, w, 1, grp, topic, opts...), n.startMember(t, w, 2, grp, topic, opts...)}
 	w.waitFor(t, "three members with two partitions each", func() bool { return w.balanced(parts, 0, 1, 2) })
 	w.waitFor(t, "600 records", func() bool { return w.total() == 600 })
 
@@ -206,7 +212,7 @@ func TestFranzGroup(t *testing.T) {
 	n2 := startNode(t, n.dir)
 	produceValues(t, n2.client(), topic, 1200, 1260)
 	w2 := newGroupWatch()
-	m := n2.startMember(t, w2, 0, grp, topic)
+	m := n2.startMember(t, w2, 0, grp, topic, opts...)
 	defer m.stop()
 	w2.waitFor(t, "60 new records", func() bool { return w2.total() >= 60 })
 	w2.mu.Lock()
