@@ -58,7 +58,7 @@ flushed and synced, and the exit code is 0.`,
 			// After the first signal, restore the default handling so a
 			// second Ctrl-C kills a shutdown that hangs.
 			context.AfterFunc(ctx, stop)
-			return server.Run(ctx, cfg, log, version, wiring.Setup(wiring.Options{Opened: registerKafka}))
+			return server.Run(ctx, cfg, log, version, wiring.Setup(wiring.Options{Opened: registerFrontends}))
 		},
 	}
 	addServeFlags(cmd.Flags())
