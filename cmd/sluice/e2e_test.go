@@ -116,7 +116,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("exit after SIGTERM: %v; logs:\n%s", err, strings.Join(raw, "\n"))
 	}
 	all := strings.Join(raw, "\n")
-	for _, want := range []string{`"listener":"kafka"`, `front-end is not built yet`, `"msg":"shutdown complete"`} {
+	for _, want := range []string{`"msg":"listening","listener":"kafka"`, `"msg":"listening","listener":"sqs"`, `"msg":"shutdown complete"`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("logs lack %q:\n%s", want, all)
 		}
