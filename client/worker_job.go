@@ -78,7 +78,10 @@ func (w *Worker) handleLoop(hctx, recvCtx context.Context, jobs <-chan *job, slo
 		} else {
 			err := w.runHandler(j)
 			j.end()
-			w.settle(j.m, err, true)
+			// A handler cut off by a hard stop did not fail: release its
+			// message at once rather than after a failure's backoff.
+			handled := !(hctx.Err() != nil && errors.Is(err, context.Canceled))
+			w.settle(j.m, err, handled)
 		}
 		<-slots
 	}
