@@ -125,6 +125,7 @@ func (m *crashModel) verify(t testing.TB, l *Log, what string) {
 		seen[h.BaseOffset] = id
 		want = h.NextOffset()
 	}
+	checkMaxTimestamps(t, l, what)
 	for o, id := range m.acked {
 		if seen[o] != id {
 			t.Fatalf("%s: acknowledged batch id %d at offset %d lost (found id %d)", what, id, o, seen[o])
@@ -271,5 +272,29 @@ func concurrentAppends(t testing.TB, rng *rand.Rand, l *Log, m *crashModel, alwa
 	}
 	if rng.IntN(2) == 0 {
 		wg.Wait()
+	}
+}
+
+// checkMaxTimestamps compares each segment's newest timestamp, as its index
+// knows it, with the batches it holds: retention by time depends on it.
+func checkMaxTimestamps(t testing.TB, l *Log, what string) {
+	t.Helper()
+	for _, s := range l.segs {
+		want := int64(-1)
+		for off := s.base; off < l.HighWatermark(); {
+			b, err := l.Read(off, 1)
+			if err != nil || len(b) == 0 {
+				break
+			}
+			h, _ := batch.ParseHeader(b)
+			if h.BaseOffset < s.base || (s != l.active && h.BaseOffset >= s.sealedNext) {
+				break
+			}
+			want = max(want, h.MaxTimestamp)
+			off = h.NextOffset()
+		}
+		if got := s.maxTimestamp(); got != want {
+			t.Fatalf("%s: segment %d max timestamp %d, batches say %d", what, s.base, got, want)
+		}
 	}
 }
