@@ -20,14 +20,19 @@
 //
 //	.index:     | relOffset uint32 | position uint32 |  × n   one entry per IndexIntervalBytes of log;
 //	                                                       batch base+relOffset starts at position
-//	.timeindex: | timestamp int64 | relOffset uint32 | × n   every batch before base+relOffset has
-//	                                                       maxTimestamp <= timestamp; the last entry of a
-//	                                                       sealed segment is its max timestamp
+//	.timeindex: | timestamp int64 | relOffset uint32 | × n   one with each .index entry: every batch
+//	                                                       before base+relOffset has maxTimestamp <=
+//	                                                       timestamp; a sealed segment's last entry is
+//	                                                       its max timestamp at the next segment's base
 //
 // Index entries are written only once the data they point at is synced, so
 // recovery can start from the last one: Open scans the active segment from
 // its last valid index entry, truncates a torn tail, and reads nothing of the
 // sealed segments but their sizes and the last time-index entry.
+//
+// Appends are group-committed (commit.go): under SyncAlways appenders place
+// batches in memory and one syncer goroutine per Log writes and fdatasyncs
+// each group. docs/storage.md states what each sync policy can lose.
 package storage
 
 import (
