@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"math"
 	"path/filepath"
 	"sync"
 
 	"github.com/sluice-mq/sluice/internal/batch"
-	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -157,8 +155,9 @@ func (b *Broker) InitProducerID(name string) (ProducerID, error) {
 // producer may have at most five requests in flight: any retry is one of them.
 const producerWindow = 5
 
-// producerScanOffsets bounds the tail of a partition scanned at open to
-// rebuild producer state. A producer whose last batch is older than that is
+// producerScanOffsets is how much of a partition's tail is scanned at open
+// to rebuild producer state when there is no usable snapshot (see
+// producer_snapshot.go). A producer whose last batch is older than that is
 // forgotten; its next batch is then accepted whatever its sequence (as Kafka
 // does once producer state expired), which only weakens duplicate detection
 // for retries older than the window.
@@ -180,8 +179,10 @@ type producerState struct {
 	// mu guards m. It is held across an idempotent append, so batches of one
 	// producer reach the log in sequence order and a retry racing its
 	// original finds it.
-	mu sync.Mutex
-	m  map[int64]*producerEntry
+	mu      sync.Mutex
+	m       map[int64]*producerEntry
+	changed int   // batches recorded since the last snapshot
+	snapAt  int64 // offset the last snapshot covers
 }
 
 func nextSeq(s int32) int32 {
@@ -234,50 +235,8 @@ func (ps *producerState) recordLocked(h batch.Header, base int64) {
 		ps.m[h.ProducerID] = e
 	}
 	e.recent = append(e.recent, seqRange{first: h.BaseSequence, last: lastSeq(h), base: base})
+	ps.changed++
 	if len(e.recent) > producerWindow {
 		e.recent = append(e.recent[:0], e.recent[len(e.recent)-producerWindow:]...)
-	}
-}
-
-// rebuild reads the headers of the last producerScanOffsets offsets of the
-// log: bounded work at open, and enough for any retry still in flight. It is
-// best effort: damage in the tail stops the scan (and is reported by the
-// fetches that reach it) rather than keeping the partition from opening.
-func (ps *producerState) rebuild(log *storage.Log, logger *slog.Logger) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	pos := max(log.LogStartOffset(), log.HighWatermark()-producerScanOffsets)
-	for pos < log.HighWatermark() {
-		data, err := log.Read(pos, 1<<20)
-		if err != nil {
-			logger.Warn("producer state rebuild stopped", "offset", pos, "err", err)
-			return
-		}
-		if len(data) == 0 {
-			return
-		}
-		for len(data) > 0 {
-			h, err := batch.ParseHeader(data)
-			if err != nil {
-				return // Read returns only validated batches
-			}
-			if h.ProducerID >= 0 && !h.Control() {
-				ps.recordLocked(h, h.BaseOffset)
-			}
-			data = data[h.Size():]
-			pos = h.NextOffset()
-		}
-	}
-}
-
-// expire forgets producers whose every kept batch is below the log start:
-// retention removed them, and Kafka forgets them too.
-func (ps *producerState) expire(logStart int64) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for id, e := range ps.m {
-		if len(e.recent) == 0 || e.recent[len(e.recent)-1].base < logStart {
-			delete(ps.m, id)
-		}
 	}
 }

@@ -121,3 +121,37 @@ func TestProducerZombieFenced(t *testing.T) {
 		t.Fatal("producer id reused")
 	}
 }
+
+// TestProducerStateSnapshot: a retry is recognised after a restart even
+// when the partition grew far past the tail the broker scans without a
+// snapshot: at a clean close, and after a power cut once Maintain wrote one.
+func TestProducerStateSnapshot(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("busy", 1)
+	pid, _ := e.b.InitProducerID("")
+	idem := buildBatch(t, &batch.Producer{ID: pid.ID, Epoch: pid.Epoch}, "once")
+	if _, err := e.produceRaw("busy", 0, idem); err != nil {
+		t.Fatal(err)
+	}
+	bulk := make([]ProduceRecord, producerScanOffsets+100)
+	for i := range bulk {
+		bulk[i] = ProduceRecord{Value: []byte("x")}
+	}
+	e.produce("busy", bulk...)
+	retry := func(when string) {
+		t.Helper()
+		if r, err := e.produceRaw("busy", 0, idem); err != nil || !r.Duplicate[0] || r.BaseOffsets[0] != 0 {
+			t.Fatalf("retry %s: %+v %v", when, r, err)
+		}
+	}
+	e.restart()
+	retry("after a clean restart")
+	e.produce("busy", bulk...)
+	e.b.Maintain()
+	e.produce("busy", kv("", "after the snapshot"))
+	e.crash()
+	retry("after a power cut")
+	if _, err := e.produceRaw("busy", 0, buildBatch(t, &batch.Producer{ID: pid.ID, Epoch: pid.Epoch, BaseSequence: 5}, "gap")); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap after a power cut: %v", err)
+	}
+}

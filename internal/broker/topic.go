@@ -138,7 +138,7 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 		return nil, err
 	}
 	p := &partitionRT{owner: t, topic: t.name, index: i, dir: dir, log: log}
-	p.prod.rebuild(log, t.s.b.log.With("topic", t.name, "partition", i))
+	p.prod.rebuild(log, o.FS, dir, t.s.b.log.With("topic", t.name, "partition", i))
 	return p, nil
 }
 
@@ -150,6 +150,10 @@ func (t *topicRT) close() error {
 		errs = append(errs, sub.close())
 	}
 	for _, p := range t.parts {
+		// Before the log closes: its high watermark is final.
+		if err := p.prod.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, true); err != nil {
+			t.s.b.log.Warn("producer snapshot failed", "topic", t.name, "partition", p.index, "err", err)
+		}
 		errs = append(errs, p.log.Close())
 	}
 	return errors.Join(errs...)

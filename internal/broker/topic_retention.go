@@ -110,6 +110,9 @@ func (t *topicRT) maintain() error {
 			firstErr = err
 		}
 		p.prod.expire(p.log.LogStartOffset())
+		if err := p.prod.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, false); err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
 	return firstErr
 }

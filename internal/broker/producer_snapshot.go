@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// Producer state survives restarts as Kafka's does: a snapshot of every
+// producer's last batches, written to the partition directory at close and
+// every producerSnapshotEvery offsets (from Maintain), plus a scan of the
+// batch headers after it at open. The scan after a snapshot is complete, so
+// retries are recognised however fast the partition grows; without a usable
+// snapshot only the last producerScanOffsets offsets are scanned.
+//
+// File producers.snapshot: offset covered (8 bytes), CRC-32C of the rest (4
+// bytes), varint producer count, then per producer: varint id, varint
+// epoch, uvarint batch count, and per batch varint first and last sequence
+// and base offset.
+const (
+	producerSnapshotFile  = "producers.snapshot"
+	producerSnapshotEvery = 4096
+	// producerMaxScan bounds the scan after an old snapshot (a crash long
+	// after the last one): past it, state older than the window is lost.
+	producerMaxScan = 1 << 20
+)
+
+// rebuild restores the snapshot and scans the log after it.
+func (ps *producerState) rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	start, hw := log.LogStartOffset(), log.HighWatermark()
+	from := max(start, hw-producerScanOffsets)
+	if at, err := ps.loadSnapshotLocked(fsys, dir, hw); err == nil {
+		from = max(at, start, hw-producerMaxScan)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		logger.Warn("producer snapshot ignored", "err", err)
+		ps.m = nil
+	}
+	ps.scanLocked(log, from, logger)
+	ps.snapAt, ps.changed = hw, 0
+}
+
+// loadSnapshotLocked reads the snapshot; it is unusable if it covers more
+// than the log holds (the log lost an unsynced tail in a crash).
+func (ps *producerState) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, error) {
+	data, err := readFile(fsys, filepath.Join(dir, producerSnapshotFile))
+	if err != nil {
+		return 0, err
+	}
+	if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
+		return 0, fmt.Errorf("checksum mismatch")
+	}
+	at := int64(binary.BigEndian.Uint64(data[:8]))
+	if at > hw {
+		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
+	}
+	d := snapDecoder{b: data[12:]}
+	m := map[int64]*producerEntry{}
+	for n := d.varint(); n > 0 && d.err == nil; n-- {
+		id, e := d.varint(), &producerEntry{epoch: int16(d.varint())}
+		for k := d.varint(); k > 0 && d.err == nil; k-- {
+			e.recent = append(e.recent, seqRange{first: int32(d.varint()), last: int32(d.varint()), base: d.varint()})
+		}
+		m[id] = e
+	}
+	if d.err != nil {
+		return 0, d.err
+	}
+	ps.m = m
+	return at, nil
+}
+
+// snapDecoder reads varints until the first error, which sticks.
+type snapDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *snapDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, k := binary.Varint(d.b)
+	if k <= 0 {
+		d.err = fmt.Errorf("corrupt snapshot: truncated")
+		return 0
+	}
+	d.b = d.b[k:]
+	return v
+}
+
+// scanLocked records the idempotent batches from offset from to the end.
+// Best effort: damage stops the scan (fetches report it) rather than
+// keeping the partition from opening.
+func (ps *producerState) scanLocked(log *storage.Log, from int64, logger *slog.Logger) {
+	for pos := from; pos < log.HighWatermark(); {
+		data, err := log.Read(pos, 1<<20)
+		if err != nil {
+			logger.Warn("producer state rebuild stopped", "offset", pos, "err", err)
+			return
+		}
+		if len(data) == 0 {
+			return
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
+			if err != nil {
+				return // Read returns only validated batches
+			}
+			if h.ProducerID >= 0 && !h.Control() && h.NextOffset() > from {
+				ps.recordLocked(h, h.BaseOffset)
+			}
+			data = data[h.Size():]
+			pos = h.NextOffset()
+		}
+	}
+}
+
+// maybeSnapshot writes a snapshot when batches were recorded and the log
+// grew producerSnapshotEvery offsets since the last one, or always when
+// force is set (at close) and anything changed.
+func (ps *producerState) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string, force bool) error {
+	ps.mu.Lock()
+	// No idempotent append is in flight while mu is held, so every
+	// idempotent batch below hw is recorded.
+	hw := log.HighWatermark()
+	if ps.changed == 0 || (!force && hw-ps.snapAt < producerSnapshotEvery) {
+		ps.mu.Unlock()
+		return nil
+	}
+	body := binary.AppendVarint(nil, int64(len(ps.m)))
+	for id, e := range ps.m {
+		body = binary.AppendVarint(body, id)
+		body = binary.AppendVarint(body, int64(e.epoch))
+		body = binary.AppendVarint(body, int64(len(e.recent)))
+		for _, r := range e.recent {
+			body = binary.AppendVarint(body, int64(r.first))
+			body = binary.AppendVarint(body, int64(r.last))
+			body = binary.AppendVarint(body, r.base)
+		}
+	}
+	changed := ps.changed
+	ps.snapAt, ps.changed = hw, 0
+	ps.mu.Unlock()
+	buf := make([]byte, 12, 12+len(body))
+	binary.BigEndian.PutUint64(buf[:8], uint64(hw))
+	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(body, crcTable))
+	if err := writeFileAtomic(fsys, dir, producerSnapshotFile, append(buf, body...)); err != nil {
+		ps.mu.Lock()
+		ps.changed += changed // try again next time
+		ps.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// expire forgets producers whose every kept batch is below the log start:
+// retention removed them, and Kafka forgets them too.
+func (ps *producerState) expire(logStart int64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for id, e := range ps.m {
+		if len(e.recent) == 0 || e.recent[len(e.recent)-1].base < logStart {
+			delete(ps.m, id)
+		}
+	}
+}
