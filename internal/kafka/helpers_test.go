@@ -36,6 +36,12 @@ func startNode(t testing.TB, dir string) *node {
 }
 
 func startNodeSync(t testing.TB, dir string, sync storage.SyncPolicy) *node {
+	return startNodeWith(t, dir, sync, Config{})
+}
+
+// startNodeWith is startNode with a sync policy and a front-end config (its
+// Logger is replaced by a quiet one).
+func startNodeWith(t testing.TB, dir string, sync storage.SyncPolicy, cfg Config) *node {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -48,7 +54,7 @@ func startNodeSync(t testing.TB, dir string, sync storage.SyncPolicy) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{t: t, dir: dir, b: b, s: New(b, Config{Logger: quietLogger()}), addr: ln.Addr().String(), done: make(chan error, 1)}
+	n := &node{t: t, dir: dir, b: b, s: New(b, withLogger(cfg)), addr: ln.Addr().String(), done: make(chan error, 1)}
 	go func() { n.done <- n.s.Serve(ln) }()
 	t.Cleanup(n.stop)
 	return n
@@ -102,4 +108,9 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func withLogger(cfg Config) Config {
+	cfg.Logger = quietLogger()
+	return cfg
 }
