@@ -226,3 +226,19 @@ func (s *streams) openSubscriptions(data catalogData) error {
 	}
 	return nil
 }
+
+// SubscriptionsDeadLetteringTo lists the subscriptions ("topic/name") whose
+// dead-letter queue is queue, so that deleting the queue can be refused
+// while one still needs it (as for queues' dead-letter targets).
+func (b *Broker) SubscriptionsDeadLetteringTo(queue string) []string {
+	var out []string
+	for _, t := range b.streams.topicList() {
+		subs, _ := b.ListSubscriptions(t.name)
+		for _, s := range subs {
+			if s.DeadLetterQueue == queue {
+				out = append(out, subKey(s.Topic, s.Name))
+			}
+		}
+	}
+	return out
+}

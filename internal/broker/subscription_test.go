@@ -77,6 +77,9 @@ func TestSubscriptionsProgressIndependently(t *testing.T) {
 			t.Fatalf("round %d: poison delivered %d times", round, poison.ReceiveCount)
 		}
 	}
+	if users := e.b.SubscriptionsDeadLetteringTo("billing-dlq"); len(users) != 1 || users[0] != "events/billing" {
+		t.Fatalf("dead-letter users: %v", users)
+	}
 	dl := e.receive("billing-dlq", 10)
 	if len(dl) != 1 || string(dl[0].Body) != "v0" || dl[0].DeadLetter == nil || dl[0].DeadLetter.SourceQueue != "events/billing" {
 		t.Fatalf("dead letters: %+v", dl)
