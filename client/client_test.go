@@ -43,8 +43,21 @@ func TestQueueRoundTripEveryProtocol(t *testing.T) {
 			if err := c.Ack(ctx, q, m.GetReceipt()); !errors.Is(err, client.ErrReceiptStale) {
 				t.Errorf("second ack: %v, want ErrReceiptStale", err)
 			}
+			// The server stream works in every protocol too.
+			if _, err := c.Send(ctx, q, []byte("streamed")); err != nil {
+				t.Fatal(err)
+			}
+			for m, err := range c.Consume(ctx, q) {
+				if err != nil || string(m.GetBody()) != "streamed" {
+					t.Fatalf("consume: %v, %v", m, err)
+				}
+				if err := c.Ack(ctx, q, m.GetReceipt()); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
 			info, err := c.GetQueue(ctx, q)
-			if err != nil || info.GetStats().GetAckedTotal() != 1 || info.GetStats().GetStaleAckRefusedTotal() != 1 {
+			if err != nil || info.GetStats().GetAckedTotal() != 2 || info.GetStats().GetStaleAckRefusedTotal() != 1 {
 				t.Errorf("stats %v, %v", info.GetStats(), err)
 			}
 		})
