@@ -286,6 +286,48 @@ func (b *Broker) SubscriptionAck(ctx context.Context, topic, name, receipt strin
 	})
 }
 
+// SubscriptionAckBatch acks several deliveries with one journal write.
+// Each receipt gets its own result (nil, or why it was refused); the call's
+// error is for the subscription as a whole.
+func (b *Broker) SubscriptionAckBatch(ctx context.Context, topic, name string, receipts []string) ([]error, error) {
+	_, sub, err := b.subscription(topic, name)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]error, len(receipts))
+	sub.mu.Lock()
+	if err := sub.checkLocked(); err != nil {
+		sub.mu.Unlock()
+		return nil, err
+	}
+	now := b.now()
+	var recs []subEvent
+	for i, receipt := range receipts {
+		p, r, err := sub.parseReceiptLocked(receipt)
+		var evs []queue.Event
+		if err == nil {
+			evs, err = sub.curs[p].Ack(now, r)
+		}
+		results[i] = mapCursorErr(err)
+		recs = appendSubEvents(recs, p, evs)
+	}
+	done := sub.recordLocked(recs)
+	sub.notifyLocked()
+	sub.mu.Unlock()
+	return results, sub.wait(done)
+}
+
+// parseReceiptLocked splits a subscription receipt into its partition and
+// the cursor's receipt. Called with mu held.
+func (sub *subRT) parseReceiptLocked(receipt string) (int, string, error) {
+	ps, r, ok := strings.Cut(receipt, ":")
+	p, err := strconv.Atoi(ps)
+	if !ok || err != nil || p < 0 || p >= len(sub.curs) {
+		return 0, "", fmt.Errorf("%w: %q", ErrReceiptInvalid, receipt)
+	}
+	return p, r, nil
+}
+
 // SubscriptionExtend keeps a delivery hidden until now+d (0: visible now).
 func (b *Broker) SubscriptionExtend(ctx context.Context, topic, name, receipt string, d time.Duration) error {
 	return b.subLease(topic, name, receipt, func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
@@ -307,19 +349,15 @@ func (b *Broker) subLease(topic, name, receipt string, op func(*queue.Cursor, ti
 	if err != nil {
 		return err
 	}
-	ps, r, ok := strings.Cut(receipt, ":")
-	p, perr := strconv.Atoi(ps)
-	if !ok || perr != nil || p < 0 {
-		return fmt.Errorf("%w: %q", ErrReceiptInvalid, receipt)
-	}
 	sub.mu.Lock()
 	if err := sub.checkLocked(); err != nil {
 		sub.mu.Unlock()
 		return err
 	}
-	if p >= len(sub.curs) {
+	p, r, err := sub.parseReceiptLocked(receipt)
+	if err != nil {
 		sub.mu.Unlock()
-		return fmt.Errorf("%w: %q", ErrReceiptInvalid, receipt)
+		return err
 	}
 	evs, err := op(sub.curs[p], b.now(), r)
 	if err != nil {

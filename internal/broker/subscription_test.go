@@ -57,7 +57,15 @@ func TestSubscriptionsProgressIndependently(t *testing.T) {
 	if len(got) != 10 {
 		t.Fatalf("audit got %d", len(got))
 	}
-	e.subAck("events", "audit", got...)
+	receipts := make([]string, len(got)+1)
+	for i, d := range got {
+		receipts[i] = d.Receipt
+	}
+	receipts[len(got)] = "9:bogus"
+	res, err := e.b.SubscriptionAckBatch(context.Background(), "events", "audit", receipts)
+	if err != nil || !errors.Is(res[len(got)], ErrReceiptInvalid) || errors.Join(res[:len(got)]...) != nil {
+		t.Fatalf("ack batch: %v %v", res, err)
+	}
 	if more := e.subReceive("events", "audit", 100); len(more) != 0 {
 		t.Fatalf("audit got %d after acking all", len(more))
 	}
