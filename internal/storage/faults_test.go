@@ -132,6 +132,9 @@ func TestSyncErrorIsNeverSwallowed(t *testing.T) {
 	if _, err := l.Append(context.Background(), mkBatch(t, 1, 10, 1)); !errors.Is(err, ErrNeedsRecovery) {
 		t.Fatalf("append after failed sync: %v", err)
 	}
+	if err := l.Err(); !errors.Is(err, ErrNeedsRecovery) {
+		t.Fatalf("Err after failed sync: %v", err)
+	}
 	if err := l.Wait(context.Background(), 1<<40); !errors.Is(err, ErrNeedsRecovery) {
 		t.Fatalf("Wait after failed sync: %v", err)
 	}

@@ -255,6 +255,10 @@ func (l *Log) HighWatermark() int64 { return l.hw.Load() }
 // LogStartOffset is the first offset still stored.
 func (l *Log) LogStartOffset() int64 { return l.start.Load() }
 
+// Err returns the error that made the log refuse appends (matching
+// ErrNeedsRecovery), or nil: for health checks, and to know when to reopen.
+func (l *Log) Err() error { return l.failure() }
+
 // Size is the total bytes of the log's segments, for metrics and retention
 // reports.
 func (l *Log) Size() int64 {
