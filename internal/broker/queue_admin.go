@@ -147,6 +147,9 @@ func (b *Broker) DeleteQueue(name string) error {
 			return fmt.Errorf("%w: %s is the dead-letter queue of %s", ErrQueueInUse, name, other)
 		}
 	}
+	if subs := b.SubscriptionsDeadLetteringTo(name); len(subs) > 0 {
+		return fmt.Errorf("%w: %s is the dead-letter queue of subscription %s", ErrQueueInUse, name, subs[0])
+	}
 	err := b.cat.update(func(d *catalogData) error {
 		delete(d.Queues, name)
 		return nil

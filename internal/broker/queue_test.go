@@ -347,3 +347,17 @@ func TestQueueSettingsRules(t *testing.T) {
 		t.Fatalf("max extension %v, want capped at the 1 h retention", s.MaxExtension)
 	}
 }
+
+func TestDeleteQueueInUseBySubscription(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "sub-dlq"})
+	if _, err := e.b.CreateTopic(TopicSettings{Name: "events", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateSubscription(SubscriptionSettings{Topic: "events", Name: "s", MaxReceives: 2, DeadLetterQueue: "sub-dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.DeleteQueue("sub-dlq"); !errors.Is(err, ErrQueueInUse) {
+		t.Fatalf("deleting a subscription's dead-letter queue: %v, want ErrQueueInUse", err)
+	}
+}
