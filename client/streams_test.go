@@ -119,14 +119,18 @@ func TestSubscriptionIsReadLikeAQueue(t *testing.T) {
 	if _, err := c.Extend(ctx, "events/audit", m.GetReceipt(), time.Minute); err != nil {
 		t.Errorf("extend: %v", err)
 	}
-	if err := c.Ack(ctx, "events/audit", m.GetReceipt()); err != nil {
-		t.Fatal(err)
+	if q, err := c.GetQueue(ctx, "events/audit"); err != nil || q.GetStats().GetInFlight() != 1 || q.GetStats().GetReceivedTotal() != 1 {
+		t.Errorf("subscription stats through GetQueue: %v, %v", q.GetStats(), err)
+	}
+	errs, err := c.AckBatch(ctx, "events/audit", []string{m.GetReceipt(), "0:garbage"})
+	if err != nil || errs[0] != nil || errs[1] == nil {
+		t.Fatalf("ack batch: %v, %v", errs, err)
 	}
 	if err := c.Ack(ctx, "events/audit", m.GetReceipt()); !errors.Is(err, client.ErrReceiptStale) {
 		t.Errorf("second ack: %v", err)
 	}
 	subs, err := c.ListSubscriptions(ctx, "events")
-	if err != nil || len(subs) != 1 || subs[0].GetName() != "audit" {
+	if err != nil || len(subs) != 1 || subs[0].GetName() != "audit" || subs[0].GetStats().GetInFlight() != 0 {
 		t.Errorf("subscriptions %v, %v", subs, err)
 	}
 	if _, err := c.GetQueue(ctx, "events/nope"); !errors.Is(err, client.ErrSubscriptionNotFound) {

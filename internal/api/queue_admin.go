@@ -29,7 +29,9 @@ func (a *API) queueProto(s broker.QueueSettings) (*sluicev1.Queue, error) {
 	}
 	return &sluicev1.Queue{
 		Name: s.Name, Config: settingsToConfig(s), Stats: statsToProto(st),
-		CreateTime: ts(s.CreatedAt), DeadLetterSources: a.b.DeadLetterSources(s.Name),
+		CreateTime: ts(s.CreatedAt),
+		// Subscriptions that dead-letter here count too, as "<topic>/<name>".
+		DeadLetterSources: append(a.b.DeadLetterSources(s.Name), a.b.SubscriptionsDeadLetteringTo(s.Name)...),
 	}, nil
 }
 

@@ -153,19 +153,24 @@ func (q *queueService) AckBatch(ctx context.Context, req *connect.Request[sluice
 	if len(receipts) == 0 || len(receipts) > maxAckBatch {
 		return nil, invalidArg(ReasonInvalidArgument, "receipts", fmt.Sprintf("%d receipts: want 1 to %d", len(receipts), maxAckBatch), qmeta(name))
 	}
+	var errs []error
+	var err error
+	if topic, sub, ok := splitSub(name); ok {
+		errs, err = q.b.SubscriptionAckBatch(ctx, topic, sub, receipts)
+	} else {
+		errs, err = q.b.AckBatch(ctx, name, receipts)
+	}
+	if err != nil {
+		return nil, q.toConnect(err, qmeta(name)) // the whole call failed, not one receipt
+	}
 	out := &sluicev1.AckBatchResponse{Results: make([]*sluicev1.AckResult, len(receipts))}
 	for i, r := range receipts {
 		out.Results[i] = &sluicev1.AckResult{Receipt: r}
-		err := q.ack(ctx, name, r)
-		switch {
-		case errors.Is(err, broker.ErrQueueNotFound) || errors.Is(err, broker.ErrClosed) ||
-			errors.Is(err, broker.ErrTopicNotFound) || errors.Is(err, broker.ErrSubscriptionNotFound):
-			return nil, q.toConnect(err, qmeta(name)) // the whole call failed, not this receipt
-		case err != nil:
-			out.Results[i].Error = errorInfo(err, qmeta(name))
-		default:
-			q.streams.release(name, r)
+		if errs[i] != nil {
+			out.Results[i].Error = errorInfo(errs[i], qmeta(name))
+			continue
 		}
+		q.streams.release(name, r)
 	}
 	return connect.NewResponse(out), nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/internal/broker"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
@@ -101,6 +102,24 @@ func subSettings(topic, name string, c *sluicev1.SubscriptionConfig) (broker.Sub
 	return s, nil
 }
 
+func subStatsProto(st broker.SubscriptionStats) *sluicev1.QueueStats {
+	return &sluicev1.QueueStats{
+		Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
+		OldestMessageAge: durationpb.New(st.OldestAge), DeadLetterDepth: st.DLQDepth,
+		ReceivedTotal: st.Received, RedeliveredTotal: st.Redelivered,
+		DeadLetteredTotal: st.DeadLettered, ExpiredTotal: st.Expired,
+	}
+}
+
+// withStats adds a subscription's current stats to its proto (left unset
+// if the subscription went away meanwhile).
+func (a *API) withStats(p *sluicev1.Subscription) *sluicev1.Subscription {
+	if st, err := a.b.SubscriptionStats(p.GetTopic(), p.GetName()); err == nil {
+		p.Stats = subStatsProto(st)
+	}
+	return p
+}
+
 func subProto(s broker.SubscriptionSettings) *sluicev1.Subscription {
 	q := &sluicev1.QueueConfig{VisibilityTimeout: dur(s.VisibilityTimeout), MaxVisibilityExtension: dur(s.MaxExtension),
 		Delay: dur(s.DeliveryDelay)}
@@ -124,7 +143,7 @@ func (t *topicService) CreateSubscription(_ context.Context, req *connect.Reques
 	if s, err = t.b.CreateSubscription(s); err != nil {
 		return nil, t.toConnect(err, smeta(m.GetTopic(), m.GetName()))
 	}
-	return connect.NewResponse(&sluicev1.CreateSubscriptionResponse{Subscription: subProto(s)}), nil
+	return connect.NewResponse(&sluicev1.CreateSubscriptionResponse{Subscription: t.withStats(subProto(s))}), nil
 }
 
 func (t *topicService) GetSubscription(_ context.Context, req *connect.Request[sluicev1.GetSubscriptionRequest]) (*connect.Response[sluicev1.GetSubscriptionResponse], error) {
@@ -132,7 +151,7 @@ func (t *topicService) GetSubscription(_ context.Context, req *connect.Request[s
 	if err != nil {
 		return nil, t.toConnect(err, smeta(req.Msg.GetTopic(), req.Msg.GetName()))
 	}
-	return connect.NewResponse(&sluicev1.GetSubscriptionResponse{Subscription: subProto(s)}), nil
+	return connect.NewResponse(&sluicev1.GetSubscriptionResponse{Subscription: t.withStats(subProto(s))}), nil
 }
 
 func (t *topicService) ListSubscriptions(_ context.Context, req *connect.Request[sluicev1.ListSubscriptionsRequest]) (*connect.Response[sluicev1.ListSubscriptionsResponse], error) {
@@ -142,7 +161,7 @@ func (t *topicService) ListSubscriptions(_ context.Context, req *connect.Request
 	}
 	out := &sluicev1.ListSubscriptionsResponse{}
 	for _, s := range subs {
-		out.Subscriptions = append(out.Subscriptions, subProto(s))
+		out.Subscriptions = append(out.Subscriptions, t.withStats(subProto(s)))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -155,13 +174,12 @@ func (t *topicService) DeleteSubscription(_ context.Context, req *connect.Reques
 }
 
 // subscriptionAsQueue answers GetQueue for "<topic>/<subscription>": its
-// config. The broker reports no per-subscription stats yet, so stats are
-// empty.
+// queue config and stats.
 func (a *API) subscriptionAsQueue(topic, name string) (*sluicev1.Queue, error) {
 	s, err := a.b.GetSubscription(topic, name)
 	if err != nil {
 		return nil, a.toConnect(err, smeta(topic, name))
 	}
-	p := subProto(s)
-	return &sluicev1.Queue{Name: topic + "/" + name, Config: p.GetConfig().GetQueue(), Stats: &sluicev1.QueueStats{}, CreateTime: p.GetCreateTime()}, nil
+	p := a.withStats(subProto(s))
+	return &sluicev1.Queue{Name: topic + "/" + name, Config: p.GetConfig().GetQueue(), Stats: p.GetStats(), CreateTime: p.GetCreateTime()}, nil
 }

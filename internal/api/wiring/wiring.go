@@ -129,6 +129,15 @@ func queueStats(b *broker.Broker) func() []metrics.QueueStat {
 				StaleAckRefused: st.StaleRefused,
 			}
 		}
+		// A subscription is a queue cursor: it reports as the queue
+		// "<topic>/<subscription>", the name QueueService reads it by.
+		for _, st := range b.AllSubscriptionStats() {
+			out = append(out, metrics.QueueStat{
+				Queue: st.Topic + "/" + st.Name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
+				OldestAge: st.OldestAge, DLQDepth: st.DLQDepth, Received: st.Received,
+				Redelivered: st.Redelivered, DeadLettered: st.DeadLettered,
+			})
+		}
 		return out
 	}
 }
