@@ -71,6 +71,7 @@ func registerKafka(s *server.Server, b *broker.Broker) error {
 	if err != nil {
 		return fmt.Errorf("--kafka-advertised-addr: %w", err)
 	}
-	s.RegisterFrontend(server.Kafka, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger()}))
+	s.RegisterFrontend(server.Kafka, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(),
+		AutoCreateTopics: s.Config().KafkaAutoCreateTopics, DefaultPartitions: s.Config().KafkaDefaultPartitions}))
 	return nil
 }

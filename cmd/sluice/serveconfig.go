@@ -58,6 +58,25 @@ var serveSettings = []serveSetting{
 		},
 	},
 	{
+		name:  "kafka-auto-create-topics",
+		usage: "`bool`: a Kafka client's metadata request creates the topics it names (Kafka's auto.create.topics.enable)",
+		get:   func(c *server.Config) string { return strconv.FormatBool(c.KafkaAutoCreateTopics) },
+		set: func(c *server.Config, v string) (err error) {
+			c.KafkaAutoCreateTopics, err = strconv.ParseBool(v)
+			return err
+		},
+	},
+	{
+		name:  "kafka-default-partitions",
+		usage: "partition `count` of topics created without one (Kafka's num.partitions)",
+		get:   func(c *server.Config) string { return strconv.Itoa(int(c.KafkaDefaultPartitions)) },
+		set: func(c *server.Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 32)
+			c.KafkaDefaultPartitions = int32(n)
+			return err
+		},
+	},
+	{
 		name:  "shutdown-timeout",
 		usage: "how long in-flight requests may take to finish at shutdown (a `duration`)",
 		get:   func(c *server.Config) string { return c.ShutdownTimeout.String() },

@@ -43,6 +43,12 @@ type Config struct {
 	// MaxRequestBytes bounds one request body on every HTTP handler.
 	MaxRequestBytes int64
 
+	// KafkaAutoCreateTopics lets a Kafka client's metadata request create a
+	// topic it names, with KafkaDefaultPartitions partitions, as Kafka's
+	// auto.create.topics.enable (default on) and num.partitions do.
+	KafkaAutoCreateTopics  bool
+	KafkaDefaultPartitions int32
+
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once shutdown starts; after it they are cut off and closers run.
 	ShutdownTimeout time.Duration
@@ -60,6 +66,9 @@ func Defaults() Config {
 		LogFormat:       "text",
 		MaxRequestBytes: 16 << 20,
 		ShutdownTimeout: 10 * time.Second,
+
+		KafkaAutoCreateTopics:  true,
+		KafkaDefaultPartitions: 1,
 	}
 }
 
@@ -127,6 +136,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format: want text or json, got %q", c.LogFormat)
+	}
+	if c.KafkaDefaultPartitions < 1 {
+		return fmt.Errorf("--kafka-default-partitions: must be at least 1, got %d", c.KafkaDefaultPartitions)
 	}
 	if c.MaxRequestBytes <= 0 {
 		return fmt.Errorf("--max-request-bytes: must be positive, got %d", c.MaxRequestBytes)
