@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -94,6 +96,8 @@ func TestAppendRejectsBadBatches(t *testing.T) {
 		{"short", func(b []byte) []byte { return b[:len(b)-1] }, batch.ErrCorrupt},
 		{"too-large", func([]byte) []byte { return mkBatch(t, 1, 5000, 1) }, batch.ErrTooLarge},
 		{"empty", func([]byte) []byte { return nil }, batch.ErrCorrupt},
+		{"offset-gap", func(b []byte) []byte { return withCounts(b, 2, 5) }, batch.ErrCorrupt},
+		{"no-records", func(b []byte) []byte { return withCounts(mkBatch(t, 1, 0, 1)[:batch.HeaderSize], 0, 0) }, batch.ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions(t, vfs.Default, t.TempDir())
@@ -130,4 +134,15 @@ func TestSyncPolicyParse(t *testing.T) {
 			t.Errorf("ParseSyncPolicy(%q) = %v, %v", tc.in, got, err)
 		}
 	}
+}
+
+// withCounts rewrites a batch's recordCount and lastOffsetDelta (records
+// untouched) and fixes its length and CRC, so only those fields are wrong.
+func withCounts(b []byte, count, lastDelta int32) []byte {
+	b = bytes.Clone(b)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-batch.LengthSize))
+	binary.BigEndian.PutUint32(b[23:], uint32(lastDelta))
+	binary.BigEndian.PutUint32(b[57:], uint32(count))
+	binary.BigEndian.PutUint32(b[17:], batch.ComputeCRC(b))
+	return b
 }

@@ -340,10 +340,17 @@ func (l *Log) Wait(ctx context.Context, offset int64) error {
 	}
 }
 
-// validate checks every batch before anything is written.
+// validate checks every batch before anything is written. Beyond
+// batch.Validate, an appended batch must hold records numbered 0…n-1: the
+// log assigns n offsets to it, and a batch claiming more offsets than it has
+// records (as compaction leaves them) would burn offsets for nothing.
 func (l *Log) validate(batches [][]byte) error {
 	for i, b := range batches {
-		if err := batch.Validate(b, l.opts.MaxBatchBytes); err != nil {
+		err := batch.Validate(b, l.opts.MaxBatchBytes)
+		if h, _ := batch.ParseHeader(b); err == nil && (h.RecordCount < 1 || h.LastOffsetDelta != h.RecordCount-1) {
+			err = &batch.Error{Reason: fmt.Sprintf("%d records with lastOffsetDelta %d", h.RecordCount, h.LastOffsetDelta), Err: batch.ErrCorrupt}
+		}
+		if err != nil {
 			return fmt.Errorf("storage: batch %d of %d: %w", i, len(batches), err)
 		}
 	}
