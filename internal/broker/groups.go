@@ -4,10 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"hash/crc32"
-	"io/fs"
 	"path/filepath"
 	"sync"
 	"time"
@@ -32,24 +29,20 @@ type groupRT struct {
 	dir string
 	jr  *journal
 
-	// mu guards coord, joins, syncs, sinceSnap and snapBusy. It is held to
+	// mu guards coord, joins and syncs. It is held to
 	// call the coordinator and to submit the events it returns, so the
 	// journal holds them in the order they were applied; never across an
 	// fdatasync.
-	mu        sync.Mutex
-	coord     *group.Coordinator
-	joins     map[group.Ticket]chan group.JoinResult
-	syncs     map[group.Ticket]chan group.SyncResult
-	sinceSnap int
-	snapBusy  bool
-	closed    bool // joins and syncs are refused: nothing would answer them
+	mu     sync.Mutex
+	coord  *group.Coordinator
+	joins  map[group.Ticket]chan group.JoinResult
+	syncs  map[group.Ticket]chan group.SyncResult
+	closed bool // joins and syncs are refused: nothing would answer them
 
 	kick chan struct{} // a deadline may have moved (capacity 1)
 	stop chan struct{} // closed by close: the ticker goroutine returns
 	done chan struct{} // closed when it has
 }
-
-const groupSnapshotFile = "snapshot"
 
 func openGroups(s *streams) (*groupRT, error) {
 	o := s.b.opts
@@ -68,11 +61,14 @@ func openGroups(s *streams) (*groupRT, error) {
 	if err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	if err := g.load(jlog); err != nil {
+	replayed, err := g.load(jlog)
+	if err != nil {
 		jlog.Close()
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	g.jr = newJournal(jlog, func() int64 { return s.b.now().UnixMilli() })
+	g.jr = newJournal(jlog, func() int64 { return s.b.now().UnixMilli() },
+		snapshotter{fs: o.FS, dir: g.dir, every: o.SnapshotEvery, warn: s.b.log.With("journal", "groups").Warn})
+	g.jr.replayed(replayed)
 	go g.run()
 	return g, nil
 }
@@ -85,22 +81,21 @@ func incarnation() string {
 	return hex.EncodeToString(b[:])
 }
 
-// load rebuilds the coordinator's offsets from the snapshot and the journal.
-func (g *groupRT) load(jlog *storage.Log) error {
+// load rebuilds the coordinator's offsets from the snapshot and the journal,
+// and returns how many journal events it replayed.
+func (g *groupRT) load(jlog *storage.Log) (int, error) {
 	g.coord = group.New(group.Config{Incarnation: incarnation()})
-	from := int64(0)
-	data, err := readFile(g.s.b.opts.FS, filepath.Join(g.dir, groupSnapshotFile))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	default:
-		if from, err = g.applySnapshot(data); err != nil {
-			return err
+	from, snap, found, err := loadSnapshot(g.s.b.opts.FS, g.dir)
+	if err != nil {
+		return 0, err
+	}
+	if found {
+		if err := g.applySnapshot(snap); err != nil {
+			return 0, err
 		}
 	}
 	if from < jlog.LogStartOffset() {
-		return fmt.Errorf("journal starts at %d, after the snapshot's %d", jlog.LogStartOffset(), from)
+		return 0, fmt.Errorf("journal starts at %d, after the snapshot's %d", jlog.LogStartOffset(), from)
 	}
 	n := 0
 	err = replayLog(jlog, from, func(off int64, v []byte) error {
@@ -114,33 +109,27 @@ func (g *groupRT) load(jlog *storage.Log) error {
 		}
 		return nil
 	})
-	g.sinceSnap = n
-	return err
+	return n, err
 }
 
-// Snapshot file: journal offset (8 bytes), CRC-32C of the rest (4 bytes),
-// then events, each a uvarint length and an encoded group.Event.
-func (g *groupRT) applySnapshot(data []byte) (int64, error) {
-	if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
-		return 0, fmt.Errorf("snapshot: checksum mismatch")
-	}
-	pos := int64(binary.BigEndian.Uint64(data[:8]))
-	rest := data[12:]
+// applySnapshot replays a snapshot body: events, each a uvarint length and an
+// encoded group.Event.
+func (g *groupRT) applySnapshot(rest []byte) error {
 	for len(rest) > 0 {
 		n, k := binary.Uvarint(rest)
 		if k <= 0 || uint64(len(rest)-k) < n {
-			return 0, fmt.Errorf("snapshot: truncated")
+			return fmt.Errorf("snapshot: truncated")
 		}
 		ev, err := group.UnmarshalEvent(rest[k : k+int(n)])
 		if err == nil {
 			err = g.coord.Apply(ev)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("snapshot: %w", err)
+			return fmt.Errorf("snapshot: %w", err)
 		}
 		rest = rest[k+int(n):]
 	}
-	return pos, nil
+	return nil
 }
 
 // snapshotLocked encodes every committed offset as events, one per group
@@ -170,42 +159,6 @@ func (g *groupRT) snapshotLocked() ([]byte, error) {
 		}
 	}
 	return buf, nil
-}
-
-// startSnapshotLocked writes a snapshot once the journal holds every event
-// before it, then trims the journal. Called with mu held.
-func (g *groupRT) startSnapshotLocked() {
-	body, err := g.snapshotLocked()
-	if err != nil {
-		g.s.b.log.Warn("group snapshot failed", "err", err)
-		return
-	}
-	pos := g.jr.position()
-	g.snapBusy, g.sinceSnap = true, 0
-	g.jr.onDurable(func(durable int64) {
-		err := g.writeSnapshot(pos, body, durable)
-		g.mu.Lock()
-		g.snapBusy = false
-		g.mu.Unlock()
-		if err != nil {
-			g.s.b.log.Warn("group snapshot failed", "err", err)
-		}
-	})
-}
-
-func (g *groupRT) writeSnapshot(pos int64, body []byte, durable int64) error {
-	if durable < pos {
-		return fmt.Errorf("journal durable to %d, snapshot at %d", durable, pos)
-	}
-	buf := make([]byte, 12, 12+len(body))
-	binary.BigEndian.PutUint64(buf[:8], uint64(pos))
-	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(body, crcTable))
-	buf = append(buf, body...)
-	if err := writeFileAtomic(g.s.b.opts.FS, g.dir, groupSnapshotFile, buf); err != nil {
-		return err
-	}
-	_, err := g.jr.log.DeleteBelow(pos)
-	return err
 }
 
 // dispatchLocked hands completed tickets to their waiters, journals the
@@ -241,12 +194,7 @@ func (g *groupRT) dispatchLocked(out group.Output) <-chan error {
 		}
 		enc = append(enc, b)
 	}
-	ch := g.jr.submit(enc)
-	g.sinceSnap += len(enc)
-	if g.sinceSnap >= g.s.b.opts.SnapshotEvery && !g.snapBusy {
-		g.startSnapshotLocked()
-	}
-	return ch
+	return g.jr.record(enc, g.snapshotLocked)
 }
 
 // wait waits for a journal write. After a failure memory is ahead of disk,
@@ -272,10 +220,12 @@ func (g *groupRT) reloadLocked() error {
 	if err := g.jr.log.Sync(); err != nil {
 		return err
 	}
-	if err := g.load(g.jr.log); err != nil {
+	n, err := g.load(g.jr.log)
+	if err != nil {
 		return err
 	}
 	g.jr.reset()
+	g.jr.replayed(n)
 	// The new coordinator has no members: pending joins and syncs will
 	// never complete, so their waiters hear now and rejoin.
 	g.failWaitersLocked(group.ErrUnknownMember)
@@ -316,9 +266,7 @@ func (g *groupRT) tick() {
 	g.mu.Lock()
 	out := g.coord.Tick(g.s.b.now())
 	ch := g.dispatchLocked(out)
-	if g.sinceSnap > 0 && !g.snapBusy && g.sinceSnap >= g.s.b.opts.SnapshotEvery/10 {
-		g.startSnapshotLocked()
-	}
+	g.jr.maybeSnapshot(g.s.b.opts.SnapshotEvery/10, 0, g.snapshotLocked)
 	g.mu.Unlock()
 	if err := g.wait(ch); err != nil {
 		g.s.b.log.Warn("group tick journal failed", "err", err)

@@ -33,6 +33,7 @@ type journal struct {
 	// too, so the journal never holds an event whose predecessor was lost.
 	// reset clears it once the owner has rebuilt its state from disk.
 	failed error
+	snap   snapshotter
 
 	kick chan struct{} // one token: there is work
 	done chan struct{} // closed when run returns
@@ -43,10 +44,13 @@ var (
 	errJournalReset  = errors.New("journal reset after a write failure")
 )
 
-func newJournal(log *storage.Log, now func() int64) *journal {
+// newJournal starts the writer of log. snap says where and how often the
+// owner's snapshots are written.
+func newJournal(log *storage.Log, now func() int64, snap snapshotter) *journal {
 	j := &journal{
 		log:       log,
 		now:       now,
+		snap:      snap,
 		submitted: log.HighWatermark(),
 		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
@@ -81,14 +85,6 @@ func (j *journal) submit(events [][]byte) <-chan error {
 	default:
 	}
 	return ch
-}
-
-// position is the journal offset the next submitted event will get. Read it
-// under the same lock as submit's caller so it matches the in-memory state.
-func (j *journal) position() int64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.submitted
 }
 
 // reset clears a write failure. The owner calls it after rebuilding its

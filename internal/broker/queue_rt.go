@@ -1,10 +1,8 @@
 package broker
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"path/filepath"
 	"sync"
@@ -31,15 +29,13 @@ type queueRT struct {
 	// mu guards everything below. It is held for in-memory work and to
 	// submit journal events in the order they were applied; never across
 	// an fdatasync, except for the rare dead-letter copy.
-	mu        sync.Mutex
-	settings  QueueSettings
-	cur       *queue.Cursor
-	dedup     *queue.Deduper // FIFO queues only
-	sinceSnap int            // journal events since the last snapshot was started
-	snapBusy  bool           // a snapshot waits for the journal to reach it
-	wake      chan struct{}  // closed and replaced when messages may have become visible
-	broken    error          // set when memory may be ahead of disk; the queue reloads
-	ctr       runtimeCounters
+	mu       sync.Mutex
+	settings QueueSettings
+	cur      *queue.Cursor
+	dedup    *queue.Deduper // FIFO queues only
+	wake     chan struct{}  // closed and replaced when messages may have become visible
+	broken   error          // set when memory may be ahead of disk; the queue reloads
+	ctr      runtimeCounters
 }
 
 // runtimeCounters are totals since the broker started (not durable).
@@ -81,12 +77,15 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 		q.log.Close()
 		return nil, err
 	}
-	if err := q.loadCursor(jlog); err != nil {
+	replayed, err := q.loadCursor(jlog)
+	if err != nil {
 		q.log.Close()
 		jlog.Close()
 		return nil, err
 	}
-	q.jr = newJournal(jlog, func() int64 { return b.now().UnixMilli() })
+	q.jr = newJournal(jlog, func() int64 { return b.now().UnixMilli() },
+		snapshotter{fs: b.opts.FS, dir: dir, every: b.opts.SnapshotEvery, warn: b.log.With("queue", s.Name).Warn})
+	q.jr.replayed(replayed)
 	if s.FIFO {
 		if err := q.rebuildDedup(); err != nil {
 			q.close()
@@ -96,36 +95,24 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 	return q, nil
 }
 
-// Snapshot file: journal offset (8 bytes, big endian), CRC-32C of the
-// cursor snapshot (4 bytes), cursor snapshot.
-const snapshotFile = "snapshot"
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
-// loadCursor rebuilds the cursor from the snapshot and the journal after it.
-func (q *queueRT) loadCursor(jlog *storage.Log) error {
+// loadCursor rebuilds the cursor from the snapshot and the journal after it,
+// and returns how many journal events it replayed.
+func (q *queueRT) loadCursor(jlog *storage.Log) (int, error) {
 	cfg := q.settings.cursorConfig()
-	from := int64(0)
-	data, err := readFile(q.b.opts.FS, filepath.Join(q.dir, snapshotFile))
+	from, snap, found, err := loadSnapshot(q.b.opts.FS, q.dir)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		q.cur, err = queue.New(cfg)
-		if err != nil {
-			return err
-		}
 	case err != nil:
-		return err
+		return 0, err
+	case found:
+		q.cur, err = queue.Restore(cfg, snap)
 	default:
-		if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
-			return fmt.Errorf("snapshot %s: checksum mismatch", filepath.Join(q.dir, snapshotFile))
-		}
-		from = int64(binary.BigEndian.Uint64(data[:8]))
-		if q.cur, err = queue.Restore(cfg, data[12:]); err != nil {
-			return err
-		}
+		q.cur, err = queue.New(cfg)
+	}
+	if err != nil {
+		return 0, err
 	}
 	if from < jlog.LogStartOffset() {
-		return fmt.Errorf("journal starts at %d, after the snapshot's %d: events are missing", jlog.LogStartOffset(), from)
+		return 0, fmt.Errorf("journal starts at %d, after the snapshot's %d: events are missing", jlog.LogStartOffset(), from)
 	}
 	n, skipped := 0, 0
 	err = replayLog(jlog, from, func(off int64, v []byte) error {
@@ -145,10 +132,9 @@ func (q *queueRT) loadCursor(jlog *storage.Log) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("journal replay: %w", err)
+		return 0, fmt.Errorf("journal replay: %w", err)
 	}
-	q.sinceSnap = n
-	return nil
+	return n, nil
 }
 
 // reload throws the in-memory cursor away and rebuilds it from disk. It runs
@@ -158,10 +144,12 @@ func (q *queueRT) reloadLocked() error {
 	if err := q.jr.log.Sync(); err != nil {
 		return err
 	}
-	if err := q.loadCursor(q.jr.log); err != nil {
+	n, err := q.loadCursor(q.jr.log)
+	if err != nil {
 		return err
 	}
 	q.jr.reset()
+	q.jr.replayed(n)
 	q.broken = nil
 	q.b.log.Warn("queue state reloaded from its journal after a write failure", "queue", q.name)
 	return nil
@@ -183,13 +171,11 @@ func (q *queueRT) recordLocked(evs []queue.Event) <-chan error {
 		}
 		enc[i] = b
 	}
-	ch := q.jr.submit(enc)
-	q.sinceSnap += len(evs)
-	if q.sinceSnap >= q.b.opts.SnapshotEvery && !q.snapBusy {
-		q.startSnapshotLocked()
-	}
-	return ch
+	return q.jr.record(enc, q.snapshotLocked)
 }
+
+// snapshotLocked is the cursor's snapshot. Called with q.mu held.
+func (q *queueRT) snapshotLocked() ([]byte, error) { return q.cur.Snapshot(), nil }
 
 // wait waits for a journal write; a failure marks the queue for reload, since
 // memory is now ahead of disk.
@@ -206,40 +192,6 @@ func (q *queueRT) wait(ch <-chan error) error {
 	return err
 }
 
-// startSnapshotLocked takes the cursor's snapshot at the current journal
-// position and writes it once the journal holds every event before it; then
-// journal segments below it are deleted. Called with q.mu held.
-func (q *queueRT) startSnapshotLocked() {
-	pos := q.jr.position()
-	snap := q.cur.Snapshot()
-	q.snapBusy = true
-	q.sinceSnap = 0
-	q.jr.onDurable(func(durable int64) {
-		err := q.writeSnapshot(pos, snap, durable)
-		q.mu.Lock()
-		q.snapBusy = false
-		q.mu.Unlock()
-		if err != nil {
-			q.b.log.Warn("queue snapshot failed", "queue", q.name, "err", err)
-		}
-	})
-}
-
-func (q *queueRT) writeSnapshot(pos int64, snap []byte, durable int64) error {
-	if durable < pos {
-		return fmt.Errorf("journal durable to %d, snapshot at %d", durable, pos)
-	}
-	buf := make([]byte, 12+len(snap))
-	binary.BigEndian.PutUint64(buf[:8], uint64(pos))
-	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(snap, crcTable))
-	copy(buf[12:], snap)
-	if err := writeFileAtomic(q.b.opts.FS, q.dir, snapshotFile, buf); err != nil {
-		return err
-	}
-	_, err := q.jr.log.DeleteBelow(pos)
-	return err
-}
-
 // notifyLocked wakes every long-poll waiting on this queue.
 func (q *queueRT) notifyLocked() {
 	close(q.wake)
@@ -252,9 +204,7 @@ func (q *queueRT) notifyLocked() {
 func (q *queueRT) maintain() error {
 	q.mu.Lock()
 	floor := q.cur.Floor()
-	if q.sinceSnap > 0 && !q.snapBusy && q.sinceSnap >= q.b.opts.SnapshotEvery/10 {
-		q.startSnapshotLocked()
-	}
+	q.jr.maybeSnapshot(q.b.opts.SnapshotEvery/10, 0, q.snapshotLocked)
 	if due, ok := q.cur.NextDue(); ok && !due.After(q.b.now()) {
 		q.notifyLocked()
 	}

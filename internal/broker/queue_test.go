@@ -139,6 +139,9 @@ func TestSnapshotAndRestart(t *testing.T) {
 	}
 	e.b.Maintain()
 	e.restart()
+	if _, err := e.fs.Stat("/data/queues/1-q/snapshot"); err != nil {
+		t.Fatalf("no cursor snapshot was written: %v", err)
+	}
 	e.clock.Advance(time.Minute)
 	got := e.receive("q", 1000)
 	if len(got) != 40 {

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io/fs"
 	"path/filepath"
 	"sync"
 
@@ -32,16 +30,14 @@ type subRT struct {
 	// mu guards everything below. Held for in-memory work and to submit
 	// journal events in the order they were applied; never across an
 	// fdatasync.
-	mu        sync.Mutex
-	settings  SubscriptionSettings
-	ts        TopicSettings // the topic's, for the cursors' config
-	parts     []*partitionRT
-	curs      []*queue.Cursor
-	next      int           // partition the next receive starts at
-	sinceSnap int           // journal events since the last snapshot
-	snapBusy  bool          // a snapshot waits for the journal to reach it
-	wake      chan struct{} // closed and replaced when records may be deliverable
-	broken    error         // memory may be ahead of the journal; reload
+	mu       sync.Mutex
+	settings SubscriptionSettings
+	ts       TopicSettings // the topic's, for the cursors' config
+	parts    []*partitionRT
+	curs     []*queue.Cursor
+	next     int           // partition the next receive starts at
+	wake     chan struct{} // closed and replaced when records may be deliverable
+	broken   error         // memory may be ahead of the journal; reload
 }
 
 func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
@@ -59,11 +55,14 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sub.load(jlog, ts); err != nil {
+	replayed, err := sub.load(jlog, ts)
+	if err != nil {
 		jlog.Close()
 		return nil, err
 	}
-	sub.jr = newJournal(jlog, func() int64 { return t.s.b.now().UnixMilli() })
+	sub.jr = newJournal(jlog, func() int64 { return t.s.b.now().UnixMilli() },
+		snapshotter{fs: o.FS, dir: sub.dir, every: o.SnapshotEvery, warn: t.s.b.log.With("subscription", subKey(s.Topic, s.Name)).Warn})
+	sub.jr.replayed(replayed)
 	if create {
 		if err := sub.startAt(); err != nil {
 			sub.close()
@@ -90,30 +89,29 @@ func (sub *subRT) startAt() error {
 	return sub.wait(done)
 }
 
-// load rebuilds the cursors from the snapshot and the journal after it.
-func (sub *subRT) load(jlog *storage.Log, ts TopicSettings) error {
+// load rebuilds the cursors from the snapshot and the journal after it, and
+// returns how many journal events it replayed.
+func (sub *subRT) load(jlog *storage.Log, ts TopicSettings) (int, error) {
 	cfg := sub.settings.cursorConfig(ts)
 	sub.curs = make([]*queue.Cursor, len(sub.parts))
-	from := int64(0)
-	data, err := readFile(sub.t.s.b.opts.FS, filepath.Join(sub.dir, snapshotFile))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return err
-	default:
-		if from, err = sub.restoreSnapshot(cfg, data); err != nil {
-			return err
+	from, snap, found, err := loadSnapshot(sub.t.s.b.opts.FS, sub.dir)
+	if err != nil {
+		return 0, err
+	}
+	if found {
+		if err := sub.restoreSnapshot(cfg, snap); err != nil {
+			return 0, err
 		}
 	}
 	for i := range sub.curs {
 		if sub.curs[i] == nil {
 			if sub.curs[i], err = queue.New(cfg); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
 	if from < jlog.LogStartOffset() {
-		return fmt.Errorf("journal starts at %d, after the snapshot's %d", jlog.LogStartOffset(), from)
+		return 0, fmt.Errorf("journal starts at %d, after the snapshot's %d", jlog.LogStartOffset(), from)
 	}
 	n := 0
 	err = replayLog(jlog, from, func(off int64, v []byte) error {
@@ -132,34 +130,30 @@ func (sub *subRT) load(jlog *storage.Log, ts TopicSettings) error {
 		}
 		return err
 	})
-	sub.sinceSnap = n
-	return err
+	return n, err
 }
 
-func (sub *subRT) restoreSnapshot(cfg queue.Config, data []byte) (int64, error) {
-	if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
-		return 0, fmt.Errorf("snapshot: checksum mismatch")
-	}
-	pos := int64(binary.BigEndian.Uint64(data[:8]))
-	rest := data[12:]
+// restoreSnapshot reads the snapshot body: a uvarint cursor count, then each
+// cursor's snapshot with a uvarint length.
+func (sub *subRT) restoreSnapshot(cfg queue.Config, rest []byte) error {
 	n, k := binary.Uvarint(rest)
 	if k <= 0 || n > uint64(len(sub.curs)) {
-		return 0, fmt.Errorf("snapshot: bad partition count")
+		return fmt.Errorf("snapshot: bad partition count")
 	}
 	rest = rest[k:]
 	for i := range int(n) {
 		l, k := binary.Uvarint(rest)
 		if k <= 0 || uint64(len(rest)-k) < l {
-			return 0, fmt.Errorf("snapshot: truncated")
+			return fmt.Errorf("snapshot: truncated")
 		}
 		c, err := queue.Restore(cfg, rest[k:k+int(l)])
 		if err != nil {
-			return 0, err
+			return err
 		}
 		sub.curs[i] = c
 		rest = rest[k+int(l):]
 	}
-	return pos, nil
+	return nil
 }
 
 // subEvent is a cursor event with its partition.
@@ -191,12 +185,7 @@ func (sub *subRT) recordLocked(recs []subEvent) <-chan error {
 		}
 		enc[i] = b
 	}
-	ch := sub.jr.submit(enc)
-	sub.sinceSnap += len(enc)
-	if sub.sinceSnap >= sub.t.s.b.opts.SnapshotEvery && !sub.snapBusy {
-		sub.startSnapshotLocked()
-	}
-	return ch
+	return sub.jr.record(enc, sub.snapshotLocked)
 }
 
 // wait waits for a journal write; a failure marks the subscription for
@@ -224,49 +213,26 @@ func (sub *subRT) checkLocked() error {
 		return err
 	}
 	// Not sub.t.snapshot(): the topic's lock is taken before ours elsewhere.
-	if err := sub.load(sub.jr.log, sub.ts); err != nil {
+	n, err := sub.load(sub.jr.log, sub.ts)
+	if err != nil {
 		return fmt.Errorf("subscription %s is unavailable after a storage failure: %w", sub.settings.Name, err)
 	}
 	sub.jr.reset()
+	sub.jr.replayed(n)
 	sub.broken = nil
 	return nil
 }
 
-// startSnapshotLocked writes every cursor's snapshot once the journal
-// holds every event before it, then trims the journal. Called with mu held.
-func (sub *subRT) startSnapshotLocked() {
-	pos := sub.jr.position()
+// snapshotLocked encodes every cursor's snapshot: a uvarint count, then
+// each with a uvarint length. Called with mu held.
+func (sub *subRT) snapshotLocked() ([]byte, error) {
 	body := binary.AppendUvarint(nil, uint64(len(sub.curs)))
 	for _, c := range sub.curs {
 		snap := c.Snapshot()
 		body = binary.AppendUvarint(body, uint64(len(snap)))
 		body = append(body, snap...)
 	}
-	sub.snapBusy, sub.sinceSnap = true, 0
-	sub.jr.onDurable(func(durable int64) {
-		err := sub.writeSnapshot(pos, body, durable)
-		sub.mu.Lock()
-		sub.snapBusy = false
-		sub.mu.Unlock()
-		if err != nil {
-			sub.t.s.b.log.Warn("subscription snapshot failed", "subscription", sub.settings.Name, "err", err)
-		}
-	})
-}
-
-func (sub *subRT) writeSnapshot(pos int64, body []byte, durable int64) error {
-	if durable < pos {
-		return fmt.Errorf("journal durable to %d, snapshot at %d", durable, pos)
-	}
-	buf := make([]byte, 12, 12+len(body))
-	binary.BigEndian.PutUint64(buf[:8], uint64(pos))
-	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(body, crcTable))
-	buf = append(buf, body...)
-	if err := writeFileAtomic(sub.t.s.b.opts.FS, sub.dir, snapshotFile, buf); err != nil {
-		return err
-	}
-	_, err := sub.jr.log.DeleteBelow(pos)
-	return err
+	return body, nil
 }
 
 // notify wakes every long-poll waiting on this subscription.
@@ -315,9 +281,7 @@ func (sub *subRT) expireBelow(p int32, cut int64) error {
 func (sub *subRT) maintain() error {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	if sub.sinceSnap > 0 && !sub.snapBusy && sub.sinceSnap >= sub.t.s.b.opts.SnapshotEvery/10 {
-		sub.startSnapshotLocked()
-	}
+	sub.jr.maybeSnapshot(sub.t.s.b.opts.SnapshotEvery/10, 0, sub.snapshotLocked)
 	now := sub.t.s.b.now()
 	for _, c := range sub.curs {
 		if due, ok := c.NextDue(); ok && !due.After(now) {
