@@ -56,6 +56,20 @@ func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
 	return buf[:end], nil
 }
 
+// HeaderAt returns the header of the batch containing offset without
+// reading the batch: its base and last offsets, its leader epoch (the Raft
+// term of the entry), its timestamps. Errors as Read; at the high watermark
+// it returns ErrOffsetOutOfRange.
+func (l *Log) HeaderAt(offset int64) (batch.Header, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	loc, err := l.locate(offset)
+	if err == nil && loc.seg == nil {
+		err = fmt.Errorf("%w: offset %d is the high watermark", ErrOffsetOutOfRange, offset)
+	}
+	return loc.first, err
+}
+
 // location is where a read starts.
 type location struct {
 	seg   *segment

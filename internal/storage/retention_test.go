@@ -159,6 +159,19 @@ func TestAppendEpoch(t *testing.T) {
 	if h, _ := batch.ParseHeader(b); h.PartitionLeaderEpoch != 42 {
 		t.Fatalf("epoch %d", h.PartitionLeaderEpoch)
 	}
+	mustAppend(t, l, mkBatch(t, 3, 1, 1))
+	for _, tc := range []struct {
+		offset     int64
+		epoch      int32
+		base, last int64
+		outOfRange bool
+	}{{0, 42, 0, 0, false}, {2, -1, 1, 3, false}, {4, 0, 0, 0, true}} {
+		h, err := l.HeaderAt(tc.offset)
+		if tc.outOfRange != errors.Is(err, ErrOffsetOutOfRange) || (!tc.outOfRange &&
+			(h.PartitionLeaderEpoch != tc.epoch || h.BaseOffset != tc.base || h.LastOffset() != tc.last)) {
+			t.Fatalf("HeaderAt(%d) = %+v, %v", tc.offset, h, err)
+		}
+	}
 }
 
 // TestCorruptSealedSegment damages a batch in the middle of a sealed segment:
