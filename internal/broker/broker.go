@@ -40,6 +40,21 @@ type Options struct {
 	SnapshotEvery int
 	// SegmentBytes is the segment size of message logs; default 128 MiB.
 	SegmentBytes int64
+	// StorageObserver, if set, hears of every fdatasync and group commit
+	// of every log (the server feeds it to /metrics).
+	StorageObserver storage.Observer
+}
+
+// journalSegmentBytes keeps journals in small segments, so a snapshot lets
+// the journal below it be deleted soon.
+const journalSegmentBytes = 64 << 20
+
+// logOptions are the storage options every log of this broker shares.
+func (b *Broker) logOptions(dir string, segmentBytes int64) storage.Options {
+	return storage.Options{
+		FS: b.opts.FS, Dir: dir, Sync: b.opts.Sync, Now: b.opts.Now, Logger: b.log,
+		SegmentBytes: segmentBytes, Observer: b.opts.StorageObserver,
+	}
 }
 
 // Broker is the core. It is safe for concurrent use.

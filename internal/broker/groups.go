@@ -54,10 +54,7 @@ func openGroups(s *streams) (*groupRT, error) {
 	if err := vfs.MkdirAllDurable(o.FS, g.dir); err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	jlog, err := storage.Open(storage.Options{
-		FS: o.FS, Dir: filepath.Join(g.dir, "journal"), Sync: o.Sync, Now: o.Now,
-		Logger: s.b.log, SegmentBytes: 64 << 20,
-	})
+	jlog, err := storage.Open(s.b.logOptions(filepath.Join(g.dir, "journal"), journalSegmentBytes))
 	if err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}

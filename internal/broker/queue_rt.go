@@ -61,18 +61,13 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 	dir := queueDir(b.opts.Dir, s)
 	q := &queueRT{b: b, name: s.Name, dir: dir, settings: s, wake: make(chan struct{})}
 	var err error
-	q.log, err = storage.Open(storage.Options{
-		FS: b.opts.FS, Dir: filepath.Join(dir, "log"), Sync: b.opts.Sync, Now: b.opts.Now,
-		Logger: b.log, SegmentBytes: b.opts.SegmentBytes,
-		MaxBatchBytes: 8 << 20, // a send batch of up to ten 1 MiB messages plus headers
-	})
+	lo := b.logOptions(filepath.Join(dir, "log"), b.opts.SegmentBytes)
+	lo.MaxBatchBytes = 8 << 20 // a send batch of up to ten 1 MiB messages plus headers
+	q.log, err = storage.Open(lo)
 	if err != nil {
 		return nil, err
 	}
-	jlog, err := storage.Open(storage.Options{
-		FS: b.opts.FS, Dir: filepath.Join(dir, "journal"), Sync: b.opts.Sync, Now: b.opts.Now,
-		Logger: b.log, SegmentBytes: 64 << 20,
-	})
+	jlog, err := storage.Open(b.logOptions(filepath.Join(dir, "journal"), journalSegmentBytes))
 	if err != nil {
 		q.log.Close()
 		return nil, err

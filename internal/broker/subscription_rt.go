@@ -48,10 +48,7 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 	if err := vfs.MkdirAllDurable(o.FS, sub.dir); err != nil {
 		return nil, err
 	}
-	jlog, err := storage.Open(storage.Options{
-		FS: o.FS, Dir: filepath.Join(sub.dir, "journal"), Sync: o.Sync, Now: o.Now,
-		Logger: t.s.b.log, SegmentBytes: 64 << 20,
-	})
+	jlog, err := storage.Open(t.s.b.logOptions(filepath.Join(sub.dir, "journal"), journalSegmentBytes))
 	if err != nil {
 		return nil, err
 	}

@@ -127,13 +127,11 @@ func openTopic(s *streams, ts TopicSettings) (*topicRT, error) {
 func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 	o := t.s.b.opts
 	dir := filepath.Join(t.dir, strconv.Itoa(int(i)))
-	log, err := storage.Open(storage.Options{
-		FS: o.FS, Dir: dir, Sync: o.Sync, Now: o.Now,
-		Logger: t.s.b.log, SegmentBytes: o.SegmentBytes,
-		// Retention is applied by the topic (see retention in lag.go), not by
-		// the log, because subscriptions may hold segments past it.
-		MaxBatchBytes: t.settings.MaxMessageBytes,
-	})
+	// Retention is applied by the topic (see topic_retention.go), not by
+	// the log, because subscriptions may hold segments past it.
+	lo := t.s.b.logOptions(dir, o.SegmentBytes)
+	lo.MaxBatchBytes = t.settings.MaxMessageBytes
+	log, err := storage.Open(lo)
 	if err != nil {
 		return nil, err
 	}

@@ -85,10 +85,17 @@ func (l *Log) syncOnce() error {
 	if next <= l.syncedNext {
 		return nil // covered by an earlier sync or a roll
 	}
+	began := time.Now()
 	if err := seg.log.Sync(); err != nil {
 		err = fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, seg.path(logSuffix), err)
 		l.fail(err)
 		return err
+	}
+	if o := l.opts.Observer; o != nil {
+		o.ObserveFsync(time.Since(began))
+		if buf.appends > 0 {
+			o.ObserveCommitBatch(buf.appends)
+		}
 	}
 	l.syncedNext = next
 	seg.ix.Lock()

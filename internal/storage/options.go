@@ -59,6 +59,14 @@ func (p SyncPolicy) String() string {
 	}
 }
 
+// Observer is told how long each fdatasync took and how many appends each
+// group commit made durable. The metrics package satisfies it; storage
+// declares it so that it depends on no metrics library.
+type Observer interface {
+	ObserveFsync(d time.Duration)
+	ObserveCommitBatch(appends int)
+}
+
 // Options configure a Log. Zero values take the defaults listed.
 type Options struct {
 	FS  vfs.FS // default vfs.Default
@@ -75,6 +83,8 @@ type Options struct {
 	Sync   SyncPolicy
 	Now    func() time.Time // default time.Now; tests inject a clock
 	Logger *slog.Logger     // default slog.Default()
+	// Observer, if set, hears of every fdatasync and group commit (metrics).
+	Observer Observer
 }
 
 func (o *Options) setDefaults() error {

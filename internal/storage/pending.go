@@ -11,8 +11,9 @@ import (
 // copying, big groups allocate nothing once the pool is warm, and a
 // partition keeps no memory when idle (sync.Pool drops chunks under GC).
 type pending struct {
-	chunks []*[]byte
-	size   int64
+	chunks  []*[]byte
+	size    int64
+	appends int // Append calls in the group, for the commit-size metric
 	// done is closed when the group's fate is decided (published, dropped
 	// or failed): only its own appenders wake, not those of the next group.
 	done chan struct{}
@@ -45,6 +46,7 @@ func (p *pending) add(batches [][]byte, offsets []int64, next int64, setEpoch bo
 	if p.done == nil {
 		p.done = make(chan struct{})
 	}
+	p.appends++
 	for i, b := range batches {
 		var hdr [batch.HeaderSize]byte
 		copy(hdr[:], b)

@@ -42,7 +42,7 @@ func Setup(opts Options) server.Setup {
 		if err != nil {
 			return err
 		}
-		b, err := broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger()})
+		b, err := broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(), StorageObserver: s.Metrics()})
 		if err != nil {
 			return err
 		}
