@@ -164,7 +164,7 @@ func (l *Log) startBackground() {
 // and recovers the last one.
 func (l *Log) openSegments() error {
 	fs, dir := l.opts.FS, l.opts.Dir
-	if err := makeDir(fs, dir); err != nil {
+	if err := vfs.MkdirAllDurable(fs, dir); err != nil {
 		return fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	names, err := fs.List(dir)
@@ -208,31 +208,6 @@ func (l *Log) openSegments() error {
 		return err
 	}
 	l.next = next
-	return nil
-}
-
-// makeDir creates dir and makes every directory it created durable in its
-// parent: without that a power cut could lose the whole partition even
-// though every segment was synced.
-func makeDir(fs vfs.FS, dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := fs.Stat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := fs.MkdirAll(dir); err != nil {
-		return err
-	}
-	for _, d := range missing {
-		if err := fs.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
