@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-mq/sluice/bench/compare/load"
+)
+
+func init() { subcommands = append(subcommands, newBenchCmd) }
+
+// benchFlags are `sluice bench`'s settings.
+type benchFlags struct {
+	cfg        load.Config
+	protocol   string
+	server     string // native API URL
+	kafkaAddr  string
+	sqsURL     string
+	partitions int
+	output     string
+	probeDir   string
+	probeTime  time.Duration
+	quiet      bool
+}
+
+// benchReport is what --output json prints.
+type benchReport struct {
+	Result load.Result `json:"result"`
+	Disk   *load.Disk  `json:"disk,omitempty"`
+}
+
+func newBenchCmd() *cobra.Command {
+	f := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:       "bench produce|consume|queue|latency",
+		Short:     "Generate load against a running broker and report throughput and latency",
+		ValidArgs: []string{load.Produce, load.Consume, load.RoundTp, load.Latency},
+		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		Long: `Generate load against a running sluice and report msgs/s, MB/s and latency
+quantiles (p50, p99, p99.9, max), with the disk's own limits beside them.
+
+Workloads:
+  produce  senders only: --in-flight messages outstanding, in calls of --batch;
+           latency is from a send to its acknowledgement (durable per --fsync).
+  consume  writes a backlog first (untimed), then times reading it back.
+  queue    send, receive and ack at once (--consumers, --prefetch); each message
+           is acked by itself; latency is from its send to the return of its ack.
+  latency  sends --rate messages a second and measures each from when its send
+           was DUE to its receipt, so a stall is charged to every message it
+           delayed (no coordinated omission).
+
+Every run stops at --count messages or --duration, whichever comes first.
+--protocol picks the client: native (the Go client), kafka (franz-go; topics
+read by partition, no per-message acks) or sqs (aws-sdk-go-v2, JSON protocol;
+a queue stands in for the log). The destination (--name) is deleted and
+created afresh. Point --probe-dir at a folder on the broker's disk when the
+broker runs on this machine; "" skips the disk probe.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.cfg.Workload = args[0]
+			return f.run(cmd)
+		},
+	}
+	fl := cmd.Flags()
+	c := &f.cfg
+	fl.StringVar(&f.protocol, "protocol", "native", "client `protocol`: native, kafka or sqs")
+	server := defaultServer
+	if v, ok := os.LookupEnv("SLUICE_SERVER"); ok && v != "" {
+		server = v
+	}
+	fl.StringVar(&f.server, "server", server, "native API `URL` [env SLUICE_SERVER]")
+	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listener `host:port`")
+	fl.StringVar(&f.sqsURL, "sqs-url", "http://127.0.0.1:9324", "SQS endpoint `URL`")
+	fl.IntVar(&c.Size, "size", 1024, "message size in `bytes` (at least 40)")
+	fl.Int64Var(&c.Count, "count", 1_000_000, "stop after this many `messages`")
+	fl.DurationVar(&c.Duration, "duration", 10*time.Second, "stop after this long")
+	fl.IntVar(&c.InFlight, "in-flight", 256, "messages sent and not yet acknowledged, at most")
+	fl.IntVar(&c.Batch, "batch", 1, "messages per send call")
+	fl.IntVar(&c.Consumers, "consumers", 4, "receiving clients")
+	fl.IntVar(&c.Prefetch, "prefetch", 64, "messages per receive / unacked per consumer")
+	fl.IntVar(&c.Rate, "rate", 5000, "messages per second (latency)")
+	fl.IntVar(&f.partitions, "partitions", 1, "partitions of the topic (native, kafka)")
+	fl.StringVar(&c.Name, "name", "", "queue or topic to use (default bench-<workload>); it is recreated")
+	fl.StringVarP(&f.output, "output", "o", "table", "output `format`: table or json")
+	fl.StringVar(&f.probeDir, "probe-dir", os.TempDir(), "measure the disk under this `folder` first (\"\" skips)")
+	fl.DurationVar(&f.probeTime, "probe-time", time.Second, "length of each disk probe")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress line on stderr")
+	return cmd
+}
+
+func (f *benchFlags) run(cmd *cobra.Command) error {
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("--output: want table or json, got %q", f.output)
+	}
+	if f.cfg.Count <= 0 || f.cfg.Duration <= 0 || f.cfg.Duration > 24*time.Hour {
+		return fmt.Errorf("--count must be positive and --duration within (0, 24h]: every run is bounded")
+	}
+	f.cfg.Defaults()
+	if err := f.cfg.Validate(); err != nil {
+		return err
+	}
+	if !f.quiet {
+		f.cfg.Progress = cmd.ErrOrStderr()
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rep := benchReport{}
+	if f.probeDir != "" {
+		d, err := load.ProbeDisk(f.probeDir, f.probeTime)
+		if err != nil {
+			return fmt.Errorf("disk probe: %w", err)
+		}
+		rep.Disk = &d
+	}
+	d, err := f.driver(ctx)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	res, err := load.Run(ctx, d, f.cfg)
+	res.Target = "sluice/" + f.protocol
+	rep.Result = res
+	if err != nil {
+		return fmt.Errorf("%s over %s: %w", f.cfg.Workload, f.protocol, err)
+	}
+	return f.print(cmd.OutOrStdout(), rep)
+}
+
+func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
+	shape := benchShape{partitions: int32(max(f.partitions, 1)), consumers: f.cfg.Consumers, prefetch: f.cfg.Prefetch}
+	switch f.protocol {
+	case "native":
+		return newNativeDriver(f.server, shape), nil
+	case "kafka":
+		return newKafkaDriver(ctx, f.kafkaAddr, shape)
+	case "sqs":
+		return newSQSDriver(ctx, f.sqsURL)
+	}
+	return nil, fmt.Errorf("--protocol: want native, kafka or sqs, got %q", f.protocol)
+}
+
+func (f *benchFlags) print(w io.Writer, rep benchReport) error {
+	if f.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	if err := load.WriteTable(w, []load.Result{rep.Result}); err != nil {
+		return err
+	}
+	if rep.Disk != nil {
+		_, err := fmt.Fprintln(w, "\n"+rep.Disk.String())
+		return err
+	}
+	return nil
+}

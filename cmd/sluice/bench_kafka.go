@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/bench/compare/load"
+)
+
+// kafkaDriver runs the bench over the Kafka protocol with franz-go. One
+// producer client is shared by every sender, as an application would: the
+// client batches what the senders have in flight into produce requests.
+// Kafka has no per-message ack, so consumers read their partitions
+// directly and Ack does nothing; every kind is a topic.
+type kafkaDriver struct {
+	addr string
+	benchShape
+	prod *kgo.Client
+}
+
+func newKafkaDriver(_ context.Context, addr string, shape benchShape) (*kafkaDriver, error) {
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr),
+		kgo.RequiredAcks(kgo.AllISRAcks()),                // acked means stored (and synced per --fsync)
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // every peer sends bytes as they are
+		kgo.ProducerLinger(0),                             // no added wait: in-flight sends batch themselves
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &kafkaDriver{addr: addr, benchShape: shape, prod: prod}, nil
+}
+
+func (d *kafkaDriver) Close() error {
+	d.prod.Close()
+	return nil
+}
+
+func (d *kafkaDriver) Prepare(ctx context.Context, name string, _ load.Kind) error {
+	adm := kadm.NewClient(d.prod)
+	dres, err := adm.DeleteTopics(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, r := range dres {
+		if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("delete topic %s: %w", name, r.Err)
+		}
+	}
+	cres, err := adm.CreateTopics(ctx, d.partitions, 1, nil, name)
+	if err != nil {
+		return err
+	}
+	for _, r := range cres {
+		if r.Err != nil {
+			return fmt.Errorf("create topic %s: %w", name, r.Err)
+		}
+	}
+	return nil
+}
+
+func (d *kafkaDriver) Producer(_ context.Context, name string, _ load.Kind, _ int) (load.Producer, error) {
+	return &kafkaProducer{c: d.prod, topic: name}, nil
+}
+
+type kafkaProducer struct {
+	c     *kgo.Client
+	topic string
+}
+
+func (p *kafkaProducer) Close() error { return nil }
+
+func (p *kafkaProducer) Send(ctx context.Context, bodies [][]byte) error {
+	recs := make([]*kgo.Record, len(bodies))
+	for i, b := range bodies {
+		recs[i] = &kgo.Record{Topic: p.topic, Value: b}
+	}
+	return p.c.ProduceSync(ctx, recs...).FirstErr()
+}
+
+func (d *kafkaDriver) Consumer(_ context.Context, name string, _ load.Kind, i int) (load.Consumer, error) {
+	parts := map[int32]kgo.Offset{}
+	for p := int32(i); p < d.partitions; p += int32(d.consumers) {
+		parts[p] = kgo.NewOffset().AtStart()
+	}
+	if len(parts) == 0 {
+		return &kafkaConsumer{}, nil
+	}
+	c, err := kgo.NewClient(kgo.SeedBrokers(d.addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{name: parts}),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	return &kafkaConsumer{c: c}, nil
+}
+
+// kafkaConsumer polls the partitions assigned to it; c is nil when there
+// were none for it.
+type kafkaConsumer struct{ c *kgo.Client }
+
+func (c *kafkaConsumer) Ack(context.Context, []load.Msg) error { return nil }
+
+func (c *kafkaConsumer) Close() error {
+	if c.c != nil {
+		c.c.Close()
+	}
+	return nil
+}
+
+func (c *kafkaConsumer) Receive(ctx context.Context, limit int, wait time.Duration) ([]load.Msg, error) {
+	if c.c == nil {
+		time.Sleep(wait)
+		return nil, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	fs := c.c.PollRecords(wctx, limit)
+	for _, e := range fs.Errors() {
+		if !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled) {
+			return nil, fmt.Errorf("fetch %s/%d: %w", e.Topic, e.Partition, e.Err)
+		}
+	}
+	var out []load.Msg
+	fs.EachRecord(func(r *kgo.Record) { out = append(out, load.Msg{Body: r.Value}) })
+	return out, nil
+}

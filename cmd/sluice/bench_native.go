@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-mq/sluice/bench/compare/load"
+	"github.com/sluice-mq/sluice/client"
+)
+
+// nativeDriver runs the bench over the native API with the Go client.
+// Topics serve the log workloads, queues the others.
+type nativeDriver struct {
+	c *client.Client
+	benchShape
+}
+
+// benchShape is what drivers need to know of the run beyond one call.
+type benchShape struct {
+	partitions int32 // of a topic the driver creates
+	consumers  int   // consumer i reads partitions i, i+consumers, …
+	prefetch   int   // unacked deliveries a queue consumer holds
+}
+
+func newNativeDriver(server string, shape benchShape) *nativeDriver {
+	// One keep-alive connection per message in flight: the default
+	// transport keeps only two idle per host, and 256 senders would
+	// otherwise open and close connections all run long.
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 1024
+	return &nativeDriver{c: client.New(server, client.WithHTTPClient(&http.Client{Transport: t})), benchShape: shape}
+}
+
+func (d *nativeDriver) Close() error { return nil }
+
+func (d *nativeDriver) Prepare(ctx context.Context, name string, kind load.Kind) error {
+	if kind == load.Log {
+		if err := d.c.DeleteTopic(ctx, name); err != nil && !errors.Is(err, client.ErrTopicNotFound) {
+			return err
+		}
+		_, err := d.c.CreateTopic(ctx, name, &client.TopicConfig{Partitions: d.partitions})
+		return err
+	}
+	if err := d.c.DeleteQueue(ctx, name); err != nil && !errors.Is(err, client.ErrQueueNotFound) {
+		return err
+	}
+	_, err := d.c.CreateQueue(ctx, name, nil)
+	return err
+}
+
+func (d *nativeDriver) Producer(_ context.Context, name string, kind load.Kind, _ int) (load.Producer, error) {
+	return &nativeProducer{c: d.c, name: name, log: kind == load.Log}, nil
+}
+
+type nativeProducer struct {
+	c    *client.Client
+	name string
+	log  bool
+}
+
+func (p *nativeProducer) Close() error { return nil }
+
+func (p *nativeProducer) Send(ctx context.Context, bodies [][]byte) error {
+	if p.log {
+		recs := make([]*client.ProduceRecord, len(bodies))
+		for i, b := range bodies {
+			recs[i] = &client.ProduceRecord{Value: b}
+		}
+		_, err := p.c.Produce(ctx, p.name, recs, nil)
+		return err
+	}
+	if len(bodies) == 1 {
+		_, err := p.c.Send(ctx, p.name, bodies[0])
+		return err
+	}
+	for len(bodies) > 0 { // SendBatch takes up to 100
+		n := min(len(bodies), 100)
+		entries := make([]*client.SendEntry, n)
+		for i, b := range bodies[:n] {
+			entries[i] = client.Entry(b)
+		}
+		if _, err := p.c.SendBatch(ctx, p.name, entries); err != nil {
+			return err
+		}
+		bodies = bodies[n:]
+	}
+	return nil
+}
+
+func (d *nativeDriver) Consumer(ctx context.Context, name string, kind load.Kind, i int) (load.Consumer, error) {
+	if kind == load.Log {
+		// Consumer i reads partitions i, i+n, … from the start; a consumer
+		// with none only waits.
+		var parts []*client.PartitionOffset
+		for p := int32(i); p < d.partitions; p += int32(d.consumers) {
+			parts = append(parts, &client.PartitionOffset{Partition: p})
+		}
+		return &nativeLogConsumer{c: d.c, name: name, parts: parts}, nil
+	}
+	return newNativeQueueConsumer(ctx, d.c, name, d.prefetch), nil
+}
+
+// nativeLogConsumer fetches its partitions from where it last stopped.
+type nativeLogConsumer struct {
+	c     *client.Client
+	name  string
+	parts []*client.PartitionOffset
+}
+
+func (c *nativeLogConsumer) Close() error                          { return nil }
+func (c *nativeLogConsumer) Ack(context.Context, []load.Msg) error { return nil }
+
+func (c *nativeLogConsumer) Receive(ctx context.Context, limit int, wait time.Duration) ([]load.Msg, error) {
+	if len(c.parts) == 0 {
+		time.Sleep(wait)
+		return nil, nil
+	}
+	res, err := c.c.Fetch(ctx, &client.FetchRequest{Topic: c.name, Partitions: c.parts,
+		MaxRecords: int32(limit), MaxWait: durationpb.New(wait)})
+	if err != nil {
+		return nil, err
+	}
+	var out []load.Msg
+	for _, pr := range res.GetPartitions() {
+		for _, po := range c.parts {
+			if po.Partition == pr.GetPartition() && pr.GetError() == nil && pr.GetNextOffset() > po.Offset {
+				po.Offset = pr.GetNextOffset()
+			}
+		}
+		for _, r := range pr.GetRecords() {
+			out = append(out, load.Msg{Body: r.GetValue()})
+		}
+	}
+	return out, nil
+}
+
+// nativeQueueConsumer reads a Consume stream (the server pushes up to
+// prefetch unacked deliveries) and acks with AckBatch, each receipt by
+// itself. The stream's goroutine is owned by Close.
+type nativeQueueConsumer struct {
+	c      *client.Client
+	name   string
+	msgs   chan *client.Message
+	errc   chan error
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newNativeQueueConsumer(ctx context.Context, c *client.Client, name string, prefetch int) *nativeQueueConsumer {
+	ctx, cancel := context.WithCancel(ctx)
+	q := &nativeQueueConsumer{c: c, name: name, msgs: make(chan *client.Message, 1024), errc: make(chan error, 1), cancel: cancel}
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		for m, err := range c.Consume(ctx, name, client.MaxMessages(prefetch), client.Visibility(time.Minute)) {
+			if err != nil {
+				q.errc <- err
+				return
+			}
+			select {
+			case q.msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return q
+}
+
+func (q *nativeQueueConsumer) Close() error {
+	q.cancel()
+	q.wg.Wait()
+	return nil
+}
+
+func (q *nativeQueueConsumer) Receive(ctx context.Context, limit int, wait time.Duration) ([]load.Msg, error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var out []load.Msg
+	select {
+	case m := <-q.msgs:
+		out = append(out, load.Msg{Body: m.GetBody(), Handle: m.GetReceipt()})
+	case err := <-q.errc:
+		return nil, err
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for len(out) < limit {
+		select {
+		case m := <-q.msgs:
+			out = append(out, load.Msg{Body: m.GetBody(), Handle: m.GetReceipt()})
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+func (q *nativeQueueConsumer) Ack(ctx context.Context, msgs []load.Msg) error {
+	for len(msgs) > 0 { // AckBatch takes up to 100
+		n := min(len(msgs), 100)
+		receipts := make([]string, n)
+		for i, m := range msgs[:n] {
+			receipts[i] = m.Handle.(string)
+		}
+		errs, err := q.c.AckBatch(ctx, q.name, receipts)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		msgs = msgs[n:]
+	}
+	return nil
+}

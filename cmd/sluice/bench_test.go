@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/api/wiring"
+	"github.com/sluice-mq/sluice/internal/server"
+)
+
+// startAllFrontends runs an in-process broker with the native, Kafka and
+// SQS listeners on free 127.0.0.1 ports, stopped when the test ends.
+func startAllFrontends(t *testing.T) *server.Server {
+	t.Helper()
+	cfg := server.Defaults()
+	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Fsync = "never" // the test checks the tool, not the disk
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "benchtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := srv.Start(ctx, wiring.Setup(wiring.Options{Opened: registerFrontends})); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	// Wait's goroutine is owned by the cleanup, which cancels and joins it.
+	waited := make(chan error, 1)
+	go func() { waited <- srv.Wait(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-waited; err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return srv
+}
+
+// TestBenchWorkloads runs every workload over every protocol briefly and
+// checks the JSON report is consistent. No timing is asserted: the
+// machine's speed is not the tool's correctness.
+func TestBenchWorkloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a broker under load")
+	}
+	srv := startAllFrontends(t)
+	for _, proto := range []string{"native", "kafka", "sqs"} {
+		for _, w := range []string{"produce", "consume", "queue", "latency"} {
+			t.Run(proto+"/"+w, func(t *testing.T) {
+				root := newRootCmd()
+				var out, errOut bytes.Buffer
+				root.SetOut(&out)
+				root.SetErr(&errOut)
+				root.SetArgs([]string{"bench", w, "--protocol", proto, "-o", "json",
+					"--server", "http://" + srv.Addr(server.HTTP), "--kafka-addr", srv.Addr(server.Kafka),
+					"--sqs-url", "http://" + srv.Addr(server.SQS),
+					"--count", "300", "--duration", "2s", "--in-flight", "8", "--batch", "2", "--rate", "200",
+					"--size", "100", "--probe-dir", t.TempDir(), "--probe-time", "20ms"})
+				if err := root.ExecuteContext(t.Context()); err != nil {
+					t.Fatalf("bench: %v\n%s", err, errOut.String())
+				}
+				var rep benchReport
+				if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+					t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+				}
+				checkBenchResult(t, rep, proto, w)
+			})
+		}
+	}
+}
+
+func checkBenchResult(t *testing.T, rep benchReport, proto, w string) {
+	t.Helper()
+	r := rep.Result
+	if r.Workload != w || r.Target != "sluice/"+proto || r.Size != 100 {
+		t.Errorf("workload %q target %q size %d", r.Workload, r.Target, r.Size)
+	}
+	if r.Sent <= 0 || r.Sent > 300 || r.Seconds <= 0 || r.MsgsPerSec <= 0 || r.MBPerSec <= 0 {
+		t.Errorf("sent %d in %.3fs: %.1f msgs/s, %.3f MB/s", r.Sent, r.Seconds, r.MsgsPerSec, r.MBPerSec)
+	}
+	if w != "produce" && (r.Received <= 0 || r.Received > r.Sent) {
+		t.Errorf("received %d of %d", r.Received, r.Sent)
+	}
+	l := r.Latency
+	if w != "consume" && (l.Count == 0 || l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || l.P50 < 0) {
+		t.Errorf("latency %+v", l)
+	}
+	if d := rep.Disk; d == nil || d.FdatasyncPerSec <= 0 || d.SyncedMBPerSec <= 0 {
+		t.Errorf("disk %+v", d)
+	}
+}
