@@ -86,6 +86,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.IntVar(&c.Consumers, "consumers", 4, "receiving clients")
 	fl.IntVar(&c.Prefetch, "prefetch", 64, "messages per receive / unacked per consumer")
 	fl.IntVar(&c.Rate, "rate", 5000, "messages per second (latency)")
+	fl.BoolVar(&c.Queue, "queue", false, "produce and consume use a queue instead of a topic (native)")
 	fl.IntVar(&f.partitions, "partitions", 1, "partitions of the topic (native, kafka)")
 	fl.StringVar(&c.Name, "name", "", "queue or topic to use (default bench-<workload>); it is recreated")
 	fl.StringVarP(&f.output, "output", "o", "table", "output `format`: table or json")

@@ -32,7 +32,7 @@ func newNativeDriver(server string, shape benchShape) *nativeDriver {
 	// transport keeps only two idle per host, and 256 senders would
 	// otherwise open and close connections all run long.
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 1024
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024 // 0: no cap on idle connections overall
 	return &nativeDriver{c: client.New(server, client.WithHTTPClient(&http.Client{Transport: t})), benchShape: shape}
 }
 

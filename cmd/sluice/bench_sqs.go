@@ -29,7 +29,7 @@ type sqsDriver struct {
 func newSQSDriver(ctx context.Context, endpoint string) (*sqsDriver, error) {
 	// Keep a connection per message in flight: the default transport keeps
 	// few idle per host, and reconnecting would be what the run measures.
-	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = 1024 })
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024 })
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRegion("us-east-1"),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("bench", "bench", "")),

@@ -88,6 +88,7 @@ type Config struct {
 	Consumers int           // receiving clients (consume, queue, latency)
 	Prefetch  int           // messages per receive call / unacked per consumer
 	Rate      int           // messages per second (latency)
+	Queue     bool          // produce and consume use a queue, not a log
 	Progress  io.Writer     // a line a second; nil for none
 }
 

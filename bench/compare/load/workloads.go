@@ -14,17 +14,25 @@ func (r *run) hardStop(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, 2*r.cfg.Duration+3*grace)
 }
 
+// logKind is the kind produce and consume use.
+func (r *run) logKind() Kind {
+	if r.cfg.Queue {
+		return Queue
+	}
+	return Log
+}
+
 func (r *run) produce(ctx context.Context) error {
 	ctx, cancel := r.hardStop(ctx)
 	defer cancel()
-	if err := r.d.Prepare(ctx, r.cfg.Name, Log); err != nil {
+	if err := r.d.Prepare(ctx, r.cfg.Name, r.logKind()); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	r.what, r.limit, r.counted = "send to ack", r.cfg.Count, &r.sent
 	g, gctx := newGroup(ctx)
 	defer r.progress(&r.sent, nil)()
 	r.start = time.Now()
-	if err := r.senders(gctx, g, Log, r.cfg.InFlight, r.cfg.Batch, r.start.Add(r.cfg.Duration), true); err != nil {
+	if err := r.senders(gctx, g, r.logKind(), r.cfg.InFlight, r.cfg.Batch, r.start.Add(r.cfg.Duration), true); err != nil {
 		g.cancel()
 		return firstErr(g.Wait(), err)
 	}
@@ -38,12 +46,12 @@ func (r *run) produce(ctx context.Context) error {
 func (r *run) consume(ctx context.Context) error {
 	ctx, cancel := r.hardStop(ctx)
 	defer cancel()
-	if err := r.d.Prepare(ctx, r.cfg.Name, Log); err != nil {
+	if err := r.d.Prepare(ctx, r.cfg.Name, r.logKind()); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
 	r.limit = r.cfg.Count
 	fill, fctx := newGroup(ctx)
-	if err := r.senders(fctx, fill, Log, max(r.cfg.InFlight, 64), 64, time.Now().Add(r.cfg.Duration), false); err != nil {
+	if err := r.senders(fctx, fill, r.logKind(), max(r.cfg.InFlight, 64), 64, time.Now().Add(r.cfg.Duration), false); err != nil {
 		fill.cancel()
 		return firstErr(fill.Wait(), err)
 	}
@@ -57,7 +65,7 @@ func (r *run) consume(ctx context.Context) error {
 	quit := make(chan struct{})
 	time.AfterFunc(r.cfg.Duration, func() { close(quit) })
 	r.start = time.Now()
-	err := r.receivers(gctx, g, Log, quit, func() bool { return r.recv.Load() >= backlog }, func(Msg, time.Time) {})
+	err := r.receivers(gctx, g, r.logKind(), quit, func() bool { return r.recv.Load() >= backlog }, func(Msg, time.Time) {})
 	err = firstErr(g.Wait(), err)
 	r.end = time.Now()
 	return err
