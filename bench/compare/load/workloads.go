@@ -63,7 +63,7 @@ func (r *run) consume(ctx context.Context) error {
 	g, gctx := newGroup(ctx)
 	defer r.progress(nil, &r.recv)()
 	quit := make(chan struct{})
-	time.AfterFunc(r.cfg.Duration, func() { close(quit) })
+	defer time.AfterFunc(r.cfg.Duration, func() { close(quit) }).Stop() // the timer is owned by this run
 	r.start = time.Now()
 	err := r.receivers(gctx, g, r.logKind(), quit, func() bool { return r.recv.Load() >= backlog }, func(Msg, time.Time) {})
 	err = firstErr(g.Wait(), err)
@@ -84,7 +84,7 @@ func (r *run) roundTrip(ctx context.Context) error {
 	defer r.progress(&r.sent, &r.recv)()
 	stop := time.Now().Add(r.cfg.Duration)
 	quit := make(chan struct{})
-	time.AfterFunc(r.cfg.Duration, func() { close(quit) })
+	defer time.AfterFunc(r.cfg.Duration, func() { close(quit) }).Stop() // the timer is owned by this run
 	done := func() bool { return r.recv.Load() >= r.limit }
 	r.start = time.Now()
 	err := r.receivers(gctx, g, Queue, quit, done, r.sinceDue)
