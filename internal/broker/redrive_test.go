@@ -4,8 +4,11 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // deadLetterAll sends bodies to src and lets each one exhaust its single
@@ -102,5 +105,51 @@ func TestRedriveCancel(t *testing.T) {
 	moved, _ := e.b.QueueStats("src")
 	if st.Depth()+moved.Depth() != 5 {
 		t.Fatalf("messages lost or duplicated by cancel: dlq %d + src %d", st.Depth(), moved.Depth())
+	}
+}
+
+// TestRedriveCrashBetweenSendAndAck: the copy reached the source queue but
+// the dead-letter queue's ack never became durable, and then the machine
+// lost power. The message must be in both queues afterwards (at most
+// duplicated), never in neither.
+func TestRedriveCrashBetweenSendAndAck(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	e := newEnv(t, efs)
+	e.createQueue(QueueSettings{Name: "dlq"})
+	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
+	e.deadLetterAll("src", "m1")
+
+	// The redrive's receive is the dead-letter journal's first write from
+	// here on; its ack is the second, and that one fails.
+	writes := 0
+	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Match: func(_ vfs.Op, path string) bool {
+		if !strings.Contains(path, "-dlq/journal/") {
+			return false
+		}
+		writes++
+		return writes >= 2
+	}})
+	task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _ := e.b.WaitRedrive(context.Background(), task.ID)
+	if done.Status != RedriveFailed {
+		t.Fatalf("task = %+v, want it failed by the ack's write error", done)
+	}
+
+	// Power cut: reopen on what was synced, with the fault gone.
+	e.fs = mem.CrashClone()
+	old := e.b
+	e.open()
+	go old.Close()
+	e.clock.Advance(time.Hour) // the redrive's hiding of m1 in the DLQ runs out
+
+	if got := bodies(e.receive("src", 10)); !slices.Equal(got, []string{"m1"}) {
+		t.Fatalf("source queue after the crash: %q, want the redriven m1", got)
+	}
+	if got := bodies(e.receive("dlq", 10)); !slices.Equal(got, []string{"m1"}) {
+		t.Fatalf("dead-letter queue after the crash: %q, want m1 still there (its ack was lost)", got)
 	}
 }
