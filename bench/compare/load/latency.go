@@ -3,8 +3,13 @@ package load
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
+
+// warmUp is the due time stamped on warm-up messages, which receivers
+// neither time nor count.
+var warmUp = time.Unix(0, 0)
 
 // latency sends at a fixed rate and measures each message from when its
 // send was due — not when it went out — to its receipt, so a broker that
@@ -18,7 +23,7 @@ func (r *run) latency(ctx context.Context) error {
 	}
 	period := time.Second / time.Duration(r.cfg.Rate)
 	r.limit = min(r.cfg.Count, int64(r.cfg.Duration/period))
-	r.what, r.counted = "due to receipt (fixed rate)", &r.recv
+	r.what, r.counted, r.atReceipt = "due to receipt (fixed rate)", &r.recv, true
 
 	g, gctx := newGroup(ctx)
 	defer r.progress(&r.sent, &r.recv)()
@@ -36,7 +41,6 @@ func (r *run) latency(ctx context.Context) error {
 		g.cancel()
 		return firstErr(g.Wait(), err)
 	}
-	r.start = time.Now()
 	err := r.schedule(gctx, period)
 	close(sendersDone)
 	// Wait for the last messages, at most grace; what has not arrived by
@@ -51,8 +55,16 @@ func (r *run) latency(ctx context.Context) error {
 // schedule hands sequence numbers to InFlight senders at their due times
 // and returns when all were sent. A sender stamps a message with its due
 // time, so a backlog of due sends is measured from the schedule.
+//
+// Each sender first sends one warm-up message, untimed and not counted, so
+// that connections are open before the schedule starts (a client that
+// connects lazily would otherwise charge its handshakes to the first
+// messages, and to p99). The schedule starts, and r.start is set, once
+// every warm-up send returned.
 func (r *run) schedule(ctx context.Context, period time.Duration) error {
 	due := make(chan int64, r.cfg.InFlight)
+	begin := make(chan struct{})
+	var warm sync.WaitGroup
 	sg, sctx := newGroup(ctx)
 	for i := range r.cfg.InFlight {
 		p, err := r.d.Producer(ctx, r.cfg.Name, Queue, i)
@@ -61,10 +73,22 @@ func (r *run) schedule(ctx context.Context, period time.Duration) error {
 			sg.cancel()
 			return firstErr(sg.Wait(), fmt.Errorf("producer %d: %w", i, err))
 		}
+		warm.Add(1)
 		sg.Go(func() error {
 			defer p.Close()
 			pl := newPayload(r.cfg.Size)
 			body := [][]byte{pl}
+			pl.stamp(warmUp, 0)
+			err := p.Send(sctx, body)
+			warm.Done()
+			if err != nil {
+				return fmt.Errorf("warm-up send: %w", err)
+			}
+			select {
+			case <-begin:
+			case <-sctx.Done():
+				return nil
+			}
 			for seq := range due {
 				pl.stamp(r.start.Add(time.Duration(seq)*period), seq)
 				if err := p.Send(sctx, body); err != nil {
@@ -75,6 +99,9 @@ func (r *run) schedule(ctx context.Context, period time.Duration) error {
 			return nil
 		})
 	}
+	warm.Wait()
+	r.start = time.Now()
+	close(begin)
 	for seq := int64(0); seq < r.limit && sctx.Err() == nil; seq++ {
 		if wait := time.Until(r.start.Add(time.Duration(seq) * period)); wait > 0 {
 			time.Sleep(wait)

@@ -62,6 +62,7 @@ type run struct {
 	limit      int64 // messages to send
 	start, end time.Time
 	counted    *atomic.Int64 // the counter msgs/s is computed from
+	atReceipt  bool          // time a message when received, not when its ack returned
 }
 
 func (r *run) result() Result {
@@ -172,9 +173,11 @@ func (r *run) sendLoop(ctx context.Context, p Producer, batch int, stop time.Tim
 }
 
 // receivers starts cfg.Consumers goroutines in g, each receiving and acking
-// until quit is closed or done reports true. onAcked runs for each message
-// once its ack returned, at that time.
-func (r *run) receivers(ctx context.Context, g *group, kind Kind, quit <-chan struct{}, done func() bool, onMsg func(m Msg, at time.Time)) error {
+// until quit is closed or done reports true. onMsg runs for each message
+// once its ack returned, with the time the ack returned (or, with
+// r.atReceipt, the time it was received), and says whether it counts (a
+// warm-up message does not).
+func (r *run) receivers(ctx context.Context, g *group, kind Kind, quit <-chan struct{}, done func() bool, onMsg func(m Msg, at time.Time) bool) error {
 	for i := range r.cfg.Consumers {
 		c, err := r.d.Consumer(ctx, r.cfg.Name, kind, i)
 		if err != nil {
@@ -188,7 +191,7 @@ func (r *run) receivers(ctx context.Context, g *group, kind Kind, quit <-chan st
 	return nil
 }
 
-func (r *run) receiveLoop(ctx context.Context, c Consumer, quit <-chan struct{}, done func() bool, onMsg func(Msg, time.Time)) error {
+func (r *run) receiveLoop(ctx context.Context, c Consumer, quit <-chan struct{}, done func() bool, onMsg func(Msg, time.Time) bool) error {
 	for ctx.Err() == nil && !done() {
 		select {
 		case <-quit:
@@ -202,14 +205,20 @@ func (r *run) receiveLoop(ctx context.Context, c Consumer, quit <-chan struct{},
 		if len(ms) == 0 {
 			continue
 		}
+		now := time.Now()
 		if err := c.Ack(ctx, ms); err != nil {
 			return ignoreEnd(ctx, fmt.Errorf("ack: %w", err))
 		}
-		now := time.Now()
-		for _, m := range ms {
-			onMsg(m, now)
+		if !r.atReceipt {
+			now = time.Now()
 		}
-		r.recv.Add(int64(len(ms)))
+		var n int64
+		for _, m := range ms {
+			if onMsg(m, now) {
+				n++
+			}
+		}
+		r.recv.Add(n)
 	}
 	return nil
 }
@@ -222,9 +231,15 @@ func ignoreEnd(ctx context.Context, err error) error {
 	return err
 }
 
-// sinceDue records the latency of m from the due time in its payload.
-func (r *run) sinceDue(m Msg, at time.Time) {
-	if due, _, ok := parseStamp(m.Body); ok {
+// sinceDue records the latency of m from the due time in its payload;
+// warm-up messages are neither timed nor counted.
+func (r *run) sinceDue(m Msg, at time.Time) bool {
+	due, _, ok := parseStamp(m.Body)
+	if ok && due.Equal(warmUp) {
+		return false
+	}
+	if ok {
 		r.hist.Record(at.Sub(due))
 	}
+	return true
 }

@@ -65,7 +65,7 @@ func (r *run) consume(ctx context.Context) error {
 	quit := make(chan struct{})
 	defer time.AfterFunc(r.cfg.Duration, func() { close(quit) }).Stop() // the timer is owned by this run
 	r.start = time.Now()
-	err := r.receivers(gctx, g, r.logKind(), quit, func() bool { return r.recv.Load() >= backlog }, func(Msg, time.Time) {})
+	err := r.receivers(gctx, g, r.logKind(), quit, func() bool { return r.recv.Load() >= backlog }, func(Msg, time.Time) bool { return true })
 	err = firstErr(g.Wait(), err)
 	r.end = time.Now()
 	return err
