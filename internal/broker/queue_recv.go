@@ -66,18 +66,29 @@ func (b *Broker) Receive(ctx context.Context, queueName string, opts ReceiveOpti
 	if opts.Wait < 0 {
 		return nil, invalid("wait", "%v: must not be negative", opts.Wait)
 	}
+	return longPoll(ctx, opts.Wait, q.now, func() ([]Delivery, <-chan struct{}, time.Time, error) {
+		return q.receiveOnce(ctx, opts)
+	})
+}
+
+// longPoll calls try until it hands out something or fails; with nothing to
+// hand out it sleeps until try's wake channel closes (a send, a nack), the
+// time try says something comes due, the wait ends, or ctx ends. No polling:
+// every wake-up has a cause.
+func longPoll[T any](ctx context.Context, wait time.Duration, now func() time.Time,
+	try func() ([]T, <-chan struct{}, time.Time, error)) ([]T, error) {
 	var timeout <-chan time.Time
-	if opts.Wait > 0 {
-		t := time.NewTimer(opts.Wait)
+	if wait > 0 {
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		timeout = t.C
 	}
 	for {
-		ds, wake, due, err := q.receiveOnce(ctx, opts)
-		if err != nil || len(ds) > 0 || opts.Wait == 0 {
-			return ds, err
+		out, wake, due, err := try()
+		if err != nil || len(out) > 0 || wait == 0 {
+			return out, err
 		}
-		if !waitForWork(ctx, wake, due, q.now(), timeout) {
+		if !waitForWork(ctx, wake, due, now(), timeout) {
 			return nil, ctx.Err()
 		}
 	}

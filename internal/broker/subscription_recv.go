@@ -48,21 +48,9 @@ func (b *Broker) SubscriptionReceive(ctx context.Context, topic, name string, op
 	if opts.Wait < 0 {
 		opts.Wait = 0
 	}
-	var timeout <-chan time.Time
-	if opts.Wait > 0 {
-		t := time.NewTimer(opts.Wait)
-		defer t.Stop()
-		timeout = t.C
-	}
-	for {
-		ds, wake, due, err := sub.receiveOnce(ctx, opts)
-		if err != nil || len(ds) > 0 || opts.Wait == 0 {
-			return ds, err
-		}
-		if !waitForWork(ctx, wake, due, b.now(), timeout) {
-			return nil, ctx.Err()
-		}
-	}
+	return longPoll(ctx, opts.Wait, b.now, func() ([]SubscriptionDelivery, <-chan struct{}, time.Time, error) {
+		return sub.receiveOnce(ctx, opts)
+	})
 }
 
 // receiveOnce tries one receive round over the partitions.
