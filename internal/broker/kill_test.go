@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,46 +121,7 @@ func TestQueueKill9(t *testing.T) {
 
 func killQueueChild(t *testing.T, dir string, d time.Duration, led *queueLedger) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueKillChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), queueKillEnv+"="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1024)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	guard := time.NewTimer(20 * time.Second)
-	defer guard.Stop()
-	var kill <-chan time.Time
-	armed := false
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				_ = cmd.Wait()
-				return
-			}
-			if !armed {
-				armed, kill = true, time.After(d)
-			}
-			led.record(t, line)
-		case <-kill:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			kill = nil
-		case <-guard.C:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			t.Fatal("child printed nothing within 20 s")
-		}
-	}
+	runKillChild(t, "TestQueueKillChild", queueKillEnv, dir, d, func(line string) { led.record(t, line) })
 }
 
 func (l *queueLedger) record(t *testing.T, line string) {
