@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,16 +70,22 @@ func run(t *testing.T, env []string, name string, args ...string) []byte {
 
 func TestAWSCLI(t *testing.T) {
 	t.Parallel() // slow: real time or an external process
+	runAWSCLI(t, newEnv(t).endpoint)
+}
+
+// runAWSCLI drives the SQS endpoint at base URL endpoint with each AWS CLI
+// found, in a subtest and on a queue of its own.
+func runAWSCLI(t *testing.T, endpoint string) {
 	clis := clientPaths("/usr/bin/aws", "aws")
 	if len(clis) == 0 {
 		t.Skip("no AWS CLI: install Debian's awscli (apt-get install awscli) to run this test")
 	}
-	for _, cli := range clis {
+	for i, cli := range clis {
 		t.Run(strings.ReplaceAll(cli, "/", "_"), func(t *testing.T) {
-			e := newEnv(t)
+			name := fmt.Sprintf("cli-q%d", i)
 			env := clientEnv(t)
 			aws := func(args ...string) map[string]any {
-				out := run(t, env, cli, append([]string{"--endpoint-url", e.srv.URL, "--region", "us-east-1", "--output", "json", "sqs"}, args...)...)
+				out := run(t, env, cli, append([]string{"--endpoint-url", endpoint, "--region", "us-east-1", "--output", "json", "sqs"}, args...)...)
 				var v map[string]any
 				if len(strings.TrimSpace(string(out))) > 0 {
 					if err := json.Unmarshal(out, &v); err != nil {
@@ -88,8 +95,8 @@ func TestAWSCLI(t *testing.T) {
 				return v
 			}
 			t.Log(strings.TrimSpace(string(run(t, env, cli, "--version"))))
-			url, _ := aws("create-queue", "--queue-name", "cli-q")["QueueUrl"].(string)
-			if !strings.HasSuffix(url, "/000000000000/cli-q") {
+			url, _ := aws("create-queue", "--queue-name", name)["QueueUrl"].(string)
+			if !strings.HasSuffix(url, "/000000000000/"+name) {
 				t.Fatalf("QueueUrl %q", url)
 			}
 			aws("send-message", "--queue-url", url, "--message-body", "hello from the CLI",
@@ -115,6 +122,13 @@ func TestAWSCLI(t *testing.T) {
 
 func TestBoto3(t *testing.T) {
 	t.Parallel() // slow: real time or an external process
+	runBoto3(t, newEnv(t).endpoint)
+}
+
+// runBoto3 runs testdata/boto3_smoke.py against the SQS endpoint at base URL
+// endpoint with each python3 that has boto3, in a subtest and on queues of
+// its own.
+func runBoto3(t *testing.T, endpoint string) {
 	var pythons []string
 	for _, p := range clientPaths("/usr/bin/python3", "python3") {
 		if exec.Command(p, "-c", "import boto3").Run() == nil {
@@ -128,10 +142,9 @@ func TestBoto3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, py := range pythons {
+	for i, py := range pythons {
 		t.Run(strings.ReplaceAll(py, "/", "_"), func(t *testing.T) {
-			e := newEnv(t)
-			out := run(t, clientEnv(t), py, script, e.srv.URL, "boto3-q")
+			out := run(t, clientEnv(t), py, script, endpoint, fmt.Sprintf("boto3-q%d", i))
 			t.Log(strings.TrimSpace(string(out)))
 			if !strings.HasSuffix(strings.TrimSpace(string(out)), "ok") {
 				t.Fatalf("script did not finish: %s", out)

@@ -17,18 +17,21 @@ import (
 	"github.com/sluice-mq/sluice/internal/sqs"
 )
 
-// env is a broker on a temporary directory behind the SQS handler on a
-// 127.0.0.1 listener, and an aws-sdk-go-v2 client pointed at it.
+// env is an aws-sdk-go-v2 client pointed at an SQS endpoint: the handler on
+// an httptest listener with a broker of its own (newEnv), or any running
+// listener such as the real binary's (newClientEnv).
 type env struct {
-	t   *testing.T
-	b   *broker.Broker
-	srv *httptest.Server
-	c   *awssqs.Client
-	ctx context.Context
+	t        *testing.T
+	b        *broker.Broker // nil unless newEnv started the broker
+	endpoint string         // the base URL, http://127.0.0.1:port
+	c        *awssqs.Client
+	ctx      context.Context
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// newEnv starts a broker on a temporary directory behind the SQS handler on
+// a 127.0.0.1 listener and returns a client of it.
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	b, err := broker.Open(broker.Options{Dir: t.TempDir(), Logger: quietLogger()})
@@ -40,6 +43,14 @@ func newEnv(t *testing.T) *env {
 		srv.Close()
 		b.Close()
 	})
+	e := newClientEnv(t, srv.URL)
+	e.b = b
+	return e
+}
+
+// newClientEnv returns a client of the SQS endpoint at base URL endpoint.
+func newClientEnv(t *testing.T, endpoint string) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	cfg, err := config.LoadDefaultConfig(ctx,
@@ -50,8 +61,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(srv.URL) })
-	return &env{t: t, b: b, srv: srv, c: c, ctx: ctx}
+	c := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	return &env{t: t, endpoint: endpoint, c: c, ctx: ctx}
 }
 
 // createQueue creates a queue through the SDK and returns its URL.

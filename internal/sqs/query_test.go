@@ -76,7 +76,7 @@ type xmlResponse struct {
 // post sends a query request to path (the endpoint or a queue URL's path).
 func (e *env) post(path string, params url.Values) (int, []byte, http.Header) {
 	e.t.Helper()
-	resp, err := http.Post(e.srv.URL+path, "application/x-www-form-urlencoded; charset=utf-8", strings.NewReader(params.Encode()))
+	resp, err := http.Post(e.endpoint+path, "application/x-www-form-urlencoded; charset=utf-8", strings.NewReader(params.Encode()))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestQueryProtocolMessages(t *testing.T) {
 	r := e.queryOK("/", vals("Action", "CreateQueue", "QueueName", "q1", "Attribute.1.Name", "VisibilityTimeout", "Attribute.1.Value", "40",
 		"Tag.1.Key", "team", "Tag.1.Value", "core", "Version", "2012-11-05"))
 	qurl := r.Result.QueueURLs[0]
-	if qurl != e.srv.URL+"/000000000000/q1" {
+	if qurl != e.endpoint+"/000000000000/q1" {
 		t.Fatalf("QueueUrl %q", qurl)
 	}
 	bin := base64.StdEncoding.EncodeToString([]byte{0, 1, 0xff})
@@ -218,7 +218,7 @@ func TestQueryProtocolBatchAndErrors(t *testing.T) {
 func TestJSONProtocolErrors(t *testing.T) {
 	e := newEnv(t)
 	do := func(target, body string) (int, string, http.Header) {
-		req, _ := http.NewRequest("POST", e.srv.URL+"/", strings.NewReader(body))
+		req, _ := http.NewRequest("POST", e.endpoint+"/", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
 		req.Header.Set("X-Amz-Target", target)
 		resp, err := http.DefaultClient.Do(req)

@@ -38,7 +38,12 @@ func (e *env) receiveBodies(url string, max int32) ([]string, []types.Message) {
 }
 
 func TestFIFOGroupsAndDedup(t *testing.T) {
-	e := newEnv(t)
+	fifoGroupsAndDedup(newEnv(t))
+}
+
+// fifoGroupsAndDedup checks FIFO group blocking, deduplication and send rules.
+func fifoGroupsAndDedup(e *env) {
+	t := e.t
 	url := e.createQueue("jobs.fifo", map[string]string{"FifoQueue": "true"})
 	first := e.sendFIFO(url, "a1", "A", "d-a1")
 	if first.SequenceNumber == nil {
@@ -105,7 +110,14 @@ func TestFIFOContentBasedDedup(t *testing.T) {
 }
 
 func TestRedrivePolicyDeadLetters(t *testing.T) {
-	e := newEnv(t)
+	redrivePolicyDeadLetters(newEnv(t))
+}
+
+// redrivePolicyDeadLetters creates a queue with a RedrivePolicy, dead-letters
+// a message with attributes after maxReceiveCount receives and checks
+// ListDeadLetterSourceQueues.
+func redrivePolicyDeadLetters(e *env) {
+	t := e.t
 	dlq := e.createQueue("work-dlq", nil)
 	url := e.createQueue("work", map[string]string{
 		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:work-dlq","maxReceiveCount":2}`})
@@ -152,14 +164,18 @@ func TestRedrivePolicyDeadLetters(t *testing.T) {
 	wantCode(t, err, "InvalidParameterValue")
 }
 
-// TestSeedWorkQueueTrace runs the seed's step-3 scenario through the SDK with
-// a 2-second visibility timeout: m1's consumer crashes once, m2 always fails
-// and reaches the dead-letter queue after 3 receives, m3 succeeds. Long polls
-// wake when a visibility timeout ends, so the test waits on the broker, not
-// on sleeps.
 func TestSeedWorkQueueTrace(t *testing.T) {
 	t.Parallel() // slow: real time or an external process
-	e := newEnv(t)
+	seedWorkQueueTrace(newEnv(t))
+}
+
+// seedWorkQueueTrace runs the seed's step-3 scenario through the SDK with a
+// 2-second visibility timeout: m1's consumer crashes once, m2 always fails
+// and reaches the dead-letter queue after 3 receives, m3 succeeds. Long
+// polls wake when a visibility timeout ends, so the test waits on the
+// broker, not on sleeps.
+func seedWorkQueueTrace(e *env) {
+	t := e.t
 	dlq := e.createQueue("orders-dlq", nil)
 	url := e.createQueue("orders", map[string]string{"VisibilityTimeout": "2",
 		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:orders-dlq","maxReceiveCount":3}`})

@@ -4,6 +4,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"net/http/httptrace"
 	"strconv"
 	"testing"
 	"time"
@@ -37,8 +38,15 @@ func testAttrs() map[string]types.MessageAttributeValue {
 }
 
 func TestSendReceiveDeleteWithAttributes(t *testing.T) {
-	e := newEnv(t)
-	url := e.createQueue("orders", nil)
+	sendReceiveDeleteWithAttributes(newEnv(t))
+}
+
+// sendReceiveDeleteWithAttributes sends with message, system and binary
+// attributes (the SDK checks every MD5), receives, deletes, and deletes
+// again with the now stale receipt.
+func sendReceiveDeleteWithAttributes(e *env) {
+	t := e.t
+	url := e.createQueue("attrs", nil)
 	sent, err := e.c.SendMessage(e.ctx, &awssqs.SendMessageInput{
 		QueueUrl: &url, MessageBody: aws.String("charge order 101 ✓"),
 		MessageAttributes: testAttrs(),
@@ -238,7 +246,14 @@ func TestDeleteAndVisibilityBatches(t *testing.T) {
 }
 
 func TestChangeMessageVisibility(t *testing.T) {
-	e := newEnv(t)
+	changeMessageVisibility(newEnv(t))
+}
+
+// changeMessageVisibility hands a message back, then checks
+// MessageNotInflight, a stale receipt (refused, but accepted by
+// DeleteMessage) and invalid receipts.
+func changeMessageVisibility(e *env) {
+	t := e.t
 	url := e.createQueue("vis", nil)
 	if _, err := e.c.SendMessage(e.ctx, &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("job")}); err != nil {
 		t.Fatal(err)
@@ -295,20 +310,33 @@ func (e *env) receiveOne(url string, wait int32) types.Message {
 
 func TestLongPollWokenBySend(t *testing.T) {
 	t.Parallel() // slow: real time or an external process
-	e := newEnv(t)
+	longPollWokenBySend(newEnv(t))
+}
+
+// longPollWokenBySend checks that a send ends a 20-second ReceiveMessage wait.
+func longPollWokenBySend(e *env) {
+	t := e.t
 	url := e.createQueue("poll", nil)
 	got := make(chan types.Message, 1)
 	errc := make(chan error, 1)
+	wrote := make(chan struct{})
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) }}
 	go func() {
-		out, err := e.c.ReceiveMessage(e.ctx, &awssqs.ReceiveMessageInput{QueueUrl: &url, WaitTimeSeconds: 20})
+		out, err := e.c.ReceiveMessage(httptrace.WithClientTrace(e.ctx, trace), &awssqs.ReceiveMessageInput{QueueUrl: &url, WaitTimeSeconds: 20})
 		if err != nil || len(out.Messages) != 1 {
 			errc <- errors.Join(err, errors.New("long poll returned no message"))
 			return
 		}
 		got <- out.Messages[0]
 	}()
-	// The poll may or may not have started yet; either way the send must
-	// reach it well before its 20 s wait ends.
+	// The send follows the poll's request onto the wire, so the poll is
+	// almost always waiting when it lands; either way the send must reach
+	// it well before its 20 s wait ends.
+	select {
+	case <-wrote:
+	case err := <-errc:
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if _, err := e.c.SendMessage(e.ctx, &awssqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("wake")}); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 func TestQueueLifecycle(t *testing.T) {
 	e := newEnv(t)
 	url := e.createQueue("lifecycle", nil)
-	if want := e.srv.URL + "/000000000000/lifecycle"; url != want {
+	if want := e.endpoint + "/000000000000/lifecycle"; url != want {
 		t.Fatalf("queue URL %s, want %s", url, want)
 	}
 	// CreateQueue is idempotent with the same attributes …

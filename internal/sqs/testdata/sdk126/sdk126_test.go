@@ -2,8 +2,9 @@
 // service/sqs v1.26.0, the last release that speaks the query protocol. It
 // is a module of its own (under testdata, so the main module's go test
 // ./... skips it) because one module cannot require two versions of
-// service/sqs; internal/sqs's TestQueryProtocolGoSDK126 starts a server and
-// runs it with SLUICE_SQS_ENDPOINT set.
+// service/sqs. internal/sqs runs it with SLUICE_SQS_ENDPOINT set: against
+// the handler on httptest (TestQueryProtocolGoSDK126) and against the SQS
+// listener of the real `sluice serve` (TestRealBinary).
 package sdk126
 
 import (
@@ -23,7 +24,7 @@ import (
 func client(t *testing.T) (*sqs.Client, context.Context) {
 	endpoint := os.Getenv("SLUICE_SQS_ENDPOINT")
 	if endpoint == "" {
-		t.Skip("SLUICE_SQS_ENDPOINT is not set; internal/sqs's TestQueryProtocolGoSDK126 runs this")
+		t.Skip("SLUICE_SQS_ENDPOINT is not set; internal/sqs's TestQueryProtocolGoSDK126 and TestRealBinary run this")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
