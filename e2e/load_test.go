@@ -52,7 +52,7 @@ func TestSigtermUnderLoadLosesNothingAcked(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("fewer than 300 sends acknowledged in 60s")
 	}
-	p.stop() // SIGTERM while the senders are still sending
+	p.Stop() // SIGTERM while the senders are still sending
 	wg.Wait()
 
 	p2 := start(t, data)
@@ -80,7 +80,7 @@ func TestSigtermUnderLoadLosesNothingAcked(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged sends were lost across SIGTERM", missing, len(acked))
 	}
 	t.Logf("%d acknowledged, %d stored (the rest were in flight at SIGTERM and not acknowledged)", len(acked), len(seen))
-	p2.stop()
+	p2.Stop()
 }
 
 // TestMetricsShowWhatTheTestCaused drives a queue into a known state and
@@ -136,5 +136,5 @@ func TestMetricsShowWhatTheTestCaused(t *testing.T) {
 			}
 		}
 	}
-	p.stop()
+	p.Stop()
 }

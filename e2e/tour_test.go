@@ -59,7 +59,7 @@ func TestReadmeTour(t *testing.T) {
 	cmd.Env = append(os.Environ(), "SLUICE_SERVER="+p.url)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("tour failed: %v\n%s\nbroker log:\n%s", err, out, p.logText())
+		t.Fatalf("tour failed: %v\n%s\nbroker log:\n%s", err, out, p.Logs())
 	}
 	got := string(out)
 	for _, want := range []string{

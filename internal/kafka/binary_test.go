@@ -1,18 +1,16 @@
 package kafka
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // TestRealBinary runs `sluice serve` as built, finds its Kafka listener in
@@ -23,44 +21,10 @@ func TestRealBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-mq/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0",
-		"--kafka-addr", "127.0.0.1:0", "--sqs-addr", "", "--log-format", "json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	t.Cleanup(func() {
-		if !exited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	addrc := make(chan string, 1)
-	logsDone := make(chan struct{})
-	go func() { // owned by the test: ends at EOF, when the process exits
-		defer close(logsDone)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var l struct{ Msg, Listener, Advertised string }
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "listening" && l.Listener == "kafka" {
-				addrc <- l.Advertised
-			}
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no kafka listening line within 30s")
-	}
+	bin := testproc.Build(t, t.TempDir())
+	proc := testproc.Serve(t, bin, "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0",
+		"--kafka-addr", "127.0.0.1:0", "--sqs-addr", "")
+	addr := proc.Addr("kafka")
 
 	n := &node{t: t, addr: addr}
 	ctx := testCtx(t, 60*time.Second)
@@ -89,12 +53,5 @@ func TestRealBinary(t *testing.T) {
 		}
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	<-logsDone
-	exited = true
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v", err)
-	}
+	proc.Stop()
 }
