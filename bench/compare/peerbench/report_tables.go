@@ -54,9 +54,9 @@ func writeWorkload(b *strings.Builder, w, title, proto string, rows []row, disk 
 		cell := "—"
 		if ref := reference(rows, w, proto, r.SyncBefore); ref != nil && r.System != "sluice" {
 			if latencyRatio && l.P99 > 0 {
-				cell = fmt.Sprintf("%.2f (vs sluice %s)", ref.Result.Latency.P99/l.P99, ref.Protocol)
+				cell = fmt.Sprintf("%.3g (vs sluice %s, %s)", ref.Result.Latency.P99/l.P99, ref.Protocol, ref.Config)
 			} else if res.MsgsPerSec > 0 {
-				cell = fmt.Sprintf("%.2f (vs sluice %s)", ref.Result.MsgsPerSec/res.MsgsPerSec, ref.Protocol)
+				cell = fmt.Sprintf("%.3g (vs sluice %s, %s)", ref.Result.MsgsPerSec/res.MsgsPerSec, ref.Protocol, ref.Config)
 			}
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %.1f | %.0f%% | %.2f | %.2f | %.2f | %.2f | %d | %s |\n",
