@@ -29,6 +29,7 @@ type benchFlags struct {
 	probeDir   string
 	probeTime  time.Duration
 	quiet      bool
+	gzip       bool
 }
 
 // benchReport is what --output json prints.
@@ -93,6 +94,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.StringVar(&f.probeDir, "probe-dir", os.TempDir(), "measure the disk under this `folder` first (\"\" skips)")
 	fl.DurationVar(&f.probeTime, "probe-time", time.Second, "length of each disk probe")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress line on stderr")
+	fl.BoolVar(&f.gzip, "gzip", true, "native: accept gzip-compressed responses (the Go client's default)")
 	return cmd
 }
 
@@ -139,7 +141,7 @@ func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
 	shape := benchShape{partitions: int32(max(f.partitions, 1)), consumers: f.cfg.Consumers, prefetch: f.cfg.Prefetch}
 	switch f.protocol {
 	case "native":
-		return newNativeDriver(f.server, shape), nil
+		return newNativeDriver(f.server, shape, f.gzip), nil
 	case "kafka":
 		return newKafkaDriver(ctx, f.kafkaAddr, shape)
 	case "sqs":

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/bench/compare/load"
@@ -27,13 +28,19 @@ type benchShape struct {
 	prefetch   int   // unacked deliveries a queue consumer holds
 }
 
-func newNativeDriver(server string, shape benchShape) *nativeDriver {
+func newNativeDriver(server string, shape benchShape, gzip bool) *nativeDriver {
 	// One keep-alive connection per message in flight: the default
 	// transport keeps only two idle per host, and 256 senders would
 	// otherwise open and close connections all run long.
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024 // 0: no cap on idle connections overall
-	return &nativeDriver{c: client.New(server, client.WithHTTPClient(&http.Client{Transport: t})), benchShape: shape}
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: t})}
+	if !gzip {
+		// Without gzip among the accepted encodings the server sends
+		// responses as they are: what compression costs is measurable.
+		opts = append(opts, client.WithConnectOptions(connect.WithAcceptCompression("gzip", nil, nil)))
+	}
+	return &nativeDriver{c: client.New(server, opts...), benchShape: shape}
 }
 
 func (d *nativeDriver) Close() error { return nil }

@@ -58,6 +58,11 @@ func TestBenchWorkloads(t *testing.T) {
 			})
 		}
 	}
+	t.Run("native/queue/no-gzip", func(t *testing.T) {
+		rep := runBench(t, srv, "queue", "native", "--gzip=false", "--count", "300", "--duration", "2s", "--in-flight", "8",
+			"--size", "100", "--probe-dir", t.TempDir(), "--probe-time", "20ms")
+		checkBenchResult(t, rep, "native", "queue")
+	})
 }
 
 // runBench runs `sluice bench w --protocol proto -o json` in-process
