@@ -87,11 +87,19 @@ func (a *API) Routes() []Route {
 	return out
 }
 
+// compressMinBytes is the smallest response body worth gzip. Receives and
+// Consume stream messages are a few KiB: compressing each one with a fresh
+// compressor cost 35 % of the broker's CPU in the queue round-trip benchmark
+// (docs/benchmarks.md) and saved little on loopback or a LAN.
+const compressMinBytes = 64 << 10
+
 // HandlerOptions are the options every handler is built with: the size
-// limit, the panic boundary and the metrics interceptor.
+// limit, compression only for large responses, the panic boundary and the
+// metrics interceptor.
 func (a *API) HandlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithReadMaxBytes(int(a.maxBytes)),
+		connect.WithCompressMinBytes(compressMinBytes),
 		connect.WithInterceptors(metricsInterceptor{a.observe}),
 		connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, v any) error {
 			logPanic(a.log, spec.Procedure, v, string(debug.Stack()))
