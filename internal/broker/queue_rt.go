@@ -153,6 +153,12 @@ func (q *queueRT) reloadLocked() error {
 // record journals events (in the order applied) and returns a channel that
 // reports their durability. Called with q.mu held.
 func (q *queueRT) recordLocked(evs []queue.Event) <-chan error {
+	if err := q.cur.Fault(); err != nil && q.broken == nil {
+		// The cursor caught a bug in itself: rebuild it from the journal
+		// at the next operation (checkLocked) rather than trust it.
+		q.broken = err
+		q.b.log.Error("queue cursor fault; it will be rebuilt from its journal", "queue", q.name, "err", err)
+	}
 	if len(evs) == 0 {
 		return nil
 	}

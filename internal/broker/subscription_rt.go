@@ -169,6 +169,15 @@ func appendSubEvents(recs []subEvent, p int, evs []queue.Event) []subEvent {
 // recordLocked journals events in the order applied and returns the channel
 // reporting their durability. Called with mu held.
 func (sub *subRT) recordLocked(recs []subEvent) <-chan error {
+	for _, c := range sub.curs {
+		if err := c.Fault(); err != nil && sub.broken == nil {
+			// A cursor caught a bug in itself: rebuild from the journal at
+			// the next operation (checkLocked) rather than trust it.
+			sub.broken = err
+			sub.t.s.b.log.Error("subscription cursor fault; it will be rebuilt from its journal",
+				"subscription", subKey(sub.settings.Topic, sub.settings.Name), "err", err)
+		}
+	}
 	if len(recs) == 0 {
 		return nil
 	}

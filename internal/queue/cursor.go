@@ -42,6 +42,7 @@ type Cursor struct {
 	timer   heap              // delayed, nacked, in flight: by the time they become visible
 	n       [nKinds]int
 	ctr     counters
+	fault   error // first own event that failed to apply; see Fault
 }
 
 // counters are the durable totals Stats reports; they are rebuilt by replay.
@@ -240,9 +241,17 @@ func (c *Cursor) drop(e *entry) {
 	}
 }
 
-// mustApply applies an event the cursor itself just made; failing would be a bug here.
+// mustApply applies an event the cursor itself just made. Failing would be
+// a bug here; rather than panic while the caller holds its lock, the cursor
+// records the first such failure (Fault) so the owner can rebuild it from
+// its journal.
 func (c *Cursor) mustApply(ev Event) {
-	if err := c.Apply(ev); err != nil {
-		panic(fmt.Sprintf("queue: own event %#v does not apply: %v", ev, err))
+	if err := c.Apply(ev); err != nil && c.fault == nil {
+		c.fault = fmt.Errorf("queue: own event %#v does not apply: %w", ev, err)
 	}
 }
+
+// Fault reports a bug the cursor caught in itself: an event it made that did
+// not apply. After one, its state cannot be trusted; rebuild it from the
+// journal (or its last snapshot and the journal).
+func (c *Cursor) Fault() error { return c.fault }

@@ -264,6 +264,9 @@ func (h *harness) check() {
 	if s.DeadLettered != uint64(len(h.m.dead)) || s.Receives != h.m.token {
 		h.fail("stats %+v, model dead %d receives %d", s, len(h.m.dead), h.m.token)
 	}
+	if err := h.c.Fault(); err != nil {
+		h.fail("cursor caught a bug in itself: %v", err)
+	}
 	if want := min(h.m.lowestOpen(h.log.end), h.c.ReadPos()); h.c.Floor() != want {
 		h.fail("floor %d, want %d (read pos %d)", h.c.Floor(), want, h.c.ReadPos())
 	}
