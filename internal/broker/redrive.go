@@ -112,9 +112,39 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 		Status: RedriveRunning, ToMove: toMove, RatePerSecond: req.RatePerSecond, StartedAt: b.now(),
 	}}
 	b.redrive.tasks[r.task.ID] = r
+	b.redrive.pruneLocked()
 	task := r.task
 	go b.runRedrive(ctx, r, req, depth)
 	return task, nil
+}
+
+// keepFinishedRedrives bounds how many finished tasks are remembered for
+// GetRedrive and ListRedrives; older ones are forgotten.
+const keepFinishedRedrives = 100
+
+// pruneLocked forgets the oldest finished tasks beyond keepFinishedRedrives,
+// so the task map does not grow with every redrive ever run. Called with
+// rs.mu held.
+func (rs *redrives) pruneLocked() {
+	type finished struct {
+		id string
+		at time.Time
+	}
+	var done []finished
+	for id, r := range rs.tasks {
+		r.mu.Lock()
+		if r.task.Status != RedriveRunning && r.task.Status != RedriveCancelling {
+			done = append(done, finished{id, r.task.FinishedAt})
+		}
+		r.mu.Unlock()
+	}
+	if len(done) <= keepFinishedRedrives {
+		return
+	}
+	sort.Slice(done, func(i, j int) bool { return done[i].at.Before(done[j].at) })
+	for _, f := range done[:len(done)-keepFinishedRedrives] {
+		delete(rs.tasks, f.id)
+	}
 }
 
 // GetRedrive reports a task.

@@ -153,3 +153,22 @@ func TestRedriveCrashBetweenSendAndAck(t *testing.T) {
 		t.Fatalf("dead-letter queue after the crash: %q, want m1 still there (its ack was lost)", got)
 	}
 }
+
+// TestRedriveTasksAreBounded: finished tasks are forgotten beyond
+// keepFinishedRedrives, so the task list does not grow forever.
+func TestRedriveTasksAreBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "dlq"})
+	for range keepFinishedRedrives + 5 {
+		task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.b.WaitRedrive(context.Background(), task.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(e.b.ListRedrives("")); n > keepFinishedRedrives+1 {
+		t.Fatalf("%d tasks remembered, want at most %d", n, keepFinishedRedrives+1)
+	}
+}
