@@ -197,7 +197,12 @@ func (l *Log) roll() error {
 	}
 	// Sealed segments are always synced, whatever the policy: recovery
 	// scans only the last segment, so every other one must be whole. It
-	// costs one fdatasync per segment.
+	// costs one fdatasync per segment. Preallocated zeros are cut first:
+	// a sealed segment's size is its file's size.
+	if err := old.trimPrealloc(); err != nil {
+		l.fail(fmt.Errorf("%w: trim %s before sealing: %w", ErrNeedsRecovery, old.path(logSuffix), err))
+		return l.failure()
+	}
 	if err := old.log.Sync(); err != nil {
 		l.fail(fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, old.path(logSuffix), err))
 		return l.failure()

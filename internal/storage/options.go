@@ -77,6 +77,14 @@ type Options struct {
 	RetentionTime  time.Duration // delete sealed segments whose newest timestamp is older; 0: keep
 	RetentionBytes int64         // delete oldest sealed segments while the log is larger; 0: no limit
 
+	// PreallocateBytes, when positive, makes the active segment's file
+	// write this many bytes of zeros ahead of its appends, so an fdatasync
+	// after an append flushes data only, with no file-size change for the
+	// file system to journal (see vfs.Preallocator): it about doubles the
+	// syncs per second of small appends on ext4. It costs writing the zeros
+	// once. 0: off. Ignored by file systems without preallocation (MemFS).
+	PreallocateBytes int64
+
 	MaxBatchBytes      int // largest accepted batch; default 1 MiB + 12 (Kafka's message.max.bytes)
 	IndexIntervalBytes int // bytes between sparse index entries; default 4096
 

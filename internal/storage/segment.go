@@ -40,6 +40,7 @@ type segEnv struct {
 	fs       vfs.FS
 	dir      string
 	interval int64 // Options.IndexIntervalBytes
+	prealloc int64 // Options.PreallocateBytes
 	logger   *slog.Logger
 }
 
@@ -99,7 +100,30 @@ func createSegment(env *segEnv, base int64, now time.Time) (_ *segment, err erro
 	}
 	s.log = files[0]
 	s.index = segIndex{loaded: true, idxFile: files[1], timeFile: files[2], maxTS: -1, maxTSKnown: true, interval: env.interval}
+	s.preallocate()
 	return s, nil
+}
+
+// preallocate makes the .log write zeros ahead of its appends (see
+// vfs.Preallocator) when the log asks for it and the file system can; only
+// the active segment does. The zeros a crash leaves behind are a torn tail
+// to recovery, which cuts them; roll cuts them before sealing.
+func (s *segment) preallocate() {
+	p, ok := s.log.(vfs.Preallocator)
+	if !ok || s.prealloc <= 0 {
+		return
+	}
+	if err := p.Preallocate(s.prealloc); err != nil {
+		s.logger.Warn("storage: preallocation unavailable; appends grow the file", "segment", s.path(logSuffix), "err", err)
+	}
+}
+
+// trimPrealloc cuts the zeros a preallocating .log holds past its end.
+func (s *segment) trimPrealloc() error {
+	if _, ok := s.log.(vfs.Preallocator); !ok || s.prealloc <= 0 {
+		return nil
+	}
+	return s.log.Truncate(s.size.Load())
 }
 
 // openSegment opens the .log of an existing segment without reading it.

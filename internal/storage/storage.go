@@ -130,7 +130,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	l := &Log{
 		opts: opts,
-		env:  &segEnv{fs: opts.FS, dir: opts.Dir, interval: int64(opts.IndexIntervalBytes), logger: opts.Logger},
+		env:  &segEnv{fs: opts.FS, dir: opts.Dir, interval: int64(opts.IndexIntervalBytes), prealloc: opts.PreallocateBytes, logger: opts.Logger},
 		hwCh: make(chan struct{}),
 		kick: make(chan struct{}, 1),
 		stop: make(chan struct{}),
@@ -208,6 +208,7 @@ func (l *Log) openSegments() error {
 		return err
 	}
 	l.next = next
+	l.active.preallocate()
 	return nil
 }
 

@@ -12,18 +12,49 @@ var Default FS = osFS{}
 
 type osFS struct{}
 
-type osFile struct{ f *os.File }
+type osFile struct {
+	f   *os.File
+	pre *prealloc // nil unless Preallocate was called
+}
 
-func (f osFile) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
-func (f osFile) Write(p []byte) (int, error)             { return f.f.Write(p) }
-func (f osFile) Close() error                            { return f.f.Close() }
-func (f osFile) Truncate(size int64) error               { return f.f.Truncate(size) }
-func (f osFile) Name() string                            { return f.f.Name() }
-func (f osFile) OSFile() *os.File                        { return f.f }
+func (f *osFile) Name() string     { return f.f.Name() }
+func (f *osFile) OSFile() *os.File { return f.f }
+
+func (f *osFile) ReadAt(p []byte, off int64) (int, error) {
+	if f.pre != nil {
+		return f.readAtPre(p, off)
+	}
+	return f.f.ReadAt(p, off)
+}
+
+func (f *osFile) Write(p []byte) (int, error) {
+	if f.pre != nil {
+		return f.writePre(p)
+	}
+	return f.f.Write(p)
+}
+
+func (f *osFile) Truncate(size int64) error {
+	if f.pre != nil {
+		return f.truncatePre(size)
+	}
+	return f.f.Truncate(size)
+}
+
+func (f *osFile) Close() error {
+	var trimErr error
+	if f.pre != nil {
+		trimErr = f.trimPre()
+	}
+	if err := f.f.Close(); err != nil {
+		return err
+	}
+	return trimErr
+}
 
 // Sync uses fdatasync: the file's length is data for this purpose, and
 // modification times are not worth a second journal write per append.
-func (f osFile) Sync() error {
+func (f *osFile) Sync() error {
 	for {
 		err := syscall.Fdatasync(int(f.f.Fd()))
 		if err != syscall.EINTR {
@@ -35,7 +66,12 @@ func (f osFile) Sync() error {
 	}
 }
 
-func (f osFile) Size() (int64, error) {
+func (f *osFile) Size() (int64, error) {
+	if f.pre != nil {
+		f.pre.mu.Lock()
+		defer f.pre.mu.Unlock()
+		return f.pre.end, nil
+	}
 	st, err := f.f.Stat()
 	if err != nil {
 		return 0, err
@@ -48,7 +84,7 @@ func (osFS) Create(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return &osFile{f: f}, nil
 }
 
 func (osFS) OpenAppend(name string) (File, error) {
@@ -56,7 +92,7 @@ func (osFS) OpenAppend(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return &osFile{f: f}, nil
 }
 
 func (osFS) Open(name string) (File, error) {
@@ -64,7 +100,7 @@ func (osFS) Open(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return &osFile{f: f}, nil
 }
 
 func (osFS) Remove(name string) error              { return os.Remove(name) }

@@ -1,0 +1,171 @@
+package vfs
+
+import (
+	"io"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Preallocator is implemented by files that can write zeros ahead of their
+// appends (the OS implementation; MemFS and ErrorFS do not).
+//
+// Why: on ext4 and most journaling file systems an fdatasync after an append
+// that grew the file must also commit the new size and block allocation to
+// the file system's journal, an extra device write and flush, and those
+// commits are serialized across every file on the disk. An fdatasync after
+// a write into blocks that already exist only flushes the data. Measured on
+// this project's 2-core VM (4 KiB writes, fdatasync after each): 4,300
+// syncs/s appending and 6,500 into preallocated space with one file; 5,800
+// and 12,200 in total with two files syncing at once.
+type Preallocator interface {
+	// Preallocate makes the file extend itself by chunk bytes of zeros
+	// whenever a Write would pass the end of the space written so far, and
+	// makes Write place its bytes at the logical end (what was written and
+	// not truncated), not at the end of the zeros. Size and ReadAt see only
+	// the logical contents. Truncate and Close cut the zeros off.
+	//
+	// After a crash the zeros are still there: whoever reopens the file
+	// must find its end by its contents (storage's recovery does: a batch
+	// header of zeros is a torn tail, and is cut).
+	Preallocate(chunk int64) error
+}
+
+// prealloc is the state of a preallocating osFile.
+type prealloc struct {
+	mu        sync.Mutex
+	end       int64 // logical size: bytes written and not truncated
+	allocated int64 // file size on disk: end plus zeros
+	chunk     int64
+}
+
+// zeros is the source of preallocation writes.
+var zeros = make([]byte, 256<<10)
+
+func (f *osFile) Preallocate(chunk int64) error {
+	if chunk <= 0 {
+		return nil
+	}
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	// pwrite(2) on a descriptor opened with O_APPEND appends whatever the
+	// offset says (Linux), so the flag goes; Write stops using the
+	// descriptor's offset from here on.
+	fd := f.f.Fd()
+	flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	if errno == 0 && flags&syscall.O_APPEND != 0 {
+		_, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_SETFL, flags&^syscall.O_APPEND)
+	}
+	if errno != 0 {
+		return &os.PathError{Op: "fcntl", Path: f.f.Name(), Err: errno}
+	}
+	f.pre = &prealloc{end: size, allocated: size, chunk: chunk}
+	return nil
+}
+
+// writePre appends p at the logical end, zero-filling a chunk ahead first if
+// p would pass the allocated space. A failed zero fill is not an error: the
+// write then grows the file as it would have without preallocation.
+func (f *osFile) writePre(p []byte) (int, error) {
+	pr := f.pre
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if need := pr.end + int64(len(p)); need > pr.allocated {
+		target := need + pr.chunk
+		if err := f.fillZeros(pr.allocated, target); err == nil {
+			pr.allocated = target
+		} else {
+			// Cut a partial fill back so the file never holds zeros we do not
+			// account for; if even that fails, remember how far we got.
+			if f.f.Truncate(max(pr.end, pr.allocated)) != nil {
+				pr.allocated = target
+			}
+		}
+	}
+	n, err := f.pwriteAll(p, pr.end)
+	pr.end += int64(n)
+	pr.allocated = max(pr.allocated, pr.end)
+	return n, err
+}
+
+func (f *osFile) fillZeros(from, to int64) error {
+	for off := from; off < to; {
+		k := min(int64(len(zeros)), to-off)
+		n, err := f.pwriteAll(zeros[:k], off)
+		off += int64(n)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pwriteAll writes all of p at off, retrying short writes and EINTR. It
+// calls pwrite(2) itself because os.File.WriteAt refuses a file opened with
+// O_APPEND, even once Preallocate has cleared the flag.
+func (f *osFile) pwriteAll(p []byte, off int64) (int, error) {
+	done := 0
+	fd := int(f.f.Fd())
+	for done < len(p) {
+		n, err := syscall.Pwrite(fd, p[done:], off+int64(done))
+		if err == syscall.EINTR {
+			continue
+		}
+		if n > 0 {
+			done += n
+		}
+		if err != nil {
+			return done, &os.PathError{Op: "write", Path: f.f.Name(), Err: err}
+		}
+		if n == 0 {
+			return done, &os.PathError{Op: "write", Path: f.f.Name(), Err: io.ErrShortWrite}
+		}
+	}
+	return done, nil
+}
+
+func (f *osFile) readAtPre(p []byte, off int64) (int, error) {
+	f.pre.mu.Lock()
+	end := f.pre.end
+	f.pre.mu.Unlock()
+	if off >= end {
+		return 0, io.EOF
+	}
+	if avail := end - off; int64(len(p)) > avail {
+		n, err := f.f.ReadAt(p[:avail], off)
+		if err == nil {
+			err = io.EOF
+		}
+		return n, err
+	}
+	return f.f.ReadAt(p, off)
+}
+
+func (f *osFile) truncatePre(size int64) error {
+	pr := f.pre
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if err := f.f.Truncate(size); err != nil {
+		return err
+	}
+	pr.end, pr.allocated = size, size
+	return nil
+}
+
+// trimPre cuts the zeros off before Close, so a cleanly closed file is
+// exactly its contents.
+func (f *osFile) trimPre() error {
+	pr := f.pre
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.allocated <= pr.end {
+		return nil
+	}
+	if err := f.f.Truncate(pr.end); err != nil {
+		return err
+	}
+	pr.allocated = pr.end
+	return nil
+}
