@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/diskprobe"
+	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 func main() {
@@ -33,9 +35,38 @@ func main() {
 	dur := flag.Duration("duration", 3*time.Second, "how long each cell runs")
 	matrix := flag.Bool("matrix", true, "run the consumers x batch throughput matrix")
 	backlog := flag.Int("backlog", 0, "also measure resident memory with this many messages waiting")
+	fsync := flag.String("fsync", "always", "storage sync policy: always, never or an interval such as 5ms (targets are for always)")
+	flag.Int64Var(&prealloc, "prealloc", broker.DefaultPreallocateBytes, "zero-fill each log this far ahead of appends (-1: off)")
+	flag.IntVar(&bound, "bound", 1024, "producers keep at most this many messages sent and not yet acked, so a run measures the\nsustained rate through the queue rather than how fast producers can grow a backlog (0: no bound)")
+	only := flag.String("only", "", "run one cell of the matrix, as consumers x batch (e.g. 16x10)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the matrix to this file")
 	flag.Parse()
+	policy, err := storage.ParseSyncPolicy(*fsync)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(2)
+	}
+	syncPolicy = policy
+	if *only != "" {
+		if _, err := fmt.Sscanf(*only, "%dx%d", &onlyConsumers, &onlyBatch); err != nil {
+			fmt.Fprintln(os.Stderr, "queuebench: -only wants consumers x batch, such as 16x10")
+			os.Exit(2)
+		}
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "queuebench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*dir, *dur, *matrix, *backlog); err != nil {
 		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -53,15 +84,21 @@ func run(parent string, dur time.Duration, matrix bool, backlog int) error {
 	fmt.Printf("disk: %s\n\n", limits)
 	if matrix {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "consumers\tbatch\tmsgs/s (send+receive+ack)\tper fdatasync\t")
+		fmt.Fprintln(tw, "consumers\tbatch\tmsgs/s (send+receive+ack)\tper probed fdatasync\tfdatasyncs/s in run\tavg fdatasync µs\t")
 		for _, consumers := range []int{1, 4, 16} {
 			for _, size := range []int{1, 10} {
-				n, err := roundTrip(dir, consumers, size, dur)
+				if onlyConsumers > 0 && (consumers != onlyConsumers || size != onlyBatch) {
+					continue
+				}
+				var obs syncCounter
+				n, err := roundTrip(dir, consumers, size, dur, &obs)
 				if err != nil {
 					return err
 				}
 				rate := float64(n) / dur.Seconds()
-				fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.1f\t\n", consumers, size, rate, rate/limits.FdatasyncPerSec)
+				syncs := obs.syncs.Load()
+				fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.1f\t%.0f\t%.0f\t\n", consumers, size, rate, rate/limits.FdatasyncPerSec,
+					float64(syncs)/dur.Seconds(), float64(obs.ns.Load())/float64(max(syncs, 1))/1e3)
 			}
 		}
 		tw.Flush()
@@ -72,19 +109,34 @@ func run(parent string, dur time.Duration, matrix bool, backlog int) error {
 	return nil
 }
 
-func open(dir string) (*broker.Broker, error) {
-	return broker.Open(broker.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+// Settings from flags: -bound, -prealloc, -fsync and -only.
+var (
+	bound                    int
+	prealloc                 int64
+	syncPolicy               storage.SyncPolicy
+	onlyConsumers, onlyBatch int
+)
+
+func open(dir string, obs storage.Observer) (*broker.Broker, error) {
+	return broker.Open(broker.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler), StorageObserver: obs, Sync: syncPolicy,
+		PreallocateBytes: prealloc})
 }
+
+// syncCounter counts the fdatasyncs and group-committed appends of a run.
+type syncCounter struct{ syncs, appends, ns atomic.Int64 }
+
+func (c *syncCounter) ObserveFsync(d time.Duration)   { c.syncs.Add(1); c.ns.Add(int64(d)) }
+func (c *syncCounter) ObserveCommitBatch(appends int) { c.appends.Add(int64(appends)) }
 
 // roundTrip runs as many producers as consumers for dur and returns how many
 // messages were acked.
-func roundTrip(parent string, consumers, size int, dur time.Duration) (int64, error) {
+func roundTrip(parent string, consumers, size int, dur time.Duration, obs storage.Observer) (int64, error) {
 	dir, err := os.MkdirTemp(parent, "rt-")
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	b, err := open(dir)
+	b, err := open(dir, obs)
 	if err != nil {
 		return 0, err
 	}
@@ -96,6 +148,11 @@ func roundTrip(parent string, consumers, size int, dur time.Duration) (int64, er
 	defer cancel()
 	body := make([]byte, 1024)
 	var acked atomic.Int64
+	// credits holds one token per message sent and not yet acked (-bound).
+	var credits chan struct{}
+	if bound > 0 {
+		credits = make(chan struct{}, bound)
+	}
 	var wg sync.WaitGroup
 	var firstErr error
 	var once sync.Once
@@ -113,6 +170,16 @@ func roundTrip(parent string, consumers, size int, dur time.Duration) (int64, er
 				in[i] = broker.SendInput{Body: body}
 			}
 			for ctx.Err() == nil {
+				for range len(in) {
+					if credits == nil {
+						break
+					}
+					select {
+					case credits <- struct{}{}:
+					case <-ctx.Done():
+						return
+					}
+				}
 				if _, err := b.Send(ctx, "bench", in); err != nil {
 					fail(err)
 					return
@@ -144,6 +211,11 @@ func roundTrip(parent string, consumers, size int, dur time.Duration) (int64, er
 					return
 				}
 				acked.Add(int64(len(ds)))
+				if credits != nil {
+					for range len(ds) {
+						<-credits
+					}
+				}
 			}
 		}()
 	}
@@ -159,7 +231,7 @@ func memory(parent string, n int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	b, err := open(dir)
+	b, err := open(dir, nil)
 	if err != nil {
 		return err
 	}
@@ -202,7 +274,7 @@ func memory(parent string, n int) error {
 	if err := b.Close(); err != nil {
 		return err
 	}
-	b, err = open(dir)
+	b, err = open(dir, nil)
 	if err != nil {
 		return err
 	}

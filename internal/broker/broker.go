@@ -43,7 +43,16 @@ type Options struct {
 	// StorageObserver, if set, hears of every fdatasync and group commit
 	// of every log (the server feeds it to /metrics).
 	StorageObserver storage.Observer
+	// PreallocateBytes is how far ahead of its appends each log's active
+	// segment is zero-filled (storage.Options.PreallocateBytes), so that an
+	// fdatasync flushes data without a file-size change to journal: it about
+	// doubles small synced appends per second on ext4. Default 1 MiB;
+	// negative: off.
+	PreallocateBytes int64
 }
+
+// DefaultPreallocateBytes is Options.PreallocateBytes's default.
+const DefaultPreallocateBytes = 1 << 20
 
 // journalSegmentBytes keeps journals in small segments, so a snapshot lets
 // the journal below it be deleted soon.
@@ -54,6 +63,7 @@ func (b *Broker) logOptions(dir string, segmentBytes int64) storage.Options {
 	return storage.Options{
 		FS: b.opts.FS, Dir: dir, Sync: b.opts.Sync, Now: b.opts.Now, Logger: b.log,
 		SegmentBytes: segmentBytes, Observer: b.opts.StorageObserver,
+		PreallocateBytes: b.opts.PreallocateBytes,
 	}
 }
 
@@ -88,6 +98,12 @@ func Open(opts Options) (*Broker, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	switch {
+	case opts.PreallocateBytes == 0:
+		opts.PreallocateBytes = DefaultPreallocateBytes
+	case opts.PreallocateBytes < 0:
+		opts.PreallocateBytes = 0
 	}
 	if opts.SnapshotEvery <= 0 {
 		opts.SnapshotEvery = 100_000

@@ -22,9 +22,9 @@ const fillMin = 128
 // fillLocked offers the cursor the metadata of messages after its read
 // position, as many as it wants. Called with q.mu held.
 func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
-	var evs []queue.Event
+	evs := q.offerCachedLocked(now)
 	if w := q.cur.Wants(); w < fillMin && w < q.cur.Config().Lookahead {
-		return nil, nil
+		return evs, nil
 	}
 	for q.cur.Wants() > 0 {
 		pos := q.cur.ReadPos()

@@ -140,6 +140,7 @@ func (q *queueRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Deliv
 	done := q.recordLocked(evs)
 	wake := q.wake
 	due, _ := q.cur.NextDue()
+	cached := q.cachedLocked(ds)
 	q.mu.Unlock()
 
 	err = q.wait(done)
@@ -152,23 +153,33 @@ func (q *queueRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Deliv
 	if len(ds) == 0 {
 		return nil, wake, due, nil
 	}
-	out, err := q.deliveries(ds)
+	out, err := q.deliveries(ds, cached)
 	return out, wake, due, err
 }
 
-// deliveries joins the cursor's deliveries with the messages from the log.
-func (q *queueRT) deliveries(ds []queue.Delivery) ([]Delivery, error) {
-	offs := make([]int64, len(ds))
+// deliveries joins the cursor's deliveries with their messages: from the
+// cache where it has them (cached[i], may be nil), else from the log.
+func (q *queueRT) deliveries(ds []queue.Delivery, cached []*Message) ([]Delivery, error) {
+	var offs []int64
 	for i, d := range ds {
-		offs[i] = d.Offset
+		if cached[i] == nil {
+			offs = append(offs, d.Offset)
+		}
 	}
-	msgs, err := readMessages(q.log, offs)
-	if err != nil {
-		return nil, err
+	var msgs map[int64]*Message
+	if len(offs) > 0 {
+		var err error
+		if msgs, err = readMessages(q.log, offs); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]Delivery, len(ds))
 	for i, d := range ds {
-		out[i] = Delivery{Message: *msgs[d.Offset], Sequence: d.Offset, Receipt: d.Receipt,
+		m := cached[i]
+		if m == nil {
+			m = msgs[d.Offset]
+		}
+		out[i] = Delivery{Message: *m, Sequence: d.Offset, Receipt: d.Receipt,
 			ReceiveCount: d.ReceiveCount, FirstReceivedAt: d.FirstReceivedAt, Deadline: d.Deadline,
 			FencingToken: d.FencingToken}
 	}

@@ -33,6 +33,7 @@ type queueRT struct {
 	settings QueueSettings
 	cur      *queue.Cursor
 	dedup    *queue.Deduper // FIFO queues only
+	cache    *recentCache   // messages about to be delivered, as sent
 	wake     chan struct{}  // closed and replaced when messages may have become visible
 	broken   error          // set when memory may be ahead of disk; the queue reloads
 	ctr      runtimeCounters
@@ -81,6 +82,7 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 	q.jr = newJournal(jlog, func() int64 { return b.now().UnixMilli() },
 		snapshotter{fs: b.opts.FS, dir: dir, every: b.opts.SnapshotEvery, warn: b.log.With("queue", s.Name).Warn})
 	q.jr.replayed(replayed)
+	q.cache = newRecentCache(min(q.cur.Config().Lookahead, maxRecentCacheSlots))
 	if s.FIFO {
 		if err := q.rebuildDedup(); err != nil {
 			q.close()
@@ -162,6 +164,7 @@ func (q *queueRT) recordLocked(evs []queue.Event) <-chan error {
 	if len(evs) == 0 {
 		return nil
 	}
+	q.cache.forgetFinished(evs)
 	enc := make([][]byte, len(evs))
 	for i, ev := range evs {
 		b, err := ev.MarshalBinary()

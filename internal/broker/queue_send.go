@@ -102,8 +102,12 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 		}
 	}
 	q.ctr.sent += uint64(len(msgs))
+	done := q.recordLocked(q.cacheSentLocked(offs[0], msgs, now))
 	q.notifyLocked()
 	q.mu.Unlock()
+	if err := q.wait(done); err != nil {
+		return nil, fmt.Errorf("send to %s: %w", q.name, err)
+	}
 	for i, orig := range dupOf {
 		results[i].Sequence = results[orig].Sequence
 	}

@@ -1,0 +1,177 @@
+package broker
+
+import (
+	"bytes"
+	"maps"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// recentCache keeps the messages a queue's cursor is about to deliver in the
+// form a log read would return them, so that while consumers keep up with
+// producers a message goes from Send to Receive without being read back from
+// the log: no read to learn of it (fill), none to deliver it.
+//
+// Only messages inside the cursor's lookahead window when they are sent are
+// kept, and an ack forgets its message, so the cache is bounded by the window
+// (and by maxBytes), never by the backlog: a queue with ten million messages
+// waiting holds at most one window of them. A miss costs a log read, exactly
+// what every read cost before the cache. Guarded by the queue's mu.
+type recentCache struct {
+	slots    []cacheSlot // indexed by offset modulo len(slots), a power of two
+	bytes    int         // body bytes held
+	maxBytes int
+}
+
+type cacheSlot struct {
+	off int64
+	m   *Message // nil: empty
+}
+
+// recentCacheBytes bounds the bodies one queue's cache holds, and
+// maxRecentCacheSlots its window (a queue may set a much larger lookahead).
+const (
+	recentCacheBytes    = 8 << 20
+	maxRecentCacheSlots = 4096
+)
+
+func newRecentCache(window int) *recentCache {
+	n := 1
+	for n < window {
+		n <<= 1
+	}
+	return &recentCache{slots: make([]cacheSlot, n), maxBytes: recentCacheBytes}
+}
+
+func (c *recentCache) put(off int64, m *Message) {
+	s := &c.slots[off&int64(len(c.slots)-1)]
+	if s.m != nil {
+		c.bytes -= len(s.m.Body)
+		s.m = nil
+	}
+	if c.bytes+len(m.Body) > c.maxBytes {
+		return
+	}
+	*s = cacheSlot{off: off, m: m}
+	c.bytes += len(m.Body)
+}
+
+func (c *recentCache) get(off int64) *Message {
+	s := c.slots[off&int64(len(c.slots)-1)]
+	if s.m == nil || s.off != off {
+		return nil
+	}
+	return s.m
+}
+
+func (c *recentCache) forget(off int64) {
+	s := &c.slots[off&int64(len(c.slots)-1)]
+	if s.m != nil && s.off == off {
+		c.bytes -= len(s.m.Body)
+		s.m = nil
+	}
+}
+
+// forgetFinished drops the messages that events finished for good.
+func (c *recentCache) forgetFinished(evs []queue.Event) {
+	for _, ev := range evs {
+		switch e := ev.(type) {
+		case queue.Acked:
+			c.forget(e.Offset)
+		case queue.DeadLettered:
+			c.forget(e.Offset)
+		case queue.Purged:
+			c.clear()
+		}
+	}
+}
+
+func (c *recentCache) clear() {
+	clear(c.slots)
+	c.bytes = 0
+}
+
+// storedForm returns m as readMessages will decode it from the record that
+// encodeMessages builds of it at now: times cut to milliseconds, the send
+// time taken from the record unless dead-letter metadata carries the
+// original, empty maps as nil, and nothing shared with the caller's input.
+func storedForm(m *Message, now time.Time) *Message {
+	s := &Message{ID: m.ID, Body: bytes.Clone(m.Body), GroupID: m.GroupID, DedupID: m.DedupID,
+		SentAt: time.UnixMilli(now.UnixMilli())}
+	if s.Body == nil {
+		s.Body = []byte{}
+	}
+	if len(m.Attributes) > 0 {
+		s.Attributes = make(map[string]Attribute, len(m.Attributes))
+		for k, a := range m.Attributes {
+			s.Attributes[k] = Attribute{DataType: a.DataType, Value: bytes.Clone(a.Value)}
+			if s.Attributes[k].Value == nil {
+				s.Attributes[k] = Attribute{DataType: a.DataType, Value: []byte{}}
+			}
+		}
+	}
+	if len(m.System) > 0 {
+		s.System = maps.Clone(m.System)
+	}
+	if !m.AvailableAt.IsZero() {
+		s.AvailableAt = time.UnixMilli(m.AvailableAt.UnixMilli())
+	}
+	if dl := m.DeadLetter; dl != nil {
+		s.SentAt = time.UnixMilli(m.SentAt.UnixMilli())
+		s.DeadLetter = &DeadLetterInfo{SourceQueue: dl.SourceQueue, ReceiveCount: dl.ReceiveCount,
+			FirstReceiveAt: time.UnixMilli(dl.FirstReceiveAt.UnixMilli()),
+			LastReceiveAt:  time.UnixMilli(dl.LastReceiveAt.UnixMilli()), Reason: dl.Reason}
+	}
+	return s
+}
+
+// cacheSentLocked remembers the just-stored messages (offsets first,
+// first+1, ...) that the cursor has room to take now, and offers it what it
+// can take from the cache. A message beyond that room waits in the log: the
+// cursor reads it when it gets there, so a backlog is never cached. Called
+// with q.mu held, after the append is durable.
+func (q *queueRT) cacheSentLocked(first int64, msgs []*Message, now time.Time) []queue.Event {
+	rp := q.cur.ReadPos()
+	room := min(int64(q.cur.Wants()), int64(len(q.cache.slots)))
+	for k, m := range msgs {
+		if off := first + int64(k); off >= rp && off-rp < room {
+			q.cache.put(off, storedForm(m, now))
+		}
+	}
+	return q.offerCachedLocked(now)
+}
+
+// offerCachedLocked offers the cursor the run of cached messages that starts
+// at its read position, up to what it wants. It stops at the first offset the
+// cache lacks (fill then reads the log from there). Called with q.mu held.
+func (q *queueRT) offerCachedLocked(now time.Time) []queue.Event {
+	want := q.cur.Wants()
+	if want == 0 {
+		return nil
+	}
+	hw := q.log.HighWatermark()
+	var metas []queue.Meta
+	for pos := q.cur.ReadPos(); len(metas) < want && pos < hw; pos++ {
+		m := q.cache.get(pos)
+		if m == nil {
+			break
+		}
+		metas = append(metas, queue.Meta{Offset: pos, GroupID: m.GroupID, SentAt: m.SentAt, AvailableAt: m.AvailableAt})
+	}
+	if len(metas) == 0 {
+		return nil
+	}
+	_, evs := q.cur.Offer(now, metas)
+	return evs
+}
+
+// cachedLocked returns the cached message of each delivery, nil where the
+// cache has none. Called with q.mu held.
+func (q *queueRT) cachedLocked(ds []queue.Delivery) []*Message {
+	out := make([]*Message, len(ds))
+	for i, d := range ds {
+		out[i] = q.cache.get(d.Offset)
+	}
+	return out
+}

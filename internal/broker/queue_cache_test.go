@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// TestCacheServesWhatTheLogHolds: a message handed out from the recent
+// cache must be exactly what a read of the log returns for it (times cut to
+// milliseconds, empty maps as nil, dead-letter history kept), whatever the
+// sender put in, and nothing the sender changes afterwards may show through.
+func TestCacheServesWhatTheLogHolds(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	for _, s := range []QueueSettings{{Name: "std"}, {Name: "fifo.fifo", FIFO: true, ContentBasedDedup: true}} {
+		if _, err := e.b.CreateQueue(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(1234567 * time.Nanosecond) // a time that is not a whole millisecond
+	dl := &Message{ID: "kept-id", SentAt: e.clock.Now().Add(-time.Hour + 777*time.Microsecond),
+		DeadLetter: &DeadLetterInfo{SourceQueue: "src", ReceiveCount: 3, FirstReceiveAt: e.clock.Now().Add(-time.Minute + 5),
+			LastReceiveAt: e.clock.Now().Add(-time.Second + 9), Reason: "bad payload"}}
+	cases := []struct {
+		queue string
+		in    SendInput
+		keep  *Message
+	}{
+		{"std", SendInput{Body: []byte("plain")}, nil},
+		{"std", SendInput{Body: nil}, nil},
+		{"std", SendInput{Body: []byte("attrs"), Attributes: map[string]Attribute{"a": {DataType: "String", Value: []byte("x")}, "empty": {DataType: "Binary"}},
+			System: map[string]string{"AWSTraceHeader": "Root=1"}}, nil},
+		{"std", SendInput{Body: []byte("empty maps"), Attributes: map[string]Attribute{}, System: map[string]string{}}, nil},
+		{"std", SendInput{Body: []byte("delayed"), Delay: 1500*time.Millisecond + 3}, nil},
+		{"std", SendInput{Body: []byte("dead"), NoDelay: true}, dl},
+		{"fifo.fifo", SendInput{Body: []byte("grouped"), GroupID: "g1", DedupID: "d1"}, nil},
+		{"fifo.fifo", SendInput{Body: []byte("content dedup"), GroupID: "g2"}, nil},
+	}
+	for i, c := range cases {
+		q, err := e.b.queue(c.queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keep []*Message
+		if c.keep != nil {
+			keep = []*Message{c.keep}
+		}
+		res, err := q.send(ctx, []SendInput{c.in}, keep)
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("case %d: send: %v %v", i, err, res)
+		}
+		off := res[0].Sequence
+		// The sender reuses its buffers.
+		if len(c.in.Body) > 0 {
+			c.in.Body[0] ^= 0xff
+		}
+		for k := range c.in.Attributes {
+			c.in.Attributes[k] = Attribute{DataType: "changed"}
+		}
+		q.mu.Lock()
+		cached := q.cache.get(off)
+		q.mu.Unlock()
+		if cached == nil {
+			t.Fatalf("case %d: message at %d not cached", i, off)
+		}
+		stored, err := readMessages(q.log, []int64{off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(cached, stored[off]) {
+			t.Errorf("case %d: cached\n%+v\nlog\n%+v", i, *cached, *stored[off])
+		}
+	}
+}
+
+// TestCacheForgetsAckedAndStaysInWindow: an ack drops the message from the
+// cache, and a backlog beyond the cursor's window is not cached at all, so
+// memory does not grow with the backlog.
+func TestCacheForgetsAckedAndStaysInWindow(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if _, err := e.b.CreateQueue(QueueSettings{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := e.b.queue("q")
+	window := queue.DefaultLookahead
+	in := make([]SendInput, 100)
+	for i := range in {
+		in[i] = SendInput{Body: []byte("m")}
+	}
+	for range 3 * window / len(in) {
+		if _, err := e.b.Send(ctx, "q", in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cachedCount := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		n := 0
+		for _, s := range q.cache.slots {
+			if s.m != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := cachedCount(); n != window {
+		t.Fatalf("%d messages cached after sending %d, want the window of %d", n, 3*window, window)
+	}
+	ds, err := e.b.Receive(ctx, "q", ReceiveOptions{Max: 10})
+	if err != nil || len(ds) != 10 {
+		t.Fatalf("receive: %v, %d", err, len(ds))
+	}
+	for _, d := range ds {
+		if err := e.b.Ack(ctx, "q", d.Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := cachedCount(); n != window-10 {
+		t.Fatalf("%d messages cached after acking 10, want %d", n, window-10)
+	}
+}
