@@ -193,5 +193,9 @@ func (s *segment) seal(next int64, durable bool) error {
 		s.fs.Remove(s.path(timeIndexSuffix))
 	}
 	x.closeFiles()
+	// The entries are in the files now (or rebuilt from the log if those
+	// were broken): drop them from memory until a read needs them, so the
+	// memory of a log does not grow with its size. maxTS stays known.
+	x.offsets, x.times, x.loaded = nil, nil, false
 	return err
 }
