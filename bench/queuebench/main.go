@@ -37,6 +37,7 @@ func main() {
 	backlog := flag.Int("backlog", 0, "also measure resident memory with this many messages waiting")
 	fsync := flag.String("fsync", "always", "storage sync policy: always, never or an interval such as 5ms (targets are for always)")
 	flag.Int64Var(&prealloc, "prealloc", broker.DefaultPreallocateBytes, "zero-fill each log this far ahead of appends (-1: off)")
+	flag.IntVar(&backlogBody, "backlog-body", 1024, "body size of the -backlog messages")
 	flag.IntVar(&bound, "bound", 1024, "producers keep at most this many messages sent and not yet acked, so a run measures the\nsustained rate through the queue rather than how fast producers can grow a backlog (0: no bound)")
 	only := flag.String("only", "", "run one cell of the matrix, as consumers x batch (e.g. 16x10)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the matrix to this file")
@@ -111,7 +112,7 @@ func run(parent string, dur time.Duration, matrix bool, backlog int) error {
 
 // Settings from flags: -bound, -prealloc, -fsync and -only.
 var (
-	bound                    int
+	bound, backlogBody       int
 	prealloc                 int64
 	syncPolicy               storage.SyncPolicy
 	onlyConsumers, onlyBatch int
@@ -240,7 +241,7 @@ func memory(parent string, n int) error {
 	}
 	empty := rss()
 	fmt.Printf("\nresident memory, empty queue: %.1f MiB\n", empty)
-	body := make([]byte, 100)
+	body := make([]byte, backlogBody)
 	const perCall, senders = 100, 16
 	var sent atomic.Int64
 	var wg sync.WaitGroup
@@ -267,6 +268,10 @@ func memory(parent string, n int) error {
 	if sendErr != nil {
 		return sendErr
 	}
+	// What the server's maintenance tick does (sluice serve runs it every
+	// second): among other things it drops cached messages nobody received.
+	time.Sleep(1100 * time.Millisecond)
+	b.Maintain()
 	st, _ := b.QueueStats("backlog")
 	full := rss()
 	fmt.Printf("resident memory, %d messages waiting (sent in %v): %.1f MiB (%+.1f%%)\n",

@@ -54,7 +54,7 @@ func openGroups(s *streams) (*groupRT, error) {
 	if err := vfs.MkdirAllDurable(o.FS, g.dir); err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	jlog, err := storage.Open(s.b.logOptions(filepath.Join(g.dir, "journal"), journalSegmentBytes))
+	jlog, syncEach, err := s.b.openJournalLog(filepath.Join(g.dir, "journal"))
 	if err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
@@ -63,7 +63,7 @@ func openGroups(s *streams) (*groupRT, error) {
 		jlog.Close()
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	g.jr = newJournal(jlog, func() int64 { return s.b.now().UnixMilli() },
+	g.jr = newJournal(jlog, syncEach, func() int64 { return s.b.now().UnixMilli() },
 		snapshotter{fs: o.FS, dir: g.dir, every: o.SnapshotEvery, warn: s.b.log.With("journal", "groups").Warn})
 	g.jr.replayed(replayed)
 	go g.run()

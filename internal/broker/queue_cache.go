@@ -13,10 +13,10 @@ import (
 // producers a message goes from Send to Receive without being read back from
 // the log: no read to learn of it (fill), none to deliver it.
 //
-// Only messages inside the cursor's lookahead window when they are sent are
-// kept, and an ack forgets its message, so the cache is bounded by the window
-// (and by maxBytes), never by the backlog: a queue with ten million messages
-// waiting holds at most one window of them. A miss costs a log read, exactly
+// Only messages the cursor has room for when they are sent are kept, an ack
+// forgets its message, and maintenance forgets what is older than
+// recentCacheAge, so the cache is bounded by the window (and by maxBytes),
+// never by the backlog, and empties when nobody consumes. A miss costs a log read, exactly
 // what every read cost before the cache. Guarded by the queue's mu.
 type recentCache struct {
 	slots    []cacheSlot // indexed by offset modulo len(slots), a power of two
@@ -31,9 +31,11 @@ type cacheSlot struct {
 
 // recentCacheBytes bounds the bodies one queue's cache holds, and
 // maxRecentCacheSlots its window (a queue may set a much larger lookahead).
+// Maintenance drops what is older than recentCacheAge.
 const (
 	recentCacheBytes    = 8 << 20
 	maxRecentCacheSlots = 4096
+	recentCacheAge      = time.Second
 )
 
 func newRecentCache(window int) *recentCache {
@@ -83,6 +85,19 @@ func (c *recentCache) forgetFinished(evs []queue.Event) {
 			c.forget(e.Offset)
 		case queue.Purged:
 			c.clear()
+		}
+	}
+}
+
+// forgetOlder drops messages sent before cutoff. A message that sat that
+// long without being acked is waiting in a backlog (or its consumer is slow):
+// a log read serves it as well, and the cache should not hold a full window
+// of a queue nobody consumes.
+func (c *recentCache) forgetOlder(cutoff time.Time) {
+	for i := range c.slots {
+		if m := c.slots[i].m; m != nil && m.SentAt.Before(cutoff) {
+			c.bytes -= len(m.Body)
+			c.slots[i].m = nil
 		}
 	}
 }

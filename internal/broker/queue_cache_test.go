@@ -124,3 +124,31 @@ func TestCacheForgetsAckedAndStaysInWindow(t *testing.T) {
 		t.Fatalf("%d messages cached after acking 10, want %d", n, window-10)
 	}
 }
+
+// TestCacheEmptiesWhenNobodyConsumes: maintenance drops cached messages older
+// than recentCacheAge, so a queue nobody reads holds no message bodies.
+func TestCacheEmptiesWhenNobodyConsumes(t *testing.T) {
+	e := newEnv(t, nil)
+	if _, err := e.b.CreateQueue(QueueSettings{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := e.b.queue("q")
+	e.send("q", "a", "b", "c")
+	held := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.cache.bytes
+	}
+	e.b.Maintain()
+	if held() != 3 {
+		t.Fatalf("cache holds %d bytes right after the send, want 3", held())
+	}
+	e.clock.Advance(recentCacheAge + time.Millisecond)
+	e.b.Maintain()
+	if held() != 0 {
+		t.Fatalf("cache holds %d bytes after %v unread, want 0", held(), recentCacheAge)
+	}
+	if got := bodies(e.receive("q", 10)); len(got) != 3 {
+		t.Fatalf("received %v after the cache emptied, want the 3 messages from the log", got)
+	}
+}

@@ -48,7 +48,7 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 	if err := vfs.MkdirAllDurable(o.FS, sub.dir); err != nil {
 		return nil, err
 	}
-	jlog, err := storage.Open(t.s.b.logOptions(filepath.Join(sub.dir, "journal"), journalSegmentBytes))
+	jlog, syncEach, err := t.s.b.openJournalLog(filepath.Join(sub.dir, "journal"))
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 		jlog.Close()
 		return nil, err
 	}
-	sub.jr = newJournal(jlog, func() int64 { return t.s.b.now().UnixMilli() },
+	sub.jr = newJournal(jlog, syncEach, func() int64 { return t.s.b.now().UnixMilli() },
 		snapshotter{fs: o.FS, dir: sub.dir, every: o.SnapshotEvery, warn: t.s.b.log.With("subscription", subKey(s.Topic, s.Name)).Warn})
 	sub.jr.replayed(replayed)
 	if create {
