@@ -8,6 +8,7 @@
 //
 // On disk, under Options.Dir:
 //
+//	LOCK                         flock held while a broker has the directory open (dirlock.go)
 //	catalog.json                 queues and topics with their settings (crash-atomic rewrite)
 //	queues/<id>-<name>/log/      the messages: a storage log of Kafka batches
 //	queues/<id>-<name>/journal/  cursor events (receives, acks, nacks, …): a storage log
@@ -81,12 +82,14 @@ type Broker struct {
 
 	redrive redrives
 
+	lock *dirLock // the data directory's flock; nil on an in-memory FS
+
 	stopMaint chan struct{}
 	maintDone chan struct{}
 }
 
 // Open opens (or creates) the broker in opts.Dir, recovering every queue.
-func Open(opts Options) (*Broker, error) {
+func Open(opts Options) (_ *Broker, err error) {
 	if opts.Dir == "" {
 		return nil, errors.New("broker: Options.Dir is required")
 	}
@@ -114,11 +117,20 @@ func Open(opts Options) (*Broker, error) {
 	if err := vfs.MkdirAllDurable(opts.FS, filepath.Join(opts.Dir, "queues")); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	lock, err := lockDir(opts.FS, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.release()
+		}
+	}()
 	cat, err := openCatalog(opts.FS, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}}
+	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, lock: lock}
 	data := cat.snapshot()
 	for _, s := range data.Queues {
 		q, err := openQueue(b, s)
@@ -151,7 +163,7 @@ func (b *Broker) Close() error {
 		<-b.maintDone
 	}
 	b.stopRedrives()
-	return errors.Join(b.streams.close(), b.closeQueues())
+	return errors.Join(b.streams.close(), b.closeQueues(), b.lock.release())
 }
 
 func (b *Broker) closeQueues() error {
