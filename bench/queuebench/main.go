@@ -224,8 +224,11 @@ func roundTrip(parent string, consumers, size int, dur time.Duration, obs storag
 	return acked.Load(), firstErr
 }
 
-// memory reports resident memory with an empty queue, with n messages
-// waiting, and after reopening the broker over that backlog.
+// memory reports resident memory and live heap with an empty queue, with n
+// messages waiting, and after reopening the broker over that backlog. The
+// empty figure is taken after warmup messages went through the queue (sent,
+// received, acked), so both figures are of a broker that has worked; the
+// figure of the fresh broker is printed too.
 func memory(parent string, n int) error {
 	dir, err := os.MkdirTemp(parent, "mem-")
 	if err != nil {
@@ -239,15 +242,62 @@ func memory(parent string, n int) error {
 	if _, err := b.CreateQueue(broker.QueueSettings{Name: "backlog"}); err != nil {
 		return err
 	}
-	empty := rss()
-	fmt.Printf("\nresident memory, empty queue: %.1f MiB\n", empty)
+	fresh := measure()
+	fmt.Printf("\n%-42s %s\n", "fresh broker, empty queue:", fresh)
+	const warmup = 100_000
+	if err := sendN(b, warmup); err != nil {
+		return err
+	}
+	for got := 0; got < warmup; {
+		ds, err := b.Receive(context.Background(), "backlog", broker.ReceiveOptions{Max: 1000})
+		if err != nil {
+			return err
+		}
+		receipts := make([]string, len(ds))
+		for i, d := range ds {
+			receipts[i] = d.Receipt
+		}
+		if _, err := b.AckBatch(context.Background(), "backlog", receipts); err != nil {
+			return err
+		}
+		got += len(ds)
+	}
+	settle(b)
+	empty := measure()
+	fmt.Printf("%-42s %s\n", fmt.Sprintf("empty queue, %d messages through it:", warmup), empty)
+	start := time.Now()
+	if err := sendN(b, n); err != nil {
+		return err
+	}
+	settle(b)
+	st, _ := b.QueueStats("backlog")
+	full := measure()
+	fmt.Printf("%-42s %s  (RSS %+.1f%%)\n", fmt.Sprintf("%d waiting (sent in %v):", st.Visible, time.Since(start).Round(time.Second)),
+		full, 100*(full.rss-empty.rss)/empty.rss)
+	if err := b.Close(); err != nil {
+		return err
+	}
+	b, err = open(dir, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if _, err := b.Receive(context.Background(), "backlog", broker.ReceiveOptions{Max: 10}); err != nil {
+		return err
+	}
+	reopened := measure()
+	fmt.Printf("%-42s %s  (RSS %+.1f%%)\n", "reopened over the backlog, one receive:", reopened, 100*(reopened.rss-empty.rss)/empty.rss)
+	return nil
+}
+
+// sendN sends n messages of backlogBody bytes, 100 per call from 16 senders.
+func sendN(b *broker.Broker, n int) error {
 	body := make([]byte, backlogBody)
 	const perCall, senders = 100, 16
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	var sendErr error
 	var once sync.Once
-	start := time.Now()
 	for range senders {
 		wg.Add(1)
 		go func() {
@@ -265,32 +315,28 @@ func memory(parent string, n int) error {
 		}()
 	}
 	wg.Wait()
-	if sendErr != nil {
-		return sendErr
-	}
-	// What the server's maintenance tick does (sluice serve runs it every
-	// second): among other things it drops cached messages nobody received.
+	return sendErr
+}
+
+// settle does what the server's maintenance tick does every second (among
+// other things it drops cached messages nobody received), after a second.
+func settle(b *broker.Broker) {
 	time.Sleep(1100 * time.Millisecond)
 	b.Maintain()
-	st, _ := b.QueueStats("backlog")
-	full := rss()
-	fmt.Printf("resident memory, %d messages waiting (sent in %v): %.1f MiB (%+.1f%%)\n",
-		st.Visible, time.Since(start).Round(time.Second), full, 100*(full-empty)/empty)
-	if err := b.Close(); err != nil {
-		return err
-	}
-	b, err = open(dir, nil)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	if _, err := b.Receive(context.Background(), "backlog", broker.ReceiveOptions{Max: 10}); err != nil {
-		return err
-	}
-	reopened := rss()
-	fmt.Printf("resident memory after reopening over the backlog and one receive: %.1f MiB (%+.1f%%)\n",
-		reopened, 100*(reopened-empty)/empty)
-	return nil
+}
+
+// memFigures are a process's resident set and the Go heap's live objects.
+type memFigures struct{ rss, heap float64 }
+
+func (m memFigures) String() string {
+	return fmt.Sprintf("RSS %5.1f MiB, live heap %5.1f MiB", m.rss, m.heap)
+}
+
+func measure() memFigures {
+	r := rss()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memFigures{rss: r, heap: float64(ms.HeapAlloc) / (1 << 20)}
 }
 
 // rss returns the process's resident set in MiB after a full GC.
