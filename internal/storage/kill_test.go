@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,12 +25,20 @@ import (
 // the parent kills it.
 const killChildEnv = "SLUICE_KILL_CHILD_DIR"
 
+// killChildPreallocEnv, when set, makes the child preallocate (a few times per
+// segment), so kills land in zero-filled space and recovery must cut it.
+const killChildPreallocEnv = "SLUICE_KILL_CHILD_PREALLOC"
+
 func TestKillChild(t *testing.T) {
 	dir := os.Getenv(killChildEnv)
 	if dir == "" {
 		t.Skip("run by TestKill9 as its child process")
 	}
-	l, err := Open(Options{Dir: dir, SegmentBytes: 64 << 10}) // small segments: rolls happen under fire
+	o := Options{Dir: dir, SegmentBytes: 64 << 10} // small segments: rolls happen under fire
+	if os.Getenv(killChildPreallocEnv) != "" {
+		o.PreallocateBytes = 16 << 10
+	}
+	l, err := Open(o)
 	if err != nil {
 		fmt.Println("open-failed", err)
 		os.Exit(2)
@@ -85,20 +94,53 @@ func TestKill9(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	deadline := time.Now().Add(3 * time.Minute)
 	from := int64(0) // records below were verified after an earlier kill
+	zeroTails := 0
 	for c := 0; c < cycles && time.Now().Before(deadline); c++ {
-		runAndKill(t, dir, time.Duration(5+rng.IntN(60))*time.Millisecond, acked)
+		// Odd cycles preallocate: the directory is shared, so every kind of
+		// tail (zeros or not) is also reopened by the other kind of child.
+		runAndKill(t, dir, time.Duration(5+rng.IntN(60))*time.Millisecond, c%2 == 1, acked)
+		if endsInZeros(t, dir) {
+			zeroTails++
+		}
 		from = verifyAcked(t, dir, acked, from)
 	}
 	verifyAcked(t, dir, acked, 0) // and once more, everything
-	t.Logf("%d acknowledged records survived every kill", len(acked))
+	t.Logf("%d acknowledged records survived every kill; %d kills left a preallocated tail to cut", len(acked), zeroTails)
+	if zeroTails == 0 {
+		t.Error("no kill left preallocated zeros behind: recovery of a zero tail went untested")
+	}
+}
+
+// endsInZeros reports whether the last segment of the log in dir ends in
+// zero bytes, as a preallocating log killed between appends leaves it.
+func endsInZeros(t *testing.T, dir string) bool {
+	t.Helper()
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), logSuffix) {
+			last = n.Name() // sorted: zero-padded base offsets
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, last))
+	if err != nil || len(data) < 64 {
+		return false
+	}
+	return bytes.Count(data[len(data)-64:], []byte{0}) == 64
 }
 
 // runAndKill starts the child, lets it append for about d, SIGKILLs it, and
 // adds what it acknowledged to acked.
-func runAndKill(t *testing.T, dir string, d time.Duration, acked map[int64][]byte) {
+func runAndKill(t *testing.T, dir string, d time.Duration, prealloc bool, acked map[int64][]byte) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
+	if prealloc {
+		cmd.Env = append(cmd.Env, killChildPreallocEnv+"=1")
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
