@@ -13,6 +13,7 @@
 //	queues/<id>-<name>/log/      the messages: a storage log of Kafka batches
 //	queues/<id>-<name>/journal/  cursor events (receives, acks, nacks, …): a storage log
 //	queues/<id>-<name>/snapshot  cursor snapshot and the journal offset it covers
+//	redrives/<id>.json           redrive tasks' definitions and progress (redrive_store.go)
 package broker
 
 import (
@@ -143,6 +144,11 @@ func Open(opts Options) (_ *Broker, err error) {
 	if b.streams, err = openStreams(b, data); err != nil {
 		b.closeQueues()
 		return nil, err
+	}
+	if err := b.resumeRedrives(); err != nil {
+		b.streams.close()
+		b.closeQueues()
+		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b.log.Info("broker open", "dir", opts.Dir, "queues", len(b.queues), "sync", opts.Sync.String())
 	return b, nil

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,8 +17,16 @@ import (
 //
 // Each message is sent to its destination and only then acked in the
 // dead-letter queue, so a crash between the two leaves it in both: at most
-// duplicated, never lost. A task lives in memory; after a restart it is gone
-// and the messages it had not moved are still in the dead-letter queue.
+// duplicated, never lost.
+//
+// A task survives restarts and crashes (redrive_store.go): its definition and
+// progress are saved in the data directory when it starts, before each move
+// (with the receipt of the message about to move) and when it ends, and Open
+// resumes the tasks that were running. The message a crash interrupted is
+// handed back to the dead-letter queue at once (a nack of the saved receipt)
+// and moved again by the resumed task: if its copy had already reached the
+// destination it is duplicated there, never lost; if its ack had already
+// landed, the stale receipt says so and it is counted as moved.
 
 // Redrive task states.
 const (
@@ -44,8 +53,36 @@ type RedriveRequest struct {
 	// Limit stops after this many moves; 0 moves everything there now.
 	Limit int64
 	// Filter, when set, moves only the messages it accepts; the others
-	// stay in the dead-letter queue.
+	// stay in the dead-letter queue. A function cannot be saved, so a task
+	// with a Filter is not resumed after a restart: it ends FAILED, and the
+	// messages it had not moved stay in the dead-letter queue. Prefer Match.
 	Filter func(*Message) bool
+	// Match, when set, moves only the messages it accepts, like Filter (with
+	// both, a message must pass both). It is saved with the task, so the
+	// task resumes after a restart with the same filter.
+	Match *RedriveMatch
+}
+
+// RedriveMatch is a filter a task can save: a message passes if it was
+// dead-lettered from SourceQueue (when set) and has every attribute of
+// Attributes with the same value, and the same data type where one is
+// given (an empty DataType matches any type).
+type RedriveMatch struct {
+	SourceQueue string               `json:"source_queue,omitempty"`
+	Attributes  map[string]Attribute `json:"attributes,omitempty"`
+}
+
+func (f *RedriveMatch) accepts(m *Message) bool {
+	if f.SourceQueue != "" && (m.DeadLetter == nil || m.DeadLetter.SourceQueue != f.SourceQueue) {
+		return false
+	}
+	for k, want := range f.Attributes {
+		got, ok := m.Attributes[k]
+		if !ok || !bytes.Equal(got.Value, want.Value) || (want.DataType != "" && got.DataType != want.DataType) {
+			return false
+		}
+	}
+	return true
 }
 
 // RedriveTask is a task's progress.
@@ -60,15 +97,29 @@ type RedriveTask struct {
 }
 
 type redriveRun struct {
-	mu     sync.Mutex // guards task
-	task   RedriveTask
+	// Fixed at start.
+	limit      int64
+	match      *RedriveMatch
+	filter     func(*Message) bool // RedriveRequest.Filter; nil after a restart
+	funcFilter bool                // started with a Filter, which a restart loses
+	depth      int64               // how many messages to examine in all
+	sleep      func(ctx context.Context, d time.Duration) error
+
+	mu       sync.Mutex // guards task, examined and holding
+	task     RedriveTask
+	examined int64  // messages received from the dead-letter queue so far
+	holding  string // receipt of the message being moved, if any
+
+	saveMu sync.Mutex // serialises writes of the task's file
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 type redrives struct {
-	mu    sync.Mutex // guards tasks
-	tasks map[string]*redriveRun
+	mu       sync.Mutex // guards tasks and stopping
+	tasks    map[string]*redriveRun
+	stopping bool // Close is stopping the tasks: they stay RUNNING, to resume at the next Open
 }
 
 // StartRedrive starts moving messages out of a dead-letter queue and
@@ -106,16 +157,31 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &redriveRun{cancel: cancel, done: make(chan struct{}), task: RedriveTask{
-		ID: hex.EncodeToString(id[:]), Source: req.Source, Destination: req.Destination,
-		Status: RedriveRunning, ToMove: toMove, RatePerSecond: req.RatePerSecond, StartedAt: b.now(),
-	}}
+	r := &redriveRun{
+		limit: req.Limit, match: req.Match, filter: req.Filter, funcFilter: req.Filter != nil,
+		depth: depth, sleep: currentRedriveSleep(),
+		task: RedriveTask{
+			ID: hex.EncodeToString(id[:]), Source: req.Source, Destination: req.Destination,
+			Status: RedriveRunning, ToMove: toMove, RatePerSecond: req.RatePerSecond, StartedAt: b.now(),
+		},
+	}
+	// Durable before it is answered or moves anything, so a task that was
+	// started is resumed after a crash.
+	if err := b.saveRedrive(r); err != nil {
+		return RedriveTask{}, fmt.Errorf("redrive: save task: %w", err)
+	}
 	b.redrive.tasks[r.task.ID] = r
-	b.redrive.pruneLocked()
+	b.removeRedriveFiles(b.redrive.pruneLocked())
 	task := r.task
-	go b.runRedrive(ctx, r, req, depth)
+	b.goRedrive(r)
 	return task, nil
+}
+
+// goRedrive runs r's loop on its own goroutine.
+func (b *Broker) goRedrive(r *redriveRun) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel, r.done = cancel, make(chan struct{})
+	go b.runRedrive(ctx, r)
 }
 
 // keepFinishedRedrives bounds how many finished tasks are remembered for
@@ -123,9 +189,9 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 const keepFinishedRedrives = 100
 
 // pruneLocked forgets the oldest finished tasks beyond keepFinishedRedrives,
-// so the task map does not grow with every redrive ever run. Called with
-// rs.mu held.
-func (rs *redrives) pruneLocked() {
+// so the task map does not grow with every redrive ever run, and returns
+// their ids. Called with rs.mu held.
+func (rs *redrives) pruneLocked() []string {
 	type finished struct {
 		id string
 		at time.Time
@@ -139,12 +205,15 @@ func (rs *redrives) pruneLocked() {
 		r.mu.Unlock()
 	}
 	if len(done) <= keepFinishedRedrives {
-		return
+		return nil
 	}
 	sort.Slice(done, func(i, j int) bool { return done[i].at.Before(done[j].at) })
+	var ids []string
 	for _, f := range done[:len(done)-keepFinishedRedrives] {
 		delete(rs.tasks, f.id)
+		ids = append(ids, f.id)
 	}
+	return ids
 }
 
 // GetRedrive reports a task.
@@ -187,10 +256,17 @@ func (b *Broker) CancelRedrive(id string) (RedriveTask, error) {
 		return RedriveTask{}, fmt.Errorf("%w: %s", ErrRedriveNotFound, id)
 	}
 	r.mu.Lock()
-	if r.task.Status == RedriveRunning {
+	cancelling := r.task.Status == RedriveRunning
+	if cancelling {
 		r.task.Status = RedriveCancelling
 	}
 	r.mu.Unlock()
+	if cancelling {
+		// Saved at once, so a crash before the task stops cannot resume it.
+		if err := b.saveRedrive(r); err != nil {
+			b.log.Warn("redrive: save cancel", "task", id, "err", err)
+		}
+	}
 	r.cancel()
 	<-r.done
 	return b.GetRedrive(id)
@@ -212,8 +288,12 @@ func (b *Broker) WaitRedrive(ctx context.Context, id string) (RedriveTask, error
 	return b.GetRedrive(id)
 }
 
+// stopRedrives stops every task for Close. Running tasks stay RUNNING on
+// disk, with the receipt of the message they held, so the next Open hands
+// that message back and resumes them.
 func (b *Broker) stopRedrives() {
 	b.redrive.mu.Lock()
+	b.redrive.stopping = true
 	runs := make([]*redriveRun, 0, len(b.redrive.tasks))
 	for _, r := range b.redrive.tasks {
 		runs = append(runs, r)
@@ -229,14 +309,20 @@ func (b *Broker) stopRedrives() {
 // dies, the message reappears in the dead-letter queue.
 const redriveVisibility = 5 * time.Minute
 
-func (b *Broker) runRedrive(ctx context.Context, r *redriveRun, req RedriveRequest, depth int64) {
+func (b *Broker) runRedrive(ctx context.Context, r *redriveRun) {
 	defer close(r.done)
-	err := b.redriveLoop(ctx, r, req, depth)
+	err := b.redriveLoop(ctx, r)
+	b.redrive.mu.Lock()
+	stopping := b.redrive.stopping
+	b.redrive.mu.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.task.FinishedAt = b.now()
 	switch {
-	case r.task.Status == RedriveCancelling || errors.Is(err, context.Canceled):
+	case r.task.Status == RedriveCancelling:
+		r.task.Status = RedriveCancelled
+	case stopping && err != nil:
+		// Close, not a cancel (the error is the cancel, or ErrClosed from a
+		// queue): it stays RUNNING, to resume at the next Open.
+	case errors.Is(err, context.Canceled):
 		r.task.Status = RedriveCancelled
 	case err != nil:
 		r.task.Status, r.task.Failure = RedriveFailed, err.Error()
@@ -244,59 +330,103 @@ func (b *Broker) runRedrive(ctx context.Context, r *redriveRun, req RedriveReque
 	default:
 		r.task.Status = RedriveCompleted
 	}
+	if r.task.Status != RedriveRunning {
+		r.task.FinishedAt = b.now()
+	}
+	r.mu.Unlock()
+	if err := b.saveRedrive(r); err != nil {
+		b.log.Warn("redrive: save progress", "task", r.task.ID, "err", err)
+	}
 }
 
-// redriveLoop examines at most depth messages (what the queue held at the
+// redriveLoop examines at most r.depth messages (what the queue held at the
 // start), so messages that arrive meanwhile, or that the filter skips, do not
 // keep it running.
-func (b *Broker) redriveLoop(ctx context.Context, r *redriveRun, req RedriveRequest, depth int64) error {
-	var tick *time.Ticker
-	if req.RatePerSecond > 0 {
-		tick = time.NewTicker(time.Second / time.Duration(req.RatePerSecond))
-		defer tick.Stop()
+func (b *Broker) redriveLoop(ctx context.Context, r *redriveRun) error {
+	var interval time.Duration
+	if r.task.RatePerSecond > 0 {
+		interval = time.Second / time.Duration(r.task.RatePerSecond)
 	}
-	examined := int64(0)
+	next := b.now()
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		r.mu.Lock()
-		moved := r.task.Moved
+		finished := r.examined >= r.depth || (r.limit > 0 && r.task.Moved >= r.limit)
 		r.mu.Unlock()
-		if examined >= depth || (req.Limit > 0 && moved >= req.Limit) {
+		if finished {
 			return nil
 		}
-		ds, err := b.Receive(ctx, req.Source, ReceiveOptions{Max: 1, Visibility: redriveVisibility})
+		ds, err := b.Receive(ctx, r.task.Source, ReceiveOptions{Max: 1, Visibility: redriveVisibility})
 		if err != nil || len(ds) == 0 {
 			return err
 		}
-		examined++
 		d := ds[0]
-		if req.Filter != nil && !req.Filter(&d.Message) {
-			r.mu.Lock()
+		skip := (r.match != nil && !r.match.accepts(&d.Message)) || (r.filter != nil && !r.filter(&d.Message))
+		r.mu.Lock()
+		r.examined++
+		if skip {
 			r.task.Skipped++
-			r.mu.Unlock()
+		} else {
+			r.holding = d.Receipt
+		}
+		r.mu.Unlock()
+		if skip {
 			continue // stays hidden for redriveVisibility, so the loop does not see it again
 		}
-		if tick != nil {
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				_ = b.Nack(context.Background(), req.Source, d.Receipt, 0, "")
-				return ctx.Err()
+		// Progress so far and the receipt of the message about to move,
+		// durable before the move: a restart hands that message back.
+		if err := b.saveRedrive(r); err != nil {
+			b.releaseRedrive(r, d.Receipt)
+			return fmt.Errorf("save progress: %w", err)
+		}
+		if interval > 0 {
+			now := b.now()
+			next = next.Add(interval)
+			if next.Before(now) {
+				next = now // fell behind: no burst to catch up
+			}
+			if err := r.sleep(ctx, next.Sub(now)); err != nil {
+				b.releaseRedrive(r, d.Receipt)
+				return err
 			}
 		}
-		if err := b.redriveOne(ctx, req, d); err != nil {
-			_ = b.Nack(context.Background(), req.Source, d.Receipt, 0, "")
+		// Not cancelled half way: a cancel or Close stops after this message.
+		if err := b.redriveOne(context.WithoutCancel(ctx), r.task.Source, r.task.Destination, d); err != nil {
+			b.releaseRedrive(r, d.Receipt)
 			return err
 		}
 		r.mu.Lock()
 		r.task.Moved++
+		r.holding = ""
 		r.mu.Unlock()
 	}
 }
 
+// releaseRedrive hands the message a task holds back to the dead-letter
+// queue at once (instead of after redriveVisibility), unexamined. When Close
+// stopped the task the queues are closed already: the receipt stays in the
+// task's file, and the next Open hands the message back (takeBack).
+func (b *Broker) releaseRedrive(r *redriveRun, receipt string) {
+	b.redrive.mu.Lock()
+	stopping := b.redrive.stopping
+	b.redrive.mu.Unlock()
+	if stopping {
+		return
+	}
+	if err := b.Nack(context.Background(), r.task.Source, receipt, 0, ""); err != nil {
+		b.log.Warn("redrive: hand a message back", "task", r.task.ID, "err", err)
+	}
+	r.mu.Lock()
+	r.examined--
+	r.holding = ""
+	r.mu.Unlock()
+}
+
 // redriveOne sends one message to its destination, then acks it in the
 // dead-letter queue.
-func (b *Broker) redriveOne(ctx context.Context, req RedriveRequest, d Delivery) error {
-	dest := req.Destination
+func (b *Broker) redriveOne(ctx context.Context, source, dest string, d Delivery) error {
 	if dest == "" && d.DeadLetter != nil {
 		dest = d.DeadLetter.SourceQueue
 	}
@@ -320,7 +450,7 @@ func (b *Broker) redriveOne(ctx context.Context, req RedriveRequest, d Delivery)
 	if err != nil {
 		return fmt.Errorf("redrive %s to %s: %w", m.ID, dest, err)
 	}
-	return b.Ack(ctx, req.Source, d.Receipt)
+	return b.Ack(ctx, source, d.Receipt)
 }
 
 // DeadLetterSources lists the queues whose dead-letter queue is name.
