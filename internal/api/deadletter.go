@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,23 +48,20 @@ func (d *deadLetterService) ListDeadLetterSources(_ context.Context, req *connec
 	return connect.NewResponse(&sluicev1.ListDeadLetterSourcesResponse{SourceQueues: d.b.DeadLetterSources(name)}), nil
 }
 
-// redriveFilter turns the request's filter into the broker's predicate.
-func redriveFilter(f *sluicev1.RedriveFilter) func(*broker.Message) bool {
+// redriveMatch turns the request's filter into the broker's, which is saved
+// with the task so that a redrive resumed after a restart keeps its filter.
+func redriveMatch(f *sluicev1.RedriveFilter) *broker.RedriveMatch {
 	if f.GetSourceQueue() == "" && len(f.GetAttributes()) == 0 {
 		return nil
 	}
-	return func(m *broker.Message) bool {
-		if src := f.GetSourceQueue(); src != "" && (m.DeadLetter == nil || m.DeadLetter.SourceQueue != src) {
-			return false
+	m := &broker.RedriveMatch{SourceQueue: f.GetSourceQueue()}
+	if len(f.GetAttributes()) > 0 {
+		m.Attributes = make(map[string]broker.Attribute, len(f.GetAttributes()))
+		for k, a := range f.GetAttributes() {
+			m.Attributes[k] = broker.Attribute{DataType: a.GetType(), Value: a.GetValue()}
 		}
-		for k, want := range f.GetAttributes() {
-			got, ok := m.Attributes[k]
-			if !ok || !bytes.Equal(got.Value, want.GetValue()) || (want.GetType() != "" && got.DataType != want.GetType()) {
-				return false
-			}
-		}
-		return true
 	}
+	return m
 }
 
 func (d *deadLetterService) StartRedrive(_ context.Context, req *connect.Request[sluicev1.StartRedriveRequest]) (*connect.Response[sluicev1.StartRedriveResponse], error) {
@@ -86,7 +82,7 @@ func (d *deadLetterService) StartRedrive(_ context.Context, req *connect.Request
 	}
 	t, err := d.b.StartRedrive(broker.RedriveRequest{
 		Source: name, Destination: m.GetDestinationQueue(), RatePerSecond: int(m.GetMaxPerSecond()),
-		Limit: m.GetLimit(), Filter: redriveFilter(m.GetFilter()),
+		Limit: m.GetLimit(), Match: redriveMatch(m.GetFilter()),
 	})
 	if err != nil {
 		if errors.Is(err, broker.ErrQueueNotFound) && m.GetDestinationQueue() != "" {
