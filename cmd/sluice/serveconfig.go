@@ -58,6 +58,19 @@ var serveSettings = []serveSetting{
 		},
 	},
 	{
+		name:  "preallocate",
+		usage: "zero-fill each log this many `bytes` ahead of its appends, so a sync flushes data only (0 disables)",
+		get:   func(c *server.Config) string { return formatBytes(c.PreallocateBytes) },
+		set: func(c *server.Config, v string) (err error) {
+			if strings.TrimSpace(v) == "0" {
+				c.PreallocateBytes = 0
+				return nil
+			}
+			c.PreallocateBytes, err = parseBytes(v)
+			return err
+		},
+	},
+	{
 		name:  "kafka-auto-create-topics",
 		usage: "`bool`: a Kafka client's metadata request creates the topics it names (Kafka's auto.create.topics.enable)",
 		get:   func(c *server.Config) string { return strconv.FormatBool(c.KafkaAutoCreateTopics) },

@@ -55,6 +55,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 		{"env only", nil, map[string]string{"SLUICE_HTTP_ADDR": "0.0.0.0:80", "SLUICE_SHUTDOWN_TIMEOUT": "3s"}, func(c *server.Config) {
 			c.HTTPAddr, c.ShutdownTimeout = "0.0.0.0:80", 3*time.Second
 		}},
+		{"preallocation off", []string{"--preallocate", "0"}, nil, func(c *server.Config) { c.PreallocateBytes = 0 }},
+		{"preallocation from env", nil, map[string]string{"SLUICE_PREALLOCATE": "4MiB"}, func(c *server.Config) { c.PreallocateBytes = 4 << 20 }},
 		{"advertised addresses", []string{"--kafka-advertised-addr", "kafka.internal:9092"},
 			map[string]string{"SLUICE_SQS_ADVERTISED_ADDR": "sqs.internal:9324"}, func(c *server.Config) {
 				c.KafkaAdvertisedAddr, c.SQSAdvertisedAddr = "kafka.internal:9092", "sqs.internal:9324"

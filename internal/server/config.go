@@ -43,6 +43,11 @@ type Config struct {
 	// MaxRequestBytes bounds one request body on every HTTP handler.
 	MaxRequestBytes int64
 
+	// PreallocateBytes is how far ahead of its appends each log's active
+	// segment is zero-filled, so an fdatasync flushes data without a file
+	// size change to journal (docs/storage.md, "Preallocation"). 0: off.
+	PreallocateBytes int64
+
 	// KafkaAutoCreateTopics lets a Kafka client's metadata request create a
 	// topic it names, with KafkaDefaultPartitions partitions, as Kafka's
 	// auto.create.topics.enable (default on) and num.partitions do.
@@ -66,6 +71,8 @@ func Defaults() Config {
 		LogFormat:       "text",
 		MaxRequestBytes: 16 << 20,
 		ShutdownTimeout: 10 * time.Second,
+
+		PreallocateBytes: 1 << 20,
 
 		KafkaAutoCreateTopics:  true,
 		KafkaDefaultPartitions: 1,

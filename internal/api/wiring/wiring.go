@@ -42,7 +42,12 @@ func Setup(opts Options) server.Setup {
 		if err != nil {
 			return err
 		}
-		b, err := broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(), StorageObserver: s.Metrics()})
+		prealloc := cfg.PreallocateBytes
+		if prealloc <= 0 {
+			prealloc = -1 // the broker's "off"; its 0 means its default
+		}
+		b, err := broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(), StorageObserver: s.Metrics(),
+			PreallocateBytes: prealloc})
 		if err != nil {
 			return err
 		}
