@@ -61,7 +61,8 @@ Workloads:
 Every run stops at --count messages or --duration, whichever comes first.
 --protocol picks the client: native (the Go client), kafka (franz-go; topics
 read by partition, no per-message acks) or sqs (aws-sdk-go-v2, JSON protocol;
-a queue stands in for the log). The destination (--name) is deleted and
+a queue stands in for the log; SQS returns at most 10 messages a receive, so
+a consumer keeps --prefetch received with ceil(prefetch/10) long polls). The destination (--name) is deleted and
 created afresh. Point --probe-dir at a folder on the broker's disk when the
 broker runs on this machine; "" skips the disk probe.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -145,7 +146,7 @@ func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
 	case "kafka":
 		return newKafkaDriver(ctx, f.kafkaAddr, shape)
 	case "sqs":
-		return newSQSDriver(ctx, f.sqsURL)
+		return newSQSDriver(ctx, f.sqsURL, f.cfg.Prefetch)
 	}
 	return nil, fmt.Errorf("--protocol: want native, kafka or sqs, got %q", f.protocol)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,11 +23,12 @@ import (
 // aws-sdk-go-v2. SQS has only queues, so every kind is a queue; batches go
 // out in SendMessageBatch calls of up to 10, acks in DeleteMessageBatch.
 type sqsDriver struct {
-	c   *awssqs.Client
-	url string // of the queue Prepare made
+	c        *awssqs.Client
+	url      string // of the queue Prepare made
+	prefetch int    // messages a consumer holds received and not yet deleted
 }
 
-func newSQSDriver(ctx context.Context, endpoint string) (*sqsDriver, error) {
+func newSQSDriver(ctx context.Context, endpoint string, prefetch int) (*sqsDriver, error) {
 	// Keep a connection per message in flight: the default transport keeps
 	// few idle per host, and reconnecting would be what the run measures.
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024 })
@@ -39,7 +41,7 @@ func newSQSDriver(ctx context.Context, endpoint string) (*sqsDriver, error) {
 		return nil, err
 	}
 	c := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	return &sqsDriver{c: c}, nil
+	return &sqsDriver{c: c, prefetch: prefetch}, nil
 }
 
 func (d *sqsDriver) Close() error { return nil }
@@ -67,11 +69,11 @@ func (d *sqsDriver) Producer(context.Context, string, load.Kind, int) (load.Prod
 	return &sqsClient{c: d.c, url: d.url}, nil
 }
 
-func (d *sqsDriver) Consumer(context.Context, string, load.Kind, int) (load.Consumer, error) {
-	return &sqsClient{c: d.c, url: d.url}, nil
+func (d *sqsDriver) Consumer(ctx context.Context, _ string, _ load.Kind, _ int) (load.Consumer, error) {
+	return newSQSConsumer(ctx, d.c, d.url, d.prefetch), nil
 }
 
-// sqsClient is a producer or a consumer of one queue.
+// sqsClient is a producer of one queue.
 type sqsClient struct {
 	c   *awssqs.Client
 	url string
@@ -102,37 +104,153 @@ func (s *sqsClient) Send(ctx context.Context, bodies [][]byte) error {
 	return nil
 }
 
-func (s *sqsClient) Receive(ctx context.Context, limit int, wait time.Duration) ([]load.Msg, error) {
-	// SQS waits in whole seconds; 0 would poll in a busy loop, and a long
-	// poll returns as soon as a message is there.
-	secs := int32(max(1, wait/time.Second))
-	out, err := s.c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: &s.url,
-		MaxNumberOfMessages: int32(min(limit, 10)), WaitTimeSeconds: secs})
-	if err != nil {
-		return nil, err
-	}
-	msgs := make([]load.Msg, len(out.Messages))
-	for i, m := range out.Messages {
-		msgs[i] = load.Msg{Body: []byte(aws.ToString(m.Body)), Handle: m.ReceiptHandle}
-	}
-	return msgs, nil
+// sqsConsumer is one consumer of a queue holding up to prefetch messages
+// received and not yet deleted, as the workloads define a consumer (W2: 64
+// unacked each) and as the native driver's Consume stream does. SQS hands
+// out at most 10 messages per ReceiveMessage, so a consumer that is to hold
+// 64 keeps several receives going, which is what SQS's documentation
+// advises for throughput and what its buffered and listener clients do (the
+// Java SDK's AmazonSQSBufferedAsyncClient prefetching, Spring Cloud AWS's
+// concurrent pollers): ceil(prefetch/10) pollers, each with a quota of 10
+// (the last one the rest), long-poll for their quota and poll again once
+// all of it is deleted, while the owner deletes what it already has. The
+// deletes of one Ack (at most 10 per DeleteMessageBatch) go out at once.
+//
+// Before, a consumer received 10, deleted them and only then asked again:
+// it held at most 10 messages and waited two round trips per 10, so W2 over
+// SQS measured the consumers' own pauses (945 msgs/s against 14,597 native).
+// The pollers are owned by Close.
+type sqsConsumer struct {
+	c      *awssqs.Client
+	url    string
+	msgs   chan load.Msg
+	errc   chan error
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
-func (s *sqsClient) Ack(ctx context.Context, msgs []load.Msg) error {
-	for len(msgs) > 0 {
-		n := min(len(msgs), 10)
-		entries := make([]types.DeleteMessageBatchRequestEntry, n)
-		for i, m := range msgs[:n] {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.Handle.(*string)}
+// sqsHeld is the Handle of a message an sqsConsumer holds: its receipt and
+// the quota of the poller that received it, freed by its delete.
+type sqsHeld struct {
+	receipt *string
+	quota   chan<- struct{}
+}
+
+// sqsMaxReceive is SQS's limit of messages per ReceiveMessage and of
+// entries per DeleteMessageBatch.
+const sqsMaxReceive = 10
+
+func newSQSConsumer(ctx context.Context, c *awssqs.Client, url string, prefetch int) *sqsConsumer {
+	prefetch = max(prefetch, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	q := &sqsConsumer{c: c, url: url, msgs: make(chan load.Msg, prefetch), errc: make(chan error, 1), cancel: cancel}
+	for left := prefetch; left > 0; left -= sqsMaxReceive {
+		n := min(left, sqsMaxReceive)
+		q.wg.Go(func() { q.poll(ctx, n) })
+	}
+	return q
+}
+
+// poll receives up to n messages at a time, each time once the n it
+// received before are deleted, until ctx ends or a receive fails.
+func (q *sqsConsumer) poll(ctx context.Context, n int) {
+	free := make(chan struct{}, n) // a token per message of the quota not held
+	for range n {
+		free <- struct{}{}
+	}
+	for {
+		for range n {
+			select {
+			case <-free:
+			case <-ctx.Done():
+				return
+			}
 		}
-		out, err := s.c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: &s.url, Entries: entries})
+		// 20 s is the longest poll SQS allows and what consumers use: a
+		// poll returns as soon as a message is there, and Close ends it.
+		out, err := q.c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: &q.url,
+			MaxNumberOfMessages: int32(n), WaitTimeSeconds: 20})
 		if err != nil {
-			return err
+			if ctx.Err() == nil {
+				select {
+				case q.errc <- err: // the first failure is enough to end the run
+				default:
+				}
+			}
+			return
 		}
-		if len(out.Failed) > 0 {
-			return fmt.Errorf("DeleteMessageBatch: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+		for range n - len(out.Messages) {
+			free <- struct{}{}
 		}
-		msgs = msgs[n:]
+		for _, m := range out.Messages {
+			select {
+			case q.msgs <- load.Msg{Body: []byte(aws.ToString(m.Body)), Handle: sqsHeld{m.ReceiptHandle, free}}:
+			case <-ctx.Done():
+				return // the run is over; undeleted messages come back after their visibility timeout
+			}
+		}
+	}
+}
+
+func (q *sqsConsumer) Close() error {
+	q.cancel()
+	q.wg.Wait()
+	return nil
+}
+
+func (q *sqsConsumer) Receive(ctx context.Context, limit int, wait time.Duration) ([]load.Msg, error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var out []load.Msg
+	select {
+	case m := <-q.msgs:
+		out = append(out, m)
+	case err := <-q.errc:
+		return nil, err
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for len(out) < limit {
+		select {
+		case m := <-q.msgs:
+			out = append(out, m)
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// Ack deletes msgs, each by its own receipt, in DeleteMessageBatch calls of
+// up to 10 sent at once, and gives each message's place back to its poller.
+func (q *sqsConsumer) Ack(ctx context.Context, msgs []load.Msg) error {
+	var wg sync.WaitGroup
+	errs := make([]error, (len(msgs)+sqsMaxReceive-1)/sqsMaxReceive)
+	for i := range errs {
+		batch := msgs[i*sqsMaxReceive : min(len(msgs), (i+1)*sqsMaxReceive)]
+		wg.Go(func() { errs[i] = deleteBatch(ctx, q.c, q.url, batch) })
+	}
+	wg.Wait()
+	for _, m := range msgs {
+		m.Handle.(sqsHeld).quota <- struct{}{}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteBatch deletes up to 10 messages in one DeleteMessageBatch.
+func deleteBatch(ctx context.Context, c *awssqs.Client, url string, msgs []load.Msg) error {
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.Handle.(sqsHeld).receipt}
+	}
+	out, err := c.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: &url, Entries: entries})
+	if err != nil {
+		return err
+	}
+	if len(out.Failed) > 0 {
+		return fmt.Errorf("DeleteMessageBatch: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
 	}
 	return nil
 }

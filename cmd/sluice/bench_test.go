@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/sluice-mq/sluice/bench/compare/load"
 	"github.com/sluice-mq/sluice/internal/api/wiring"
 	"github.com/sluice-mq/sluice/internal/server"
 )
@@ -88,7 +91,7 @@ func runBench(t *testing.T, srv *server.Server, w, proto string, flags ...string
 
 // TestBenchProfile is a tool, not a check: with SLUICE_BENCH_PROFILE=W1 it
 // runs bench/compare's W1 (produce over Kafka), with =W2 its W2 (queue round
-// trip over the native API), for 10 s against an in-process broker with
+// trip over the native API), with =W2-sqs W2 over the SQS API, for 10 s against an in-process broker with
 // --fsync always on the real disk, so that
 //
 //	SLUICE_BENCH_PROFILE=W1 go test -run TestBenchProfile -cpuprofile cpu.out ./cmd/sluice
@@ -99,13 +102,15 @@ func TestBenchProfile(t *testing.T) {
 	var w, proto string
 	switch os.Getenv("SLUICE_BENCH_PROFILE") {
 	case "":
-		t.Skip("set SLUICE_BENCH_PROFILE=W1 or W2 to profile a workload")
+		t.Skip("set SLUICE_BENCH_PROFILE=W1, W2 or W2-sqs to profile a workload")
 	case "W1":
 		w, proto = "produce", "kafka"
 	case "W2":
 		w, proto = "queue", "native"
+	case "W2-sqs":
+		w, proto = "queue", "sqs"
 	default:
-		t.Fatalf("SLUICE_BENCH_PROFILE=%q: want W1 or W2", os.Getenv("SLUICE_BENCH_PROFILE"))
+		t.Fatalf("SLUICE_BENCH_PROFILE=%q: want W1, W2 or W2-sqs", os.Getenv("SLUICE_BENCH_PROFILE"))
 	}
 	srv := startAllFrontends(t, "always")
 	rep := runBench(t, srv, w, proto, "--duration", "10s", "--count", "100000000", "--size", "1024",
@@ -132,4 +137,67 @@ func checkBenchResult(t *testing.T, rep benchReport, proto, w string) {
 	if d := rep.Disk; d == nil || d.FdatasyncPerSec <= 0 || d.SyncedMBPerSec <= 0 {
 		t.Errorf("disk %+v", d)
 	}
+}
+
+// TestSQSConsumerHoldsPrefetch checks the bench's SQS consumer the way the
+// workloads define a consumer: it holds up to --prefetch messages received
+// and not yet deleted (here 12: pollers with quotas of 10 and 2), no more,
+// and deleting them makes room for as many again, until the queue is empty.
+func TestSQSConsumerHoldsPrefetch(t *testing.T) {
+	srv := startAllFrontends(t, "never")
+	ctx := t.Context()
+	d, err := newSQSDriver(ctx, "http://"+srv.Addr(server.SQS), 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx, "held", load.Queue); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := d.Producer(ctx, "held", load.Queue, 0)
+	for i := range 30 {
+		if err := p.Send(ctx, [][]byte{fmt.Appendf(nil, "m%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := d.Consumer(ctx, "held", load.Queue, 0)
+	defer c.Close()
+	seen := map[string]bool{}
+	// take receives until it holds n messages (giving up after 30 s), then
+	// checks that nothing more comes.
+	take := func(n int) []load.Msg {
+		t.Helper()
+		var held []load.Msg
+		for end := time.Now().Add(30 * time.Second); len(held) < n; {
+			if time.Now().After(end) {
+				t.Fatalf("received %d messages in 30 s, want %d", len(held), n)
+			}
+			ms, err := c.Receive(ctx, 64, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, ms...)
+		}
+		if len(held) > n {
+			t.Fatalf("holds %d messages, want at most %d", len(held), n)
+		}
+		if ms, err := c.Receive(ctx, 64, 200*time.Millisecond); err != nil || len(ms) > 0 {
+			t.Fatalf("with %d held: received %d more (err %v), want none", n, len(ms), err)
+		}
+		for _, m := range held {
+			if seen[string(m.Body)] {
+				t.Fatalf("%s received twice", m.Body)
+			}
+			seen[string(m.Body)] = true
+		}
+		return held
+	}
+	held := take(12)
+	if err := c.Ack(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	held = take(12)
+	if err := c.Ack(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	take(6) // the rest of the 30
 }
