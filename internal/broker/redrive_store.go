@@ -19,29 +19,31 @@ import (
 //	redrives/<id>.json   the task's definition and progress (crash-atomic rewrite)
 //
 // A file is written when its task starts (before StartRedrive answers),
-// before each move (with the receipt of the message about to move), when a
-// cancel is asked for, and when the task ends or Close stops it. Each write
-// replaces the whole file (writeFileAtomic), so after a crash it holds one
-// of the states the task went through, never a mix.
+// before each batch is moved (with the receipts of the messages about to
+// move), when a cancel is asked for, and when the task ends or Close stops
+// it. Each write replaces the whole file (writeFileAtomic), so after a crash
+// it holds one of the states the task went through, never a mix.
 //
-// What a crash can cost, at the point it strikes:
+// What a crash can cost, at the point it strikes (each message of the batch
+// is settled on its own at Open, by the nack of its receipt):
 //
-//   - between a move and the next save: that message is moved and its ack
-//     durable, but the file still holds its receipt. At Open the nack of the
-//     receipt is refused as stale, which means the ack landed: it is counted
-//     as moved. (The receipt could also be stale because the message was
-//     purged, or another consumer took it after redriveVisibility ran out;
-//     it is then counted as moved too.)
-//   - between the send and the ack: the copy is in the destination, the
-//     message still in the dead-letter queue. At Open the nack succeeds and
-//     the resumed task moves it again: one duplicate.
-//   - between the receive and the save: the message is hidden in the
+//   - between a batch's ack and the next save: the batch is moved and its
+//     acks durable, but the file still holds its receipts. At Open each
+//     nack is refused as stale, which means the ack landed: the message is
+//     counted as moved. (A receipt could also be stale because the message
+//     was purged, or another consumer took it after redriveVisibility ran
+//     out; it is then counted as moved too.)
+//   - between the sends and the ack: some or all of the copies are in their
+//     destinations, the messages still in the dead-letter queue. At Open the
+//     nacks succeed and the resumed task moves them again: at most one
+//     batch of duplicates.
+//   - between the receive and the save: the batch is hidden in the
 //     dead-letter queue for redriveVisibility and the file does not name it.
 //     If the resumed task finishes before it reappears, it stays in the
 //     dead-letter queue (not moved, not lost).
 //
-// Skips are saved with the next move, so after a crash the skip count may be
-// lower and the task may examine that many messages more.
+// Skips are saved with the next batch that moves, so after a crash the skip
+// count may be lower and the task may examine that many messages more.
 const redriveDirName = "redrives"
 
 // redriveRecord is a task's file.
@@ -52,11 +54,18 @@ type redriveRecord struct {
 	Match   *RedriveMatch `json:"match,omitempty"`
 	// FuncFilter: started with a RedriveRequest.Filter, which cannot be
 	// saved, so the task cannot resume.
-	FuncFilter bool   `json:"func_filter,omitempty"`
-	Depth      int64  `json:"depth"`
-	Examined   int64  `json:"examined"`
-	Holding    string `json:"holding,omitempty"`
+	FuncFilter bool  `json:"func_filter,omitempty"`
+	Depth      int64 `json:"depth"`
+	Examined   int64 `json:"examined"`
+	// Receipts of the batch being moved (version 2).
+	Holding []string `json:"holding_batch,omitempty"`
+	// HoldingOne is the receipt of the message being moved in a version 1
+	// file, which moved one message at a time; read, never written.
+	HoldingOne string `json:"holding,omitempty"`
 }
+
+// redriveRecordVersion 2 holds a batch of receipts; 1 held one.
+const redriveRecordVersion = 2
 
 func (b *Broker) redriveDir() string { return filepath.Join(b.opts.Dir, redriveDirName) }
 
@@ -68,7 +77,7 @@ func (b *Broker) saveRedrive(r *redriveRun) error {
 	defer r.saveMu.Unlock()
 	r.mu.Lock()
 	rec := redriveRecord{
-		Version: 1, Task: r.task, Limit: r.limit, Match: r.match, FuncFilter: r.funcFilter,
+		Version: redriveRecordVersion, Task: r.task, Limit: r.limit, Match: r.match, FuncFilter: r.funcFilter,
 		Depth: r.depth, Examined: r.examined, Holding: r.holding,
 	}
 	r.mu.Unlock()
@@ -94,7 +103,7 @@ func (b *Broker) removeRedriveFiles(ids []string) {
 }
 
 // resumeRedrives loads the saved tasks at Open. A task that was running
-// gets back the message it held and starts again where it stopped; one that
+// gets back the messages it held and starts again where it stopped; one that
 // was being cancelled ends CANCELLED; one started with a Filter function
 // ends FAILED (a function cannot be saved). Finished tasks are listed again,
 // the newest keepFinishedRedrives of them.
@@ -133,6 +142,9 @@ func (b *Broker) resumeRedrives() error {
 			limit: rec.Limit, match: rec.Match, funcFilter: rec.FuncFilter, depth: rec.Depth,
 			sleep: currentRedriveSleep(), task: rec.Task, examined: rec.Examined, holding: rec.Holding,
 		}
+		if rec.HoldingOne != "" {
+			r.holding = append(r.holding, rec.HoldingOne)
+		}
 		b.redrive.tasks[r.task.ID] = r
 		if r.task.Status != RedriveRunning && r.task.Status != RedriveCancelling {
 			r.cancel, r.done = func() {}, closedChan
@@ -163,26 +175,27 @@ func (b *Broker) resumeRedrives() error {
 	return nil
 }
 
-// takeBack settles the message a task held when the broker stopped: a nack
-// makes it visible for the resumed task to move (again); a stale receipt
-// means its ack landed, so it was moved.
+// takeBack settles the batch a task held when the broker stopped, message
+// by message: a nack makes a message visible for the resumed task to move
+// (again); a stale receipt means its ack landed, so it was moved.
 func (b *Broker) takeBack(r *redriveRun) {
-	if r.holding == "" {
+	if len(r.holding) == 0 {
 		return
 	}
-	err := b.Nack(context.Background(), r.task.Source, r.holding, 0, "")
-	switch {
-	case err == nil:
-		r.examined--
-	case errors.Is(err, ErrReceiptStale):
-		r.task.Moved++
-	default:
-		// The queue is gone, or its journal failed: the resumed task will
-		// fail on it too. The message reappears after redriveVisibility.
-		b.log.Warn("redrive: hand a message back", "task", r.task.ID, "err", err)
-		r.examined--
+	for _, err := range b.nackAll(r.task.Source, r.holding) {
+		switch {
+		case err == nil:
+			r.examined--
+		case errors.Is(err, ErrReceiptStale):
+			r.task.Moved++
+		default:
+			// The queue is gone, or its journal failed: the resumed task will
+			// fail on it too. The message reappears after redriveVisibility.
+			b.log.Warn("redrive: hand a message back", "task", r.task.ID, "err", err)
+			r.examined--
+		}
 	}
-	r.holding = ""
+	r.holding = nil
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
