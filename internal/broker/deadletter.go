@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/sluice-mq/sluice/internal/queue"
@@ -48,7 +50,7 @@ func (q *queueRT) deadLetter(ctx context.Context, dead []queue.DeadLettered) err
 		m := msgs[d.Offset]
 		m.DeadLetter = &DeadLetterInfo{SourceQueue: q.name, ReceiveCount: d.Count,
 			FirstReceiveAt: d.FirstAt, LastReceiveAt: d.LastAt, Reason: d.Reason}
-		in[i] = dlqInput(m, dlq)
+		in[i] = dlqInput(m, dlq, q.queueRecord(d.Offset))
 		keep[i] = m
 	}
 	res, err := dlq.send(ctx, in, keep)
@@ -83,19 +85,40 @@ func (q *queueRT) abandonDeadLetters(err error) error {
 	return err
 }
 
-// dlqInput makes the send input of a dead-letter (or redriven) copy. A FIFO
-// target needs a group and dedup id: the source's group, or the source queue
-// name, and the message id, so a repeated copy after a crash is dropped.
-func dlqInput(m *Message, target *queueRT) SendInput {
+// dlqInput makes the send input of a dead-letter (or redriven) copy of m,
+// the record named by from (see copyDedupID). A FIFO target needs a group and
+// a dedup id: the source's group, or the source queue's name, and a dedup id
+// derived from m's id and from, so a copy sent again after a crash is dropped
+// but a later copy of the same message (dead-lettered again after a redrive)
+// is not.
+func dlqInput(m *Message, target *queueRT, from string) SendInput {
 	in := SendInput{Body: m.Body, Attributes: m.Attributes, System: m.System, NoDelay: true}
 	target.mu.Lock()
 	fifo := target.settings.FIFO
 	target.mu.Unlock()
 	if fifo {
-		in.GroupID, in.DedupID = m.GroupID, m.ID
+		in.GroupID, in.DedupID = m.GroupID, copyDedupID(m.ID, from)
 		if in.GroupID == "" && m.DeadLetter != nil {
 			in.GroupID = m.DeadLetter.SourceQueue
 		}
 	}
 	return in
+}
+
+// copyDedupID is the dedup id of a copy of message id made from the record
+// from names ("queue <id>@<offset>", "subscription <key>/<partition>@<offset>"):
+// the same for every retry of one copy, different for the next copy of the
+// message, which comes from another record. Hashed, so it fits the 128
+// characters a dedup id may have whatever the names.
+func copyDedupID(id, from string) string {
+	sum := sha256.Sum256([]byte(id + "\x00" + from))
+	return "copy-" + hex.EncodeToString(sum[:16])
+}
+
+// queueRecord names a record of queue q for copyDedupID.
+func (q *queueRT) queueRecord(offset int64) string {
+	q.mu.Lock()
+	id := q.settings.ID
+	q.mu.Unlock()
+	return fmt.Sprintf("queue %d@%d", id, offset)
 }

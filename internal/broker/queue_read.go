@@ -159,6 +159,41 @@ func recordMessage(r batch.Record) *Message {
 	return m
 }
 
+// sendBatchBytes is about the most message bytes encodeMessageBatches puts in
+// one batch: a queue's log takes batches of up to 8 MiB (queueRT's
+// MaxBatchBytes), and one send may carry more than that (ten 1 MiB messages,
+// or a dead-letter copy of everything one receive gave up on).
+const sendBatchBytes = 4 << 20
+
+// encodeMessageBatches builds batches holding msgs in order, each about
+// sendBatchBytes at most (a bigger message gets a batch of its own).
+func encodeMessageBatches(msgs []*Message, now time.Time) ([][]byte, error) {
+	var out [][]byte
+	for start := 0; start < len(msgs); {
+		end, size := start, 0
+		for end < len(msgs) && (end == start || size+encodedSize(msgs[end]) <= sendBatchBytes) {
+			size += encodedSize(msgs[end])
+			end++
+		}
+		b, err := encodeMessages(msgs[start:end], now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+		start = end
+	}
+	return out, nil
+}
+
+// encodedSize is about how many bytes m takes in a batch.
+func encodedSize(m *Message) int {
+	n := m.size() + len(m.ID) + len(m.GroupID) + len(m.DedupID) + 256
+	for k, v := range m.System {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 // encodeMessages builds one batch holding msgs, stamped with now.
 func encodeMessages(msgs []*Message, now time.Time) ([]byte, error) {
 	recs := make([]batch.Record, len(msgs))

@@ -86,11 +86,11 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 	if len(msgs) == 0 {
 		return results, nil
 	}
-	data, err := encodeMessages(msgs, now)
+	batches, err := encodeMessageBatches(msgs, now)
 	if err != nil {
 		return nil, err
 	}
-	offs, err := q.log.Append(ctx, data)
+	offs, err := q.log.Append(ctx, batches...) // consecutive offsets, one group commit
 	if err != nil {
 		return nil, fmt.Errorf("send to %s: %w", q.name, err)
 	}

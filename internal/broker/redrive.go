@@ -495,17 +495,23 @@ func (b *Broker) redriveBatch(ctx context.Context, r *redriveRun, ds []Delivery,
 		}
 		byDest[q] = append(byDest[q], i)
 	}
+	// The dead-letter record each copy is made from names the copy for a
+	// FIFO destination's dedup (see copyDedupID).
+	srcRecord := func(seq int64) string { return fmt.Sprintf("queue %s@%d", r.task.Source, seq) }
+	if src, err := b.queue(r.task.Source); err == nil {
+		srcRecord = src.queueRecord
+	}
 	sent := make([]bool, len(ds))
 	var firstErr error
 	for _, q := range order {
 		idx := byDest[q]
 		for len(idx) > 0 && firstErr == nil {
 			n, size := 0, 0
-			for n < len(idx) && (n == 0 || size+redriveSize(&ds[idx[n]].Message) <= redriveSendBytes) {
-				size += redriveSize(&ds[idx[n]].Message)
+			for n < len(idx) && (n == 0 || size+encodedSize(&ds[idx[n]].Message) <= redriveSendBytes) {
+				size += encodedSize(&ds[idx[n]].Message)
 				n++
 			}
-			firstErr = b.redriveSend(ctx, q, ds, idx[:n], sent)
+			firstErr = b.redriveSend(ctx, q, ds, idx[:n], sent, srcRecord)
 			idx = idx[n:]
 		}
 		if firstErr != nil {
@@ -551,27 +557,19 @@ func (b *Broker) redriveBatch(ctx context.Context, r *redriveRun, ds []Delivery,
 	return firstErr
 }
 
-// redriveSize is about how many bytes a message takes in a send batch.
-func redriveSize(m *Message) int {
-	n := m.size() + len(m.ID) + len(m.GroupID) + len(m.DedupID) + 256
-	for k, v := range m.System {
-		n += len(k) + len(v)
-	}
-	return n
-}
-
 // redriveSend sends ds[i] for each i of idx to q, keeping each message's id,
 // and marks in sent the ones now durable there.
-func (b *Broker) redriveSend(ctx context.Context, q *queueRT, ds []Delivery, idx []int, sent []bool) error {
+func (b *Broker) redriveSend(ctx context.Context, q *queueRT, ds []Delivery, idx []int, sent []bool, srcRecord func(int64) string) error {
 	in := make([]SendInput, len(idx))
 	keep := make([]*Message, len(idx))
 	for k, i := range idx {
 		m := ds[i].Message
 		keep[k] = &Message{ID: m.ID, SentAt: m.SentAt} // a fresh start: no dead-letter history
 		// A FIFO destination gets the message's own group, or for one
-		// without (from a standard queue) its source queue's name, and its
-		// id as the dedup id, so a copy sent again after a crash is dropped.
-		in[k] = dlqInput(&m, q)
+		// without (from a standard queue) its source queue's name, and a
+		// dedup id of this copy, so a copy sent again after a crash is
+		// dropped but the next redrive of the same message is not.
+		in[k] = dlqInput(&m, q, srcRecord(ds[i].Sequence))
 	}
 	res, err := q.send(ctx, in, keep)
 	if err != nil {

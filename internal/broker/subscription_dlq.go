@@ -30,7 +30,7 @@ func (sub *subRT) deadLetter(ctx context.Context, parts []*partitionRT, dead []p
 		if err != nil {
 			return sub.abandon(err)
 		}
-		in[i], keep[i] = dlqInput(m, dlq), m
+		in[i], keep[i] = dlqInput(m, dlq, fmt.Sprintf("subscription %s/%d@%d", source, d.p, d.d.Offset)), m
 	}
 	res, err := dlq.send(ctx, in, keep)
 	if err != nil {
