@@ -75,9 +75,10 @@ type Broker struct {
 	log  *slog.Logger
 	cat  *catalog
 
-	mu     sync.RWMutex // guards queues and closed; a queue's own state has its own lock
-	queues map[string]*queueRT
-	closed bool
+	mu      sync.RWMutex // guards queues, closing and closed; a queue's own state has its own lock
+	queues  map[string]*queueRT
+	closing bool // Close has begun (redrives stopping); queues still answer
+	closed  bool
 
 	streams *streams // topics, producer ids, groups, subscriptions (topic.go)
 
@@ -158,17 +159,23 @@ func Open(opts Options) (_ *Broker, err error) {
 // Nothing acknowledged before Close is lost.
 func (b *Broker) Close() error {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed || b.closing {
 		b.mu.Unlock()
 		return nil
 	}
+	b.closing = true
+	b.mu.Unlock()
+	// Redrives stop first, while the queues still answer: a task finishes
+	// the batch it is moving, ack included. Closed queues would refuse that
+	// ack after the copies were sent, and the restart would move them again.
+	b.stopRedrives()
+	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
 	if b.stopMaint != nil {
 		close(b.stopMaint)
 		<-b.maintDone
 	}
-	b.stopRedrives()
 	return errors.Join(b.streams.close(), b.closeQueues(), b.lock.release())
 }
 
