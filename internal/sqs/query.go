@@ -145,8 +145,7 @@ func writeXML(w http.ResponseWriter, c *call, out any) {
 	}
 	w.Header().Set("Content-Type", "text/xml")
 	w.Header().Set("x-amzn-RequestId", c.requestID)
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
+	writeBody(w, http.StatusOK, buf.Bytes())
 }
 
 type responseMetadata struct {
@@ -168,6 +167,5 @@ func writeXMLError(w http.ResponseWriter, c *call, e *apiError) {
 		Code: e.kind.code, Message: e.message, RequestID: c.requestID})
 	w.Header().Set("Content-Type", "text/xml")
 	w.Header().Set("x-amzn-RequestId", c.requestID)
-	w.WriteHeader(e.kind.status)
-	_, _ = w.Write(append([]byte(xml.Header), buf...))
+	writeBody(w, e.kind.status, append([]byte(xml.Header), buf...))
 }
