@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -296,5 +297,62 @@ func TestFetchLongPollWokenByProduce(t *testing.T) {
 	res, err := e.b.Fetch(context.Background(), "poll", 0, 1, FetchOptions{MinBytes: 1, MaxWait: time.Millisecond})
 	if err != nil || len(res.Batches) != 0 {
 		t.Fatalf("empty long poll: %+v %v", res, err)
+	}
+}
+
+// TestProduceBatchesIdempotentRun: consecutive batches of one producer in
+// one call (what the Kafka front-end hands over for pipelined requests) are
+// stored and recorded as if sent one call each: their own offsets, retries
+// answered as duplicates (alone or inside a later run), a gap refused
+// after the batches before it were stored.
+func TestProduceBatchesIdempotentRun(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("run", 1)
+	pid, err := e.b.InitProducerID("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := func(seq int32) *batch.Producer {
+		return &batch.Producer{ID: pid.ID, Epoch: pid.Epoch, BaseSequence: seq}
+	}
+	b0, b1, b2 := buildBatch(t, prod(0), "a", "b"), buildBatch(t, prod(2), "c"), buildBatch(t, prod(3), "d", "e")
+	ctx := context.Background()
+	res, err := e.b.ProduceBatches(ctx, "run", 0, [][]byte{b0, b1, b2})
+	if err != nil || !slices.Equal(res.BaseOffsets, []int64{0, 2, 3}) || slices.Contains(res.Duplicate, true) {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	if _, err := e.produceRaw("run", 0, b1); err != nil {
+		t.Fatal(err)
+	}
+	// A retried run: every batch a duplicate with its first offset.
+	res, err = e.b.ProduceBatches(ctx, "run", 0, [][]byte{b1, b2})
+	if err != nil || !slices.Equal(res.BaseOffsets, []int64{2, 3}) || !slices.Equal(res.Duplicate, []bool{true, true}) {
+		t.Fatalf("retried run: %+v %v", res, err)
+	}
+	// A retry followed by new batches; then a gap, after which nothing is stored.
+	b3, b4 := buildBatch(t, prod(5), "f"), buildBatch(t, prod(6), "g")
+	res, err = e.b.ProduceBatches(ctx, "run", 0, [][]byte{b2, b3, b4})
+	if err != nil || !slices.Equal(res.BaseOffsets, []int64{3, 5, 6}) || !slices.Equal(res.Duplicate, []bool{true, false, false}) {
+		t.Fatalf("retry then new: %+v %v", res, err)
+	}
+	b5, gap := buildBatch(t, prod(7), "h"), buildBatch(t, prod(9), "x")
+	if _, err := e.b.ProduceBatches(ctx, "run", 0, [][]byte{b5, gap}); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap: %v", err)
+	}
+	if hw := e.hw("run", 0); hw != 8 {
+		t.Fatalf("high watermark %d, want 8 (the batch before the gap stored)", hw)
+	}
+	got := e.fetchAll("run", 0, 0)
+	var vals []string
+	for _, r := range got {
+		vals = append(vals, string(r.Value))
+	}
+	if !slices.Equal(vals, []string{"a", "b", "c", "d", "e", "f", "g", "h"}) {
+		t.Fatalf("log holds %q", vals)
+	}
+	// Producer state holds the run's batches after a restart too.
+	e.restart()
+	if r, err := e.produceRaw("run", 0, b4); err != nil || r.BaseOffsets[0] != 6 || !r.Duplicate[0] {
+		t.Fatalf("retry after restart: %+v %v", r, err)
 	}
 }

@@ -37,8 +37,10 @@ func (c *conn) stopReading() {
 	_ = c.nc.SetReadDeadline(time.Now())
 }
 
-// serve reads, handles and answers requests one at a time until the
-// client goes away, a frame is malformed, or the server shuts down.
+// serve reads, handles and answers requests one at a time (produce
+// requests already buffered behind one are handled with it, see
+// produce_pipeline.go) until the client goes away, a frame is malformed,
+// or the server shuts down.
 func (c *conn) serve() {
 	for {
 		frame, err := c.readFrame()
@@ -46,7 +48,12 @@ func (c *conn) serve() {
 			c.logEnd(err)
 			return
 		}
-		if err := c.handle(frame); err != nil {
+		if frames := c.producePipeline(frame); len(frames) > 1 {
+			err = c.handleProduces(frames)
+		} else {
+			err = c.handle(frame)
+		}
+		if err != nil {
 			c.logEnd(err)
 			return
 		}
