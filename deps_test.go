@@ -16,6 +16,7 @@ func TestDependencyDirection(t *testing.T) {
 	const mod = "github.com/sluice-mq/sluice/"
 	forbidden := map[string][]string{
 		"internal/vfs":     {mod + "internal/", "net/http"},
+		"internal/linger":  {mod + "internal/", "net/http"},
 		"internal/storage": {mod + "internal/queue", mod + "internal/group", mod + "internal/broker", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
 		"internal/queue":   {mod + "internal/broker", mod + "internal/storage", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
 		"internal/group":   {mod + "internal/broker", mod + "internal/storage", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},

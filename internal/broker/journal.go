@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/linger"
 	"github.com/sluice-mq/sluice/internal/storage"
 )
 
@@ -19,7 +21,9 @@ import (
 // they wait for durability after releasing that lock. One goroutine writes:
 // everything submitted while it waits for the previous fdatasync goes into the
 // next append, so concurrent operations share one sync (group commit on top of
-// storage's own).
+// storage's own). Before each write it may linger (package linger) for the
+// submitters the last write released, such as a consumer's ack after its
+// receive.
 type journal struct {
 	log *storage.Log
 	// syncEach: the log was opened without syncs of its own and the journal
@@ -120,9 +124,11 @@ func (j *journal) onDurable(fn func(durable int64)) {
 
 func (j *journal) run() {
 	defer close(j.done)
-	expect, linger := 0, time.Duration(0)
+	var pol linger.Policy
 	for range j.kick {
-		j.gather(expect, linger)
+		if expect, wait := pol.Next(); wait > 0 {
+			linger.Wait(expect, wait, j.pendingWaiters, j.kick, nil)
+		}
 		j.mu.Lock()
 		recs, waiters, after, closed, err := j.pending, j.waiters, j.afterSync, j.closed, j.failed
 		j.pending, j.waiters, j.afterSync = nil, nil, nil
@@ -132,7 +138,9 @@ func (j *journal) run() {
 		if err == nil {
 			err = j.write(recs)
 		}
-		expect, linger = len(waiters), min(time.Since(began)/2, maxLinger)
+		if len(recs) > 0 {
+			pol.Committed(len(waiters), time.Since(began))
+		}
 		if err != nil {
 			j.mu.Lock()
 			j.failed = err
@@ -153,36 +161,15 @@ func (j *journal) run() {
 	}
 }
 
-// maxLinger bounds how long gather holds a write back.
-const maxLinger = 250 * time.Microsecond
-
-// gather waits, briefly, for the submitters the last write released to come
-// back. They usually submit their next event (a consumer's ack after its
-// receive) within microseconds of waking; a write started without them makes
-// them wait for the whole next write too, which doubles their latency at
-// every step. It returns once expect submissions are pending, after linger
-// (half the last write, at most maxLinger), or when the journal closes. With
-// one submitter (expect <= 1) it never waits.
-func (j *journal) gather(expect int, linger time.Duration) {
-	if expect <= 1 || linger <= 0 {
-		return
+// pendingWaiters is how many submissions wait for the next write; once the
+// journal is closing, as many as anyone could wait for, so a linger ends.
+func (j *journal) pendingWaiters() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return math.MaxInt
 	}
-	deadline := time.Now().Add(linger)
-	for {
-		j.mu.Lock()
-		n, closed := len(j.waiters), j.closed
-		j.mu.Unlock()
-		left := time.Until(deadline)
-		if n >= expect || closed || left <= 0 {
-			return
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-j.kick:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	return len(j.waiters)
 }
 
 // maxJournalBatch keeps each journal batch well under storage's batch limit.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/linger"
 )
 
 // Group commit.
@@ -16,7 +18,10 @@ import (
 // watermark, which wakes every appender whose batches it covered. While one
 // group is being written and synced, appenders keep filling the next
 // buffer: syncs per second stay at the disk's rate while appends per sync
-// grow with the number of concurrent appenders.
+// grow with the number of concurrent appenders. Before each group the
+// syncer may linger (package linger): wait, at most half a sync, for the
+// appenders the last group released to come back, so that a producer that
+// sends again at once rides the next sync instead of the one after.
 //
 // A failed fdatasync is final (fsyncgate): the kernel may already have
 // dropped the dirty pages, so retrying could report success for lost data.
@@ -37,6 +42,7 @@ func (l *Log) syncLoop(t *time.Ticker) {
 		defer t.Stop()
 		tick = t.C
 	}
+	var pol linger.Policy // group commit only (SyncAlways, no ticker)
 	for {
 		select {
 		case <-l.stop:
@@ -44,8 +50,24 @@ func (l *Log) syncLoop(t *time.Ticker) {
 		case <-l.kick:
 		case <-tick:
 		}
-		l.syncOnce()
+		if t != nil {
+			l.syncOnce()
+			continue
+		}
+		if expect, wait := pol.Next(); wait > 0 {
+			linger.Wait(expect, wait, l.pendingAppends, l.kick, l.stop)
+		}
+		began := time.Now()
+		appends, _ := l.syncGroup()
+		pol.Committed(appends, time.Since(began))
 	}
+}
+
+// pendingAppends is how many Append calls wait for the next group commit.
+func (l *Log) pendingAppends() int {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.pend.appends
 }
 
 // Sync makes everything appended so far durable now, whatever the policy.
@@ -60,6 +82,13 @@ func (l *Log) Sync() error {
 // segment and publishes the new end. Errors are returned; a failed fdatasync
 // is also recorded in l.failed, a failed write is repaired.
 func (l *Log) syncOnce() error {
+	_, err := l.syncGroup()
+	return err
+}
+
+// syncGroup is syncOnce, also returning how many Append calls the group
+// carried.
+func (l *Log) syncGroup() (appends int, err error) {
 	l.wmu.Lock()
 	l.syncMu.Lock()
 	l.repairLocked()
@@ -68,28 +97,29 @@ func (l *Log) syncOnce() error {
 	l.pend = pending{}
 	l.wmu.Unlock()
 	defer buf.release()
+	appends = buf.appends
 
 	if err := l.failure(); err != nil {
 		l.syncMu.Unlock()
-		return err // never write after a failed sync: recovery decides
+		return appends, err // never write after a failed sync: recovery decides
 	}
 	if buf.size > 0 {
 		if err := l.writeSegment(seg, pos, buf.bufs()...); err != nil {
 			l.writeFailed = &writeFailure{err: err, pos: pos, offset: start}
 			l.syncMu.Unlock()
 			l.repair()
-			return err
+			return appends, err
 		}
 	}
 	defer l.syncMu.Unlock()
 	if next <= l.syncedNext {
-		return nil // covered by an earlier sync or a roll
+		return appends, nil // covered by an earlier sync or a roll
 	}
 	began := time.Now()
 	if err := seg.log.Sync(); err != nil {
 		err = fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, seg.path(logSuffix), err)
 		l.fail(err)
-		return err
+		return appends, err
 	}
 	if o := l.opts.Observer; o != nil {
 		o.ObserveFsync(time.Since(began))
@@ -102,7 +132,7 @@ func (l *Log) syncOnce() error {
 	seg.index.flush(size)
 	seg.ix.Unlock()
 	l.publish(seg, size, next)
-	return nil
+	return appends, nil
 }
 
 // writeFailure is a group write that failed and was cut back to pos.
