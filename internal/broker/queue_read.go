@@ -39,7 +39,7 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 		if err != nil {
 			return evs, err
 		}
-		metas, end, err := messageMetas(data, pos)
+		metas, recs, end, err := messageMetas(data, pos)
 		if err != nil {
 			return evs, err
 		}
@@ -49,6 +49,14 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 		}
 		n, e := q.cur.Offer(now, metas)
 		evs = append(evs, e...)
+		// What the cursor took is about to be delivered: cache it, so the
+		// receive does not read it again. Most often these are messages a
+		// concurrent send had stored but not yet cached when this fill ran.
+		for i := range n {
+			if q.cache.get(metas[i].Offset) == nil {
+				q.cache.put(metas[i].Offset, recordMessage(recs[i]))
+			}
+		}
 		if n == 0 {
 			break
 		}
@@ -57,9 +65,11 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 }
 
 // messageMetas decodes the cursor's view of each record at or after from in
-// data (whole batches), and the offset after the last record.
-func messageMetas(data []byte, from int64) ([]queue.Meta, int64, error) {
+// data (whole batches), the records themselves (aliasing data), and the
+// offset after the last record.
+func messageMetas(data []byte, from int64) ([]queue.Meta, []batch.Record, int64, error) {
 	var metas []queue.Meta
+	var recs []batch.Record
 	end := from
 	err := eachRecord(data, func(r batch.Record) bool {
 		end = r.Offset + 1
@@ -76,9 +86,10 @@ func messageMetas(data []byte, from int64) ([]queue.Meta, int64, error) {
 			}
 		}
 		metas = append(metas, m)
+		recs = append(recs, r)
 		return true
 	})
-	return metas, end, err
+	return metas, recs, end, err
 }
 
 // eachRecord calls fn for each record of the whole batches in data until fn
