@@ -50,10 +50,12 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 		n, e := q.cur.Offer(now, metas)
 		evs = append(evs, e...)
 		// What the cursor took is about to be delivered: cache it, so the
-		// receive does not read it again. Most often these are messages a
-		// concurrent send had stored but not yet cached when this fill ran.
+		// receive does not read it again. These are messages a concurrent
+		// send had stored but not yet cached when this fill ran; a backlog
+		// (older than the cache keeps anything) is read again when
+		// delivered, as the cache is for what consumers keep up with.
 		for i := range n {
-			if q.cache.get(metas[i].Offset) == nil {
+			if now.Sub(metas[i].SentAt) < recentCacheAge && q.cache.get(metas[i].Offset) == nil {
 				q.cache.put(metas[i].Offset, recordMessage(recs[i]))
 			}
 		}
