@@ -35,28 +35,25 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 		if pos >= q.log.HighWatermark() {
 			break
 		}
-		data, err := q.log.Read(pos, fillReadBytes)
-		if err != nil {
-			return evs, err
+		r := q.ahead
+		q.ahead = nil
+		if r == nil || r.pos != pos {
+			var err error
+			if r, err = readFill(q.log, pos, now); err != nil {
+				return evs, err
+			}
 		}
-		metas, recs, end, err := messageMetas(data, pos)
-		if err != nil {
-			return evs, err
-		}
-		if len(metas) == 0 {
-			evs = append(evs, q.cur.Skip(end)...)
+		if len(r.metas) == 0 {
+			evs = append(evs, q.cur.Skip(r.end)...)
 			continue
 		}
-		n, e := q.cur.Offer(now, metas)
+		n, e := q.cur.Offer(now, r.metas)
 		evs = append(evs, e...)
 		// What the cursor took is about to be delivered: cache it, so the
-		// receive does not read it again. These are messages a concurrent
-		// send had stored but not yet cached when this fill ran; a backlog
-		// (older than the cache keeps anything) is read again when
-		// delivered, as the cache is for what consumers keep up with.
+		// receive does not read it again (see readFill).
 		for i := range n {
-			if now.Sub(metas[i].SentAt) < recentCacheAge && q.cache.get(metas[i].Offset) == nil {
-				q.cache.put(metas[i].Offset, recordMessage(recs[i]))
+			if m := r.msgs[i]; m != nil && q.cache.get(m.offset) == nil {
+				q.cache.put(m.offset, m.msg)
 			}
 		}
 		if n == 0 {
@@ -64,6 +61,74 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 		}
 	}
 	return evs, nil
+}
+
+// fillRead is one log read decoded for the cursor: the metas of the records
+// at or after pos, up to end, and the young ones as messages to cache.
+type fillRead struct {
+	pos, end int64
+	metas    []queue.Meta
+	msgs     []*offsetMessage // parallel to metas; nil where not worth caching
+}
+
+type offsetMessage struct {
+	offset int64
+	msg    *Message
+}
+
+// readFill reads and decodes the log at pos for a fill. Messages younger
+// than the cache keeps are copied out for it: they are ones a concurrent
+// send had stored but not yet cached when the fill ran. A backlog is not
+// (it is read again when delivered: the cache is for what consumers keep up
+// with). It needs no lock.
+func readFill(log *storage.Log, pos int64, now time.Time) (*fillRead, error) {
+	data, err := log.Read(pos, fillReadBytes)
+	if err != nil {
+		return nil, err
+	}
+	metas, recs, end, err := messageMetas(data, pos)
+	if err != nil {
+		return nil, err
+	}
+	r := &fillRead{pos: pos, end: end, metas: metas, msgs: make([]*offsetMessage, len(metas))}
+	for i, m := range metas {
+		if now.Sub(m.SentAt) < recentCacheAge {
+			r.msgs[i] = &offsetMessage{offset: m.Offset, msg: recordMessage(recs[i])}
+		}
+	}
+	return r, nil
+}
+
+// planReadAheadLocked says whether the next fill will read the log, and
+// where: a receive then reads it after releasing q.mu (readAhead), while it
+// waits for its journal write anyway, instead of the next receive reading
+// it with q.mu held. Called with q.mu held.
+func (q *queueRT) planReadAheadLocked() (pos int64, ok bool) {
+	if q.readingAhead || q.ahead != nil {
+		return 0, false
+	}
+	if w := q.cur.Wants(); w < fillMin && w < q.cur.Config().Lookahead {
+		return 0, false
+	}
+	pos = q.cur.ReadPos()
+	if pos < q.log.LogStartOffset() || pos >= q.log.HighWatermark() {
+		return 0, false
+	}
+	q.readingAhead = true
+	return pos, true
+}
+
+// readAhead does the read planReadAheadLocked planned and leaves it for the
+// next fill, which uses it if the cursor still reads from pos. Called
+// without q.mu.
+func (q *queueRT) readAhead(pos int64) {
+	r, err := readFill(q.log, pos, q.now())
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.readingAhead = false
+	if err == nil && q.cur.ReadPos() == pos {
+		q.ahead = r // an error is left for the fill to meet and report
+	}
 }
 
 // messageMetas decodes the cursor's view of each record at or after from in

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/queue"
@@ -26,6 +27,10 @@ type queueRT struct {
 	// deduplication id is remembered only for a message that was stored.
 	sendMu sync.Mutex
 
+	// current is settings below, for a send: it reads them without taking
+	// mu, which every receive and ack holds (one lock handoff less per send).
+	current atomic.Pointer[QueueSettings]
+
 	// mu guards everything below. It is held for in-memory work and to
 	// submit journal events in the order they were applied; never across
 	// an fdatasync, except for the rare dead-letter copy.
@@ -34,9 +39,13 @@ type queueRT struct {
 	cur      *queue.Cursor
 	dedup    *queue.Deduper // FIFO queues only
 	cache    *recentCache   // messages about to be delivered, as sent
-	wake     chan struct{}  // closed and replaced when messages may have become visible
-	broken   error          // set when memory may be ahead of disk; the queue reloads
-	ctr      runtimeCounters
+	// ahead is a log read done for the next fill without the lock, and
+	// readingAhead says one is under way (see planReadAheadLocked).
+	ahead        *fillRead
+	readingAhead bool
+	wake         chan struct{} // closed and replaced when messages may have become visible
+	broken       error         // set when memory may be ahead of disk; the queue reloads
+	ctr          runtimeCounters
 }
 
 // runtimeCounters are totals since the broker started (not durable).
@@ -64,6 +73,7 @@ func (s QueueSettings) cursorConfig() queue.Config {
 func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 	dir := queueDir(b.opts.Dir, s)
 	q := &queueRT{b: b, name: s.Name, dir: dir, settings: s, wake: make(chan struct{})}
+	q.current.Store(&s)
 	var err error
 	lo := b.logOptions(filepath.Join(dir, "log"), b.opts.SegmentBytes)
 	lo.MaxBatchBytes = 8 << 20 // a send batch of up to ten 1 MiB messages plus headers
@@ -154,6 +164,7 @@ func (q *queueRT) reloadLocked() error {
 	}
 	q.jr.reset()
 	q.jr.replayed(n)
+	q.ahead = nil
 	q.broken = nil
 	q.b.log.Warn("queue state reloaded from its journal after a write failure", "queue", q.name)
 	return nil
@@ -253,6 +264,7 @@ func (q *queueRT) reconfigureLocked(s QueueSettings) error {
 		q.dedup = d // ids recorded under the old window are forgotten
 	}
 	q.cur, q.settings = cur, s
+	q.current.Store(&s)
 	q.notifyLocked()
 	return nil
 }

@@ -45,9 +45,7 @@ func (b *Broker) Send(ctx context.Context, queueName string, in []SendInput) ([]
 // send stores inputs; dl, when not nil, carries dead-letter metadata per input
 // (dead-lettering and redrive use it to keep a message's id and history).
 func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]SendResult, error) {
-	q.mu.Lock()
-	s := q.settings
-	q.mu.Unlock()
+	s := *q.current.Load()
 	if s.FIFO {
 		q.sendMu.Lock()
 		defer q.sendMu.Unlock()
