@@ -244,9 +244,23 @@ func (b *Broker) AckBatch(ctx context.Context, queueName string, receipts []stri
 		evs = append(evs, e...)
 	}
 	done := q.recordLocked(evs)
-	q.notifyLocked()
+	q.wakeAfterLocked(evs)
 	q.mu.Unlock()
 	return results, q.wait(done)
+}
+
+// wakeAfterLocked wakes the long-polls if evs may have made a message
+// visible: a nack or an extension to now, or in a FIFO queue an ack (the
+// group's next message). An ack in a standard queue makes nothing visible,
+// and waking every waiting consumer for it only had them queue for the lock
+// to find nothing. Called with q.mu held.
+func (q *queueRT) wakeAfterLocked(evs []queue.Event) {
+	for _, ev := range evs {
+		if _, ack := ev.(queue.Acked); !ack || q.settings.FIFO {
+			q.notifyLocked()
+			return
+		}
+	}
 }
 
 // Extend keeps a delivery hidden until now+d (a heartbeat). The total time
@@ -286,7 +300,7 @@ func (b *Broker) leaseOp(queueName string, op func(*queueRT, time.Time) ([]queue
 		return mapCursorErr(err)
 	}
 	done := q.recordLocked(evs)
-	q.notifyLocked() // a nack, or a FIFO ack, may have made a message visible
+	q.wakeAfterLocked(evs)
 	q.mu.Unlock()
 	return q.wait(done)
 }
