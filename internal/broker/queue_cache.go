@@ -16,8 +16,9 @@ import (
 // Only messages the cursor has room for when they are sent are kept, an ack
 // forgets its message, and maintenance forgets what is older than
 // recentCacheAge, so the cache is bounded by the window (and by maxBytes),
-// never by the backlog, and empties when nobody consumes. A miss costs a log read, exactly
-// what every read cost before the cache. Guarded by the queue's mu.
+// never by the backlog, and empties when nobody consumes. A miss costs a log
+// read, exactly what every read cost before the cache. Guarded by the
+// queue's mu. Cached messages are never modified: deliveries share them.
 type recentCache struct {
 	slots    []cacheSlot // indexed by offset modulo len(slots), a power of two
 	bytes    int         // body bytes held

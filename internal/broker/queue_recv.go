@@ -18,7 +18,9 @@ var (
 	ErrExtensionLimit = queue.ErrExtensionLimit // extension past the queue's MaxExtension
 )
 
-// Delivery is a received message with its lease.
+// Delivery is a received message with its lease. Its Message's Body,
+// Attributes and System may be shared with other deliveries of the same
+// message (they come from the queue's cache): read them, do not modify them.
 type Delivery struct {
 	Message
 	Sequence        int64
