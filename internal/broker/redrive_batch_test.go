@@ -205,11 +205,7 @@ func TestRedriveBatchResumeMidBatch(t *testing.T) {
 	mem := vfs.NewMem()
 	e := newEnv(t, mem)
 	steps := newRedriveStepper(t, e.clock)
-	e.createQueue(QueueSettings{Name: "dlq"})
-	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-	e.createQueue(QueueSettings{Name: "target"})
-	msgs := numbered("m", n)
-	e.deadLetterAll("src", msgs...)
+	msgs := e.deadLetteredToTarget(n)
 	task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", RatePerSecond: rate})
 	if err != nil {
 		t.Fatal(err)
@@ -249,10 +245,7 @@ func TestRedriveReadsVersion1Files(t *testing.T) {
 	mem := vfs.NewMem()
 	e := newEnv(t, mem)
 	steps := newRedriveStepper(t, e.clock)
-	e.createQueue(QueueSettings{Name: "dlq"})
-	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-	e.createQueue(QueueSettings{Name: "target"})
-	e.deadLetterAll("src", numbered("m", 3)...)
+	e.deadLetteredToTarget(3)
 	task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", RatePerSecond: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -300,10 +293,7 @@ func TestRedriveBatchFilterRejectsMost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			e.createQueue(QueueSettings{Name: "dlq"})
-			e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-			e.createQueue(QueueSettings{Name: "target"})
-			e.deadLetterAll("src", numbered("m", n)...)
+			e.deadLetteredToTarget(n)
 			task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", Limit: tc.limit, Filter: every50})
 			if err != nil {
 				t.Fatal(err)
@@ -344,11 +334,7 @@ func TestRedriveBatchFilterRejectsMost(t *testing.T) {
 func TestRedriveBatchLimitBelowBatch(t *testing.T) {
 	const n, limit = 250, 30
 	e := newEnv(t, nil)
-	e.createQueue(QueueSettings{Name: "dlq"})
-	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-	e.createQueue(QueueSettings{Name: "target"})
-	msgs := numbered("m", n)
-	e.deadLetterAll("src", msgs...)
+	msgs := e.deadLetteredToTarget(n)
 	task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", Limit: limit})
 	if err != nil {
 		t.Fatal(err)
@@ -380,10 +366,7 @@ func TestRedriveBatchCancel(t *testing.T) {
 	const n, rate = 450, 1000 // 100 a step
 	e := newEnv(t, nil)
 	steps := newRedriveStepper(t, e.clock)
-	e.createQueue(QueueSettings{Name: "dlq"})
-	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-	e.createQueue(QueueSettings{Name: "target"})
-	e.deadLetterAll("src", numbered("m", n)...)
+	e.deadLetteredToTarget(n)
 	task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", RatePerSecond: rate})
 	if err != nil {
 		t.Fatal(err)
@@ -413,10 +396,7 @@ func TestRedriveBatchCancel(t *testing.T) {
 func TestRedriveBatchRateLimit(t *testing.T) {
 	const n, rate = 123, 50
 	e := newEnv(t, nil)
-	e.createQueue(QueueSettings{Name: "dlq"})
-	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-	e.createQueue(QueueSettings{Name: "target"})
-	e.deadLetterAll("src", numbered("m", n)...)
+	e.deadLetteredToTarget(n)
 	start := e.clock.Now()
 	var mu sync.Mutex
 	var id string

@@ -132,11 +132,7 @@ func TestRedriveResumesAfterRestart(t *testing.T) {
 			mem := vfs.NewMem()
 			e := newEnv(t, mem)
 			steps := newRedriveStepper(t, e.clock)
-			e.createQueue(QueueSettings{Name: "dlq"})
-			e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-			e.createQueue(QueueSettings{Name: "target"})
-			msgs := numbered("m", n)
-			e.deadLetterAll("src", msgs...)
+			msgs := e.deadLetteredToTarget(n)
 
 			started, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", RatePerSecond: 2})
 			if err != nil {
@@ -182,11 +178,7 @@ func TestRedriveResumeAfterCrashBetweenSendAndAck(t *testing.T) {
 	efs := vfs.NewErrorFS(mem)
 	e := newEnv(t, efs)
 	steps := newRedriveStepper(t, e.clock)
-	e.createQueue(QueueSettings{Name: "dlq"})
-	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-	e.createQueue(QueueSettings{Name: "target"})
-	msgs := numbered("m", n)
-	e.deadLetterAll("src", msgs...)
+	msgs := e.deadLetteredToTarget(n)
 	started, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", RatePerSecond: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -246,10 +238,7 @@ func TestRedriveCancelSurvivesRestart(t *testing.T) {
 	mem := vfs.NewMem()
 	e := newEnv(t, mem)
 	steps := newRedriveStepper(t, e.clock)
-	e.createQueue(QueueSettings{Name: "dlq"})
-	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
-	e.createQueue(QueueSettings{Name: "target"})
-	e.deadLetterAll("src", numbered("m", 8)...)
+	e.deadLetteredToTarget(8)
 	task, err := e.b.StartRedrive(RedriveRequest{Source: "dlq", Destination: "target", RatePerSecond: 1})
 	if err != nil {
 		t.Fatal(err)

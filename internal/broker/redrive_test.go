@@ -23,6 +23,19 @@ func (e *env) deadLetterAll(src string, msgs ...string) {
 	}
 }
 
+// deadLetteredToTarget makes the queues most redrive tests use: dlq, src
+// (whose messages go to dlq after one receive) and target, and dead-letters
+// n messages m0, m1, … from src. It returns their bodies.
+func (e *env) deadLetteredToTarget(n int) []string {
+	e.t.Helper()
+	e.createQueue(QueueSettings{Name: "dlq"})
+	e.createQueue(QueueSettings{Name: "src", MaxReceives: 1, DeadLetterQueue: "dlq"})
+	e.createQueue(QueueSettings{Name: "target"})
+	msgs := numbered("m", n)
+	e.deadLetterAll("src", msgs...)
+	return msgs
+}
+
 func TestRedriveBackToSource(t *testing.T) {
 	e := newEnv(t, nil)
 	e.createQueue(QueueSettings{Name: "dlq"})
