@@ -166,3 +166,32 @@ func (f *benchFlags) print(w io.Writer, rep benchReport) error {
 	}
 	return nil
 }
+
+// takePushed is Receive for a consumer whose messages a goroutine pushes
+// into msgs (a native Consume stream, SQS pollers): it waits up to wait for
+// the first one, or the goroutine's error, then takes what else is there,
+// up to limit, without waiting.
+func takePushed(ctx context.Context, msgs <-chan load.Msg, errc <-chan error, limit int, wait time.Duration) ([]load.Msg, error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	var out []load.Msg
+	select {
+	case m := <-msgs:
+		out = append(out, m)
+	case err := <-errc:
+		return nil, err
+	case <-t.C:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	for len(out) < limit {
+		select {
+		case m := <-msgs:
+			out = append(out, m)
+		default:
+			return out, nil
+		}
+	}
+	return out, nil
+}

@@ -152,7 +152,7 @@ func (c *nativeLogConsumer) Receive(ctx context.Context, limit int, wait time.Du
 type nativeQueueConsumer struct {
 	c      *client.Client
 	name   string
-	msgs   chan *client.Message
+	msgs   chan load.Msg
 	errc   chan error
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -160,7 +160,7 @@ type nativeQueueConsumer struct {
 
 func newNativeQueueConsumer(ctx context.Context, c *client.Client, name string, prefetch int) *nativeQueueConsumer {
 	ctx, cancel := context.WithCancel(ctx)
-	q := &nativeQueueConsumer{c: c, name: name, msgs: make(chan *client.Message, 1024), errc: make(chan error, 1), cancel: cancel}
+	q := &nativeQueueConsumer{c: c, name: name, msgs: make(chan load.Msg, 1024), errc: make(chan error, 1), cancel: cancel}
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
@@ -170,7 +170,7 @@ func newNativeQueueConsumer(ctx context.Context, c *client.Client, name string, 
 				return
 			}
 			select {
-			case q.msgs <- m:
+			case q.msgs <- load.Msg{Body: m.GetBody(), Handle: m.GetReceipt()}:
 			case <-ctx.Done():
 				return
 			}
@@ -186,28 +186,7 @@ func (q *nativeQueueConsumer) Close() error {
 }
 
 func (q *nativeQueueConsumer) Receive(ctx context.Context, limit int, wait time.Duration) ([]load.Msg, error) {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	var out []load.Msg
-	select {
-	case m := <-q.msgs:
-		out = append(out, load.Msg{Body: m.GetBody(), Handle: m.GetReceipt()})
-	case err := <-q.errc:
-		return nil, err
-	case <-t.C:
-		return nil, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	for len(out) < limit {
-		select {
-		case m := <-q.msgs:
-			out = append(out, load.Msg{Body: m.GetBody(), Handle: m.GetReceipt()})
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
+	return takePushed(ctx, q.msgs, q.errc, limit, wait)
 }
 
 func (q *nativeQueueConsumer) Ack(ctx context.Context, msgs []load.Msg) error {

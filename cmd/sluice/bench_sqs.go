@@ -199,28 +199,7 @@ func (q *sqsConsumer) Close() error {
 }
 
 func (q *sqsConsumer) Receive(ctx context.Context, limit int, wait time.Duration) ([]load.Msg, error) {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	var out []load.Msg
-	select {
-	case m := <-q.msgs:
-		out = append(out, m)
-	case err := <-q.errc:
-		return nil, err
-	case <-t.C:
-		return nil, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	for len(out) < limit {
-		select {
-		case m := <-q.msgs:
-			out = append(out, m)
-		default:
-			return out, nil
-		}
-	}
-	return out, nil
+	return takePushed(ctx, q.msgs, q.errc, limit, wait)
 }
 
 // Ack deletes msgs, each by its own receipt, in DeleteMessageBatch calls of
