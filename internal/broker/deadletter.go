@@ -29,9 +29,7 @@ func splitDeadLetters(evs []queue.Event) (rest []queue.Event, dead []queue.DeadL
 // It runs without q.mu: two queues that are each other's dead-letter queue
 // must not wait on each other's locks.
 func (q *queueRT) deadLetter(ctx context.Context, dead []queue.DeadLettered) error {
-	q.mu.Lock()
-	target := q.settings.DeadLetterQueue
-	q.mu.Unlock()
+	target := q.settings().DeadLetterQueue
 	dlq, err := q.b.queue(target)
 	if err != nil {
 		return q.abandonDeadLetters(fmt.Errorf("dead-letter queue of %s: %w", q.name, err))
@@ -93,9 +91,7 @@ func (q *queueRT) abandonDeadLetters(err error) error {
 // is not.
 func dlqInput(m *Message, target *queueRT, from string) SendInput {
 	in := SendInput{Body: m.Body, Attributes: m.Attributes, System: m.System, NoDelay: true}
-	target.mu.Lock()
-	fifo := target.settings.FIFO
-	target.mu.Unlock()
+	fifo := target.settings().FIFO
 	if fifo {
 		in.GroupID, in.DedupID = m.GroupID, copyDedupID(m.ID, from)
 		if in.GroupID == "" && m.DeadLetter != nil {
@@ -117,8 +113,5 @@ func copyDedupID(id, from string) string {
 
 // queueRecord names a record of queue q for copyDedupID.
 func (q *queueRT) queueRecord(offset int64) string {
-	q.mu.Lock()
-	id := q.settings.ID
-	q.mu.Unlock()
-	return fmt.Sprintf("queue %d@%d", id, offset)
+	return fmt.Sprintf("queue %d@%d", q.settings().ID, offset)
 }

@@ -22,9 +22,7 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 		return QueueSettings{}, ErrClosed
 	}
 	if q := b.queues[s.Name]; q != nil {
-		q.mu.Lock()
-		cur := q.settings
-		q.mu.Unlock()
+		cur := *q.settings()
 		if !sameSettings(cur, s) {
 			return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueExists, s.Name)
 		}
@@ -68,9 +66,7 @@ func (b *Broker) checkDeadLetterTarget(s QueueSettings) error {
 	if dlq == nil {
 		return fmt.Errorf("%w: dead-letter queue %s", ErrQueueNotFound, s.DeadLetterQueue)
 	}
-	dlq.mu.Lock()
-	fifo := dlq.settings.FIFO
-	dlq.mu.Unlock()
+	fifo := dlq.settings().FIFO
 	if fifo != s.FIFO {
 		return invalid("dead_letter_queue", "%s: a FIFO queue's dead-letter queue must be FIFO, and a standard queue's standard", s.DeadLetterQueue)
 	}
@@ -90,9 +86,7 @@ func (b *Broker) GetQueue(name string) (QueueSettings, error) {
 	if err != nil {
 		return QueueSettings{}, err
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.settings.clone(), nil
+	return q.settings().clone(), nil
 }
 
 // UpdateQueue changes a queue's settings with fn. The name, FIFO-ness and
@@ -106,9 +100,10 @@ func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSetting
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	next := q.settings.clone()
+	cur := q.settings()
+	next := cur.clone()
 	fn(&next)
-	next.Name, next.ID, next.FIFO, next.CreatedAt = q.settings.Name, q.settings.ID, q.settings.FIFO, q.settings.CreatedAt
+	next.Name, next.ID, next.FIFO, next.CreatedAt = cur.Name, cur.ID, cur.FIFO, cur.CreatedAt
 	next.Normalize()
 	if err := next.Validate(); err != nil {
 		return QueueSettings{}, err
@@ -140,9 +135,7 @@ func (b *Broker) DeleteQueue(name string) error {
 		return fmt.Errorf("%w: %s", ErrQueueNotFound, name)
 	}
 	for other, oq := range b.queues {
-		oq.mu.Lock()
-		target := oq.settings.DeadLetterQueue
-		oq.mu.Unlock()
+		target := oq.settings().DeadLetterQueue
 		if other != name && target == name {
 			return fmt.Errorf("%w: %s is the dead-letter queue of %s", ErrQueueInUse, name, other)
 		}

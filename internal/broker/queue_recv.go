@@ -61,9 +61,7 @@ func (b *Broker) Receive(ctx context.Context, queueName string, opts ReceiveOpti
 		return nil, invalid("max", "%d: want 1 to %d", opts.Max, MaxReceiveBatch)
 	}
 	if opts.Wait == WaitQueueDefault {
-		q.mu.Lock()
-		opts.Wait = q.settings.ReceiveWait
-		q.mu.Unlock()
+		opts.Wait = q.settings().ReceiveWait
 	}
 	if opts.Wait < 0 {
 		return nil, invalid("wait", "%v: must not be negative", opts.Wait)
@@ -258,7 +256,7 @@ func (b *Broker) AckBatch(ctx context.Context, queueName string, receipts []stri
 // to find nothing. Called with q.mu held.
 func (q *queueRT) wakeAfterLocked(evs []queue.Event) {
 	for _, ev := range evs {
-		if _, ack := ev.(queue.Acked); !ack || q.settings.FIFO {
+		if _, ack := ev.(queue.Acked); !ack || q.settings().FIFO {
 			q.notifyLocked()
 			return
 		}

@@ -27,18 +27,16 @@ type queueRT struct {
 	// deduplication id is remembered only for a message that was stored.
 	sendMu sync.Mutex
 
-	// current is settings below, for a send: it reads them without taking
-	// mu, which every receive and ack holds (one lock handoff less per send).
+	// current holds the settings; see settings.
 	current atomic.Pointer[QueueSettings]
 
 	// mu guards everything below. It is held for in-memory work and to
 	// submit journal events in the order they were applied; never across
 	// an fdatasync, except for the rare dead-letter copy.
-	mu       sync.Mutex
-	settings QueueSettings
-	cur      *queue.Cursor
-	dedup    *queue.Deduper // FIFO queues only
-	cache    *recentCache   // messages about to be delivered, as sent
+	mu    sync.Mutex
+	cur   *queue.Cursor
+	dedup *queue.Deduper // FIFO queues only
+	cache *recentCache   // messages about to be delivered, as sent
 	// ahead is a log read done for the next fill without the lock, and
 	// readingAhead says one is under way (see planReadAheadLocked).
 	ahead        *fillRead
@@ -56,6 +54,12 @@ type runtimeCounters struct {
 // queueIndexIntervalBytes is the index interval of queue message logs.
 const queueIndexIntervalBytes = 32 << 10
 
+// settings returns the queue's settings. Nothing modifies them in place:
+// reconfigureLocked (with q.mu held) replaces them whole, so a reader needs no
+// lock, and a send, which every receive and ack would otherwise hold up,
+// takes none.
+func (q *queueRT) settings() *QueueSettings { return q.current.Load() }
+
 func queueDir(root string, s QueueSettings) string {
 	return filepath.Join(root, "queues", fmt.Sprintf("%d-%s", s.ID, s.Name))
 }
@@ -72,7 +76,7 @@ func (s QueueSettings) cursorConfig() queue.Config {
 
 func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 	dir := queueDir(b.opts.Dir, s)
-	q := &queueRT{b: b, name: s.Name, dir: dir, settings: s, wake: make(chan struct{})}
+	q := &queueRT{b: b, name: s.Name, dir: dir, wake: make(chan struct{})}
 	q.current.Store(&s)
 	var err error
 	lo := b.logOptions(filepath.Join(dir, "log"), b.opts.SegmentBytes)
@@ -112,7 +116,7 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 // loadCursor rebuilds the cursor from the snapshot and the journal after it,
 // and returns how many journal events it replayed.
 func (q *queueRT) loadCursor(jlog *storage.Log) (int, error) {
-	cfg := q.settings.cursorConfig()
+	cfg := q.settings().cursorConfig()
 	from, snap, found, err := loadSnapshot(q.b.opts.FS, q.dir)
 	switch {
 	case err != nil:
@@ -256,14 +260,14 @@ func (q *queueRT) reconfigureLocked(s QueueSettings) error {
 	if err != nil {
 		return err
 	}
-	if s.FIFO && s.DedupWindow != q.settings.DedupWindow {
+	if s.FIFO && s.DedupWindow != q.settings().DedupWindow {
 		d, err := queue.NewDeduper(s.DedupWindow)
 		if err != nil {
 			return err
 		}
 		q.dedup = d // ids recorded under the old window are forgotten
 	}
-	q.cur, q.settings = cur, s
+	q.cur = cur
 	q.current.Store(&s)
 	q.notifyLocked()
 	return nil

@@ -45,7 +45,7 @@ func (b *Broker) Send(ctx context.Context, queueName string, in []SendInput) ([]
 // send stores inputs; dl, when not nil, carries dead-letter metadata per input
 // (dead-lettering and redrive use it to keep a message's id and history).
 func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]SendResult, error) {
-	s := *q.current.Load()
+	s := *q.settings()
 	if s.FIFO {
 		q.sendMu.Lock()
 		defer q.sendMu.Unlock()
@@ -163,13 +163,13 @@ func (q *queueRT) prepare(s QueueSettings, in SendInput, now time.Time) (*Messag
 // window, read back from the log, so a retry across a restart is still
 // recognised.
 func (q *queueRT) rebuildDedup() error {
-	d, err := queue.NewDeduper(q.settings.DedupWindow)
+	d, err := queue.NewDeduper(q.settings().DedupWindow)
 	if err != nil {
 		return err
 	}
 	q.dedup = d
 	now := q.now()
-	from, err := q.log.OffsetForTime(now.Add(-q.settings.DedupWindow).UnixMilli())
+	from, err := q.log.OffsetForTime(now.Add(-q.settings().DedupWindow).UnixMilli())
 	if err != nil || from < 0 {
 		return err // from < 0: nothing sent within the window
 	}

@@ -30,9 +30,7 @@ func (b *Broker) QueueStats(name string) (QueueStats, error) {
 		return QueueStats{}, err
 	}
 	st := q.stats()
-	q.mu.Lock()
-	dlqName := q.settings.DeadLetterQueue
-	q.mu.Unlock()
+	dlqName := q.settings().DeadLetterQueue
 	if dlqName != "" {
 		if dlq, err := b.queue(dlqName); err == nil {
 			st.DLQDepth = dlq.stats().Depth()
