@@ -68,9 +68,7 @@ func (f *osFile) Sync() error {
 
 func (f *osFile) Size() (int64, error) {
 	if f.pre != nil {
-		f.pre.mu.Lock()
-		defer f.pre.mu.Unlock()
-		return f.pre.end, nil
+		return f.pre.end.Load(), nil
 	}
 	st, err := f.f.Stat()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -33,8 +34,11 @@ type Preallocator interface {
 
 // prealloc is the state of a preallocating osFile.
 type prealloc struct {
-	mu        sync.Mutex
-	end       int64 // logical size: bytes written and not truncated
+	mu sync.Mutex
+	// end is the logical size: bytes written and not truncated. It is
+	// changed with mu held but read without it, so a reader never waits
+	// behind a write that is zero-filling a chunk.
+	end       atomic.Int64
 	allocated int64 // file size on disk: end plus zeros
 	chunk     int64
 }
@@ -61,7 +65,8 @@ func (f *osFile) Preallocate(chunk int64) error {
 	if errno != 0 {
 		return &os.PathError{Op: "fcntl", Path: f.f.Name(), Err: errno}
 	}
-	f.pre = &prealloc{end: size, allocated: size, chunk: chunk}
+	f.pre = &prealloc{allocated: size, chunk: chunk}
+	f.pre.end.Store(size)
 	return nil
 }
 
@@ -72,21 +77,23 @@ func (f *osFile) writePre(p []byte) (int, error) {
 	pr := f.pre
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if need := pr.end + int64(len(p)); need > pr.allocated {
+	end := pr.end.Load()
+	if need := end + int64(len(p)); need > pr.allocated {
 		target := need + pr.chunk
 		if err := f.fillZeros(pr.allocated, target); err == nil {
 			pr.allocated = target
 		} else {
 			// Cut a partial fill back so the file never holds zeros we do not
 			// account for; if even that fails, remember how far we got.
-			if f.f.Truncate(max(pr.end, pr.allocated)) != nil {
+			if f.f.Truncate(max(end, pr.allocated)) != nil {
 				pr.allocated = target
 			}
 		}
 	}
-	n, err := f.pwriteAll(p, pr.end)
-	pr.end += int64(n)
-	pr.allocated = max(pr.allocated, pr.end)
+	n, err := f.pwriteAll(p, end)
+	end += int64(n)
+	pr.end.Store(end)
+	pr.allocated = max(pr.allocated, end)
 	return n, err
 }
 
@@ -127,9 +134,7 @@ func (f *osFile) pwriteAll(p []byte, off int64) (int, error) {
 }
 
 func (f *osFile) readAtPre(p []byte, off int64) (int, error) {
-	f.pre.mu.Lock()
-	end := f.pre.end
-	f.pre.mu.Unlock()
+	end := f.pre.end.Load()
 	if off >= end {
 		return 0, io.EOF
 	}
@@ -150,7 +155,8 @@ func (f *osFile) truncatePre(size int64) error {
 	if err := f.f.Truncate(size); err != nil {
 		return err
 	}
-	pr.end, pr.allocated = size, size
+	pr.end.Store(size)
+	pr.allocated = size
 	return nil
 }
 
@@ -160,12 +166,13 @@ func (f *osFile) trimPre() error {
 	pr := f.pre
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.allocated <= pr.end {
+	end := pr.end.Load()
+	if pr.allocated <= end {
 		return nil
 	}
-	if err := f.f.Truncate(pr.end); err != nil {
+	if err := f.f.Truncate(end); err != nil {
 		return err
 	}
-	pr.allocated = pr.end
+	pr.allocated = end
 	return nil
 }
