@@ -18,6 +18,7 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/vfs":     {mod + "internal/", "net/http"},
 		"internal/linger":  {mod + "internal/", "net/http"},
 		"internal/storage": {mod + "internal/queue", mod + "internal/group", mod + "internal/broker", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
+		"internal/journal": {mod + "internal/queue", mod + "internal/group", mod + "internal/broker", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
 		"internal/queue":   {mod + "internal/broker", mod + "internal/storage", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
 		"internal/group":   {mod + "internal/broker", mod + "internal/storage", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
 		"internal/broker":  {mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/internal/broker"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
@@ -102,20 +101,11 @@ func subSettings(topic, name string, c *sluicev1.SubscriptionConfig) (broker.Sub
 	return s, nil
 }
 
-func subStatsProto(st broker.SubscriptionStats) *sluicev1.QueueStats {
-	return &sluicev1.QueueStats{
-		Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
-		OldestMessageAge: durationpb.New(st.OldestAge), DeadLetterDepth: st.DLQDepth,
-		ReceivedTotal: st.Received, RedeliveredTotal: st.Redelivered,
-		DeadLetteredTotal: st.DeadLettered, ExpiredTotal: st.Expired,
-	}
-}
-
 // withStats adds a subscription's current stats to its proto (left unset
 // if the subscription went away meanwhile).
 func (a *API) withStats(p *sluicev1.Subscription) *sluicev1.Subscription {
 	if st, err := a.b.SubscriptionStats(p.GetTopic(), p.GetName()); err == nil {
-		p.Stats = subStatsProto(st)
+		p.Stats = statsToProto(st)
 	}
 	return p
 }

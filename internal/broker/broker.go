@@ -56,10 +56,6 @@ type Options struct {
 // DefaultPreallocateBytes is Options.PreallocateBytes's default.
 const DefaultPreallocateBytes = 1 << 20
 
-// journalSegmentBytes keeps journals in small segments, so a snapshot lets
-// the journal below it be deleted soon.
-const journalSegmentBytes = 64 << 20
-
 // logOptions are the storage options every log of this broker shares.
 func (b *Broker) logOptions(dir string, segmentBytes int64) storage.Options {
 	return storage.Options{

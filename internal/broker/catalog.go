@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"sync"
@@ -43,7 +42,7 @@ const catalogFile = "catalog.json"
 func openCatalog(fsys vfs.FS, dir string) (*catalog, error) {
 	c := &catalog{fs: fsys, dir: dir, path: filepath.Join(dir, catalogFile)}
 	c.data = catalogData{Version: 1, Queues: map[string]QueueSettings{}, Topics: map[string]TopicSettings{}, NextID: 1}
-	buf, err := readFile(fsys, c.path)
+	buf, err := vfs.ReadFile(fsys, c.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
@@ -102,54 +101,9 @@ func (c *catalog) update(fn func(*catalogData) error) error {
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
-	if err := writeFileAtomic(c.fs, c.dir, catalogFile, buf); err != nil {
+	if err := vfs.WriteFileAtomic(c.fs, c.dir, catalogFile, buf); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	c.data = next
 	return nil
-}
-
-// writeFileAtomic replaces dir/name with data so that after a crash the file
-// holds either its old or its new contents: write a temporary file, sync it,
-// rename it over the old one, and sync the directory.
-func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) error {
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	f, err := fsys.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
-}
-
-// readFile returns the whole of a small file.
-func readFile(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, size)
-	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return buf, nil
 }

@@ -9,47 +9,58 @@ import (
 	"github.com/sluice-mq/sluice/internal/queue"
 )
 
-// splitDeadLetters takes the DeadLettered events out of evs. They are
+// cursorDead is a dead-letter decision of cursor cursor.
+type cursorDead struct {
+	cursor int
+	d      queue.DeadLettered
+}
+
+// splitDeadLetters takes the DeadLettered events out of recs. They are
 // journaled only after the dead-letter copy is durable: a crash in between
 // dead-letters the message again (at most duplicated, never lost).
-func splitDeadLetters(evs []queue.Event) (rest []queue.Event, dead []queue.DeadLettered) {
-	rest = evs[:0:0]
-	for _, ev := range evs {
-		if d, ok := ev.(queue.DeadLettered); ok {
-			dead = append(dead, d)
+func splitDeadLetters(recs []cursorEvent) (rest []cursorEvent, dead []cursorDead) {
+	rest = recs[:0:0]
+	for _, r := range recs {
+		if d, ok := r.ev.(queue.DeadLettered); ok {
+			dead = append(dead, cursorDead{r.cursor, d})
 			continue
 		}
-		rest = append(rest, ev)
+		rest = append(rest, r)
 	}
 	return rest, dead
 }
 
-// deadLetter copies messages to the queue's dead-letter queue, keeping their
-// id, body, attributes and history, then journals that they left this queue.
-// It runs without q.mu: two queues that are each other's dead-letter queue
+// deadLetterCopy is one message to copy to a dead-letter queue, and the
+// record it is copied from (see copyDedupID).
+type deadLetterCopy struct {
+	msg  *Message
+	from string
+}
+
+// deadLetter copies messages that used up their receives to the dead-letter
+// queue target, keeping their id, body, attributes and history (build makes
+// them from the cursors' decisions), then journals that they left the set.
+// It runs without mu: two queues that are each other's dead-letter queue
 // must not wait on each other's locks.
-func (q *queueRT) deadLetter(ctx context.Context, dead []queue.DeadLettered) error {
-	target := q.settings().DeadLetterQueue
-	dlq, err := q.b.queue(target)
+//
+// If the copy fails, the cursors already treat the messages as finished, so
+// memory is ahead of disk: the set is marked broken and reloads, and the
+// messages come back with their receive counts, to be dead-lettered again
+// by a later receive. Nothing is dropped.
+func (cs *cursorSet) deadLetter(ctx context.Context, b *Broker, target string, dead []cursorDead,
+	build func([]cursorDead) ([]deadLetterCopy, error)) error {
+	dlq, err := b.queue(target)
 	if err != nil {
-		return q.abandonDeadLetters(fmt.Errorf("dead-letter queue of %s: %w", q.name, err))
+		return cs.markBroken(fmt.Errorf("dead-letter queue of %s: %w", cs.what, err))
 	}
-	offs := make([]int64, len(dead))
-	for i, d := range dead {
-		offs[i] = d.Offset
-	}
-	msgs, err := readMessages(q.log, offs)
+	copies, err := build(dead)
 	if err != nil {
-		return q.abandonDeadLetters(err)
+		return cs.markBroken(err)
 	}
-	in := make([]SendInput, len(dead))
-	keep := make([]*Message, len(dead))
-	for i, d := range dead {
-		m := msgs[d.Offset]
-		m.DeadLetter = &DeadLetterInfo{SourceQueue: q.name, ReceiveCount: d.Count,
-			FirstReceiveAt: d.FirstAt, LastReceiveAt: d.LastAt, Reason: d.Reason}
-		in[i] = dlqInput(m, dlq, q.queueRecord(d.Offset))
-		keep[i] = m
+	in := make([]SendInput, len(copies))
+	keep := make([]*Message, len(copies))
+	for i, c := range copies {
+		in[i], keep[i] = dlqInput(c.msg, dlq, c.from), c.msg
 	}
 	res, err := dlq.send(ctx, in, keep)
 	if err == nil {
@@ -61,26 +72,40 @@ func (q *queueRT) deadLetter(ctx context.Context, dead []queue.DeadLettered) err
 		}
 	}
 	if err != nil {
-		return q.abandonDeadLetters(fmt.Errorf("copy to dead-letter queue %s: %w", target, err))
+		return cs.markBroken(fmt.Errorf("copy to dead-letter queue %s: %w", target, err))
 	}
-	evs := make([]queue.Event, len(dead))
+	recs := make([]cursorEvent, len(dead))
 	for i, d := range dead {
-		evs[i] = d
+		recs[i] = cursorEvent{d.cursor, d.d}
 	}
-	q.mu.Lock()
-	done := q.recordLocked(evs)
-	q.mu.Unlock()
-	return q.wait(done)
+	cs.mu.Lock()
+	done := cs.recordLocked(recs)
+	cs.mu.Unlock()
+	return cs.wait(done)
 }
 
-// abandonDeadLetters handles a failed dead-letter copy: the cursor already
-// treats the messages as finished, so memory is ahead of disk and the queue
-// must reload (the messages then come back, with their receive counts).
-func (q *queueRT) abandonDeadLetters(err error) error {
-	q.mu.Lock()
-	q.broken = err
-	q.mu.Unlock()
-	return err
+// deadLetterCopies reads a queue's dead letters from its log.
+func (q *queueRT) deadLetterCopies(dead []cursorDead) ([]deadLetterCopy, error) {
+	offs := make([]int64, len(dead))
+	for i, d := range dead {
+		offs[i] = d.d.Offset
+	}
+	msgs, err := readMessages(q.log, offs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]deadLetterCopy, len(dead))
+	for i, d := range dead {
+		m := msgs[d.d.Offset]
+		m.DeadLetter = deadLetterInfo(q.name, d.d)
+		out[i] = deadLetterCopy{m, q.queueRecord(d.d.Offset)}
+	}
+	return out, nil
+}
+
+func deadLetterInfo(source string, d queue.DeadLettered) *DeadLetterInfo {
+	return &DeadLetterInfo{SourceQueue: source, ReceiveCount: d.Count,
+		FirstReceiveAt: d.FirstAt, LastReceiveAt: d.LastAt, Reason: d.Reason}
 }
 
 // dlqInput makes the send input of a dead-letter (or redriven) copy of m,

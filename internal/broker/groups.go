@@ -6,11 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/group"
-	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/journal"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -25,15 +24,12 @@ import (
 // can be trimmed). Only offsets and deletions are durable; after a restart
 // every group is Empty and members rejoin (see package group).
 type groupRT struct {
-	s   *streams
-	dir string
-	jr  *journal
+	machine
+	s *streams
 
-	// mu guards coord, joins and syncs. It is held to
-	// call the coordinator and to submit the events it returns, so the
-	// journal holds them in the order they were applied; never across an
-	// fdatasync.
-	mu     sync.Mutex
+	// Guarded by mu, which is held to call the coordinator and to submit
+	// the events it returns, so the journal holds them in the order they
+	// were applied; never across an fdatasync.
 	coord  *group.Coordinator
 	joins  map[group.Ticket]chan group.JoinResult
 	syncs  map[group.Ticket]chan group.SyncResult
@@ -45,27 +41,41 @@ type groupRT struct {
 }
 
 func openGroups(s *streams) (*groupRT, error) {
-	o := s.b.opts
+	b := s.b
 	g := &groupRT{
-		s: s, dir: filepath.Join(o.Dir, "groups"),
+		s:     s,
 		joins: map[group.Ticket]chan group.JoinResult{}, syncs: map[group.Ticket]chan group.SyncResult{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	if err := vfs.MkdirAllDurable(o.FS, g.dir); err != nil {
+	dir := filepath.Join(b.opts.Dir, "groups")
+	if err := vfs.MkdirAllDurable(b.opts.FS, dir); err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	jlog, syncEach, err := s.b.openJournalLog(filepath.Join(g.dir, "journal"))
+	err := b.openMachine(&g.machine, "the group coordinator", dir, b.log.With("journal", "groups"), machineHooks{
+		fresh: func() (func(), error) {
+			old := g.coord
+			g.coord = group.New(group.Config{Incarnation: incarnation()})
+			return func() { g.coord = old }, nil
+		},
+		loader: journal.Loader{
+			Restore: g.applySnapshot,
+			Apply: func(off int64, v []byte) error {
+				ev, err := group.UnmarshalEvent(v)
+				if err == nil {
+					err = g.coord.Apply(ev)
+				}
+				if err != nil {
+					return fmt.Errorf("journal offset %d: %w", off, err)
+				}
+				return nil
+			},
+		},
+		snapshot: g.snapshotLocked,
+		reloaded: g.reloadedLocked,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("groups: %w", err)
 	}
-	replayed, err := g.load(jlog)
-	if err != nil {
-		jlog.Close()
-		return nil, fmt.Errorf("groups: %w", err)
-	}
-	g.jr = newJournal(jlog, syncEach, func() int64 { return s.b.now().UnixMilli() },
-		snapshotter{fs: o.FS, dir: g.dir, every: o.SnapshotEvery, warn: s.b.log.With("journal", "groups").Warn})
-	g.jr.replayed(replayed)
 	go g.run()
 	return g, nil
 }
@@ -76,37 +86,6 @@ func incarnation() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// load rebuilds the coordinator's offsets from the snapshot and the journal,
-// and returns how many journal events it replayed.
-func (g *groupRT) load(jlog *storage.Log) (int, error) {
-	g.coord = group.New(group.Config{Incarnation: incarnation()})
-	from, snap, found, err := loadSnapshot(g.s.b.opts.FS, g.dir)
-	if err != nil {
-		return 0, err
-	}
-	if found {
-		if err := g.applySnapshot(snap); err != nil {
-			return 0, err
-		}
-	}
-	if from < jlog.LogStartOffset() {
-		return 0, fmt.Errorf("journal starts at %d, after the snapshot's %d", jlog.LogStartOffset(), from)
-	}
-	n := 0
-	err = replayLog(jlog, from, func(off int64, v []byte) error {
-		n++
-		ev, err := group.UnmarshalEvent(v)
-		if err == nil {
-			err = g.coord.Apply(ev)
-		}
-		if err != nil {
-			return fmt.Errorf("journal offset %d: %w", off, err)
-		}
-		return nil
-	})
-	return n, err
 }
 
 // applySnapshot replays a snapshot body: events, each a uvarint length and an
@@ -178,59 +157,27 @@ func (g *groupRT) dispatchLocked(out group.Output) <-chan error {
 	case g.kick <- struct{}{}:
 	default:
 	}
-	if len(out.Events) == 0 {
-		return nil
-	}
 	enc := make([][]byte, 0, len(out.Events))
 	for _, ev := range out.Events {
 		b, err := ev.MarshalBinary()
 		if err != nil {
-			ch := make(chan error, 1)
-			ch <- err
-			return ch
+			return failed(err)
 		}
 		enc = append(enc, b)
 	}
-	return g.jr.record(enc, g.snapshotLocked)
+	return g.recordLocked(enc)
 }
 
-// wait waits for a journal write. After a failure memory is ahead of disk,
-// so the coordinator is rebuilt from the journal (members must rejoin).
-func (g *groupRT) wait(ch <-chan error) error {
-	if ch == nil {
-		return nil
-	}
-	err := <-ch
-	if err != nil {
-		g.mu.Lock()
-		if rerr := g.reloadLocked(); rerr != nil {
-			g.s.b.log.Error("group coordinator reload failed", "err", rerr)
-		}
-		g.mu.Unlock()
-	}
-	return err
-}
-
-// reloadLocked rebuilds the coordinator from disk after a journal failure.
-// Called with mu held.
-func (g *groupRT) reloadLocked() error {
-	if err := g.jr.log.Sync(); err != nil {
-		return err
-	}
-	n, err := g.load(g.jr.log)
-	if err != nil {
-		return err
-	}
-	g.jr.reset()
-	g.jr.replayed(n)
-	// The new coordinator has no members: pending joins and syncs will
-	// never complete, so their waiters hear now and rejoin.
+// reloadedLocked runs after the coordinator was rebuilt from its journal
+// (see machine): the new coordinator has no members, so pending joins and
+// syncs will never complete, and their waiters hear now and rejoin. Called
+// with mu held.
+func (g *groupRT) reloadedLocked() {
 	g.failWaitersLocked(group.ErrUnknownMember)
 	for _, t := range g.s.topicList() {
 		_, parts := t.snapshot()
 		g.coord.SetPartitions(g.s.b.now(), t.name, int32(len(parts)))
 	}
-	return nil
 }
 
 // run calls Tick at the coordinator's next deadline (at most a second
@@ -258,12 +205,16 @@ func (g *groupRT) run() {
 	}
 }
 
-// tick expires sessions and ends rebalances that ran out of time.
+// tick expires sessions and ends rebalances that ran out of time. After a
+// journal failure it is what rebuilds an idle coordinator.
 func (g *groupRT) tick() {
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		g.log.Warn("group tick", "err", err)
+		return
+	}
 	out := g.coord.Tick(g.s.b.now())
 	ch := g.dispatchLocked(out)
-	g.jr.maybeSnapshot(g.s.b.opts.SnapshotEvery/10, 0, g.snapshotLocked)
+	g.maintainLocked()
 	g.mu.Unlock()
 	if err := g.wait(ch); err != nil {
 		g.s.b.log.Warn("group tick journal failed", "err", err)
@@ -272,7 +223,7 @@ func (g *groupRT) tick() {
 
 // offsetTopics lists the topics any group has committed offsets in.
 func (g *groupRT) offsetTopics() []string {
-	g.mu.Lock()
+	g.lockForRead()
 	defer g.mu.Unlock()
 	seen := map[string]bool{}
 	var out []string
@@ -290,7 +241,7 @@ func (g *groupRT) offsetTopics() []string {
 // setPartitions tells the coordinator a topic's partition count (0: gone);
 // subscribed groups rebalance.
 func (g *groupRT) setPartitions(topic string, n int32) {
-	g.mu.Lock()
+	g.lockForRead() // a partition count must reach the coordinator, whatever the disk does
 	ch := g.dispatchLocked(g.coord.SetPartitions(g.s.b.now(), topic, n))
 	g.mu.Unlock()
 	_ = g.wait(ch)
@@ -303,7 +254,7 @@ func (g *groupRT) close() error {
 	g.closed = true
 	g.failWaitersLocked(ErrClosed)
 	g.mu.Unlock()
-	return g.jr.close()
+	return g.machine.close()
 }
 
 // failWaitersLocked answers every pending join and sync with err. Called
@@ -316,4 +267,15 @@ func (g *groupRT) failWaitersLocked(err error) {
 		ch <- group.SyncResult{Ticket: t, Err: err}
 	}
 	g.joins, g.syncs = map[group.Ticket]chan group.JoinResult{}, map[group.Ticket]chan group.SyncResult{}
+}
+
+// lockForRead takes mu for a query that has no error to answer with: after
+// a journal failure it rebuilds the coordinator first, and if that fails
+// too the query is answered from memory, which may still hold the events
+// whose write failed.
+func (g *groupRT) lockForRead() {
+	g.mu.Lock()
+	if err := g.checkLocked(); err != nil {
+		g.log.Warn("group query answered from memory", "err", err)
+	}
 }

@@ -33,7 +33,9 @@ func (b *Broker) JoinGroup(ctx context.Context, req group.JoinRequest) (group.Jo
 		return group.JoinResult{}, err
 	}
 	ch := make(chan group.JoinResult, 1)
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return group.JoinResult{}, err
+	}
 	if g.closed {
 		g.mu.Unlock()
 		return group.JoinResult{}, ErrClosed
@@ -65,7 +67,9 @@ func (b *Broker) SyncGroup(ctx context.Context, req group.SyncRequest) (group.Sy
 		return group.SyncResult{}, err
 	}
 	ch := make(chan group.SyncResult, 1)
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return group.SyncResult{}, err
+	}
 	if g.closed {
 		g.mu.Unlock()
 		return group.SyncResult{}, ErrClosed
@@ -95,7 +99,9 @@ func (b *Broker) Heartbeat(req group.HeartbeatRequest) error {
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return err
+	}
 	defer g.mu.Unlock()
 	err = g.coord.Heartbeat(b.now(), req)
 	g.dispatchLocked(group.Output{}) // re-arm the ticker: the session moved
@@ -108,7 +114,9 @@ func (b *Broker) LeaveGroup(groupID string, refs []group.MemberRef) ([]error, er
 	if err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return nil, err
+	}
 	errs, out := g.coord.Leave(b.now(), groupID, refs)
 	jch := g.dispatchLocked(out)
 	g.mu.Unlock()
@@ -136,7 +144,9 @@ func (b *Broker) CommitOffsets(ctx context.Context, req group.CommitRequest) ([]
 		keep, idx = append(keep, o), append(idx, i)
 	}
 	req.Offsets = keep
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return nil, err
+	}
 	cerrs, out, err := g.coord.Commit(b.now(), req)
 	jch := g.dispatchLocked(out)
 	g.mu.Unlock()
@@ -159,7 +169,7 @@ func (b *Broker) FetchOffset(groupID, topic string, partition int32) (group.Comm
 	if err != nil {
 		return group.Committed{}, false
 	}
-	g.mu.Lock()
+	g.lockForRead()
 	defer g.mu.Unlock()
 	return g.coord.Fetch(groupID, topic, partition)
 }
@@ -170,7 +180,7 @@ func (b *Broker) GroupOffsets(groupID string) []group.CommittedOffset {
 	if err != nil {
 		return nil
 	}
-	g.mu.Lock()
+	g.lockForRead()
 	defer g.mu.Unlock()
 	return g.coord.Offsets(groupID)
 }
@@ -181,7 +191,7 @@ func (b *Broker) ListGroups() []group.GroupSummary {
 	if err != nil {
 		return nil
 	}
-	g.mu.Lock()
+	g.lockForRead()
 	defer g.mu.Unlock()
 	return g.coord.List()
 }
@@ -192,7 +202,7 @@ func (b *Broker) DescribeGroup(groupID string) (group.GroupInfo, bool) {
 	if err != nil {
 		return group.GroupInfo{Group: groupID, State: group.Dead}, false
 	}
-	g.mu.Lock()
+	g.lockForRead()
 	defer g.mu.Unlock()
 	return g.coord.Describe(groupID)
 }
@@ -203,7 +213,9 @@ func (b *Broker) DeleteGroup(groupID string) error {
 	if err != nil {
 		return err
 	}
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return err
+	}
 	out, err := g.coord.Delete(groupID)
 	jch := g.dispatchLocked(out)
 	g.mu.Unlock()
@@ -257,7 +269,9 @@ func (b *Broker) ResetGroupOffsets(groupID, topic string, partitions []int32, sp
 		}
 		offs = append(offs, group.OffsetCommit{Topic: topic, Partition: p, Offset: off, LeaderEpoch: -1})
 	}
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return nil, err
+	}
 	out, err := g.coord.ResetOffsets(b.now(), groupID, offs)
 	jch := g.dispatchLocked(out)
 	g.mu.Unlock()

@@ -3,8 +3,6 @@ package broker
 import (
 	"sort"
 	"time"
-
-	"github.com/sluice-mq/sluice/internal/batch"
 )
 
 // PartitionLag is how far a group is behind in one partition.
@@ -38,7 +36,9 @@ func (b *Broker) GroupLag(groupID string) (GroupLag, error) {
 	if err != nil {
 		return GroupLag{}, err
 	}
-	g.mu.Lock()
+	if err := g.lockChecked(); err != nil {
+		return GroupLag{}, err
+	}
 	offs := g.coord.Offsets(groupID)
 	info, _ := g.coord.Describe(groupID)
 	g.mu.Unlock()
@@ -101,26 +101,14 @@ func partitionLag(p *partitionRT, committed int64, now time.Time) PartitionLag {
 	return l
 }
 
-// firstTimestamp is the timestamp of the record at off. For a batch over
-// 256 KiB it reads only the header and answers the batch's first timestamp,
-// an upper bound on the age, to keep lag reports cheap.
+// firstTimestamp is the timestamp (unix ms) of the record at off, or -1
+// (see sentAt).
 func firstTimestamp(p *partitionRT, off int64) int64 {
-	sec, err := p.log.ReadSection(off, 1)
-	if err != nil || sec.Length == 0 {
+	t := sentAt(p.log, off)
+	if t.IsZero() {
 		return -1
 	}
-	if sec.Length <= 256<<10 {
-		return recordTime(p, off)
-	}
-	buf := make([]byte, batch.HeaderSize)
-	if _, err := sec.File.ReadAt(buf, sec.Position); err != nil {
-		return -1
-	}
-	h, err := batch.ParseHeader(buf)
-	if err != nil {
-		return -1
-	}
-	return h.BaseTimestamp
+	return t.UnixMilli()
 }
 
 // AllGroupLag reports every group's lag, sorted by group, for metrics.

@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/journal"
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -52,18 +52,18 @@ func (ps *producerState) rebuild(log *storage.Log, fsys vfs.FS, dir string, logg
 // loadSnapshotLocked reads the snapshot; it is unusable if it covers more
 // than the log holds (the log lost an unsynced tail in a crash).
 func (ps *producerState) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, error) {
-	data, err := readFile(fsys, filepath.Join(dir, producerSnapshotFile))
+	data, err := vfs.ReadFile(fsys, filepath.Join(dir, producerSnapshotFile))
 	if err != nil {
 		return 0, err
 	}
-	if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
-		return 0, fmt.Errorf("checksum mismatch")
+	at, body, err := journal.UnframeSnapshot(data)
+	if err != nil {
+		return 0, err
 	}
-	at := int64(binary.BigEndian.Uint64(data[:8]))
 	if at > hw {
 		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
 	}
-	d := snapDecoder{b: data[12:]}
+	d := snapDecoder{b: body}
 	m := map[int64]*producerEntry{}
 	for n := d.varint(); n > 0 && d.err == nil; n-- {
 		id, e := d.varint(), &producerEntry{epoch: int16(d.varint())}
@@ -151,10 +151,7 @@ func (ps *producerState) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string
 	changed := ps.changed
 	ps.snapAt, ps.changed = hw, 0
 	ps.mu.Unlock()
-	buf := make([]byte, 12, 12+len(body))
-	binary.BigEndian.PutUint64(buf[:8], uint64(hw))
-	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(body, crcTable))
-	if err := writeFileAtomic(fsys, dir, producerSnapshotFile, append(buf, body...)); err != nil {
+	if err := vfs.WriteFileAtomic(fsys, dir, producerSnapshotFile, journal.FrameSnapshot(hw, body)); err != nil {
 		ps.mu.Lock()
 		ps.changed += changed // try again next time
 		ps.mu.Unlock()

@@ -52,7 +52,7 @@ type producersDisk struct {
 
 func openProducerIDs(fsys vfs.FS, dir string) (*producerIDs, error) {
 	p := &producerIDs{fs: fsys, dir: dir, named: map[string]ProducerID{}, epochs: map[int64]int16{}}
-	buf, err := readFile(fsys, filepath.Join(dir, producersFile))
+	buf, err := vfs.ReadFile(fsys, filepath.Join(dir, producersFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return p, nil
@@ -79,7 +79,7 @@ func (p *producerIDs) persistLocked(reserved int64, named map[string]ProducerID)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(p.fs, p.dir, producersFile, buf)
+	return vfs.WriteFileAtomic(p.fs, p.dir, producersFile, buf)
 }
 
 // allocLocked returns a fresh id, reserving a block on disk when needed.

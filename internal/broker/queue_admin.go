@@ -6,6 +6,8 @@ import (
 	"maps"
 	"reflect"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // CreateQueue creates a queue, or returns the existing one's settings when a
@@ -158,7 +160,7 @@ func (b *Broker) DeleteQueue(name string) error {
 		b.log.Warn("closing deleted queue", "queue", name, "err", err)
 	}
 	// The catalog no longer names the directory; removing it is cleanup.
-	return removeAll(b.opts.FS, q.dir)
+	return vfs.RemoveAll(b.opts.FS, q.dir)
 }
 
 // PurgeQueue finishes every message sent before now: buffered, delayed and
@@ -168,13 +170,11 @@ func (b *Broker) PurgeQueue(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	q.mu.Lock()
-	if err := q.checkLocked(); err != nil {
-		q.mu.Unlock()
+	if err := q.lockChecked(); err != nil {
 		return err
 	}
-	evs := q.cur.Purge(q.now(), q.log.HighWatermark())
-	done := q.recordLocked(evs)
+	evs := q.cur().Purge(q.now(), q.log.HighWatermark())
+	done := q.journalLocked(evs)
 	q.mu.Unlock()
 	return q.wait(done)
 }

@@ -148,8 +148,8 @@ func storedForm(m *Message, now time.Time) *Message {
 // cursor reads it when it gets there, so a backlog is never cached. Called
 // with q.mu held, after the append is durable.
 func (q *queueRT) cacheSentLocked(first int64, msgs []*Message, now time.Time) []queue.Event {
-	rp := q.cur.ReadPos()
-	room := min(int64(q.cur.Wants()), int64(len(q.cache.slots)))
+	rp := q.cur().ReadPos()
+	room := min(int64(q.cur().Wants()), int64(len(q.cache.slots)))
 	for k, m := range msgs {
 		if off := first + int64(k); off >= rp && off-rp < room {
 			q.cache.put(off, storedForm(m, now))
@@ -162,13 +162,13 @@ func (q *queueRT) cacheSentLocked(first int64, msgs []*Message, now time.Time) [
 // at its read position, up to what it wants. It stops at the first offset the
 // cache lacks (fill then reads the log from there). Called with q.mu held.
 func (q *queueRT) offerCachedLocked(now time.Time) []queue.Event {
-	want := q.cur.Wants()
+	want := q.cur().Wants()
 	if want == 0 {
 		return nil
 	}
 	hw := q.log.HighWatermark()
 	var metas []queue.Meta
-	for pos := q.cur.ReadPos(); len(metas) < want && pos < hw; pos++ {
+	for pos := q.cur().ReadPos(); len(metas) < want && pos < hw; pos++ {
 		m := q.cache.get(pos)
 		if m == nil {
 			break
@@ -178,7 +178,7 @@ func (q *queueRT) offerCachedLocked(now time.Time) []queue.Event {
 	if len(metas) == 0 {
 		return nil
 	}
-	_, evs := q.cur.Offer(now, metas)
+	_, evs := q.cur().Offer(now, metas)
 	return evs
 }
 

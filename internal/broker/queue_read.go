@@ -23,13 +23,13 @@ const fillMin = 128
 // position, as many as it wants. Called with q.mu held.
 func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 	evs := q.offerCachedLocked(now)
-	if w := q.cur.Wants(); w < fillMin && w < q.cur.Config().Lookahead {
+	if w := q.cur().Wants(); w < fillMin && w < q.cur().Config().Lookahead {
 		return evs, nil
 	}
-	for q.cur.Wants() > 0 {
-		pos := q.cur.ReadPos()
+	for q.cur().Wants() > 0 {
+		pos := q.cur().ReadPos()
 		if start := q.log.LogStartOffset(); pos < start {
-			evs = append(evs, q.cur.Skip(start)...)
+			evs = append(evs, q.cur().Skip(start)...)
 			continue
 		}
 		if pos >= q.log.HighWatermark() {
@@ -44,10 +44,10 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 			}
 		}
 		if len(r.metas) == 0 {
-			evs = append(evs, q.cur.Skip(r.end)...)
+			evs = append(evs, q.cur().Skip(r.end)...)
 			continue
 		}
-		n, e := q.cur.Offer(now, r.metas)
+		n, e := q.cur().Offer(now, r.metas)
 		evs = append(evs, e...)
 		// What the cursor took is about to be delivered: cache it, so the
 		// receive does not read it again (see readFill).
@@ -107,10 +107,10 @@ func (q *queueRT) planReadAheadLocked() (pos int64, ok bool) {
 	if q.readingAhead || q.ahead != nil {
 		return 0, false
 	}
-	if w := q.cur.Wants(); w < fillMin && w < q.cur.Config().Lookahead {
+	if w := q.cur().Wants(); w < fillMin && w < q.cur().Config().Lookahead {
 		return 0, false
 	}
-	pos = q.cur.ReadPos()
+	pos = q.cur().ReadPos()
 	if pos < q.log.LogStartOffset() || pos >= q.log.HighWatermark() {
 		return 0, false
 	}
@@ -126,7 +126,7 @@ func (q *queueRT) readAhead(pos int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.readingAhead = false
-	if err == nil && q.cur.ReadPos() == pos {
+	if err == nil && q.cur().ReadPos() == pos {
 		q.ahead = r // an error is left for the fill to meet and report
 	}
 }

@@ -117,29 +117,26 @@ func waitForWork(ctx context.Context, wake <-chan struct{}, due, now time.Time, 
 // receiveOnce tries one receive. With nothing to deliver it returns the
 // channel a send will close and the next time something comes due.
 func (q *queueRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Delivery, <-chan struct{}, time.Time, error) {
-	q.mu.Lock()
-	if err := q.checkLocked(); err != nil {
-		q.mu.Unlock()
+	if err := q.lockChecked(); err != nil {
 		return nil, nil, time.Time{}, err
 	}
 	now := q.now()
 	evs, err := q.fillLocked(now)
 	if err != nil {
-		done := q.recordLocked(evs)
+		done := q.journalLocked(evs)
 		q.mu.Unlock()
 		return nil, nil, time.Time{}, errors.Join(err, q.wait(done))
 	}
-	ds, more, err := q.cur.Receive(now, opts.Max, opts.Visibility)
+	ds, more, err := q.cur().Receive(now, opts.Max, opts.Visibility)
 	if err != nil {
-		done := q.recordLocked(evs)
+		done := q.journalLocked(evs)
 		q.mu.Unlock()
 		return nil, nil, time.Time{}, errors.Join(mapCursorErr(err), q.wait(done))
 	}
-	evs = append(evs, more...)
-	evs, dead := splitDeadLetters(evs)
-	done := q.recordLocked(evs)
+	recs, dead := splitDeadLetters(onCursor(nil, 0, append(evs, more...)))
+	done := q.recordLocked(recs)
 	wake := q.wake
-	due, _ := q.cur.NextDue()
+	due, _ := q.cur().NextDue()
 	cached := q.cachedLocked(ds)
 	aheadPos, readAhead := q.planReadAheadLocked()
 	q.mu.Unlock()
@@ -149,7 +146,7 @@ func (q *queueRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Deliv
 	}
 	err = q.wait(done)
 	if err == nil && len(dead) > 0 {
-		err = q.deadLetter(ctx, dead)
+		err = q.deadLetter(ctx, q.b, q.settings().DeadLetterQueue, dead, q.deadLetterCopies)
 	}
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("receive from %s: %w", q.name, err)
@@ -190,29 +187,15 @@ func (q *queueRT) deliveries(ds []queue.Delivery, cached []*Message) ([]Delivery
 	return out, nil
 }
 
-// checkLocked refuses work on a queue whose memory may be ahead of its
-// journal, after trying to rebuild it from disk.
-func (q *queueRT) checkLocked() error {
-	if q.broken == nil {
-		return nil
-	}
-	if err := q.reloadLocked(); err != nil {
-		return fmt.Errorf("queue %s is unavailable after a storage failure: %w", q.name, err)
-	}
-	return nil
-}
-
 // Ack deletes the message a current receipt names. A stale receipt (the
 // message was delivered again, or is finished) is refused with
 // ErrReceiptStale and changes nothing.
 func (b *Broker) Ack(ctx context.Context, queueName, receipt string) error {
-	return b.leaseOp(queueName, func(q *queueRT, now time.Time) ([]queue.Event, error) {
-		evs, err := q.cur.Ack(now, receipt)
-		if err == nil {
-			q.ctr.acked++
-		}
-		return evs, err
-	})
+	q, err := b.queue(queueName)
+	if err != nil {
+		return err
+	}
+	return q.lease(q.now, receipt, ackLease)
 }
 
 // AckBatch acks several deliveries in one journal write. Each receipt gets
@@ -223,92 +206,41 @@ func (b *Broker) AckBatch(ctx context.Context, queueName string, receipts []stri
 	if err != nil {
 		return nil, err
 	}
-	results := make([]error, len(receipts))
-	q.mu.Lock()
-	if err := q.checkLocked(); err != nil {
-		q.mu.Unlock()
-		return nil, err
-	}
-	now := q.now()
-	var evs []queue.Event
-	for i, r := range receipts {
-		e, err := q.cur.Ack(now, r)
-		if err != nil {
-			if errors.Is(err, queue.ErrReceiptStale) {
-				q.ctr.staleRefused++
-			}
-			results[i] = mapCursorErr(err)
-			continue
-		}
-		q.ctr.acked++
-		evs = append(evs, e...)
-	}
-	done := q.recordLocked(evs)
-	q.wakeAfterLocked(evs)
-	q.mu.Unlock()
-	return results, q.wait(done)
-}
-
-// wakeAfterLocked wakes the long-polls if evs may have made a message
-// visible: a nack or an extension to now, or in a FIFO queue an ack (the
-// group's next message). An ack in a standard queue makes nothing visible,
-// and waking every waiting consumer for it only had them queue for the lock
-// to find nothing. Called with q.mu held.
-func (q *queueRT) wakeAfterLocked(evs []queue.Event) {
-	for _, ev := range evs {
-		if _, ack := ev.(queue.Acked); !ack || q.settings().FIFO {
-			q.notifyLocked()
-			return
-		}
-	}
+	return q.leaseBatch(q.now, receipts, ackLease)
 }
 
 // Extend keeps a delivery hidden until now+d (a heartbeat). The total time
 // since the receive is bounded by the queue's MaxExtension. d = 0 makes the
 // message visible again at once.
 func (b *Broker) Extend(ctx context.Context, queueName, receipt string, d time.Duration) error {
-	return b.leaseOp(queueName, func(q *queueRT, now time.Time) ([]queue.Event, error) {
-		return q.cur.Extend(now, receipt, d)
-	})
+	q, err := b.queue(queueName)
+	if err != nil {
+		return err
+	}
+	return q.lease(q.now, receipt, extendLease(d))
 }
 
 // Nack releases a delivery: visible again after delay (0: at once), with a
 // reason kept for the dead-letter queue.
 func (b *Broker) Nack(ctx context.Context, queueName, receipt string, delay time.Duration, reason string) error {
-	return b.leaseOp(queueName, func(q *queueRT, now time.Time) ([]queue.Event, error) {
-		return q.cur.Nack(now, receipt, delay, reason)
-	})
-}
-
-// leaseOp runs one receipt operation and waits until it is journaled.
-func (b *Broker) leaseOp(queueName string, op func(*queueRT, time.Time) ([]queue.Event, error)) error {
 	q, err := b.queue(queueName)
 	if err != nil {
 		return err
 	}
-	q.mu.Lock()
-	if err := q.checkLocked(); err != nil {
-		q.mu.Unlock()
-		return err
-	}
-	evs, err := op(q, q.now())
-	if err != nil {
-		if errors.Is(err, queue.ErrReceiptStale) {
-			q.ctr.staleRefused++
-		}
-		q.mu.Unlock()
-		return mapCursorErr(err)
-	}
-	done := q.recordLocked(evs)
-	q.wakeAfterLocked(evs)
-	q.mu.Unlock()
-	return q.wait(done)
+	return q.lease(q.now, receipt, nackLease(delay, reason))
 }
 
-// mapCursorErr turns the cursor's argument errors into the broker's.
-func mapCursorErr(err error) error {
-	if errors.Is(err, queue.ErrOutOfRange) {
-		return &InvalidArgumentError{Field: "duration", Reason: err.Error()}
+// The lease operations queues and subscriptions share.
+func ackLease(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
+	return c.Ack(now, r)
+}
+
+func extendLease(d time.Duration) leaseFunc {
+	return func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) { return c.Extend(now, r, d) }
+}
+
+func nackLease(delay time.Duration, reason string) leaseFunc {
+	return func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
+		return c.Nack(now, r, delay, reason)
 	}
-	return err
 }

@@ -57,8 +57,9 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 	batchDedup := map[string]int{} // dedup id -> index in msgs
 	dupOf := map[int]int{}         // input index -> input index it repeats
 	for i, m := range in {
-		msg, err := q.prepare(s, m, now)
-		if err == nil && keep != nil && keep[i] != nil {
+		copied := keep != nil && keep[i] != nil
+		msg, err := q.prepare(s, m, now, copied)
+		if err == nil && copied {
 			msg.ID, msg.DeadLetter, msg.SentAt = keep[i].ID, keep[i].DeadLetter, keep[i].SentAt
 		}
 		if err != nil {
@@ -100,7 +101,7 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 		}
 	}
 	q.ctr.sent += uint64(len(msgs))
-	done := q.recordLocked(q.cacheSentLocked(offs[0], msgs, now))
+	done := q.journalLocked(q.cacheSentLocked(offs[0], msgs, now))
 	q.notifyLocked()
 	q.mu.Unlock()
 	if err := q.wait(done); err != nil {
@@ -119,11 +120,13 @@ func (q *queueRT) checkDedup(now time.Time, id string) (string, bool) {
 }
 
 // prepare validates one input against the queue's settings and builds the
-// message to store.
-func (q *queueRT) prepare(s QueueSettings, in SendInput, now time.Time) (*Message, error) {
+// message to store. A copy (a dead letter, a redriven message) is not held to
+// the queue's maximum message size: it was accepted once, and refusing it
+// now would lose it, or leave it coming back to be dead-lettered forever.
+func (q *queueRT) prepare(s QueueSettings, in SendInput, now time.Time, copied bool) (*Message, error) {
 	m := &Message{ID: newMessageID(), Body: in.Body, Attributes: in.Attributes, System: in.System,
 		GroupID: in.GroupID, DedupID: in.DedupID, SentAt: now}
-	if n := m.size(); n > s.MaxMessageBytes {
+	if n := m.size(); n > s.MaxMessageBytes && !copied {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, s.MaxMessageBytes)
 	}
 	delay := in.Delay

@@ -181,7 +181,7 @@ func TestRedriveBatchCrashAtEverySync(t *testing.T) {
 // savedRedrive reads a task's file as a power cut left it.
 func savedRedrive(t *testing.T, fsys vfs.FS, id string) (redriveRecord, bool) {
 	t.Helper()
-	buf, err := readFile(fsys, filepath.Join("/data", redriveDirName, id+".json"))
+	buf, err := vfs.ReadFile(fsys, filepath.Join("/data", redriveDirName, id+".json"))
 	if err != nil {
 		return redriveRecord{}, false
 	}
@@ -259,7 +259,7 @@ func TestRedriveReadsVersion1Files(t *testing.T) {
 	}
 	rec.Version, rec.HoldingOne, rec.Holding = 1, rec.Holding[0], nil
 	buf, _ := json.Marshal(rec)
-	if err := writeFileAtomic(clone, filepath.Join("/data", redriveDirName), task.ID+".json", buf); err != nil {
+	if err := vfs.WriteFileAtomic(clone, filepath.Join("/data", redriveDirName), task.ID+".json", buf); err != nil {
 		t.Fatal(err)
 	}
 	e.crashOnto(clone)

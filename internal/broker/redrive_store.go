@@ -89,7 +89,7 @@ func (b *Broker) saveRedrive(r *redriveRun) error {
 	if err := vfs.MkdirAllDurable(b.opts.FS, dir); err != nil {
 		return err
 	}
-	return writeFileAtomic(b.opts.FS, dir, rec.Task.ID+".json", buf)
+	return vfs.WriteFileAtomic(b.opts.FS, dir, rec.Task.ID+".json", buf)
 }
 
 // removeRedriveFiles deletes the files of tasks pruneLocked forgot. A file
@@ -126,7 +126,7 @@ func (b *Broker) resumeRedrives() error {
 			continue // a temporary file a crash left behind; the next save replaces it
 		}
 		path := filepath.Join(b.redriveDir(), name)
-		buf, err := readFile(b.opts.FS, path)
+		buf, err := vfs.ReadFile(b.opts.FS, path)
 		if err != nil {
 			return fmt.Errorf("redrive task %s: %w", path, err)
 		}

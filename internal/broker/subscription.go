@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/queue"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // SubscriptionSettings are a fan-out subscription's attributes. A
@@ -160,7 +162,7 @@ func (b *Broker) DeleteSubscription(topic, name string) error {
 	if err := sub.close(); err != nil {
 		b.log.Warn("closing deleted subscription", "subscription", subKey(topic, name), "err", err)
 	}
-	return removeAll(b.opts.FS, sub.dir)
+	return vfs.RemoveAll(b.opts.FS, sub.dir)
 }
 
 // GetSubscription returns a subscription's settings.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
@@ -55,18 +54,18 @@ func (b *Broker) SubscriptionReceive(ctx context.Context, topic, name string, op
 
 // receiveOnce tries one receive round over the partitions.
 func (sub *subRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]SubscriptionDelivery, <-chan struct{}, time.Time, error) {
-	sub.mu.Lock()
-	if err := sub.checkLocked(); err != nil {
-		sub.mu.Unlock()
+	if err := sub.lockChecked(); err != nil {
 		return nil, nil, time.Time{}, err
 	}
-	recs, got, dead, firstErr := sub.receiveLocked(opts)
+	recs, got, firstErr := sub.receiveLocked(opts)
+	recs, dead := splitDeadLetters(recs)
 	done := sub.recordLocked(recs)
 	wake, due, parts := sub.wake, sub.nextDueLocked(), sub.parts
+	target, source := sub.settings.DeadLetterQueue, subKey(sub.t.name, sub.settings.Name)
 	sub.mu.Unlock()
 	err := errors.Join(firstErr, sub.wait(done))
 	if err == nil && len(dead) > 0 {
-		err = sub.deadLetter(ctx, parts, dead)
+		err = sub.deadLetter(ctx, sub.t.s.b, target, dead, sub.deadLetterCopies(parts, source))
 	}
 	if err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("receive from %s: %w", subKey(sub.t.name, sub.settings.Name), err)
@@ -74,19 +73,17 @@ func (sub *subRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Subsc
 	if len(got) == 0 {
 		return nil, wake, due, nil
 	}
-	out, err := deliveries(parts, got)
+	out, err := sub.deliveries(parts, got)
 	return out, wake, due, err
 }
 
 // receiveLocked receives from each partition's cursor in turn, starting
 // one further than last time, until opts.Max. It returns the events to
-// journal, the deliveries and the records to dead-letter. Called with mu
-// held.
-func (sub *subRT) receiveLocked(opts ReceiveOptions) ([]subEvent, []partDelivery, []partDead, error) {
+// journal (dead letters among them) and the deliveries. Called with mu held.
+func (sub *subRT) receiveLocked(opts ReceiveOptions) ([]cursorEvent, []partDelivery, error) {
 	now := sub.t.s.b.now()
-	var recs []subEvent
+	var recs []cursorEvent
 	var got []partDelivery
-	var dead []partDead
 	var firstErr error
 	n := len(sub.curs)
 	for i := 0; i < n && len(got) < opts.Max && firstErr == nil; i++ {
@@ -101,11 +98,7 @@ func (sub *subRT) receiveLocked(opts ReceiveOptions) ([]subEvent, []partDelivery
 				got = append(got, partDelivery{p, d})
 			}
 		}
-		evs, dl := splitDeadLetters(evs)
-		for _, d := range dl {
-			dead = append(dead, partDead{p, d})
-		}
-		recs = appendSubEvents(recs, p, evs)
+		recs = onCursor(recs, p, evs)
 		if err != nil {
 			firstErr = mapCursorErr(err)
 		}
@@ -113,27 +106,12 @@ func (sub *subRT) receiveLocked(opts ReceiveOptions) ([]subEvent, []partDelivery
 	if n > 0 {
 		sub.next = (sub.next + 1) % n
 	}
-	return recs, got, dead, firstErr
+	return recs, got, firstErr
 }
 
 type partDelivery struct {
 	p int
 	d queue.Delivery
-}
-
-type partDead struct {
-	p int
-	d queue.DeadLettered
-}
-
-func (sub *subRT) nextDueLocked() time.Time {
-	var best time.Time
-	for _, c := range sub.curs {
-		if d, ok := c.NextDue(); ok && (best.IsZero() || d.Before(best)) {
-			best = d
-		}
-	}
-	return best
 }
 
 // fillLocked offers cursor p the records after its read position, as many
@@ -243,7 +221,7 @@ func readRecords(p *partitionRT, offsets []int64) (map[int64]batch.Record, error
 }
 
 // deliveries joins the cursors' deliveries with the records.
-func deliveries(parts []*partitionRT, got []partDelivery) ([]SubscriptionDelivery, error) {
+func (sub *subRT) deliveries(parts []*partitionRT, got []partDelivery) ([]SubscriptionDelivery, error) {
 	byPart := map[int][]int64{}
 	for _, g := range got {
 		byPart[g.p] = append(byPart[g.p], g.d.Offset)
@@ -261,7 +239,7 @@ func deliveries(parts []*partitionRT, got []partDelivery) ([]SubscriptionDeliver
 		r := recs[g.p][g.d.Offset]
 		out[i] = SubscriptionDelivery{Partition: int32(g.p), Offset: g.d.Offset, Key: r.Key, Value: r.Value,
 			Headers: r.Headers, Timestamp: time.UnixMilli(r.Timestamp),
-			Receipt: strconv.Itoa(g.p) + ":" + g.d.Receipt, ReceiveCount: g.d.ReceiveCount,
+			Receipt: sub.receiptOf(g.p, g.d.Receipt), ReceiveCount: g.d.ReceiveCount,
 			FirstReceivedAt: g.d.FirstReceivedAt, Deadline: g.d.Deadline, FencingToken: g.d.FencingToken}
 	}
 	return out, nil
@@ -269,9 +247,11 @@ func deliveries(parts []*partitionRT, got []partDelivery) ([]SubscriptionDeliver
 
 // SubscriptionAck finishes the delivery a current receipt names.
 func (b *Broker) SubscriptionAck(ctx context.Context, topic, name, receipt string) error {
-	return b.subLease(topic, name, receipt, func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
-		return c.Ack(now, r)
-	})
+	_, sub, err := b.subscription(topic, name)
+	if err != nil {
+		return err
+	}
+	return sub.lease(b.now, receipt, ackLease)
 }
 
 // SubscriptionAckBatch acks several deliveries with one journal write.
@@ -282,78 +262,24 @@ func (b *Broker) SubscriptionAckBatch(ctx context.Context, topic, name string, r
 	if err != nil {
 		return nil, err
 	}
-	results := make([]error, len(receipts))
-	sub.mu.Lock()
-	if err := sub.checkLocked(); err != nil {
-		sub.mu.Unlock()
-		return nil, err
-	}
-	now := b.now()
-	var recs []subEvent
-	for i, receipt := range receipts {
-		p, r, err := sub.parseReceiptLocked(receipt)
-		var evs []queue.Event
-		if err == nil {
-			evs, err = sub.curs[p].Ack(now, r)
-		}
-		results[i] = mapCursorErr(err)
-		recs = appendSubEvents(recs, p, evs)
-	}
-	done := sub.recordLocked(recs)
-	sub.notifyLocked()
-	sub.mu.Unlock()
-	return results, sub.wait(done)
-}
-
-// parseReceiptLocked splits a subscription receipt into its partition and
-// the cursor's receipt. Called with mu held.
-func (sub *subRT) parseReceiptLocked(receipt string) (int, string, error) {
-	ps, r, ok := strings.Cut(receipt, ":")
-	p, err := strconv.Atoi(ps)
-	if !ok || err != nil || p < 0 || p >= len(sub.curs) {
-		return 0, "", fmt.Errorf("%w: %q", ErrReceiptInvalid, receipt)
-	}
-	return p, r, nil
+	return sub.leaseBatch(b.now, receipts, ackLease)
 }
 
 // SubscriptionExtend keeps a delivery hidden until now+d (0: visible now).
 func (b *Broker) SubscriptionExtend(ctx context.Context, topic, name, receipt string, d time.Duration) error {
-	return b.subLease(topic, name, receipt, func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
-		return c.Extend(now, r, d)
-	})
+	_, sub, err := b.subscription(topic, name)
+	if err != nil {
+		return err
+	}
+	return sub.lease(b.now, receipt, extendLease(d))
 }
 
 // SubscriptionNack releases a delivery: visible again after delay. In a
 // key-ordered subscription the key's later records wait behind it.
 func (b *Broker) SubscriptionNack(ctx context.Context, topic, name, receipt string, delay time.Duration, reason string) error {
-	return b.subLease(topic, name, receipt, func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
-		return c.Nack(now, r, delay, reason)
-	})
-}
-
-// subLease runs one receipt operation and waits until it is journaled.
-func (b *Broker) subLease(topic, name, receipt string, op func(*queue.Cursor, time.Time, string) ([]queue.Event, error)) error {
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return err
 	}
-	sub.mu.Lock()
-	if err := sub.checkLocked(); err != nil {
-		sub.mu.Unlock()
-		return err
-	}
-	p, r, err := sub.parseReceiptLocked(receipt)
-	if err != nil {
-		sub.mu.Unlock()
-		return err
-	}
-	evs, err := op(sub.curs[p], b.now(), r)
-	if err != nil {
-		sub.mu.Unlock()
-		return mapCursorErr(err)
-	}
-	done := sub.recordLocked(appendSubEvents(nil, p, evs))
-	sub.notifyLocked() // a nack, or a key-ordered ack, may have made a record visible
-	sub.mu.Unlock()
-	return sub.wait(done)
+	return sub.lease(b.now, receipt, nackLease(delay, reason))
 }

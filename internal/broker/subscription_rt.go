@@ -2,13 +2,10 @@ package broker
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"path/filepath"
-	"sync"
 
+	"github.com/sluice-mq/sluice/internal/journal"
 	"github.com/sluice-mq/sluice/internal/queue"
-	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -19,47 +16,45 @@ import (
 // KeyOrdered), never across partitions, as in Kafka.
 //
 // Journal record: uvarint partition, then the cursor event (package queue).
-// Snapshot file: journal offset (8 bytes), CRC-32C of the rest (4 bytes),
-// uvarint partition count, then per partition a uvarint length and the
-// cursor snapshot.
+// Snapshot body: uvarint partition count, then per partition a uvarint
+// length and the cursor snapshot.
 type subRT struct {
-	t   *topicRT
-	dir string
-	jr  *journal
+	cursorSet // partitioned: one cursor per partition
+	t         *topicRT
+	dir       string
 
-	// mu guards everything below. Held for in-memory work and to submit
-	// journal events in the order they were applied; never across an
-	// fdatasync.
-	mu       sync.Mutex
+	// Guarded by mu, as the cursors are.
 	settings SubscriptionSettings
 	ts       TopicSettings // the topic's, for the cursors' config
 	parts    []*partitionRT
-	curs     []*queue.Cursor
-	next     int           // partition the next receive starts at
-	wake     chan struct{} // closed and replaced when records may be deliverable
-	broken   error         // memory may be ahead of the journal; reload
+	next     int // partition the next receive starts at
 }
 
 func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
-	o := t.s.b.opts
-	sub := &subRT{t: t, dir: subDir(t, s), settings: s, wake: make(chan struct{})}
+	b := t.s.b
+	sub := &subRT{t: t, dir: subDir(t, s), settings: s}
+	sub.partitioned = true
+	sub.ordered = func() bool { return sub.settings.KeyOrdered }
 	ts, parts := t.snapshot()
 	sub.parts, sub.ts = parts, ts
-	if err := vfs.MkdirAllDurable(o.FS, sub.dir); err != nil {
+	if err := vfs.MkdirAllDurable(b.opts.FS, sub.dir); err != nil {
 		return nil, err
 	}
-	jlog, syncEach, err := t.s.b.openJournalLog(filepath.Join(sub.dir, "journal"))
+	key := subKey(s.Topic, s.Name)
+	err := b.openMachine(&sub.machine, "subscription "+key, sub.dir, b.log.With("subscription", key), machineHooks{
+		// Not sub.t.snapshot() for the config: the topic's lock is taken
+		// before ours elsewhere.
+		fresh: sub.freshCursors,
+		loader: journal.Loader{
+			Restore: sub.restoreSnapshot,
+			Apply:   sub.applyRecord,
+		},
+		snapshot: sub.snapshotLocked,
+		fault:    sub.cursorFault,
+	})
 	if err != nil {
 		return nil, err
 	}
-	replayed, err := sub.load(jlog, ts)
-	if err != nil {
-		jlog.Close()
-		return nil, err
-	}
-	sub.jr = newJournal(jlog, syncEach, func() int64 { return t.s.b.now().UnixMilli() },
-		snapshotter{fs: o.FS, dir: sub.dir, every: o.SnapshotEvery, warn: t.s.b.log.With("subscription", subKey(s.Topic, s.Name)).Warn})
-	sub.jr.replayed(replayed)
 	if create {
 		if err := sub.startAt(); err != nil {
 			sub.close()
@@ -73,66 +68,39 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 // start), durably.
 func (sub *subRT) startAt() error {
 	sub.mu.Lock()
-	var recs []subEvent
+	var recs []cursorEvent
 	for i, p := range sub.parts {
 		to := p.log.HighWatermark()
 		if sub.settings.FromEarliest {
 			to = p.log.LogStartOffset()
 		}
-		recs = appendSubEvents(recs, i, sub.curs[i].Skip(to))
+		recs = onCursor(recs, i, sub.curs[i].Skip(to))
 	}
 	done := sub.recordLocked(recs)
 	sub.mu.Unlock()
 	return sub.wait(done)
 }
 
-// load rebuilds the cursors from the snapshot and the journal after it, and
-// returns how many journal events it replayed.
-func (sub *subRT) load(jlog *storage.Log, ts TopicSettings) (int, error) {
-	cfg := sub.settings.cursorConfig(ts)
+// freshCursors gives every partition a new cursor, before a load.
+func (sub *subRT) freshCursors() (func(), error) {
+	cfg := sub.settings.cursorConfig(sub.ts)
+	old := sub.curs
+	rollback := func() { sub.curs = old }
 	sub.curs = make([]*queue.Cursor, len(sub.parts))
-	from, snap, found, err := loadSnapshot(sub.t.s.b.opts.FS, sub.dir)
-	if err != nil {
-		return 0, err
-	}
-	if found {
-		if err := sub.restoreSnapshot(cfg, snap); err != nil {
-			return 0, err
-		}
-	}
 	for i := range sub.curs {
-		if sub.curs[i] == nil {
-			if sub.curs[i], err = queue.New(cfg); err != nil {
-				return 0, err
-			}
+		c, err := queue.New(cfg)
+		if err != nil {
+			return rollback, err
 		}
+		sub.curs[i] = c
 	}
-	if from < jlog.LogStartOffset() {
-		return 0, fmt.Errorf("journal starts at %d, after the snapshot's %d", jlog.LogStartOffset(), from)
-	}
-	n := 0
-	err = replayLog(jlog, from, func(off int64, v []byte) error {
-		n++
-		p, k := binary.Uvarint(v)
-		if k <= 0 || p >= uint64(len(sub.curs)) {
-			return fmt.Errorf("journal offset %d: bad partition", off)
-		}
-		ev, err := queue.UnmarshalEvent(v[k:])
-		if err == nil {
-			err = sub.curs[p].Apply(ev)
-		}
-		if errors.Is(err, queue.ErrBadEvent) {
-			sub.t.s.b.log.Warn("subscription journal event skipped", "offset", off, "err", err)
-			return nil
-		}
-		return err
-	})
-	return n, err
+	return rollback, nil
 }
 
 // restoreSnapshot reads the snapshot body: a uvarint cursor count, then each
 // cursor's snapshot with a uvarint length.
-func (sub *subRT) restoreSnapshot(cfg queue.Config, rest []byte) error {
+func (sub *subRT) restoreSnapshot(rest []byte) error {
+	cfg := sub.settings.cursorConfig(sub.ts)
 	n, k := binary.Uvarint(rest)
 	if k <= 0 || n > uint64(len(sub.curs)) {
 		return fmt.Errorf("snapshot: bad partition count")
@@ -153,82 +121,6 @@ func (sub *subRT) restoreSnapshot(cfg queue.Config, rest []byte) error {
 	return nil
 }
 
-// subEvent is a cursor event with its partition.
-type subEvent struct {
-	partition int
-	ev        queue.Event
-}
-
-func appendSubEvents(recs []subEvent, p int, evs []queue.Event) []subEvent {
-	for _, ev := range evs {
-		recs = append(recs, subEvent{p, ev})
-	}
-	return recs
-}
-
-// recordLocked journals events in the order applied and returns the channel
-// reporting their durability. Called with mu held.
-func (sub *subRT) recordLocked(recs []subEvent) <-chan error {
-	for _, c := range sub.curs {
-		if err := c.Fault(); err != nil && sub.broken == nil {
-			// A cursor caught a bug in itself: rebuild from the journal at
-			// the next operation (checkLocked) rather than trust it.
-			sub.broken = err
-			sub.t.s.b.log.Error("subscription cursor fault; it will be rebuilt from its journal",
-				"subscription", subKey(sub.settings.Topic, sub.settings.Name), "err", err)
-		}
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	enc := make([][]byte, len(recs))
-	for i, r := range recs {
-		b, err := r.ev.AppendBinary(binary.AppendUvarint(nil, uint64(r.partition)))
-		if err != nil {
-			ch := make(chan error, 1)
-			ch <- err
-			return ch
-		}
-		enc[i] = b
-	}
-	return sub.jr.record(enc, sub.snapshotLocked)
-}
-
-// wait waits for a journal write; a failure marks the subscription for
-// reload, since memory is now ahead of disk.
-func (sub *subRT) wait(ch <-chan error) error {
-	if ch == nil {
-		return nil
-	}
-	err := <-ch
-	if err != nil {
-		sub.mu.Lock()
-		sub.broken = err
-		sub.mu.Unlock()
-	}
-	return err
-}
-
-// checkLocked reloads the cursors from disk after a journal failure.
-// Called with mu held.
-func (sub *subRT) checkLocked() error {
-	if sub.broken == nil {
-		return nil
-	}
-	if err := sub.jr.log.Sync(); err != nil {
-		return err
-	}
-	// Not sub.t.snapshot(): the topic's lock is taken before ours elsewhere.
-	n, err := sub.load(sub.jr.log, sub.ts)
-	if err != nil {
-		return fmt.Errorf("subscription %s is unavailable after a storage failure: %w", sub.settings.Name, err)
-	}
-	sub.jr.reset()
-	sub.jr.replayed(n)
-	sub.broken = nil
-	return nil
-}
-
 // snapshotLocked encodes every cursor's snapshot: a uvarint count, then
 // each with a uvarint length. Called with mu held.
 func (sub *subRT) snapshotLocked() ([]byte, error) {
@@ -239,18 +131,6 @@ func (sub *subRT) snapshotLocked() ([]byte, error) {
 		body = append(body, snap...)
 	}
 	return body, nil
-}
-
-// notify wakes every long-poll waiting on this subscription.
-func (sub *subRT) notify() {
-	sub.mu.Lock()
-	sub.notifyLocked()
-	sub.mu.Unlock()
-}
-
-func (sub *subRT) notifyLocked() {
-	close(sub.wake)
-	sub.wake = make(chan struct{})
 }
 
 // floor is the lowest offset of a partition the subscription still needs.
@@ -277,7 +157,7 @@ func (sub *subRT) expireBelow(p int32, cut int64) error {
 		sub.mu.Unlock()
 		return err
 	}
-	done := sub.recordLocked([]subEvent{{int(p), ev}})
+	done := sub.recordLocked([]cursorEvent{{int(p), ev}})
 	sub.mu.Unlock()
 	return sub.wait(done)
 }
@@ -287,14 +167,7 @@ func (sub *subRT) expireBelow(p int32, cut int64) error {
 func (sub *subRT) maintain() error {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	sub.jr.maybeSnapshot(sub.t.s.b.opts.SnapshotEvery/10, 0, sub.snapshotLocked)
-	now := sub.t.s.b.now()
-	for _, c := range sub.curs {
-		if due, ok := c.NextDue(); ok && !due.After(now) {
-			sub.notifyLocked()
-			break
-		}
-	}
+	sub.maintainLocked(sub.t.s.b.now())
 	return nil
 }
 
@@ -316,9 +189,4 @@ func (sub *subRT) addPartitions(added []*partitionRT) {
 	sub.notifyLocked()
 }
 
-func (sub *subRT) close() error {
-	if sub.jr == nil {
-		return nil
-	}
-	return sub.jr.close()
-}
+func (sub *subRT) close() error { return sub.machine.close() }

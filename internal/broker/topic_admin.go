@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Topic limits and defaults.
@@ -126,7 +128,7 @@ func (b *Broker) DeleteTopic(name string) error {
 	}
 	// The catalog no longer names the directory, and ids are never reused,
 	// so a crash here leaves only an orphan directory.
-	return removeAll(b.opts.FS, t.dir)
+	return vfs.RemoveAll(b.opts.FS, t.dir)
 }
 
 // ListTopics returns the settings of every topic whose name starts with

@@ -124,24 +124,21 @@ func topicStats(b *broker.Broker) func() []metrics.TopicStat {
 
 func queueStats(b *broker.Broker) func() []metrics.QueueStat {
 	return func() []metrics.QueueStat {
-		all := b.AllQueueStats()
+		// A subscription is a queue cursor: it reports as the queue
+		// "<topic>/<subscription>", the name QueueService reads it by.
+		all := append(b.AllQueueStats(), b.AllSubscriptionStats()...)
 		out := make([]metrics.QueueStat, len(all))
 		for i, st := range all {
+			name := st.Name
+			if st.Topic != "" {
+				name = st.Topic + "/" + st.Name
+			}
 			out[i] = metrics.QueueStat{
-				Queue: st.Name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
+				Queue: name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
 				OldestAge: st.OldestAge, DLQDepth: st.DLQDepth, Sent: st.Sent, Received: st.Received,
 				Acked: st.Acked, Redelivered: st.Redelivered, DeadLettered: st.DeadLettered,
 				StaleAckRefused: st.StaleRefused,
 			}
-		}
-		// A subscription is a queue cursor: it reports as the queue
-		// "<topic>/<subscription>", the name QueueService reads it by.
-		for _, st := range b.AllSubscriptionStats() {
-			out = append(out, metrics.QueueStat{
-				Queue: st.Topic + "/" + st.Name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
-				OldestAge: st.OldestAge, DLQDepth: st.DLQDepth, Received: st.Received,
-				Redelivered: st.Redelivered, DeadLettered: st.DeadLettered,
-			})
 		}
 		return out
 	}

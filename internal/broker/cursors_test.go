@@ -1,0 +1,307 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// cursorTarget drives a queue or a subscription through the same calls, so
+// one scenario checks both: what the shared cursorSet fixes holds for both.
+type cursorTarget struct {
+	name    string
+	journal string // path prefix of its journal
+	open    func(e *env, ordered bool)
+	send    func(e *env, bodies ...string)
+	receive func(e *env, max int) []string // receipts
+	ack     func(e *env, receipt string) error
+	ackAll  func(e *env, receipts ...string) ([]error, error)
+	nack    func(e *env, receipt string) error
+	stats   func(e *env) QueueStats
+	wake    func(e *env) <-chan struct{} // what a long-poll waiting now waits on
+}
+
+var cursorTargets = []cursorTarget{
+	{
+		name: "queue", journal: "/data/queues/",
+		open: func(e *env, ordered bool) {
+			e.createQueue(QueueSettings{Name: testQueue(ordered), FIFO: ordered, ContentBasedDedup: ordered})
+		},
+		send: func(e *env, bodies ...string) {
+			in := make([]SendInput, len(bodies))
+			for i, b := range bodies {
+				in[i] = SendInput{Body: []byte(b)}
+				if e.b.queues[testQueue(true)] != nil {
+					in[i].GroupID = "g"
+				}
+			}
+			if _, err := e.b.Send(context.Background(), e.queueName(), in); err != nil {
+				e.t.Fatal(err)
+			}
+		},
+		receive: func(e *env, max int) []string {
+			var rs []string
+			for _, d := range e.receive(e.queueName(), max) {
+				rs = append(rs, d.Receipt)
+			}
+			return rs
+		},
+		ack: func(e *env, r string) error { return e.b.Ack(context.Background(), e.queueName(), r) },
+		ackAll: func(e *env, rs ...string) ([]error, error) {
+			return e.b.AckBatch(context.Background(), e.queueName(), rs)
+		},
+		nack: func(e *env, r string) error { return e.b.Nack(context.Background(), e.queueName(), r, 0, "") },
+		stats: func(e *env) QueueStats {
+			st, err := e.b.QueueStats(e.queueName())
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return st
+		},
+		wake: func(e *env) <-chan struct{} { return wakeChan(&e.b.queues[e.queueName()].machine) },
+	},
+	{
+		name: "subscription", journal: "/data/topics/",
+		open: func(e *env, ordered bool) {
+			e.createTopic("t", 1)
+			e.createSub(SubscriptionSettings{Topic: "t", Name: "s", KeyOrdered: ordered})
+		},
+		send: func(e *env, bodies ...string) {
+			for _, b := range bodies {
+				e.produce("t", kv("k", b))
+			}
+		},
+		receive: func(e *env, max int) []string {
+			var rs []string
+			for _, d := range e.subReceive("t", "s", max) {
+				rs = append(rs, d.Receipt)
+			}
+			return rs
+		},
+		ack: func(e *env, r string) error { return e.b.SubscriptionAck(context.Background(), "t", "s", r) },
+		ackAll: func(e *env, rs ...string) ([]error, error) {
+			return e.b.SubscriptionAckBatch(context.Background(), "t", "s", rs)
+		},
+		nack: func(e *env, r string) error {
+			return e.b.SubscriptionNack(context.Background(), "t", "s", r, 0, "")
+		},
+		stats: func(e *env) QueueStats {
+			st, err := e.b.SubscriptionStats("t", "s")
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return st
+		},
+		wake: func(e *env) <-chan struct{} {
+			_, sub, err := e.b.subscription("t", "s")
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			return wakeChan(&sub.machine)
+		},
+	},
+}
+
+func testQueue(fifo bool) string {
+	if fifo {
+		return "q.fifo"
+	}
+	return "q"
+}
+
+// queueName is the test queue cursorTargets made.
+func (e *env) queueName() string {
+	if e.b.ListQueues("q.fifo") != nil {
+		return "q.fifo"
+	}
+	return "q"
+}
+
+func wakeChan(m *machine) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.wake
+}
+
+func woken(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// An ack makes nothing visible unless order is kept (FIFO, key-ordered):
+// it must not wake the long-polls, which would only queue for the lock to
+// find nothing. A nack makes its message visible and must wake them.
+func TestLeaseWakeUps(t *testing.T) {
+	for _, tg := range cursorTargets {
+		for _, ordered := range []bool{false, true} {
+			name := tg.name
+			if ordered {
+				name += "/ordered"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := newEnv(t, nil)
+				tg.open(e, ordered)
+				tg.send(e, "a", "b")
+				rs := tg.receive(e, 1)
+				if len(rs) != 1 {
+					t.Fatalf("received %d, want 1", len(rs))
+				}
+				w := tg.wake(e)
+				if err := tg.ack(e, rs[0]); err != nil {
+					t.Fatal(err)
+				}
+				if woken(w) != ordered {
+					t.Errorf("ack woke long-polls: %v, want %v", woken(w), ordered)
+				}
+				rs = tg.receive(e, 1)
+				if len(rs) != 1 {
+					t.Fatalf("second receive got %d, want 1", len(rs))
+				}
+				w = tg.wake(e)
+				if err := tg.nack(e, rs[0]); err != nil {
+					t.Fatal(err)
+				}
+				if !woken(w) {
+					t.Error("nack did not wake long-polls")
+				}
+			})
+		}
+	}
+}
+
+// Acks and refused stale acks are counted alike for queues and
+// subscriptions (they reach /metrics as *_acked_total and
+// *_stale_ack_refused_total).
+func TestLeaseCounters(t *testing.T) {
+	for _, tg := range cursorTargets {
+		t.Run(tg.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			tg.open(e, false)
+			tg.send(e, "a", "b", "c")
+			rs := tg.receive(e, 3)
+			if len(rs) != 3 {
+				t.Fatalf("received %d, want 3", len(rs))
+			}
+			if err := tg.ack(e, rs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := tg.ack(e, rs[0]); !errors.Is(err, ErrReceiptStale) {
+				t.Fatalf("second ack: %v, want ErrReceiptStale", err)
+			}
+			errs, err := tg.ackAll(e, rs[1], rs[0], rs[2])
+			if err != nil || errs[0] != nil || !errors.Is(errs[1], ErrReceiptStale) || errs[2] != nil {
+				t.Fatalf("batch: %v %v", errs, err)
+			}
+			st := tg.stats(e)
+			if st.Acked != 3 || st.StaleRefused != 2 || st.Received != 3 || st.Depth() != 0 {
+				t.Fatalf("stats %+v: want 3 acked, 2 stale refused, 3 received, depth 0", st)
+			}
+		})
+	}
+}
+
+// One recovery policy after a journal failure, for queues, subscriptions
+// and the group coordinator alike: the operation whose write failed answers
+// with the error; if the disk is still failing when the next operation
+// reloads, that operation answers "unavailable" and the state in memory is
+// kept (never replaced by a half-read one); once the disk heals, the next
+// operation reloads and sees exactly what is durable.
+func TestJournalFailureRecovery(t *testing.T) {
+	for _, tg := range cursorTargets {
+		t.Run(tg.name, func(t *testing.T) {
+			efs := vfs.NewErrorFS(vfs.NewMem())
+			e := newEnv(t, efs)
+			tg.open(e, false)
+			tg.send(e, "a", "b")
+			rs := tg.receive(e, 2)
+			if len(rs) != 2 {
+				t.Fatalf("received %d, want 2", len(rs))
+			}
+			if err := tg.ack(e, rs[0]); err != nil {
+				t.Fatal(err)
+			}
+			failWritesUnder(efs, tg.journal)
+			if err := tg.ack(e, rs[1]); err == nil {
+				t.Fatal("ack succeeded though its journal write failed")
+			}
+			// The reload reads the journal: make that fail once too.
+			failReadsUnder(efs, tg.journal, 1)
+			if err := tg.ack(e, rs[1]); err == nil || !strings.Contains(err.Error(), "unavailable") {
+				t.Fatalf("ack while the journal cannot be read: %v, want unavailable", err)
+			}
+			// Healed: the failed ack is forgotten, the delivery still in
+			// flight with a current receipt.
+			if err := tg.ack(e, rs[1]); err != nil {
+				t.Fatalf("ack after the disk healed: %v", err)
+			}
+			if st := tg.stats(e); st.Depth() != 0 {
+				t.Fatalf("depth %d after both acks", st.Depth())
+			}
+			e.restart()
+			if st := tg.stats(e); st.Depth() != 0 {
+				t.Fatalf("depth %d after restart", st.Depth())
+			}
+		})
+	}
+}
+
+func failReadsUnder(efs *vfs.ErrorFS, dir string, n int) {
+	efs.Inject(vfs.Fault{Op: vfs.OpReadAt, Count: n, Match: func(_ vfs.Op, path string) bool {
+		return strings.HasPrefix(path, dir) && strings.Contains(path, "/journal/")
+	}})
+}
+
+// The group coordinator follows the same policy: a commit whose write
+// failed is forgotten; a reload that cannot read the journal keeps the
+// coordinator as it was (its offsets are not lost to a half-read state) and
+// is tried again by the next operation.
+func TestGroupJournalFailureRecovery(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	e := newEnv(t, efs)
+	e.createTopic("t", 1)
+	commit := func(g string, off int64) error {
+		errs, err := e.b.CommitOffsets(context.Background(), commitReq(g, "t", off))
+		return errors.Join(err, errors.Join(errs...))
+	}
+	for _, g := range []string{"g1", "g2"} {
+		if err := commit(g, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failWritesUnder(efs, "/data/groups/journal")
+	if err := commit("g1", 7); err == nil {
+		t.Fatal("commit succeeded though its journal write failed")
+	}
+	// Two reloads fail: the commit's and the fetch's (answered from
+	// memory, which still has g2's offset).
+	failReadsUnder(efs, "/data/groups", 2)
+	if err := commit("g1", 8); err == nil || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("commit while the journal cannot be read: %v, want unavailable", err)
+	}
+	if got, ok := e.b.FetchOffset("g2", "t", 0); !ok || got.Offset != 5 {
+		t.Fatalf("g2 after the failed reload: %+v %v, want 5", got, ok)
+	}
+	if got, _ := e.b.FetchOffset("g1", "t", 0); got.Offset != 5 {
+		t.Fatalf("g1 after the disk healed: %d, want the durable 5", got.Offset)
+	}
+	if err := commit("g1", 9); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	if got, _ := e.b.FetchOffset("g1", "t", 0); got.Offset != 9 {
+		t.Fatalf("g1 after restart: %d, want 9", got.Offset)
+	}
+}
+
+func commitReq(g, topic string, off int64) group.CommitRequest {
+	return group.CommitRequest{Group: g, Generation: -1,
+		Offsets: []group.OffsetCommit{{Topic: topic, Partition: 0, Offset: off}}}
+}

@@ -1,0 +1,130 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// SnapshotFile is the snapshot's name in the owner's directory.
+const SnapshotFile = "snapshot"
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrSnapshotDamaged: a snapshot file's checksum does not match its body.
+var ErrSnapshotDamaged = errors.New("snapshot checksum mismatch")
+
+// SnapshotPolicy says where an owner's snapshots go and how often.
+type SnapshotPolicy struct {
+	FS    vfs.FS
+	Dir   string
+	Every int                           // events between snapshots
+	Warn  func(msg string, args ...any) // reports a failed snapshot (the journal keeps working)
+}
+
+// snapshots is the policy with its counters, guarded by the journal's mu.
+type snapshots struct {
+	SnapshotPolicy
+	since int  // events journaled since the last snapshot was taken
+	busy  bool // a snapshot waits for the journal to reach it
+}
+
+// Record submits encoded events and, once enough have piled up since the
+// last snapshot, takes one: snapshot is called at once (the caller holds the
+// lock that makes its state match the journal position) and its bytes are
+// written when the journal is durable up to here.
+func (j *Journal) Record(enc [][]byte, snapshot func() ([]byte, error)) <-chan error {
+	ch := j.Submit(enc)
+	j.MaybeSnapshot(j.snap.Every, len(enc), snapshot)
+	return ch
+}
+
+// MaybeSnapshot takes a snapshot if at least min events (after adding added)
+// were journaled since the last one. Maintenance calls it with a lower min
+// so an idle owner's last events are folded in too. The caller holds the
+// lock that makes snapshot's state match the journal position.
+func (j *Journal) MaybeSnapshot(min, added int, snapshot func() ([]byte, error)) {
+	j.mu.Lock()
+	j.snap.since += added
+	take := j.snap.since > 0 && j.snap.since >= min && !j.snap.busy && j.failed == nil
+	if take {
+		j.snap.busy, j.snap.since = true, 0
+	}
+	pos := j.submitted
+	j.mu.Unlock()
+	if !take {
+		return
+	}
+	body, err := snapshot()
+	if err != nil {
+		j.snapshotDone(fmt.Errorf("encode: %w", err))
+		return
+	}
+	j.onDurable(func(durable int64) { j.snapshotDone(j.writeSnapshot(pos, body, durable)) })
+}
+
+// SnapshotEvery is the policy's Every, for owners that derive their
+// maintenance threshold from it.
+func (j *Journal) SnapshotEvery() int { return j.snap.Every }
+
+func (j *Journal) snapshotDone(err error) {
+	j.mu.Lock()
+	j.snap.busy = false
+	j.mu.Unlock()
+	if err != nil && j.snap.Warn != nil {
+		j.snap.Warn("snapshot failed", "dir", j.snap.Dir, "err", err)
+	}
+}
+
+func (j *Journal) writeSnapshot(pos int64, body []byte, durable int64) error {
+	if durable < pos {
+		return fmt.Errorf("journal durable to %d, snapshot at %d", durable, pos)
+	}
+	if err := vfs.WriteFileAtomic(j.snap.FS, j.snap.Dir, SnapshotFile, FrameSnapshot(pos, body)); err != nil {
+		return err
+	}
+	_, err := j.log.DeleteBelow(pos)
+	return err
+}
+
+// FrameSnapshot encodes a snapshot file: the position it covers, a CRC-32C
+// of body, then body. Other crash-atomic state files of the broker (producer
+// state) use the same framing.
+func FrameSnapshot(pos int64, body []byte) []byte {
+	buf := make([]byte, 12, 12+len(body))
+	binary.BigEndian.PutUint64(buf[:8], uint64(pos))
+	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(body, crcTable))
+	return append(buf, body...)
+}
+
+// UnframeSnapshot checks and splits what FrameSnapshot made.
+func UnframeSnapshot(data []byte) (pos int64, body []byte, err error) {
+	if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
+		return 0, nil, ErrSnapshotDamaged
+	}
+	return int64(binary.BigEndian.Uint64(data[:8])), data[12:], nil
+}
+
+// LoadSnapshot reads dir's snapshot: the journal offset it covers and its
+// body. found is false when there is none (a new owner, or one that never
+// snapshotted).
+func LoadSnapshot(fsys vfs.FS, dir string) (pos int64, body []byte, found bool, err error) {
+	path := filepath.Join(dir, SnapshotFile)
+	data, err := vfs.ReadFile(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, err
+	}
+	pos, body, err = UnframeSnapshot(data)
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return pos, body, true, nil
+}
