@@ -3,7 +3,9 @@
 // internal/group) to durable logs (internal/storage).
 //
 // Every protocol front-end (native API, Kafka, SQS) calls this package and
-// nothing below it. The broker never imports a front-end or net/http, and it
+// nothing below it. Each journaled state machine it runs (a queue's cursor,
+// a subscription's cursors, the group coordinator) lives in a machine
+// (machine.go): one lock, one journal, one recovery policy for all. The broker never imports a front-end or net/http, and it
 // never answers a write before it is durable under the configured sync policy.
 //
 // On disk, under Options.Dir:
