@@ -36,9 +36,10 @@ type cursorSet struct {
 	ctr  cursorCounters
 }
 
-// cursorCounters are totals since the broker started (not durable).
+// cursorCounters are totals since the broker started (not durable: the
+// durable ones are the cursors' own, see queue.Stats).
 type cursorCounters struct {
-	sent, acked, staleRefused uint64
+	staleRefused uint64
 }
 
 // cursorEvent is a cursor event with the index of its cursor.
@@ -105,7 +106,7 @@ func (cs *cursorSet) applyRecord(off int64, v []byte) error {
 		err = cs.curs[p].Apply(ev)
 	}
 	if errors.Is(err, queue.ErrBadEvent) {
-		cs.log.Warn("journal event skipped", "offset", off, "err", err)
+		cs.logger.Warn("journal event skipped", "offset", off, "err", err)
 		return nil
 	}
 	return err
@@ -196,11 +197,6 @@ func (cs *cursorSet) leaseLocked(now time.Time, receipt string, op leaseFunc) ([
 			cs.ctr.staleRefused++
 		}
 		return nil, mapCursorErr(err)
-	}
-	for _, ev := range evs {
-		if _, ok := ev.(queue.Acked); ok {
-			cs.ctr.acked++
-		}
 	}
 	return onCursor(nil, p, evs), nil
 }

@@ -204,6 +204,13 @@ func TestLeaseCounters(t *testing.T) {
 			if st.Acked != 3 || st.StaleRefused != 2 || st.Received != 3 || st.Depth() != 0 {
 				t.Fatalf("stats %+v: want 3 acked, 2 stale refused, 3 received, depth 0", st)
 			}
+			// Acks are the cursors' own, rebuilt by the journal; refusals
+			// change nothing durable and count since the start.
+			e.restart()
+			st = tg.stats(e)
+			if st.Acked != 3 || st.StaleRefused != 0 || st.Received != 3 || st.Depth() != 0 {
+				t.Fatalf("after restart %+v: want 3 acked, 0 stale refused, 3 received, depth 0", st)
+			}
 		})
 	}
 }
@@ -304,4 +311,43 @@ func TestGroupJournalFailureRecovery(t *testing.T) {
 func commitReq(g, topic string, off int64) group.CommitRequest {
 	return group.CommitRequest{Group: g, Generation: -1,
 		Offsets: []group.OffsetCommit{{Topic: topic, Partition: 0, Offset: off}}}
+}
+
+// A dead-letter copy is not held to the dead-letter queue's maximum
+// message size, from a queue or a subscription: the message was accepted
+// once, and refusing the copy would lose it (subscriptions used to drop it)
+// or bring it back to be dead-lettered forever (queues used to).
+func TestDeadLetterCopyIgnoresSizeLimit(t *testing.T) {
+	big := strings.Repeat("x", 2048)
+	for _, tg := range cursorTargets {
+		t.Run(tg.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.createQueue(QueueSettings{Name: "dlq", MaxMessageBytes: 1024})
+			switch tg.name {
+			case "queue":
+				e.createQueue(QueueSettings{Name: "q", DeadLetterQueue: "dlq", MaxReceives: 1})
+			default:
+				e.createTopic("t", 1)
+				e.createSub(SubscriptionSettings{Topic: "t", Name: "s", DeadLetterQueue: "dlq", MaxReceives: 1})
+			}
+			tg.send(e, big)
+			rs := tg.receive(e, 1)
+			if len(rs) != 1 {
+				t.Fatalf("received %d, want 1", len(rs))
+			}
+			if err := tg.nack(e, rs[0]); err != nil {
+				t.Fatal(err)
+			}
+			if rs := tg.receive(e, 1); len(rs) != 0 { // the second receive dead-letters it
+				t.Fatalf("received %d past max receives", len(rs))
+			}
+			ds := e.receive("dlq", 10)
+			if len(ds) != 1 || string(ds[0].Body) != big {
+				t.Fatalf("dead-letter queue holds %d messages, want the one of %d bytes", len(ds), len(big))
+			}
+			if st := tg.stats(e); st.Depth() != 0 || st.DeadLettered != 1 {
+				t.Fatalf("source stats %+v: want depth 0, 1 dead-lettered", st)
+			}
+		})
+	}
 }

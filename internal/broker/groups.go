@@ -209,7 +209,7 @@ func (g *groupRT) run() {
 // journal failure it is what rebuilds an idle coordinator.
 func (g *groupRT) tick() {
 	if err := g.lockChecked(); err != nil {
-		g.log.Warn("group tick", "err", err)
+		g.logger.Warn("group tick", "err", err)
 		return
 	}
 	out := g.coord.Tick(g.s.b.now())
@@ -276,6 +276,6 @@ func (g *groupRT) failWaitersLocked(err error) {
 func (g *groupRT) lockForRead() {
 	g.mu.Lock()
 	if err := g.checkLocked(); err != nil {
-		g.log.Warn("group query answered from memory", "err", err)
+		g.logger.Warn("group query answered from memory", "err", err)
 	}
 }

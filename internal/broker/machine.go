@@ -24,12 +24,12 @@ import (
 // fails. So what an answer said is never contradicted by a later one: an
 // event that did not reach the disk is forgotten before anyone else looks.
 type machine struct {
-	what  string // "queue emails", "subscription orders/audit", "groups": for errors
-	fs    vfs.FS
-	log   *slog.Logger // carries the owner's name
-	dir   string       // holds journal/ and snapshot
-	hooks machineHooks
-	jr    *journal.Journal
+	what   string // "queue emails", "subscription orders/audit", "groups": for errors
+	fs     vfs.FS
+	logger *slog.Logger // carries the owner's name
+	dir    string       // holds journal/ and snapshot
+	hooks  machineHooks
+	jr     *journal.Journal
 
 	// mu guards the owner's state machine, and broken and wake. It is held
 	// for in-memory work and to submit journal events in the order they
@@ -60,7 +60,7 @@ type machineHooks struct {
 // openMachine opens m's journal in dir, loads the state machine from disk
 // and starts the journal's writer.
 func (b *Broker) openMachine(m *machine, what, dir string, log *slog.Logger, hooks machineHooks) error {
-	m.what, m.fs, m.dir, m.log, m.hooks = what, b.opts.FS, dir, log, hooks
+	m.what, m.fs, m.dir, m.logger, m.hooks = what, b.opts.FS, dir, log, hooks
 	m.wake = make(chan struct{})
 	jlog, syncEach, err := journal.OpenLog(b.logOptions(filepath.Join(dir, "journal"), journalSegmentBytes))
 	if err != nil {
@@ -138,7 +138,7 @@ func (m *machine) reloadLocked() error {
 	// Waiters re-read what they wait on: the reload may have brought
 	// deliveries back.
 	m.notifyLocked()
-	m.log.Warn("state reloaded from its journal after a write failure")
+	m.logger.Warn("state reloaded from its journal after a write failure")
 	return nil
 }
 
@@ -165,7 +165,7 @@ func (m *machine) recordLocked(enc [][]byte) <-chan error {
 	if m.hooks.fault != nil {
 		if err := m.hooks.fault(); err != nil && m.broken == nil {
 			m.broken = err
-			m.log.Error("state machine fault; it will be rebuilt from its journal", "err", err)
+			m.logger.Error("state machine fault; it will be rebuilt from its journal", "err", err)
 		}
 	}
 	if len(enc) == 0 {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,11 +23,17 @@ const fillMin = 128
 // fillLocked offers the cursor the metadata of messages after its read
 // position, as many as it wants. Called with q.mu held.
 func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
+	return q.fillReadsLocked(now, -1)
+}
+
+// fillReadsLocked is fillLocked reading the log at most reads times
+// (negative: no limit). Called with q.mu held.
+func (q *queueRT) fillReadsLocked(now time.Time, reads int) ([]queue.Event, error) {
 	evs := q.offerCachedLocked(now)
 	if w := q.cur().Wants(); w < fillMin && w < q.cur().Config().Lookahead {
 		return evs, nil
 	}
-	for q.cur().Wants() > 0 {
+	for q.cur().Wants() > 0 && reads != 0 {
 		pos := q.cur().ReadPos()
 		if start := q.log.LogStartOffset(); pos < start {
 			evs = append(evs, q.cur().Skip(start)...)
@@ -42,6 +49,7 @@ func (q *queueRT) fillLocked(now time.Time) ([]queue.Event, error) {
 			if r, err = readFill(q.log, pos, now); err != nil {
 				return evs, err
 			}
+			reads--
 		}
 		if len(r.metas) == 0 {
 			evs = append(evs, q.cur().Skip(r.end)...)
@@ -282,4 +290,19 @@ func encodeMessages(msgs []*Message, now time.Time) ([]byte, error) {
 		}
 	}
 	return batch.Build(recs, batch.Options{})
+}
+
+// warm reads the head of the log into the cursor at open, as the first
+// receive would: until then the cursor knows nothing of the messages'
+// delays, and stats would count a delayed message as visible. One read, so
+// a start over many queues with deep backlogs stays cheap; a backlog beyond
+// it is counted as visible until a receive reaches it.
+func (q *queueRT) warm() {
+	q.mu.Lock()
+	evs, err := q.fillReadsLocked(q.now(), 1)
+	done := q.journalLocked(evs)
+	q.mu.Unlock()
+	if err = errors.Join(err, q.wait(done)); err != nil {
+		q.logger.Warn("reading the queue's head at open", "err", err)
+	}
 }

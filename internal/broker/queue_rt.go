@@ -111,6 +111,7 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 			return nil, err
 		}
 	}
+	q.warm()
 	return q, nil
 }
 

@@ -100,7 +100,6 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 			q.dedup.Record(now, msgs[k].DedupID, msgs[k].ID)
 		}
 	}
-	q.ctr.sent += uint64(len(msgs))
 	done := q.journalLocked(q.cacheSentLocked(offs[0], msgs, now))
 	q.notifyLocked()
 	q.mu.Unlock()

@@ -22,7 +22,10 @@ type QueueStats struct {
 	DLQDepth int64
 
 	// Sent counts a queue's sends; a subscription's records are produced
-	// to its topic, so it stays 0 there.
+	// to its topic, so it stays 0 there. Every counter but StaleRefused
+	// survives restarts (they are rebuilt from the log and the journal);
+	// StaleRefused counts since the broker started, as a refusal changes
+	// nothing durable.
 	Sent, Received, Redelivered, Acked, DeadLettered, Expired, StaleRefused uint64
 }
 
@@ -90,7 +93,9 @@ func (b *Broker) AllSubscriptionStats() []QueueStats {
 
 func (q *queueRT) stats() QueueStats {
 	st := q.sumStats(q.now, func() []*storage.Log { return []*storage.Log{q.log} })
-	st.Name = q.name
+	// One record per message, offsets from 0: the log's end counts every
+	// message ever sent, across restarts.
+	st.Name, st.Sent = q.name, uint64(q.log.HighWatermark())
 	return st
 }
 
@@ -113,7 +118,7 @@ func (cs *cursorSet) sumStats(now func() time.Time, logs func() []*storage.Log) 
 	cs.mu.Lock()
 	t := now()
 	ls := logs()
-	st := QueueStats{Sent: cs.ctr.sent, Acked: cs.ctr.acked, StaleRefused: cs.ctr.staleRefused}
+	st := QueueStats{StaleRefused: cs.ctr.staleRefused}
 	var oldest time.Time
 	type unread struct {
 		log   *storage.Log
@@ -129,16 +134,17 @@ func (cs *cursorSet) sumStats(now func() time.Time, logs func() []*storage.Log) 
 		st.Redelivered += s.Redeliveries
 		st.DeadLettered += s.DeadLettered
 		st.Expired += s.Expired
+		st.Acked += s.Acks
 		switch {
 		case !s.OldestSentAt.IsZero():
 			oldest = earliest(oldest, s.OldestSentAt)
-		case c.Floor() < ls[i].HighWatermark():
-			inLog = append(inLog, unread{ls[i], c.Floor()})
+		case c.ReadPos() < ls[i].HighWatermark():
+			inLog = append(inLog, unread{ls[i], c.ReadPos()})
 		}
 	}
 	cs.mu.Unlock()
-	// A cursor's oldest message not read from the log yet: its time is in
-	// the log, read without the lock.
+	// A cursor that holds no undelayed message: its oldest is the first it
+	// has not read yet, whose time is in the log, read without the lock.
 	for _, u := range inLog {
 		oldest = earliest(oldest, sentAt(u.log, max(u.floor, u.log.LogStartOffset())))
 	}

@@ -117,12 +117,18 @@ type partDelivery struct {
 // fillLocked offers cursor p the records after its read position, as many
 // as it wants. Called with mu held.
 func (sub *subRT) fillLocked(p int, now time.Time) ([]queue.Event, error) {
+	return sub.fillReadsLocked(p, now, -1)
+}
+
+// fillReadsLocked is fillLocked reading the log at most reads times
+// (negative: no limit). Called with mu held.
+func (sub *subRT) fillReadsLocked(p int, now time.Time, reads int) ([]queue.Event, error) {
 	c, log := sub.curs[p], sub.parts[p].log
 	if w := c.Wants(); w < fillMin && w < c.Config().Lookahead {
 		return nil, nil
 	}
 	var evs []queue.Event
-	for c.Wants() > 0 {
+	for c.Wants() > 0 && reads != 0 {
 		pos := c.ReadPos()
 		if start := log.LogStartOffset(); pos < start {
 			evs = append(evs, c.Skip(start)...)
@@ -135,6 +141,7 @@ func (sub *subRT) fillLocked(p int, now time.Time) ([]queue.Event, error) {
 		if err != nil {
 			return evs, err
 		}
+		reads--
 		metas, end, err := sub.metas(data, pos)
 		if err != nil {
 			return evs, err

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/sluice-mq/sluice/internal/journal"
@@ -61,7 +62,26 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 			return nil, err
 		}
 	}
+	sub.warm()
 	return sub, nil
+}
+
+// warm reads the head of each partition into its cursor at open, one read
+// each, for the reason queueRT.warm gives.
+func (sub *subRT) warm() {
+	sub.mu.Lock()
+	now := sub.t.s.b.now()
+	var recs []cursorEvent
+	var errs []error
+	for p := range sub.curs {
+		evs, err := sub.fillReadsLocked(p, now, 1)
+		recs, errs = onCursor(recs, p, evs), append(errs, err)
+	}
+	done := sub.recordLocked(recs)
+	sub.mu.Unlock()
+	if err := errors.Join(errors.Join(errs...), sub.wait(done)); err != nil {
+		sub.logger.Warn("reading the partitions' heads at open", "err", err)
+	}
 }
 
 // startAt positions a new subscription's cursors at the topic's end (or

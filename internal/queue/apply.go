@@ -94,6 +94,8 @@ func (c *Cursor) finish(off int64, deadLetter bool) error {
 	c.done.add(off, off+1)
 	if deadLetter {
 		c.ctr.deadLettered++
+	} else {
+		c.ctr.acks++
 	}
 	return nil
 }

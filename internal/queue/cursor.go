@@ -47,7 +47,7 @@ type Cursor struct {
 
 // counters are the durable totals Stats reports; they are rebuilt by replay.
 type counters struct {
-	receives, redeliveries, deadLettered, expired, purges uint64
+	receives, redeliveries, deadLettered, expired, purges, acks uint64
 }
 
 // New returns an empty cursor whose log starts at offset 0.

@@ -12,8 +12,9 @@ import (
 
 // Snapshot layout (integers are varints, times signed varints of Unix ns, 0 = unset):
 //
-//	"SQC" version(1)
-//	floor token receives redeliveries deadLettered expired purges
+//	"SQC" version(2)
+//	floor token receives redeliveries deadLettered expired purges acks
+//	                                        (version 1, still read, has no acks: they start at 0)
 //	nRuns   { start-prevEnd, length }                      runs above the floor, ascending
 //	nMsgs   { offset-prevOffset, token, count, flags,       delivered messages, ascending
 //	          sentAt, at, firstAt, lastAt, group, reason }
@@ -24,7 +25,10 @@ import (
 // messages in flight and nacked, not the lookahead window or the backlog. The encoding is
 // canonical: two cursors with the same durable state give identical bytes.
 
-var snapMagic = [4]byte{'S', 'Q', 'C', 1}
+var snapMagic = [4]byte{'S', 'Q', 'C', 2}
+
+// snapMagicV1 is the version before acks were counted.
+var snapMagicV1 = [4]byte{'S', 'Q', 'C', 1}
 
 // ErrBadSnapshot is returned by Restore for bytes that are not an intact snapshot.
 var ErrBadSnapshot = errors.New("queue: bad snapshot")
@@ -33,7 +37,7 @@ var ErrBadSnapshot = errors.New("queue: bad snapshot")
 func (c *Cursor) Snapshot() []byte {
 	b := append([]byte(nil), snapMagic[:]...)
 	for _, v := range []uint64{uint64(c.done.floor), c.token, c.ctr.receives, c.ctr.redeliveries,
-		c.ctr.deadLettered, c.ctr.expired, c.ctr.purges} {
+		c.ctr.deadLettered, c.ctr.expired, c.ctr.purges, c.ctr.acks} {
 		b = binary.AppendUvarint(b, v)
 	}
 	b = binary.AppendUvarint(b, uint64(len(c.done.runs)))
@@ -81,7 +85,7 @@ func Restore(cfg Config, snap []byte) (*Cursor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(snap) < len(snapMagic)+4 || [4]byte(snap[:4]) != snapMagic {
+	if len(snap) < len(snapMagic)+4 || ([4]byte(snap[:4]) != snapMagic && [4]byte(snap[:4]) != snapMagicV1) {
 		return nil, fmt.Errorf("%w: header", ErrBadSnapshot)
 	}
 	body := snap[:len(snap)-4]
@@ -89,17 +93,21 @@ func Restore(cfg Config, snap []byte) (*Cursor, error) {
 		return nil, fmt.Errorf("%w: checksum", ErrBadSnapshot)
 	}
 	d := &decoder{b: body[4:]}
-	if err := c.restoreBody(d); err != nil {
+	if err := c.restoreBody(d, snap[3]); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	return c, nil
 }
 
-func (c *Cursor) restoreBody(d *decoder) error {
+func (c *Cursor) restoreBody(d *decoder, version byte) error {
 	c.done.floor = d.offset()
 	c.readPos = c.done.floor
 	c.token = d.uvarint(math.MaxUint64)
-	for _, p := range []*uint64{&c.ctr.receives, &c.ctr.redeliveries, &c.ctr.deadLettered, &c.ctr.expired, &c.ctr.purges} {
+	ctrs := []*uint64{&c.ctr.receives, &c.ctr.redeliveries, &c.ctr.deadLettered, &c.ctr.expired, &c.ctr.purges}
+	if version >= 2 {
+		ctrs = append(ctrs, &c.ctr.acks)
+	}
+	for _, p := range ctrs {
 		*p = d.uvarint(math.MaxUint64)
 	}
 	nRuns := d.uvarint(uint64(len(d.b)))

@@ -12,14 +12,16 @@ type Stats struct {
 	Blocked  int // FIFO: behind an unfinished message of its group (whatever its own delay)
 	Held     int // all messages held in memory (the sum above)
 	Runs     int // done ranges kept above the floor
-	// OldestSentAt is the send time of the message at Floor() if the cursor holds it; zero
-	// means the oldest unfinished message is at Floor() in the log (not yet read).
+	// OldestSentAt is the send time of the oldest unfinished message the cursor holds that is
+	// not waiting out a delay; zero means there is none, and the oldest such message, if any,
+	// is at ReadPos() in the log (not yet read).
 	OldestSentAt time.Time
 	Receives     uint64 // deliveries, first or repeated
 	Redeliveries uint64 // deliveries with a receive count above 1
 	DeadLettered uint64
 	Expired      uint64
 	Purges       uint64
+	Acks         uint64
 }
 
 // Stats reports counts as of now. It only moves messages whose time has come from waiting to
@@ -30,10 +32,24 @@ func (c *Cursor) Stats(now time.Time) Stats {
 		InFlight: c.n[kInFlight], Delayed: c.n[kDelayed], Ready: c.n[kReadyNew] + c.n[kReadyRetry],
 		Blocked: c.n[kBlocked], Held: len(c.msgs), Runs: len(c.done.runs),
 		Receives: c.ctr.receives, Redeliveries: c.ctr.redeliveries,
-		DeadLettered: c.ctr.deadLettered, Expired: c.ctr.expired, Purges: c.ctr.purges,
+		DeadLettered: c.ctr.deadLettered, Expired: c.ctr.expired, Purges: c.ctr.purges, Acks: c.ctr.acks,
 	}
-	if e := c.msgs[c.done.floor]; e != nil {
-		s.OldestSentAt = nt(e.sentAt)
-	}
+	s.OldestSentAt = nt(c.oldestUndelayed())
 	return s
+}
+
+// oldestUndelayed is the earliest send time (Unix ns) of a held message not waiting out a delay,
+// or 0. The floor's message answers at once unless it is delayed; otherwise every held message is
+// looked at, at most the lookahead window plus what is in flight.
+func (c *Cursor) oldestUndelayed() int64 {
+	if e := c.msgs[c.done.floor]; e != nil && e.kind() != kDelayed {
+		return e.sentAt
+	}
+	var oldest int64
+	for _, e := range c.msgs {
+		if e.kind() != kDelayed && (oldest == 0 || e.sentAt < oldest) {
+			oldest = e.sentAt
+		}
+	}
+	return oldest
 }
