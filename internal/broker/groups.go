@@ -108,31 +108,18 @@ func (g *groupRT) applySnapshot(rest []byte) error {
 	return nil
 }
 
-// snapshotLocked encodes every committed offset as events, one per group
-// and commit time (so commit times survive). Called with mu held.
+// snapshotLocked encodes the coordinator's durable state as the events
+// that rebuild it (group.Coordinator.Snapshot), each a uvarint length and
+// an encoded group.Event. Called with mu held.
 func (g *groupRT) snapshotLocked() ([]byte, error) {
 	var buf []byte
-	for _, sum := range g.coord.List() {
-		byTime := map[int64]*group.Event{}
-		var order []int64
-		for _, o := range g.coord.Offsets(sum.Group) {
-			ms := o.CommitTime.UnixMilli()
-			ev := byTime[ms]
-			if ev == nil {
-				ev = &group.Event{Type: group.EventOffsetsCommitted, Group: sum.Group, Time: time.UnixMilli(ms)}
-				byTime[ms] = ev
-				order = append(order, ms)
-			}
-			ev.Offsets = append(ev.Offsets, o)
+	for _, ev := range g.coord.Snapshot() {
+		b, err := ev.MarshalBinary()
+		if err != nil {
+			return nil, err
 		}
-		for _, ms := range order {
-			b, err := byTime[ms].MarshalBinary()
-			if err != nil {
-				return nil, err
-			}
-			buf = binary.AppendUvarint(buf, uint64(len(b)))
-			buf = append(buf, b...)
-		}
+		buf = binary.AppendUvarint(buf, uint64(len(b)))
+		buf = append(buf, b...)
 	}
 	return buf, nil
 }

@@ -270,3 +270,34 @@ func TestGroupResetOffsets(t *testing.T) {
 		t.Fatal("list groups")
 	}
 }
+
+// A group's protocol type and assignment mode survive a restart, from the
+// journal and from a snapshot alike: an Empty group still describes itself
+// as a native (broker-assigned) group, not as one of unknown protocol.
+func TestGroupProtocolSurvivesRestart(t *testing.T) {
+	for _, snapshot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshot=%v", snapshot), func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.createTopic("t", 1)
+			a := await(t, e.joinAsync("g", "", "t"))
+			if _, err := e.b.LeaveGroup("g", []group.MemberRef{{MemberID: a.MemberID}}); err != nil {
+				t.Fatal(err)
+			}
+			if snapshot {
+				g, _ := e.b.groups()
+				g.mu.Lock()
+				g.jr.MaybeSnapshot(0, 0, g.snapshotLocked)
+				g.mu.Unlock()
+			}
+			e.restart()
+			info, ok := e.b.DescribeGroup("g")
+			if !ok || info.State != group.Empty || info.ProtocolType != "sluice" {
+				t.Fatalf("after restart: %+v %v, want an Empty group of protocol type sluice", info, ok)
+			}
+			sums := e.b.ListGroups()
+			if len(sums) != 1 || sums[0].Mode != group.BrokerAssigns {
+				t.Fatalf("list after restart: %+v, want g broker-assigned", sums)
+			}
+		})
+	}
+}

@@ -85,6 +85,10 @@ func UnmarshalEvent(data []byte) (Event, error) {
 	}
 	ev := Event{Type: EventType(d.byte())}
 	ev.Group = d.string("group")
+	if ev.Type == EventGroupProtocol {
+		ev.ProtocolType = d.string("protocol type")
+		ev.Mode = AssignMode(d.byte())
+	}
 	if ev.Type == EventOffsetsCommitted || ev.Type == EventOffsetsDeleted {
 		ev.Time = time.UnixMilli(d.varint(math.MinInt64/2, math.MaxInt64/2, "time"))
 		n := d.uvarint(uint64(len(d.b)/minOffsetSize), "offset count")

@@ -74,9 +74,10 @@
 //
 // # Durability
 //
-// Only committed offsets (and their deletion) and group deletion survive
-// a restart; they are returned as Events, encoded as below, and replayed
-// with Apply. Snapshot returns the events that rebuild the current offsets,
+// Only committed offsets (and their deletion), a group's protocol type
+// and assignment mode (set when its first member joins), and group
+// deletion survive a restart; they are returned as Events, encoded as
+// below, and replayed with Apply. Snapshot returns the events that rebuild the current offsets,
 // for journal compaction. Membership, generations and assignments are not
 // journaled: after a restart every group is Empty, members get
 // ErrUnknownMember (or ErrIllegalGeneration), rejoin and resume from their
@@ -91,6 +92,8 @@
 //	| version | type | group       |          version = 1
 //	| byte    | byte | string      |          type 2 (group deleted) ends here
 //	+---------+------+-------------+
+//	| protocol type string | mode byte |      type 4 (group protocol) ends here
+//	+----------------------+-----------+
 //	| time ms (varint) | count (uvarint) |    type 1 (offsets committed) and
 //	+------------------+-----------------+    type 3 (offsets deleted: only
 //	                                          topic and partition matter)

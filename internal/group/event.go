@@ -18,11 +18,16 @@ const (
 	// Topic and Partition of each entry matter): OffsetDelete, or a
 	// deleted topic.
 	EventOffsetsDeleted EventType = 3
+	// EventGroupProtocol records a group's protocol type and assignment
+	// mode, set when its first member joins, so an Empty group describes
+	// itself the same after a restart (Kafka keeps it in GroupMetadata).
+	EventGroupProtocol EventType = 4
 )
 
 // Event is a change that must survive a broker restart. Only committed
-// offsets and their deletion, and group deletion, are events: membership, generations and
-// assignments are deliberately not journaled. After a restart every group
+// offsets and their deletion, a group's protocol type, and group deletion,
+// are events: membership, generations and assignments are deliberately not
+// journaled. After a restart every group
 // is Empty; Kafka clients get ErrUnknownMember or ErrIllegalGeneration,
 // rejoin, and resume from their committed offsets. Journaling membership
 // would buy nothing but a shorter pause, at the cost of a write per
@@ -32,6 +37,9 @@ type Event struct {
 	Group   string
 	Time    time.Time         // commit or deletion time (ms); not for EventGroupDeleted
 	Offsets []CommittedOffset // EventOffsetsCommitted, EventOffsetsDeleted
+
+	ProtocolType string     // EventGroupProtocol: "consumer" for Kafka consumers
+	Mode         AssignMode // EventGroupProtocol
 }
 
 // Apply replays ev into c, as at start-up from the journal. Replaying an
@@ -52,6 +60,10 @@ func (c *Coordinator) Apply(ev Event) error {
 		if g := c.groups[ev.Group]; g != nil {
 			g.apply(ev)
 		}
+	case EventGroupProtocol:
+		if g := c.getOrCreate(ev.Group); len(g.members) == 0 {
+			g.protocolType, g.mode = ev.ProtocolType, ev.Mode
+		}
 	}
 	return nil
 }
@@ -71,10 +83,17 @@ func (ev Event) validate() error {
 	if ev.Group == "" {
 		return fmt.Errorf("%w: empty group", ErrCorruptEvent)
 	}
+	if ev.Type != EventGroupProtocol && (ev.ProtocolType != "" || ev.Mode != 0) {
+		return fmt.Errorf("%w: protocol in a type %d event", ErrCorruptEvent, ev.Type)
+	}
 	switch ev.Type {
 	case EventGroupDeleted:
 		if len(ev.Offsets) > 0 {
 			return fmt.Errorf("%w: deletion with offsets", ErrCorruptEvent)
+		}
+	case EventGroupProtocol:
+		if len(ev.Offsets) > 0 || ev.ProtocolType == "" || ev.Mode > BrokerAssigns {
+			return fmt.Errorf("%w: protocol %q mode %d", ErrCorruptEvent, ev.ProtocolType, ev.Mode)
 		}
 	case EventOffsetsCommitted, EventOffsetsDeleted:
 		for _, o := range ev.Offsets {
@@ -99,8 +118,11 @@ func (ev Event) MarshalBinary() ([]byte, error) {
 	}
 	b := []byte{eventVersion, byte(ev.Type)}
 	b = appendString(b, ev.Group)
-	if ev.Type == EventGroupDeleted {
+	switch ev.Type {
+	case EventGroupDeleted:
 		return b, nil
+	case EventGroupProtocol:
+		return append(appendString(b, ev.ProtocolType), byte(ev.Mode)), nil
 	}
 	b = binary.AppendVarint(b, ev.Time.UnixMilli())
 	b = binary.AppendUvarint(b, uint64(len(ev.Offsets)))

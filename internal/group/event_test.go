@@ -21,6 +21,8 @@ func sampleEvents() []Event {
 		{Type: EventOffsetsDeleted, Group: "g", Time: at, Offsets: []CommittedOffset{
 			{Topic: "orders", Partition: 3, Committed: Committed{CommitTime: at}},
 		}},
+		{Type: EventGroupProtocol, Group: "g", ProtocolType: "consumer", Mode: LeaderAssigns},
+		{Type: EventGroupProtocol, Group: "native", ProtocolType: "sluice", Mode: BrokerAssigns},
 		{Type: EventOffsetsCommitted, Group: "before-1970", Time: time.UnixMilli(-5), Offsets: []CommittedOffset{
 			{Topic: "t", Partition: 1, Committed: Committed{Offset: 1, CommitTime: time.UnixMilli(-5)}},
 		}},
@@ -54,7 +56,8 @@ func TestEventRoundTrip(t *testing.T) {
 
 // eventsEqual compares times with Equal (locations differ after decoding).
 func eventsEqual(a, b Event) bool {
-	if a.Type != b.Type || a.Group != b.Group || !a.Time.Equal(b.Time) || len(a.Offsets) != len(b.Offsets) {
+	if a.Type != b.Type || a.Group != b.Group || !a.Time.Equal(b.Time) || len(a.Offsets) != len(b.Offsets) ||
+		a.ProtocolType != b.ProtocolType || a.Mode != b.Mode {
 		return false
 	}
 	for i := range a.Offsets {
@@ -80,7 +83,10 @@ func TestEventRejects(t *testing.T) {
 		"string overrun": {1, 2, 5, 'g'},
 		"partition>int32": {1, 1, 1, 'g', 0, 1, 1, 't',
 			0x80, 0x80, 0x80, 0x80, 0x08, 0, 0, 0},
-		"empty topic": {1, 1, 1, 'g', 0, 1, 0, 0, 0, 0, 0},
+		"empty topic":      {1, 1, 1, 'g', 0, 1, 0, 0, 0, 0, 0},
+		"empty protocol":   {1, 4, 1, 'g', 0, 0},
+		"unknown mode":     {1, 4, 1, 'g', 1, 'c', 9},
+		"protocol no mode": {1, 4, 1, 'g', 1, 'c'},
 	} {
 		if _, err := UnmarshalEvent(raw); !errors.Is(err, ErrCorruptEvent) {
 			t.Errorf("%s: got %v, want ErrCorruptEvent", name, err)

@@ -172,6 +172,13 @@ func formatEvent(ev Event) string {
 	if ev.Type == EventGroupDeleted {
 		return "deleted " + ev.Group
 	}
+	if ev.Type == EventGroupProtocol {
+		mode := "leader-assigns"
+		if ev.Mode == BrokerAssigns {
+			mode = "broker-assigns"
+		}
+		return "protocol " + ev.Group + " " + ev.ProtocolType + " " + mode
+	}
 	if ev.Type == EventOffsetsDeleted {
 		var parts []string
 		for _, o := range ev.Offsets {

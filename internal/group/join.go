@@ -135,8 +135,10 @@ func updateMember(m *member, req JoinRequest, t Ticket) {
 
 // addMember admits a new member and starts (or joins) a rebalance.
 func (c *Coordinator) addMember(g *group, now time.Time, req JoinRequest, t Ticket, id string) Output {
-	if len(g.members) == 0 {
+	var protocol []Event
+	if len(g.members) == 0 && (g.protocolType != req.ProtocolType || g.mode != req.Mode) {
 		g.protocolType, g.mode = req.ProtocolType, req.Mode
+		protocol = []Event{{Type: EventGroupProtocol, Group: g.id, ProtocolType: g.protocolType, Mode: g.mode}}
 	}
 	g.seq++
 	m := &member{id: id, instanceID: req.InstanceID, seq: g.seq, lastSeen: now}
@@ -145,10 +147,14 @@ func (c *Coordinator) addMember(g *group, now time.Time, req JoinRequest, t Tick
 	if req.InstanceID != "" {
 		g.static[req.InstanceID] = id
 	}
+	var out Output
 	if g.state == PreparingRebalance {
-		return c.maybeCompleteJoin(g, now)
+		out = c.maybeCompleteJoin(g, now)
+	} else {
+		out = c.prepareRebalance(g, now)
 	}
-	return c.prepareRebalance(g, now)
+	out.Events = append(protocol, out.Events...)
+	return out
 }
 
 // replaceStatic gives a static member's place to a new member id and

@@ -200,6 +200,9 @@ func (c *Coordinator) ResetOffsets(now time.Time, group string, offsets []Offset
 func (c *Coordinator) Snapshot() []Event {
 	var evs []Event
 	for _, id := range sortedKeys(c.groups) {
+		if g := c.groups[id]; g.protocolType != "" {
+			evs = append(evs, Event{Type: EventGroupProtocol, Group: id, ProtocolType: g.protocolType, Mode: g.mode})
+		}
 		var cur *Event
 		offsets := c.Offsets(id)
 		slices.SortStableFunc(offsets, func(a, b CommittedOffset) int { return a.CommitTime.Compare(b.CommitTime) })
