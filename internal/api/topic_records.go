@@ -37,8 +37,12 @@ func (t *topicService) Produce(ctx context.Context, req *connect.Request[sluicev
 		if r.GetTimestamp() != nil {
 			recs[i].Timestamp = r.GetTimestamp().AsTime()
 		}
-		if r.Partition != nil && *r.Partition >= 0 {
-			p := *r.Partition
+		switch p := r.GetPartition(); {
+		case r.Partition == nil || p == -1: // by key
+		case p < -1:
+			return nil, invalidArg(ReasonInvalidArgument, "partition",
+				fmt.Sprintf("record %d: partition %d: want -1 (by key) or a partition number", i, p), tmeta(name))
+		default:
 			recs[i].Partition = &p
 		}
 	}

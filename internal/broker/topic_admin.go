@@ -40,10 +40,18 @@ func (s *TopicSettings) normalize() {
 	}
 }
 
+// ReservedTopicPrefix starts the names of Kafka's internal topics
+// (__consumer_offsets, __transaction_state): a user may not create one, so
+// a client or tool that treats such names as internal is never confused by
+// an ordinary topic.
+const ReservedTopicPrefix = "__"
+
 func (s *TopicSettings) validate() error {
 	switch {
 	case !topicNameRE.MatchString(s.Name) || s.Name == "." || s.Name == "..":
 		return invalid("name", "%q: want 1-249 letters, digits, '.', '_' or '-'", s.Name)
+	case strings.HasPrefix(s.Name, ReservedTopicPrefix):
+		return invalid("name", "%q: names starting with %q are reserved for the broker's internal topics (such as __consumer_offsets)", s.Name, ReservedTopicPrefix)
 	case s.Partitions < 1 || s.Partitions > MaxPartitions:
 		return invalid("partitions", "%d: want 1 to %d", s.Partitions, MaxPartitions)
 	case s.MaxMessageBytes < 1024 || s.MaxMessageBytes > MaxTopicMessageBytes:

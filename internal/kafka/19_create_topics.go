@@ -63,6 +63,9 @@ func (c *conn) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (
 		if errors.As(err, &ia) && ia.Field == "partitions" {
 			return s, kerr.InvalidPartitions.Code, err
 		}
+		if errors.As(err, &ia) && ia.Field == "name" { // reserved names (__*)
+			return s, kerr.InvalidTopicException.Code, err
+		}
 		return s, errCode(err, kerr.InvalidConfig), err
 	}
 	return created, 0, nil

@@ -19,7 +19,7 @@ import (
 // The list types are "reserved for future use" in SQS and refused here too.
 type msgAttr struct {
 	DataType         string   `json:"DataType"`
-	StringValue      *string  `json:"StringValue,omitempty"`
+	StringValue      *text    `json:"StringValue,omitempty"`
 	BinaryValue      []byte   `json:"BinaryValue,omitempty"`
 	StringListValues []string `json:"StringListValues,omitempty"`
 	BinaryListValues [][]byte `json:"BinaryListValues,omitempty"`
@@ -33,9 +33,9 @@ type msgAttrs map[string]msgAttr
 // by name.
 func (m msgAttrs) MarshalXML(e *xml.Encoder, start xml.StartElement) error {
 	type value struct {
-		StringValue *string `xml:"StringValue,omitempty"`
-		BinaryValue string  `xml:"BinaryValue,omitempty"`
-		DataType    string  `xml:"DataType"`
+		StringValue *text  `xml:"StringValue,omitempty"`
+		BinaryValue string `xml:"BinaryValue,omitempty"`
+		DataType    string `xml:"DataType"`
 	}
 	type entry struct {
 		Name  string `xml:"Name"`
@@ -62,7 +62,7 @@ func msgAttrsFromForm(f form, prefix string) (msgAttrs, error) {
 	}
 	out := make(msgAttrs, len(gs))
 	for _, g := range gs {
-		a := msgAttr{DataType: g.str("Value.DataType"), StringValue: g.strp("Value.StringValue")}
+		a := msgAttr{DataType: g.str("Value.DataType"), StringValue: textp(g.strp("Value.StringValue"))}
 		if g.has("Value.BinaryValue") {
 			b, err := base64.StdEncoding.DecodeString(g.str("Value.BinaryValue"))
 			if err != nil {
@@ -145,10 +145,10 @@ func (a msgAttr) value(name string) ([]byte, error) {
 		if a.StringValue == nil || *a.StringValue == "" {
 			return nil, newError(errInvalidParameter, "The message attribute '%s' must contain non-empty message attribute value for message attribute type '%s'.", name, t)
 		}
-		if err := checkChars(*a.StringValue); err != nil {
+		if err := checkChars(string(*a.StringValue)); err != nil {
 			return nil, newError(errInvalidParameter, "The message attribute '%s' contains an invalid character: %v.", name, err)
 		}
-		if t == "Number" && !numberRE.MatchString(*a.StringValue) {
+		if t == "Number" && !numberRE.MatchString(string(*a.StringValue)) {
 			return nil, newError(errInvalidParameter, "Can't cast the value of message (user) attribute '%s' to a number.", name)
 		}
 		return []byte(*a.StringValue), nil
@@ -170,7 +170,7 @@ func fromBroker(attrs map[string]broker.Attribute) msgAttrs {
 		if baseType(a.DataType) == "Binary" {
 			w.BinaryValue = a.Value
 		} else {
-			s := string(a.Value)
+			s := text(a.Value)
 			w.StringValue = &s
 		}
 		out[name] = w

@@ -14,7 +14,7 @@ func init() { register("SendMessage", handle(sendMessage)) }
 // SendMessageBatch (which adds Id).
 type sendEntry struct {
 	ID                      string   `json:"Id"`
-	MessageBody             *string  `json:"MessageBody"`
+	MessageBody             *text    `json:"MessageBody"`
 	DelaySeconds            *int     `json:"DelaySeconds"`
 	MessageAttributes       msgAttrs `json:"MessageAttributes"`
 	MessageSystemAttributes msgAttrs `json:"MessageSystemAttributes"`
@@ -24,7 +24,7 @@ type sendEntry struct {
 
 func (e *sendEntry) fromForm(f form) (err error) {
 	e.ID = f.str("Id")
-	e.MessageBody = f.strp("MessageBody")
+	e.MessageBody = textp(f.strp("MessageBody"))
 	e.MessageDeduplicationID = f.str("MessageDeduplicationId")
 	e.MessageGroupID = f.str("MessageGroupId")
 	if e.DelaySeconds, err = f.intp("DelaySeconds"); err != nil {
@@ -104,7 +104,7 @@ func (h *Handler) sendInput(c *call, s broker.QueueSettings, e sendEntry) (broke
 	if e.MessageBody == nil || *e.MessageBody == "" {
 		return none, sendResult{}, missing("MessageBody")
 	}
-	body := *e.MessageBody
+	body := string(*e.MessageBody)
 	if err := checkChars(body); err != nil {
 		return none, sendResult{}, newError(errInvalidContents, "Invalid message body: %v. The allowed characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.", err)
 	}
@@ -197,6 +197,9 @@ func systemAttributes(m msgAttrs) (map[string]broker.Attribute, error) {
 		}
 		if a.DataType != "String" || a.StringValue == nil || *a.StringValue == "" {
 			return nil, newError(errInvalidParameter, "Message system attribute '%s' must be a non-empty String.", name)
+		}
+		if err := checkChars(string(*a.StringValue)); err != nil {
+			return nil, newError(errInvalidParameter, "Message system attribute '%s' contains an invalid character: %v.", name, err)
 		}
 		out[name] = broker.Attribute{DataType: "String", Value: []byte(*a.StringValue)}
 	}
