@@ -8,7 +8,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/group"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 )
 
@@ -89,18 +88,18 @@ var errorTable = []errorRule{
 	{broker.ErrUnknownProducerID, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrSubscriptionNotFound, connect.CodeNotFound, ReasonSubNotFound},
 	{broker.ErrSubscriptionExists, connect.CodeAlreadyExists, ReasonSubExists},
-	{group.ErrGroupNotFound, connect.CodeNotFound, ReasonGroupNotFound},
-	{group.ErrGroupNotEmpty, connect.CodeFailedPrecondition, ReasonGroupActive},
-	{group.ErrInconsistentProtocol, connect.CodeFailedPrecondition, ReasonGroupProtocol},
-	{group.ErrUnknownMember, connect.CodeNotFound, ReasonMemberUnknown},
-	{group.ErrIllegalGeneration, connect.CodeFailedPrecondition, ReasonGenerationStale},
-	{group.ErrRebalanceInProgress, connect.CodeAborted, ReasonRebalance},
-	{group.ErrInvalidGroupID, connect.CodeInvalidArgument, ReasonInvalidName},
-	{group.ErrInvalidSessionTimeout, connect.CodeInvalidArgument, ReasonInvalidArgument},
-	{group.ErrInvalidOffset, connect.CodeInvalidArgument, ReasonInvalidArgument},
-	{group.ErrMetadataTooLarge, connect.CodeInvalidArgument, ReasonInvalidArgument},
-	{group.ErrNotAssigned, connect.CodeFailedPrecondition, ReasonGenerationStale},
-	{group.ErrUnknownAssignor, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{broker.ErrGroupNotFound, connect.CodeNotFound, ReasonGroupNotFound},
+	{broker.ErrGroupNotEmpty, connect.CodeFailedPrecondition, ReasonGroupActive},
+	{broker.ErrInconsistentProtocol, connect.CodeFailedPrecondition, ReasonGroupProtocol},
+	{broker.ErrUnknownMember, connect.CodeNotFound, ReasonMemberUnknown},
+	{broker.ErrIllegalGeneration, connect.CodeFailedPrecondition, ReasonGenerationStale},
+	{broker.ErrRebalanceInProgress, connect.CodeAborted, ReasonRebalance},
+	{broker.ErrInvalidGroupID, connect.CodeInvalidArgument, ReasonInvalidName},
+	{broker.ErrInvalidSessionTimeout, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{broker.ErrInvalidOffset, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{broker.ErrMetadataTooLarge, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{broker.ErrNotAssigned, connect.CodeFailedPrecondition, ReasonGenerationStale},
+	{broker.ErrUnknownAssignor, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrClosed, connect.CodeUnavailable, ReasonShuttingDown},
 	{context.Canceled, connect.CodeCanceled, ReasonCancelled},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ReasonDeadlineExceeded},

@@ -10,7 +10,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/group"
 )
 
 // The error table is the API's contract with clients: every broker error a
@@ -41,11 +40,11 @@ func TestErrorTable(t *testing.T) {
 		{broker.ErrOutOfOrderSequence, connect.CodeFailedPrecondition, "SEQUENCE_OUT_OF_ORDER"},
 		{broker.ErrSubscriptionNotFound, connect.CodeNotFound, "SUBSCRIPTION_NOT_FOUND"},
 		{broker.ErrSubscriptionExists, connect.CodeAlreadyExists, "SUBSCRIPTION_ALREADY_EXISTS"},
-		{group.ErrGroupNotEmpty, connect.CodeFailedPrecondition, "GROUP_ACTIVE"},
-		{group.ErrUnknownMember, connect.CodeNotFound, "MEMBER_UNKNOWN"},
-		{group.ErrIllegalGeneration, connect.CodeFailedPrecondition, "GENERATION_STALE"},
-		{group.ErrRebalanceInProgress, connect.CodeAborted, "REBALANCE_IN_PROGRESS"},
-		{group.ErrInconsistentProtocol, connect.CodeFailedPrecondition, "GROUP_PROTOCOL_MISMATCH"},
+		{broker.ErrGroupNotEmpty, connect.CodeFailedPrecondition, "GROUP_ACTIVE"},
+		{broker.ErrUnknownMember, connect.CodeNotFound, "MEMBER_UNKNOWN"},
+		{broker.ErrIllegalGeneration, connect.CodeFailedPrecondition, "GENERATION_STALE"},
+		{broker.ErrRebalanceInProgress, connect.CodeAborted, "REBALANCE_IN_PROGRESS"},
+		{broker.ErrInconsistentProtocol, connect.CodeFailedPrecondition, "GROUP_PROTOCOL_MISMATCH"},
 		{broker.ErrClosed, connect.CodeUnavailable, "SHUTTING_DOWN"},
 		{&broker.InvalidArgumentError{Field: "name", Reason: "bad"}, connect.CodeInvalidArgument, "INVALID_NAME"},
 		{&broker.InvalidArgumentError{Field: "retention", Reason: "bad"}, connect.CodeInvalidArgument, "INVALID_ARGUMENT"},

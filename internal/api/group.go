@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/group"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
 )
@@ -28,7 +27,7 @@ const nativeProtocolType = "sluice"
 
 func gmeta(g string) map[string]string { return map[string]string{"group": g} }
 
-func tpToProto(in []group.TopicPartitions) []*sluicev1.TopicPartitions {
+func tpToProto(in []broker.TopicPartitions) []*sluicev1.TopicPartitions {
 	out := make([]*sluicev1.TopicPartitions, len(in))
 	for i, tp := range in {
 		out[i] = &sluicev1.TopicPartitions{Topic: tp.Topic, Partitions: tp.Partitions}
@@ -62,9 +61,9 @@ const defaultSession = 30 * time.Second
 
 func (g *groupService) Heartbeat(_ context.Context, req *connect.Request[sluicev1.HeartbeatRequest]) (*connect.Response[sluicev1.HeartbeatResponse], error) {
 	m := req.Msg
-	err := g.b.Heartbeat(group.HeartbeatRequest{Group: m.GetGroup(), MemberID: m.GetMemberId(), Generation: m.GetGeneration()})
+	err := g.b.Heartbeat(broker.HeartbeatRequest{Group: m.GetGroup(), MemberID: m.GetMemberId(), Generation: m.GetGeneration()})
 	switch {
-	case errors.Is(err, group.ErrRebalanceInProgress):
+	case errors.Is(err, broker.ErrRebalanceInProgress):
 		return connect.NewResponse(&sluicev1.HeartbeatResponse{RebalanceRequired: true}), nil
 	case err != nil:
 		return nil, g.toConnect(err, gmeta(m.GetGroup()))
@@ -74,7 +73,7 @@ func (g *groupService) Heartbeat(_ context.Context, req *connect.Request[sluicev
 
 func (g *groupService) LeaveGroup(_ context.Context, req *connect.Request[sluicev1.LeaveGroupRequest]) (*connect.Response[sluicev1.LeaveGroupResponse], error) {
 	m := req.Msg
-	errs, err := g.b.LeaveGroup(m.GetGroup(), []group.MemberRef{{MemberID: m.GetMemberId()}})
+	errs, err := g.b.LeaveGroup(m.GetGroup(), []broker.MemberRef{{MemberID: m.GetMemberId()}})
 	if err == nil && len(errs) > 0 {
 		err = errs[0]
 	}
@@ -86,9 +85,9 @@ func (g *groupService) LeaveGroup(_ context.Context, req *connect.Request[sluice
 
 func (g *groupService) CommitOffsets(ctx context.Context, req *connect.Request[sluicev1.CommitOffsetsRequest]) (*connect.Response[sluicev1.CommitOffsetsResponse], error) {
 	m := req.Msg
-	cr := group.CommitRequest{Group: m.GetGroup(), MemberID: m.GetMemberId(), Generation: m.GetGeneration()}
+	cr := broker.CommitRequest{Group: m.GetGroup(), MemberID: m.GetMemberId(), Generation: m.GetGeneration()}
 	for _, o := range m.GetOffsets() {
-		cr.Offsets = append(cr.Offsets, group.OffsetCommit{Topic: o.GetTopic(), Partition: o.GetPartition(),
+		cr.Offsets = append(cr.Offsets, broker.OffsetCommit{Topic: o.GetTopic(), Partition: o.GetPartition(),
 			Offset: o.GetOffset(), LeaderEpoch: -1, Metadata: o.GetMetadata()})
 	}
 	errs, err := g.b.CommitOffsets(ctx, cr)
@@ -123,14 +122,14 @@ func (g *groupService) FetchOffsets(_ context.Context, req *connect.Request[slui
 	return connect.NewResponse(out), nil
 }
 
-func summaryProto(id string, st group.State, protocolType string, members int) *sluicev1.GroupSummary {
+func summaryProto(id string, st broker.GroupState, protocolType string, members int) *sluicev1.GroupSummary {
 	s := &sluicev1.GroupSummary{Group: id, Members: int32(members)}
 	switch st {
-	case group.Empty:
+	case broker.GroupEmpty:
 		s.State = sluicev1.GroupState_GROUP_STATE_EMPTY
-	case group.Stable:
+	case broker.GroupStable:
 		s.State = sluicev1.GroupState_GROUP_STATE_STABLE
-	case group.PreparingRebalance, group.CompletingRebalance:
+	case broker.GroupPreparingRebalance, broker.GroupCompletingRebalance:
 		s.State = sluicev1.GroupState_GROUP_STATE_REBALANCING
 	}
 	switch protocolType {

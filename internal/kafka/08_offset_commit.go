@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleOffsetCommit commits offsets, fenced by member id and generation
@@ -14,7 +14,7 @@ import (
 // Answers once the offsets are durable.
 func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	cr := group.CommitRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
+	cr := broker.CommitRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
 	if req.Version == 0 {
 		cr.MemberID, cr.Generation = "", -1
 	}
@@ -23,7 +23,7 @@ func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequ
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			oc := group.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
+			oc := broker.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
 			if req.Version < 6 {
 				oc.LeaderEpoch = -1
 			}

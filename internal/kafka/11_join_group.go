@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleJoinGroup joins a member to a classic group and waits, as Kafka
@@ -17,9 +17,9 @@ import (
 // MEMBER_ID_REQUIRED with the id to rejoin with (KIP-394).
 func handleJoinGroup(ctx context.Context, c *conn, req *kmsg.JoinGroupRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	jr := group.JoinRequest{
+	jr := broker.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, ClientID: c.clientID, ClientHost: c.clientHost(),
-		RequireKnownMemberID: req.Version >= 4, Mode: group.LeaderAssigns, ProtocolType: req.ProtocolType,
+		RequireKnownMemberID: req.Version >= 4, Mode: broker.LeaderAssigns, ProtocolType: req.ProtocolType,
 		SessionTimeout:   time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
 		RebalanceTimeout: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
 	}
@@ -30,7 +30,7 @@ func handleJoinGroup(ctx context.Context, c *conn, req *kmsg.JoinGroupRequest) (
 		jr.InstanceID = *req.InstanceID
 	}
 	for _, p := range req.Protocols {
-		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
+		jr.Protocols = append(jr.Protocols, broker.GroupProtocol{Name: p.Name, Metadata: p.Metadata})
 	}
 	jr.Topics = subscribedTopics(req.ProtocolType, req.Protocols)
 	r, err := c.s.b.JoinGroup(ctx, jr)

@@ -5,14 +5,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleHeartbeat keeps a member's session alive; REBALANCE_IN_PROGRESS
 // tells it to rejoin.
 func handleHeartbeat(_ context.Context, c *conn, req *kmsg.HeartbeatRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	hr := group.HeartbeatRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
+	hr := broker.HeartbeatRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
 	if req.InstanceID != nil {
 		hr.InstanceID = *req.InstanceID
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleLeaveGroup removes members at once, so the group rebalances
@@ -13,11 +13,11 @@ import (
 // v3+ a batch, each answered on its own.
 func handleLeaveGroup(_ context.Context, c *conn, req *kmsg.LeaveGroupRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	refs := []group.MemberRef{{MemberID: req.MemberID}}
+	refs := []broker.MemberRef{{MemberID: req.MemberID}}
 	if req.Version >= 3 {
 		refs = refs[:0]
 		for _, m := range req.Members {
-			ref := group.MemberRef{MemberID: m.MemberID}
+			ref := broker.MemberRef{MemberID: m.MemberID}
 			if m.InstanceID != nil {
 				ref.InstanceID = *m.InstanceID
 			}

@@ -5,14 +5,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleSyncGroup relays the leader's assignments: the leader sends
 // everyone's, every member (leader included) waits for its own.
 func handleSyncGroup(ctx context.Context, c *conn, req *kmsg.SyncGroupRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	sr := group.SyncRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
+	sr := broker.SyncRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
 	if req.InstanceID != nil {
 		sr.InstanceID = *req.InstanceID
 	}

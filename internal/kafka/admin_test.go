@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 func TestSplitAdvertised(t *testing.T) {
@@ -49,7 +49,7 @@ func TestAutoCreate(t *testing.T) {
 	if got := meta(off, "auto", true); got.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("auto-create off: %+v", got)
 	}
-	on := startNodeWith(t, "", storage.SyncPolicy{Mode: storage.SyncNever}, Config{AutoCreateTopics: true, DefaultPartitions: 3})
+	on := startNodeWith(t, "", broker.SyncPolicy{Mode: broker.SyncNever}, Config{AutoCreateTopics: true, DefaultPartitions: 3})
 	if got := meta(on, "manual", false); got.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("request without allow: %+v", got)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/diskprobe"
-	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // BenchmarkFranz measures a franz-go producer (1 KiB records, acks=all,
@@ -32,7 +32,7 @@ func BenchmarkFranz(b *testing.B) {
 const benchRecordBytes = 1024
 
 func benchNode(b *testing.B, parts int32) (*node, string) {
-	n := startNodeSync(b, "", storage.SyncPolicy{Mode: storage.SyncAlways})
+	n := startNodeSync(b, "", broker.SyncPolicy{Mode: broker.SyncAlways})
 	topic := fmt.Sprintf("bench%d", parts)
 	n.createTopic(topic, parts)
 	return n, topic

@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/group"
 )
 
 // errorTable maps broker errors to Kafka error codes: the front-end's one
@@ -27,20 +26,20 @@ var errorTable = []struct {
 	{broker.ErrProducerFenced, kerr.InvalidProducerEpoch},
 	{broker.ErrUnknownProducerID, kerr.UnknownProducerID},
 	{broker.ErrClosed, kerr.NotLeaderForPartition},
-	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
-	{group.ErrGroupNotFound, kerr.GroupIDNotFound},
-	{group.ErrGroupNotEmpty, kerr.NonEmptyGroup},
-	{group.ErrUnknownMember, kerr.UnknownMemberID},
-	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
-	{group.ErrIllegalGeneration, kerr.IllegalGeneration},
-	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress},
-	{group.ErrInconsistentProtocol, kerr.InconsistentGroupProtocol},
-	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
-	{group.ErrFencedInstanceID, kerr.FencedInstanceID},
-	{group.ErrGroupMaxSize, kerr.GroupMaxSizeReached},
-	{group.ErrMetadataTooLarge, kerr.OffsetMetadataTooLarge},
-	{group.ErrInvalidOffset, kerr.InvalidCommitOffsetSize},
-	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+	{broker.ErrInvalidGroupID, kerr.InvalidGroupID},
+	{broker.ErrGroupNotFound, kerr.GroupIDNotFound},
+	{broker.ErrGroupNotEmpty, kerr.NonEmptyGroup},
+	{broker.ErrUnknownMember, kerr.UnknownMemberID},
+	{broker.ErrMemberIDRequired, kerr.MemberIDRequired},
+	{broker.ErrIllegalGeneration, kerr.IllegalGeneration},
+	{broker.ErrRebalanceInProgress, kerr.RebalanceInProgress},
+	{broker.ErrInconsistentProtocol, kerr.InconsistentGroupProtocol},
+	{broker.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
+	{broker.ErrFencedInstanceID, kerr.FencedInstanceID},
+	{broker.ErrGroupMaxSize, kerr.GroupMaxSizeReached},
+	{broker.ErrMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+	{broker.ErrInvalidOffset, kerr.InvalidCommitOffsetSize},
+	{broker.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
 	{context.Canceled, kerr.RequestTimedOut},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 }
@@ -78,4 +77,4 @@ func errMessage(err error) *string {
 }
 
 // errInvalidGroupID answers requests naming the empty group id.
-var errInvalidGroupID = group.ErrInvalidGroupID
+var errInvalidGroupID = broker.ErrInvalidGroupID

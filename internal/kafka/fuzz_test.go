@@ -17,7 +17,6 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // FuzzDecodeRequest feeds arbitrary frames (without the size prefix) to
@@ -47,7 +46,7 @@ func FuzzDispatch(f *testing.F) {
 	for _, s := range seedRequests() {
 		f.Add(s.key, s.version, s.body)
 	}
-	b, err := broker.Open(broker.Options{Dir: f.TempDir(), Logger: quietLogger(), Sync: storage.SyncPolicy{Mode: storage.SyncNever}})
+	b, err := broker.Open(broker.Options{Dir: f.TempDir(), Logger: quietLogger(), Sync: broker.SyncPolicy{Mode: broker.SyncNever}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // node is a broker on a temporary directory with the Kafka front-end on a
@@ -32,16 +31,16 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // Kafka on a free port; stopped at cleanup. The broker does not fsync:
 // these tests are about the protocol, not the disk.
 func startNode(t testing.TB, dir string) *node {
-	return startNodeSync(t, dir, storage.SyncPolicy{Mode: storage.SyncNever})
+	return startNodeSync(t, dir, broker.SyncPolicy{Mode: broker.SyncNever})
 }
 
-func startNodeSync(t testing.TB, dir string, sync storage.SyncPolicy) *node {
+func startNodeSync(t testing.TB, dir string, sync broker.SyncPolicy) *node {
 	return startNodeWith(t, dir, sync, Config{})
 }
 
 // startNodeWith is startNode with a sync policy and a front-end config (its
 // Logger is replaced by a quiet one).
-func startNodeWith(t testing.TB, dir string, sync storage.SyncPolicy, cfg Config) *node {
+func startNodeWith(t testing.TB, dir string, sync broker.SyncPolicy, cfg Config) *node {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()

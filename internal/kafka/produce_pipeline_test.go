@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/batch"
-	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // TestPipelinedIdempotentProduces writes a burst of idempotent produce
@@ -16,7 +16,7 @@ import (
 // its first offset, a sequence gap refused without failing its neighbours —
 // and the log holds every accepted batch once, in sequence order.
 func TestPipelinedIdempotentProduces(t *testing.T) {
-	n := startNodeSync(t, "", storage.SyncPolicy{Mode: storage.SyncAlways})
+	n := startNodeSync(t, "", broker.SyncPolicy{Mode: broker.SyncAlways})
 	n.createTopic("piped", 2)
 	r := n.raw()
 	ip := kmsg.NewPtrInitProducerIDRequest()
