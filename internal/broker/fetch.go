@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
-	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // FetchOptions bound a Fetch.
@@ -92,34 +91,6 @@ func waitLog(ctx context.Context, p *partitionRT, hw int64, deadline <-chan time
 		<-done
 		return false
 	}
-}
-
-// SectionResult is what FetchSection found.
-type SectionResult struct {
-	PartitionState
-	// Section holds whole batches from the requested offset, for
-	// Section.WriteTo (sendfile). Length 0: nothing at that offset yet.
-	Section storage.Section
-}
-
-// FetchSection is Fetch without the copy and without the wait: it says
-// where in a segment file the batches are, so the Kafka front-end can send
-// them with sendfile. If retention deletes the segment before WriteTo, the
-// write fails and the client fetches again. Use WaitForData to long-poll.
-func (b *Broker) FetchSection(topic string, partition int32, offset int64, maxBytes int) (SectionResult, error) {
-	_, p, err := b.streams.partition(topic, partition)
-	if err != nil {
-		return SectionResult{}, err
-	}
-	if maxBytes <= 0 {
-		maxBytes = 1 << 20
-	}
-	st := partitionState(p)
-	sec, err := p.log.ReadSection(offset, maxBytes)
-	if err != nil {
-		return SectionResult{}, mapStorageErr(err)
-	}
-	return SectionResult{PartitionState: st, Section: sec}, nil
 }
 
 // FetchPosition is one partition a multi-partition fetch reads.

@@ -263,7 +263,7 @@ func TestFetchAndListOffsets(t *testing.T) {
 			t.Fatalf("ListOffsets(%d) = %+v, %v; want %d", c.ts, got, err, c.want)
 		}
 	}
-	sec, err := e.b.FetchSection("log", 0, 2, 1<<20)
+	sec, err := e.b.FetchSection("log", 0, 2, SectionOptions{MaxBytes: 1 << 20})
 	if err != nil || sec.Section.Length == 0 || sec.HighWatermark != 10 {
 		t.Fatalf("section: %+v %v", sec, err)
 	}

@@ -2,16 +2,13 @@ package kafka
 
 import (
 	"context"
-	"encoding/binary"
+	"errors"
 	"math"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // fetchReply is a Fetch response that the connection writes itself
@@ -31,7 +28,7 @@ type fetchPart struct {
 	partition int32
 	code      int16
 	st        broker.PartitionState
-	sec       storage.Section // Length 0: no records
+	sec       broker.Section // Length 0: no records
 }
 
 // zstdFetchVersion is the first Fetch version whose clients can read zstd
@@ -101,45 +98,24 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 
 func (c *conn) fetchPartition(version int16, topic string, p kmsg.FetchRequestTopicPartition, limit int64, first bool) fetchPart {
 	fp := fetchPart{partition: p.Partition}
-	if limit <= 0 && !first {
-		limit = 0
-	}
-	res, err := c.s.b.FetchSection(topic, p.Partition, p.FetchOffset, int(max(limit, 1)))
-	if err != nil {
+	room := limit > 0 || first
+	// A client too old for zstd gets the batches before the first zstd
+	// one; if that is the very first it can never get past it, and Kafka
+	// answers UNSUPPORTED_COMPRESSION_TYPE (broker.ErrUnsupportedCompression).
+	res, err := c.s.b.FetchSection(topic, p.Partition, p.FetchOffset, broker.SectionOptions{
+		MaxBytes: int(max(limit, 1)), NoZstd: room && version < zstdFetchVersion})
+	switch {
+	case errors.Is(err, broker.ErrUnsupportedCompression):
+		fp.code, fp.st = errCode(err, nil), res.PartitionState
+		return fp
+	case err != nil:
 		fp.code = errCode(err, nil)
 		fp.st = broker.PartitionState{HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 		return fp
 	}
 	fp.st = res.PartitionState
-	if limit <= 0 && !first {
-		return fp // no room left: offsets only
+	if room {
+		fp.sec = res.Section
 	}
-	fp.sec = res.Section
-	if version < zstdFetchVersion {
-		fp.sec.Length, fp.code = cutBeforeZstd(fp.sec)
-	}
-	return fp
-}
-
-// cutBeforeZstd shortens a section to the batches before its first zstd
-// batch, for clients too old to decode zstd. If the very first batch is
-// zstd the client can never get past it: UNSUPPORTED_COMPRESSION_TYPE, as
-// Kafka answers.
-func cutBeforeZstd(sec storage.Section) (int64, int16) {
-	var hdr [batch.HeaderSize]byte
-	var pos int64
-	for pos < sec.Length {
-		if _, err := sec.File.ReadAt(hdr[:], sec.Position+pos); err != nil {
-			return pos, 0 // let the send fail or the client retry
-		}
-		attrs := binary.BigEndian.Uint16(hdr[21:])
-		if batch.Compression(attrs&0x07) == batch.CompressionZstd {
-			if pos == 0 {
-				return 0, kerr.UnsupportedCompressionType.Code
-			}
-			return pos, 0
-		}
-		pos += batch.LengthSize + int64(int32(binary.BigEndian.Uint32(hdr[8:])))
-	}
-	return sec.Length, 0
+	return fp // no room left: offsets only
 }

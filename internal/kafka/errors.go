@@ -22,6 +22,7 @@ var errorTable = []struct {
 	{broker.ErrCorruptBatch, kerr.CorruptMessage},
 	{broker.ErrRecordTooLarge, kerr.MessageTooLarge},
 	{broker.ErrTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed},
+	{broker.ErrUnsupportedCompression, kerr.UnsupportedCompressionType},
 	{broker.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{broker.ErrProducerFenced, kerr.InvalidProducerEpoch},
 	{broker.ErrUnknownProducerID, kerr.UnknownProducerID},

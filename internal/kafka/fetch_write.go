@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // writeFetch writes a Fetch response by hand: the framing (size, header,
@@ -65,7 +65,7 @@ type fetchWriter struct {
 
 type pendingSection struct {
 	at  int // position in buf the section follows
-	sec storage.Section
+	sec broker.Section
 }
 
 func (w *fetchWriter) body(rep *fetchReply) {

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+)
+
+// ErrUnsupportedCompression: FetchSection with NoZstd found a zstd batch
+// at the requested offset, which a reader that cannot decode zstd can never
+// get past (Kafka's UNSUPPORTED_COMPRESSION_TYPE). The SectionResult
+// returned with it still carries the partition's state.
+var ErrUnsupportedCompression = errors.New("the batch at this offset is zstd-compressed, which the reader cannot decode")
+
+// SectionOptions bound a FetchSection.
+type SectionOptions struct {
+	// MaxBytes: about this many bytes of whole batches; at least one
+	// batch (KIP-74). Default 1 MiB.
+	MaxBytes int
+	// NoZstd ends the section before the first zstd-compressed batch, for
+	// a reader too old to decode zstd (a Kafka Fetch before v10, KIP-110).
+	NoZstd bool
+}
+
+// SectionResult is what FetchSection found.
+type SectionResult struct {
+	PartitionState
+	// Section holds whole batches from the requested offset, for
+	// Section.WriteTo (sendfile). Length 0: nothing at that offset yet.
+	Section Section
+}
+
+// FetchSection is Fetch without the copy and without the wait: it says
+// where in a segment file the batches are, so the Kafka front-end can send
+// them with sendfile. If retention deletes the segment before WriteTo, the
+// write fails and the client fetches again. Use WaitForData to long-poll.
+//
+// The batch headers are read by storage and decoded by internal/batch;
+// a front-end that must leave some batches out (NoZstd) says so here
+// instead of reading the segment itself.
+func (b *Broker) FetchSection(topic string, partition int32, offset int64, opts SectionOptions) (SectionResult, error) {
+	_, p, err := b.streams.partition(topic, partition)
+	if err != nil {
+		return SectionResult{}, err
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = 1 << 20
+	}
+	st := partitionState(p)
+	if !opts.NoZstd {
+		sec, err := p.log.ReadSection(offset, opts.MaxBytes)
+		if err != nil {
+			return SectionResult{}, mapStorageErr(err)
+		}
+		return SectionResult{PartitionState: st, Section: sec}, nil
+	}
+	sec, stopped, err := p.log.ReadSectionWhile(offset, opts.MaxBytes, notZstd)
+	if err != nil {
+		return SectionResult{}, mapStorageErr(err)
+	}
+	if stopped && sec.Length == 0 {
+		return SectionResult{PartitionState: st}, ErrUnsupportedCompression
+	}
+	return SectionResult{PartitionState: st, Section: sec}, nil
+}
+
+func notZstd(h batch.Header) bool { return h.Compression() != batch.CompressionZstd }
