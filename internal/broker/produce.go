@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/partitioner"
+	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // ProduceRecord is one record for Produce.
@@ -143,7 +144,11 @@ func (b *Broker) producePartition(ctx context.Context, p *partitionRT, s TopicSe
 	if err := pb.flush(len(idx)); err != nil {
 		return err
 	}
-	res, err := b.appendBatches(ctx, p, pb.batches)
+	checked, err := p.log.Check(pb.batches...)
+	if err != nil {
+		return batchErr(err)
+	}
+	res, err := b.appendBatches(ctx, p, checked)
 	if err != nil {
 		return err
 	}
@@ -217,60 +222,59 @@ type ProduceBatchesResult struct {
 
 // ProduceBatches stores Kafka record batches exactly as the client sent
 // them (compressed ones stay compressed; only the base offset and leader
-// epoch, outside the CRC, are stamped). Each batch is validated first
-// (magic, CRC-32C, lengths, records of uncompressed batches) and checked
-// against the topic's maximum message size; a bad batch fails the call with
-// ErrCorruptBatch or ErrRecordTooLarge and nothing is written. Batches of
-// an idempotent producer are deduplicated and sequence-checked (see
-// InitProducerID). Answers once durable.
+// epoch, outside the CRC, are stamped). The partition's log validates each
+// batch first (magic, CRC-32C, lengths, records of uncompressed batches,
+// the topic's maximum message size: storage.Log.Check); a bad batch fails
+// the call with ErrCorruptBatch or ErrRecordTooLarge and nothing is
+// written. Batches of an idempotent producer are then deduplicated and
+// sequence-checked (see InitProducerID). Answers once durable.
+//
+// The check is storage's and happens once (docs/architecture.md, "One
+// validation per batch"): before the producer checks, so that a damaged
+// batch is refused as corrupt, not judged by a damaged producer id or
+// sequence, and the very bytes checked are the ones appended.
 func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int32, batches [][]byte) (ProduceBatchesResult, error) {
-	t, p, err := b.streams.partition(topic, partition)
+	_, p, err := b.streams.partition(topic, partition)
 	if err != nil {
 		return ProduceBatchesResult{}, err
-	}
-	s, _ := t.snapshot()
-	for i, raw := range batches {
-		if err := checkBatch(raw, s.MaxMessageBytes); err != nil {
-			return ProduceBatchesResult{}, fmt.Errorf("batch %d: %w", i, err)
-		}
 	}
 	if len(batches) == 0 {
 		return ProduceBatchesResult{}, invalid("batches", "nothing to produce")
 	}
-	return b.appendBatches(ctx, p, batches)
+	checked, err := p.log.Check(batches...)
+	if err != nil {
+		return ProduceBatchesResult{}, batchErr(err)
+	}
+	for i := range checked.Len() {
+		if h, _ := batch.ParseHeader(checked.Batch(i)); h.Transactional() || h.Control() {
+			return ProduceBatchesResult{}, fmt.Errorf("batch %d: %w", i, ErrTransactionsUnsupported)
+		}
+	}
+	return b.appendBatches(ctx, p, checked)
 }
 
-// checkBatch validates a client's batch and maps failures to typed errors.
-func checkBatch(raw []byte, maxBytes int) error {
-	err := batch.Validate(raw, maxBytes)
-	switch {
-	case errors.Is(err, batch.ErrTooLarge):
+// batchErr maps the log's refusal of a batch (storage.Log.Check wraps a
+// batch error) to the broker's typed errors.
+func batchErr(err error) error {
+	if errors.Is(err, batch.ErrTooLarge) {
 		return fmt.Errorf("%w: %v", ErrRecordTooLarge, err)
-	case err != nil:
-		return fmt.Errorf("%w: %v", ErrCorruptBatch, err)
 	}
-	h, _ := batch.ParseHeader(raw)
-	switch {
-	case h.Transactional() || h.Control():
-		return ErrTransactionsUnsupported
-	case h.RecordCount == 0:
-		return fmt.Errorf("%w: no records", ErrCorruptBatch)
-	}
-	return nil
+	return fmt.Errorf("%w: %v", ErrCorruptBatch, err)
 }
 
-// appendBatches appends validated batches. Batches of idempotent producers
-// go one at a time under the partition's producer lock.
-func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches [][]byte) (ProduceBatchesResult, error) {
-	res := ProduceBatchesResult{BaseOffsets: make([]int64, len(batches)), Duplicate: make([]bool, len(batches))}
+// appendBatches appends batches the log checked. Batches of idempotent
+// producers go one at a time under the partition's producer lock.
+func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches storage.Checked) (ProduceBatchesResult, error) {
+	n := batches.Len()
+	res := ProduceBatchesResult{BaseOffsets: make([]int64, n), Duplicate: make([]bool, n)}
 	idempotent := false
-	for _, raw := range batches {
-		if h, _ := batch.ParseHeader(raw); h.ProducerID >= 0 {
+	for i := range n {
+		if h, _ := batch.ParseHeader(batches.Batch(i)); h.ProducerID >= 0 {
 			idempotent = true
 		}
 	}
 	if !idempotent {
-		offs, err := p.log.AppendEpoch(ctx, LeaderEpoch, batches...)
+		offs, err := p.log.AppendChecked(ctx, LeaderEpoch, batches)
 		if err != nil {
 			return ProduceBatchesResult{}, mapStorageErr(err)
 		}
@@ -279,16 +283,16 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches [][]
 		p.owner.notifySubs()
 		return res, nil
 	}
-	hs := make([]batch.Header, len(batches))
-	for i, raw := range batches {
-		hs[i], _ = batch.ParseHeader(raw)
+	hs := make([]batch.Header, n)
+	for i := range n {
+		hs[i], _ = batch.ParseHeader(batches.Batch(i))
 	}
-	for i := 0; i < len(batches); {
-		n, err := b.appendIdempotent(ctx, p, batches[i:], hs[i:], res.BaseOffsets[i:], res.Duplicate[i:])
+	for i := 0; i < n; {
+		k, err := b.appendIdempotent(ctx, p, batches.Slice(i, n), hs[i:], res.BaseOffsets[i:], res.Duplicate[i:])
 		if err != nil {
 			return ProduceBatchesResult{}, err
 		}
-		i += n
+		i += k
 	}
 	res.LogStartOffset = p.log.LogStartOffset()
 	p.owner.notifySubs()
@@ -307,7 +311,7 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches [][]
 // the check right after its predecessor was recorded. The append ignores
 // ctx cancellation: once written its outcome must be known, or a retry
 // could be stored twice.
-func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raws [][]byte, hs []batch.Header, bases []int64, dups []bool) (int, error) {
+func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raws storage.Checked, hs []batch.Header, bases []int64, dups []bool) (int, error) {
 	h := hs[0]
 	if h.ProducerID >= 0 {
 		if err := b.streams.pids.check(h.ProducerID, h.ProducerEpoch); err != nil {
@@ -326,11 +330,11 @@ func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raws [][]
 			bases[0], dups[0] = dup.base, true
 			return 1, nil
 		}
-		for n < len(raws) && continues(hs[n-1], hs[n]) && !p.prod.storedLocked(hs[n]) {
+		for n < raws.Len() && continues(hs[n-1], hs[n]) && !p.prod.storedLocked(hs[n]) {
 			n++
 		}
 	}
-	offs, err := p.log.AppendEpoch(context.WithoutCancel(ctx), LeaderEpoch, raws[:n]...)
+	offs, err := p.log.AppendChecked(context.WithoutCancel(ctx), LeaderEpoch, raws.Slice(0, n))
 	if err != nil {
 		return 0, mapStorageErr(err)
 	}

@@ -17,21 +17,26 @@ import (
 // batches may or may not become visible: the outcome is unknown, as with a
 // lost network answer.
 func (l *Log) Append(ctx context.Context, batches ...[]byte) ([]int64, error) {
+	if err := l.validate(batches); err != nil {
+		return nil, err
+	}
 	return l.append(ctx, batches, false, 0)
 }
 
 // AppendEpoch is Append that also stamps each batch's partitionLeaderEpoch
 // (outside the CRC): the leader epoch for Kafka, the Raft term later.
 func (l *Log) AppendEpoch(ctx context.Context, epoch int32, batches ...[]byte) ([]int64, error) {
-	return l.append(ctx, batches, true, epoch)
+	c, err := l.Check(batches...)
+	if err != nil {
+		return nil, err
+	}
+	return l.AppendChecked(ctx, epoch, c)
 }
 
+// append writes batches that validate accepted (Append, AppendChecked).
 func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch int32) ([]int64, error) {
 	if len(batches) == 0 {
 		return nil, nil
-	}
-	if err := l.validate(batches); err != nil {
-		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
