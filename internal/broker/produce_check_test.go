@@ -53,3 +53,25 @@ func TestDamagedIdempotentBatchRefusedAsCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchWithOffsetGapIsCorrupt: a batch claiming more offsets than it
+// has records (lastOffsetDelta past recordCount-1, as compaction leaves
+// them) passes batch.Validate but not the log's check; it is refused as
+// ErrCorruptBatch (CORRUPT_MESSAGE), not as an untyped storage error that
+// a front-end can only call an unknown server error.
+func TestBatchWithOffsetGapIsCorrupt(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("t", 1)
+	raw := buildBatch(t, nil, "a", "b")
+	binary.BigEndian.PutUint32(raw[23:], 5) // lastOffsetDelta 5 for 2 records
+	binary.BigEndian.PutUint32(raw[17:], batch.ComputeCRC(raw))
+	if err := batch.Validate(raw, 0); err != nil {
+		t.Fatalf("the batch should pass batch.Validate: %v", err)
+	}
+	if _, err := e.produceRaw("t", 0, raw); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("got %v, want ErrCorruptBatch", err)
+	}
+	if hw := e.hw("t", 0); hw != 0 {
+		t.Fatalf("high watermark %d: the batch was stored", hw)
+	}
+}
