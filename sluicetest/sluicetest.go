@@ -1,6 +1,6 @@
 // Package sluicetest starts a real sluice broker inside a test: data in
-// t.TempDir(), the native API on a free 127.0.0.1 port, the same wiring as
-// `sluice serve`, and everything closed by t.Cleanup.
+// t.TempDir(), the native API on a free 127.0.0.1 port, the same assembly as
+// `sluice serve` (internal/node), and everything closed by t.Cleanup.
 //
 //	func TestOrders(t *testing.T) {
 //		c, _ := sluicetest.New(t)
@@ -19,7 +19,7 @@ import (
 	"testing"
 
 	"github.com/sluice-mq/sluice/client"
-	"github.com/sluice-mq/sluice/internal/api/wiring"
+	"github.com/sluice-mq/sluice/internal/node"
 	"github.com/sluice-mq/sluice/internal/server"
 )
 
@@ -98,7 +98,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		t.Fatalf("sluicetest: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx, wiring.Setup(wiring.Options{})); err != nil {
+	if err := srv.Start(ctx, node.Setup(node.Options{})); err != nil {
 		cancel()
 		t.Fatalf("sluicetest: start: %v", err)
 	}

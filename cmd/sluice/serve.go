@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluice-mq/sluice/internal/api/wiring"
-	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/kafka"
+	"github.com/sluice-mq/sluice/internal/node"
 	"github.com/sluice-mq/sluice/internal/server"
 )
 
@@ -58,20 +55,9 @@ flushed and synced, and the exit code is 0.`,
 			// After the first signal, restore the default handling so a
 			// second Ctrl-C kills a shutdown that hangs.
 			context.AfterFunc(ctx, stop)
-			return server.Run(ctx, cfg, log, version, wiring.Setup(wiring.Options{Opened: registerFrontends}))
+			return node.Run(ctx, cfg, log, version)
 		},
 	}
 	addServeFlags(cmd.Flags())
 	return cmd
-}
-
-// registerKafka attaches the Kafka front-end to the kafka listener.
-func registerKafka(s *server.Server, b *broker.Broker) error {
-	host, port, err := kafka.SplitAdvertised(s.Config().KafkaAdvertisedAddr)
-	if err != nil {
-		return fmt.Errorf("--kafka-advertised-addr: %w", err)
-	}
-	s.RegisterFrontend(server.Kafka, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(),
-		AutoCreateTopics: s.Config().KafkaAutoCreateTopics, DefaultPartitions: s.Config().KafkaDefaultPartitions}))
-	return nil
 }

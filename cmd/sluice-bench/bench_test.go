@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/bench/compare/load"
-	"github.com/sluice-mq/sluice/internal/api/wiring"
+	"github.com/sluice-mq/sluice/internal/node"
 	"github.com/sluice-mq/sluice/internal/server"
 )
 
@@ -28,7 +28,7 @@ func startAllFrontends(t *testing.T, fsync string) *server.Server {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx, wiring.Setup(wiring.Options{Opened: registerFrontends})); err != nil {
+	if err := srv.Start(ctx, node.Setup(node.Options{})); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
@@ -68,15 +68,15 @@ func TestBenchWorkloads(t *testing.T) {
 	})
 }
 
-// runBench runs `sluice bench w --protocol proto -o json` in-process
+// runBench runs `sluice-bench w --protocol proto -o json` in-process
 // against srv and decodes its report.
 func runBench(t *testing.T, srv *server.Server, w, proto string, flags ...string) benchReport {
 	t.Helper()
-	root := newRootCmd()
+	root := newBenchCmd()
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	root.SetArgs(append([]string{"bench", w, "--protocol", proto, "-o", "json", "--quiet",
+	root.SetArgs(append([]string{w, "--protocol", proto, "-o", "json", "--quiet",
 		"--server", "http://" + srv.Addr(server.HTTP), "--kafka-addr", srv.Addr(server.Kafka),
 		"--sqs-url", "http://" + srv.Addr(server.SQS)}, flags...))
 	if err := root.ExecuteContext(t.Context()); err != nil {
@@ -94,7 +94,7 @@ func runBench(t *testing.T, srv *server.Server, w, proto string, flags ...string
 // trip over the native API), with =W2-sqs W2 over the SQS API, for 10 s against an in-process broker with
 // --fsync always on the real disk, so that
 //
-//	SLUICE_BENCH_PROFILE=W1 go test -run TestBenchProfile -cpuprofile cpu.out ./cmd/sluice
+//	SLUICE_BENCH_PROFILE=W1 go test -run TestBenchProfile -cpuprofile cpu.out ./cmd/sluice-bench
 //
 // records where the broker's CPU goes (the client's is in the same
 // profile, under its own packages). bench/compare/run.sh runs it.

@@ -15,9 +15,11 @@ import (
 	"github.com/sluice-mq/sluice/bench/compare/load"
 )
 
-func init() { subcommands = append(subcommands, newBenchCmd) }
+// defaultServer is where the native API is looked for without --server
+// or SLUICE_SERVER: `sluice serve`'s default HTTP address.
+const defaultServer = "http://127.0.0.1:8080"
 
-// benchFlags are `sluice bench`'s settings.
+// benchFlags are sluice-bench's settings.
 type benchFlags struct {
 	cfg        load.Config
 	protocol   string
@@ -41,10 +43,13 @@ type benchReport struct {
 func newBenchCmd() *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
-		Use:       "bench produce|consume|queue|latency",
-		Short:     "Generate load against a running broker and report throughput and latency",
-		ValidArgs: []string{load.Produce, load.Consume, load.RoundTp, load.Latency},
-		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		Use:   "sluice-bench produce|consume|queue|latency",
+		Short: "Generate load against a running broker and report throughput and latency",
+		// One line per error, printed by main; cobra's own printing is off.
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		ValidArgs:     []string{load.Produce, load.Consume, load.RoundTp, load.Latency},
+		Args:          cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		Long: `Generate load against a running sluice and report msgs/s, MB/s and latency
 quantiles (p50, p99, p99.9, max), with the disk's own limits beside them.
 

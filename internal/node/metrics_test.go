@@ -1,4 +1,4 @@
-package wiring_test
+package node_test
 
 import (
 	"io"

@@ -1,0 +1,67 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/api"
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/kafka"
+	"github.com/sluice-mq/sluice/internal/server"
+	"github.com/sluice-mq/sluice/internal/sqs"
+)
+
+// mountAPI serves the native ConnectRPC API on the HTTP listener's mux,
+// beside /healthz, /readyz and /metrics.
+func mountAPI(s *server.Server, b *broker.Broker) {
+	cfg := s.Config()
+	a := api.New(api.Options{
+		Broker: b, Logger: s.Logger(), MaxRequestBytes: cfg.MaxRequestBytes,
+		Draining: s.Draining(), ObserveRequest: s.Metrics().ObserveRequest,
+	})
+	for _, r := range a.Routes() {
+		s.RegisterHTTP(r.Pattern, r.Handler)
+	}
+}
+
+// mountKafka attaches the Kafka front-end to the kafka listener.
+func mountKafka(s *server.Server, b *broker.Broker) error {
+	cfg := s.Config()
+	host, port, err := kafka.SplitAdvertised(cfg.KafkaAdvertisedAddr)
+	if err != nil {
+		return fmt.Errorf("--kafka-advertised-addr: %w", err)
+	}
+	s.RegisterFrontend(server.Kafka, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(),
+		AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions}))
+	return nil
+}
+
+// mountSQS serves the SQS API (JSON 1.0 and query) on the sqs listener.
+func mountSQS(s *server.Server, b *broker.Broker) {
+	url := ""
+	if adv := s.Config().SQSAdvertisedAddr; adv != "" {
+		url = "http://" + adv
+	}
+	h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger()})
+	s.RegisterFrontend(server.SQS, &httpFrontend{srv: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No write timeout: a ReceiveMessage long poll may wait 20 s.
+	}})
+}
+
+// httpFrontend runs an HTTP handler as a server front-end.
+type httpFrontend struct{ srv *http.Server }
+
+func (f *httpFrontend) Serve(ln net.Listener) error {
+	if err := f.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (f *httpFrontend) Shutdown(ctx context.Context) error { return f.srv.Shutdown(ctx) }

@@ -1,0 +1,63 @@
+package node
+
+import (
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/metrics"
+)
+
+// metricsSource adapts the broker's stats to what /metrics reads at
+// scrape time.
+func metricsSource(b *broker.Broker) metrics.Source {
+	return metrics.SourceFuncs{Queues: queueStats(b), Groups: groupStats(b), Topics: topicStats(b)}
+}
+
+func groupStats(b *broker.Broker) func() []metrics.GroupStat {
+	return func() []metrics.GroupStat {
+		var out []metrics.GroupStat
+		for _, g := range b.AllGroupLag() {
+			for _, p := range g.Partitions {
+				out = append(out, metrics.GroupStat{Group: g.Group, Topic: p.Topic, Partition: p.Partition,
+					LagMessages: p.Messages, LagAge: p.Age})
+			}
+		}
+		return out
+	}
+}
+
+// topicStats reports retention headroom for topics with time retention
+// (a topic kept forever has no headroom to watch).
+func topicStats(b *broker.Broker) func() []metrics.TopicStat {
+	return func() []metrics.TopicStat {
+		var out []metrics.TopicStat
+		for _, t := range b.ListTopics("") {
+			h, err := b.RetentionHeadroom(t.Name)
+			if err != nil || h.Unlimited {
+				continue
+			}
+			out = append(out, metrics.TopicStat{Topic: t.Name, RetentionHeadroom: h.Headroom})
+		}
+		return out
+	}
+}
+
+func queueStats(b *broker.Broker) func() []metrics.QueueStat {
+	return func() []metrics.QueueStat {
+		// A subscription is a queue cursor: it reports as the queue
+		// "<topic>/<subscription>", the name QueueService reads it by.
+		all := append(b.AllQueueStats(), b.AllSubscriptionStats()...)
+		out := make([]metrics.QueueStat, len(all))
+		for i, st := range all {
+			name := st.Name
+			if st.Topic != "" {
+				name = st.Topic + "/" + st.Name
+			}
+			out[i] = metrics.QueueStat{
+				Queue: name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
+				OldestAge: st.OldestAge, DLQDepth: st.DLQDepth, Sent: st.Sent, Received: st.Received,
+				Acked: st.Acked, Redelivered: st.Redelivered, DeadLettered: st.DeadLettered,
+				StaleAckRefused: st.StaleRefused,
+			}
+		}
+		return out
+	}
+}

@@ -1,0 +1,101 @@
+// Package node is sluice's composition root: the one place that knows every
+// part of a running broker and connects the parts that must not import each
+// other. Setup opens the broker in the server's data directory with the
+// configured fsync policy and preallocation, ties the broker's Close to the
+// server's shutdown, starts maintenance, offers the broker's state to
+// /metrics and its fsyncs to the storage observer, and mounts the
+// front-ends: the native API on the HTTP listener, Kafka and SQS on their
+// own listeners (internal/server starts those only when configured).
+//
+// `sluice serve` (through Run) and sluicetest both start through Setup, so
+// tests run the production assembly. When sluice becomes a cluster, this is
+// where replication plugs in: the node will open the Raft groups and hand
+// the broker replicated logs, while the front-ends and the server stay as
+// they are.
+//
+// It owns assembly and nothing else. It must never translate a protocol,
+// hold broker state or logic, or parse flags (cmd/sluice does), and only
+// cmd/ and sluicetest may import it: the layers below never know how they
+// are put together (deps_test.go enforces it).
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/server"
+)
+
+// Options tune Setup; zero values take the defaults.
+type Options struct {
+	// MaintenanceInterval is how often retention and due-message wakeups
+	// run. Default 1s.
+	MaintenanceInterval time.Duration
+}
+
+// Run starts a node with cfg, serves until ctx ends, and shuts down
+// gracefully: what `sluice serve` does once its configuration is parsed.
+func Run(ctx context.Context, cfg server.Config, log *slog.Logger, version string) error {
+	return server.Run(ctx, cfg, log, version, Setup(Options{}))
+}
+
+// Setup returns the server.Setup that opens the broker and mounts every
+// front-end, for server.Start or server.Run.
+func Setup(opts Options) server.Setup {
+	if opts.MaintenanceInterval <= 0 {
+		opts.MaintenanceInterval = time.Second
+	}
+	return func(_ context.Context, s *server.Server) error {
+		b, err := openBroker(s)
+		if err != nil {
+			return err
+		}
+		// Registered first, so it runs last: after every front-end has
+		// drained, the broker flushes and syncs everything it acknowledged.
+		s.OnClose("broker", func(context.Context) error { return b.Close() })
+		b.StartMaintenance(opts.MaintenanceInterval)
+		if err := s.Metrics().RegisterSource(metricsSource(b)); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		mountAPI(s, b)
+		if err := mountKafka(s, b); err != nil {
+			return err
+		}
+		mountSQS(s, b)
+		return nil
+	}
+}
+
+// openBroker opens the broker as the server's configuration says.
+func openBroker(s *server.Server) (*broker.Broker, error) {
+	cfg := s.Config()
+	sync, err := syncPolicy(cfg.Fsync)
+	if err != nil {
+		return nil, err
+	}
+	prealloc := cfg.PreallocateBytes
+	if prealloc <= 0 {
+		prealloc = -1 // the broker's "off"; its 0 means its default
+	}
+	return broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(),
+		StorageObserver: s.Metrics(), PreallocateBytes: prealloc})
+}
+
+// syncPolicy turns the server's --fsync setting into the broker's policy.
+func syncPolicy(fsync string) (broker.SyncPolicy, error) {
+	p, err := server.ParseFsync(fsync)
+	if err != nil {
+		return broker.SyncPolicy{}, fmt.Errorf("--fsync: %w", err)
+	}
+	switch p.Mode {
+	case server.FsyncInterval:
+		return broker.SyncPolicy{Mode: broker.SyncInterval, Interval: p.Interval}, nil
+	case server.FsyncNever:
+		return broker.SyncPolicy{Mode: broker.SyncNever}, nil
+	default:
+		return broker.SyncPolicy{Mode: broker.SyncAlways}, nil
+	}
+}
