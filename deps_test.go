@@ -2,61 +2,156 @@ package sluice_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestDependencyDirection keeps the layering of docs/architecture.md true:
-// dependencies point down (front-ends -> broker -> queue/group -> storage -> vfs),
-// the core never imports a network front-end or net/http, the public client never
-// imports internal packages, and non-test code never imports "testing"
-// (but for the test-support packages sluicetest and internal/testproc).
-func TestDependencyDirection(t *testing.T) {
-	const mod = "github.com/sluice-mq/sluice/"
-	forbidden := map[string][]string{
-		"internal/vfs":     {mod + "internal/", "net/http"},
-		"internal/linger":  {mod + "internal/", "net/http"},
-		"internal/storage": {mod + "internal/queue", mod + "internal/group", mod + "internal/broker", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
-		"internal/journal": {mod + "internal/queue", mod + "internal/group", mod + "internal/broker", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
-		"internal/queue":   {mod + "internal/broker", mod + "internal/storage", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
-		"internal/group":   {mod + "internal/broker", mod + "internal/storage", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
-		"internal/broker":  {mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", "net/http"},
-		"client":           {mod + "internal/"},
-	}
-	out, err := exec.Command("go", "list", "-json=ImportPath,Deps", "./...").Output()
+const mod = "github.com/sluice-mq/sluice/"
+
+// goPackage is what go list reports of one package of the module.
+type goPackage struct {
+	ImportPath                         string
+	Imports, TestImports, XTestImports []string
+	Deps                               []string // transitive, of non-test code
+	rel                                string   // ImportPath without mod
+	directAll                          []string // Imports, TestImports and XTestImports
+}
+
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports,Deps", "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	var pkgs []goPackage
 	dec := json.NewDecoder(strings.NewReader(string(out)))
-	seen := 0
 	for dec.More() {
-		var p struct {
-			ImportPath string
-			Deps       []string
-		}
+		var p goPackage
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
-		seen++
-		rel := strings.TrimPrefix(p.ImportPath, mod)
+		p.rel = strings.TrimPrefix(p.ImportPath, mod)
+		p.directAll = slices.Concat(p.Imports, p.TestImports, p.XTestImports)
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list returned no packages")
+	}
+	return pkgs
+}
+
+// under reports whether rel is the package dir or one below it.
+func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
+
+// banned reports whether import path d is one of bans (each a package and
+// everything below it, or for a module prefix ending in "/" everything in it).
+func banned(d string, bans []string) bool {
+	for _, b := range bans {
+		if d == b || strings.HasPrefix(d, strings.TrimSuffix(b, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDependencyDirection keeps the layering of docs/architecture.md true
+// for non-test code, transitively (go list's Deps): dependencies point down
+// (cmd -> node -> server and front-ends -> broker -> queue/group and
+// journal -> storage -> vfs), the core never imports a front-end, the server, the node
+// or net/http, the server imports no front-end, the serving binary links no
+// client library of another protocol, the public client never imports
+// internal packages, and non-test code never imports "testing" (but for the
+// test-support packages sluicetest and internal/testproc).
+func TestDependencyDirection(t *testing.T) {
+	frontEnds := []string{mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs"}
+	above := append(slices.Clone(frontEnds), mod+"internal/server", mod+"internal/node")
+	forbidden := map[string][]string{
+		"internal/vfs":     {mod + "internal/", "net/http"},
+		"internal/linger":  {mod + "internal/", "net/http"},
+		"internal/storage": append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
+		"internal/journal": append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
+		"internal/queue":   append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		"internal/group":   append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		"internal/broker":  append([]string{"net/http"}, above...),
+		"internal/server":  append(slices.Clone(frontEnds), mod+"internal/node"),
+		"client":           {mod + "internal/"},
+		// The serving binary: the load generator (cmd/sluice-bench) and the
+		// interop tests bring these; `sluice serve` must not link them.
+		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/"},
+	}
+	for _, p := range listPackages(t) {
 		for _, d := range p.Deps {
-			if d == "testing" && !strings.HasPrefix(rel, "sluicetest") && rel != "internal/testproc" {
+			if d == "testing" && !under(p.rel, "sluicetest") && p.rel != "internal/testproc" {
 				t.Errorf("%s imports testing in non-test code", p.ImportPath)
 			}
-			for prefix, bans := range forbidden {
-				if rel != prefix && !strings.HasPrefix(rel, prefix+"/") {
-					continue
+		}
+		for dir, bans := range forbidden {
+			if !under(p.rel, dir) {
+				continue
+			}
+			var bad []string
+			for _, d := range p.Deps {
+				if banned(d, bans) {
+					bad = append(bad, d)
 				}
-				for _, b := range bans {
-					if d == b || strings.HasPrefix(d, b) {
-						t.Errorf("%s must not depend on %s", p.ImportPath, d)
-					}
+			}
+			if len(bad) > 0 {
+				t.Errorf("%s must not depend, directly or through another package, on %s%s",
+					p.ImportPath, strings.Join(bad[:min(len(bad), 3)], ", "), more(len(bad)-3))
+			}
+		}
+	}
+}
+
+func more(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more", n)
+}
+
+// TestFrontEndsImportOnlyTheBroker: the protocol front-ends reach the core
+// through internal/broker alone (and internal/batch where a wire format
+// needs it), never the state machines or storage beneath it, and never one
+// another: what two front-ends share belongs in the broker. These are
+// direct imports (every front-end depends on storage through the broker),
+// tests included, so a test cannot reach around the broker either.
+func TestFrontEndsImportOnlyTheBroker(t *testing.T) {
+	frontEnds := []string{"internal/api", "internal/kafka", "internal/sqs"}
+	below := []string{mod + "internal/storage", mod + "internal/journal", mod + "internal/group", mod + "internal/queue", mod + "internal/node"}
+	for _, p := range listPackages(t) {
+		for _, fe := range frontEnds {
+			if !under(p.rel, fe) {
+				continue
+			}
+			bans := slices.Clone(below)
+			for _, other := range frontEnds {
+				if other != fe {
+					bans = append(bans, mod+other)
+				}
+			}
+			for _, d := range p.directAll {
+				if banned(d, bans) {
+					t.Errorf("front-end %s imports %s: go through internal/broker", p.ImportPath, d)
 				}
 			}
 		}
 	}
-	if seen == 0 {
-		t.Fatal("go list returned no packages")
+}
+
+// TestOnlyCommandsImportTheNode: internal/node assembles everything, so
+// nothing it assembles may import it back; only the binaries and
+// sluicetest (which runs the production assembly in users' tests) do.
+func TestOnlyCommandsImportTheNode(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if under(p.rel, "cmd") || under(p.rel, "sluicetest") || under(p.rel, "internal/node") {
+			continue
+		}
+		if slices.Contains(p.directAll, mod+"internal/node") {
+			t.Errorf("%s imports internal/node; only cmd/ and sluicetest may", p.ImportPath)
+		}
 	}
 }

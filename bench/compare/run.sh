@@ -69,8 +69,9 @@ install() {
   mkdir -p "$WORK/bin"
   log "building sluice and the harness; nats-server $NATS_VERSION"
   go build -o "$WORK/bin/sluice" ./cmd/sluice
+  go build -o "$WORK/bin/sluice-bench" ./cmd/sluice-bench
   go build -o "$WORK/bin/peerbench" ./bench/compare/peerbench
-  go test -c -o "$WORK/bin/sluice.test" ./cmd/sluice
+  go test -c -o "$WORK/bin/sluice-bench.test" ./cmd/sluice-bench
   GOBIN=$WORK/bin go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
 }
 
@@ -86,7 +87,7 @@ W4=(produce --queue --size 1024 --in-flight 800 --batch 100 --duration 15m --cou
 fail() { log "FAILED: $*"; echo "- $*" >>"$OUT/failures.md"; }
 
 # bench system config protocol sync durability W workload… — one row,
-# through `sluice bench` for sluice and peerbench for a peer.
+# through sluice-bench for sluice and peerbench for a peer.
 bench() {
   local sys=$1 cfg=$2 proto=$3 sync=$4 dur=$5 w=$6; shift 6
   local file; file=$(echo "$sys-$cfg-$proto-$w.json" | tr ' :/' '___')
@@ -95,7 +96,7 @@ bench() {
   local name=$1; shift
   local ok=1
   if [ "$sys" = sluice ]; then
-    "$WORK/bin/sluice" bench "$name" "$@" --protocol "$proto" "${SLUICE_FLAGS[@]}" --name "bench-$name" \
+    "$WORK/bin/sluice-bench" "$name" "$@" --protocol "$proto" "${SLUICE_FLAGS[@]}" --name "bench-$name" \
       --probe-dir "" -o json >"$OUT/$file" 2>>"$OUT/progress.log" || ok=0
   else
     "$WORK/bin/peerbench" run --workload "$name" "$@" --peer "$sys" --addr "$ADDR" --label "$sys ($cfg)" \
@@ -131,19 +132,19 @@ w4() {
 }
 
 # profile W1|W2: sluice's CPU profile of that workload (--fsync always,
-# broker in-process with the client: TestBenchProfile in cmd/sluice).
+# broker in-process with the client: TestBenchProfile in cmd/sluice-bench).
 profile() {
   log "CPU profile of sluice's $1"
-  if ! (cd "$WORK" && TMPDIR=$WORK SLUICE_BENCH_PROFILE=$1 "$WORK/bin/sluice.test" -test.run '^TestBenchProfile$' \
+  if ! (cd "$WORK" && TMPDIR=$WORK SLUICE_BENCH_PROFILE=$1 "$WORK/bin/sluice-bench.test" -test.run '^TestBenchProfile$' \
     -test.count=1 -test.v -test.cpuprofile "$WORK/cpu-$1.pprof" >"$OUT/profile-$1.txt" 2>&1); then
     fail "profile $1: $(tail -1 "$OUT/profile-$1.txt")"
     return
   fi
   {
     echo; echo "## top functions by own CPU time"
-    go tool pprof -top -nodecount=25 "$WORK/bin/sluice.test" "$WORK/cpu-$1.pprof" 2>/dev/null
+    go tool pprof -top -nodecount=25 "$WORK/bin/sluice-bench.test" "$WORK/cpu-$1.pprof" 2>/dev/null
     echo; echo "## sluice's call paths by cumulative CPU time"
-    go tool pprof -top -cum -nodecount=40 -focus=sluice-mq/sluice/internal "$WORK/bin/sluice.test" "$WORK/cpu-$1.pprof" 2>/dev/null
+    go tool pprof -top -cum -nodecount=40 -focus=sluice-mq/sluice/internal "$WORK/bin/sluice-bench.test" "$WORK/cpu-$1.pprof" 2>/dev/null
   } >>"$OUT/profile-$1.txt"
 }
 

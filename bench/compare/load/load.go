@@ -1,6 +1,6 @@
 // Package load runs message-broker workloads — produce, consume, a queue
 // round trip and fixed-rate end-to-end latency — against any broker that a
-// Driver adapts. `sluice bench` drives sluice with it, and bench/compare
+// Driver adapts. cmd/sluice-bench drives sluice with it, and bench/compare
 // drives the peers with the same code, so every row of a comparison comes
 // from one engine, with the same payloads, limits and clocks.
 //

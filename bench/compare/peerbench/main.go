@@ -1,5 +1,5 @@
 // Command peerbench is bench/compare's harness: it runs the load engine of
-// `sluice bench` against a peer broker through that peer's own Go client,
+// `sluice-bench` against a peer broker through that peer's own Go client,
 // reads a broker's resident memory from /proc, probes the disk, and turns
 // a run's JSON files into the Markdown report. run.sh drives it; it is not
 // run by `go test`.
@@ -50,7 +50,7 @@ func main() {
 	}
 }
 
-// report is what run prints: the same shape as `sluice bench -o json`.
+// report is what run prints: the same shape as `sluice-bench -o json`.
 type report struct {
 	Result load.Result `json:"result"`
 	Disk   *load.Disk  `json:"disk,omitempty"`
