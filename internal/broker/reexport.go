@@ -15,9 +15,11 @@ import (
 // so no value is converted on the way, and errors.Is matches the very
 // sentinel the coordinator returns.
 //
-// A name is added here when a front-end needs it, not before: the broker's
-// API should grow by choice, not by mirroring every exported identifier of
-// the packages under it.
+// What is here: the types the broker's group methods take and return (so a
+// caller can name what it receives), their sentinel errors, the enums a
+// front-end switches on, the sync policy and Section. Nothing else: a name
+// is added when the broker's API needs it, not to mirror every exported
+// identifier of the packages under it.
 
 // Consumer-group requests and results (see the fields' docs in internal/group).
 type (
