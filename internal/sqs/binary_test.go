@@ -10,7 +10,7 @@ import (
 // "listening" log line and drives it with the clients the in-process tests
 // use, through the same helpers: aws-sdk-go-v2 over JSON, the module pinned
 // to the query-protocol SDK v1.26, the AWS CLI and boto3. What CI's clients
-// meet is then the production wiring (cmd/sluice mounts the handler), not a
+// meet is then the production assembly (internal/node mounts the handler), not a
 // test harness. The clients run in parallel on queues of their own names.
 func TestRealBinary(t *testing.T) {
 	if testing.Short() {
