@@ -9,6 +9,7 @@ test: check unit fuzz
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build -o bin/sluice-bench ./cmd/sluice-bench
 
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
