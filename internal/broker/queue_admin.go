@@ -100,6 +100,12 @@ func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSetting
 	if q == nil {
 		return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
 	}
+	if q.settings().FIFO {
+		// No FIFO send between its dedup check and its record while the
+		// deduplication rules change (reconfigureLocked).
+		q.sendMu.Lock()
+		defer q.sendMu.Unlock()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	cur := q.settings()

@@ -154,12 +154,14 @@ func (q *queueRT) reconfigureLocked(s QueueSettings) error {
 	if err != nil {
 		return err
 	}
-	if s.FIFO && s.DedupWindow != q.settings().DedupWindow {
-		d, err := queue.NewDeduper(s.DedupWindow)
+	if old := q.settings(); s.FIFO && (s.DedupWindow != old.DedupWindow || s.DedupScope != old.DedupScope) {
+		// The ids sent within the new window, keyed by the new scope,
+		// read back from the log (sends wait: UpdateQueue holds sendMu).
+		d, err := q.loadDedup(s)
 		if err != nil {
 			return err
 		}
-		q.dedup = d // ids recorded under the old window are forgotten
+		q.dedup = d
 	}
 	q.curs[0] = cur
 	q.current.Store(&s)

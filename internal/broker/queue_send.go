@@ -67,16 +67,17 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 			continue
 		}
 		if s.FIFO {
-			if id, seen := q.checkDedup(now, msg.DedupID); seen {
+			key := dedupKey(s, msg.GroupID, msg.DedupID)
+			if id, seen := q.checkDedup(now, key); seen {
 				results[i] = SendResult{ID: id, Duplicate: true, Sequence: -1}
 				continue
 			}
-			if k, seen := batchDedup[msg.DedupID]; seen { // repeated within this call
+			if k, seen := batchDedup[key]; seen { // repeated within this call
 				results[i] = SendResult{ID: msgs[k].ID, Duplicate: true, Sequence: -1}
 				dupOf[i] = idx[k]
 				continue
 			}
-			batchDedup[msg.DedupID] = len(msgs)
+			batchDedup[key] = len(msgs)
 		}
 		results[i].ID = msg.ID
 		msgs = append(msgs, msg)
@@ -97,7 +98,7 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 	for k, i := range idx {
 		results[i].Sequence = offs[0] + int64(k)
 		if s.FIFO {
-			q.dedup.Record(now, msgs[k].DedupID, msgs[k].ID)
+			q.dedup.Record(now, dedupKey(s, msgs[k].GroupID, msgs[k].DedupID), msgs[k].ID)
 		}
 	}
 	done := q.journalLocked(q.cacheSentLocked(offs[0], msgs, now))
@@ -110,6 +111,15 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 		results[i].Sequence = results[orig].Sequence
 	}
 	return results, nil
+}
+
+// dedupKey is what a FIFO queue deduplicates on: the deduplication id,
+// within the message's group when the scope is the group.
+func dedupKey(s QueueSettings, group, dedup string) string {
+	if s.DedupScope == DedupScopeGroup {
+		return group + "\x00" + dedup
+	}
+	return dedup
 }
 
 func (q *queueRT) checkDedup(now time.Time, id string) (string, bool) {
@@ -165,20 +175,29 @@ func (q *queueRT) prepare(s QueueSettings, in SendInput, now time.Time, copied b
 // window, read back from the log, so a retry across a restart is still
 // recognised.
 func (q *queueRT) rebuildDedup() error {
-	d, err := queue.NewDeduper(q.settings().DedupWindow)
-	if err != nil {
-		return err
+	d, err := q.loadDedup(*q.settings())
+	if err == nil {
+		q.dedup = d
 	}
-	q.dedup = d
+	return err
+}
+
+// loadDedup reads the dedup ids of the messages sent within s's window
+// back from the log, keyed as s deduplicates.
+func (q *queueRT) loadDedup(s QueueSettings) (*queue.Deduper, error) {
+	d, err := queue.NewDeduper(s.DedupWindow)
+	if err != nil {
+		return nil, err
+	}
 	now := q.now()
-	from, err := q.log.OffsetForTime(now.Add(-q.settings().DedupWindow).UnixMilli())
+	from, err := q.log.OffsetForTime(now.Add(-s.DedupWindow).UnixMilli())
 	if err != nil || from < 0 {
-		return err // from < 0: nothing sent within the window
+		return d, err // from < 0: nothing sent within the window
 	}
 	for pos := from; pos < q.log.HighWatermark(); {
 		data, err := q.log.Read(pos, fillReadBytes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		next := pos
 		err = eachRecord(data, func(r batch.Record) bool {
@@ -186,27 +205,29 @@ func (q *queueRT) rebuildDedup() error {
 			if r.Offset < pos {
 				return true
 			}
-			var id, dedup string
+			var id, group, dedup string
 			for _, h := range r.Headers {
 				switch h.Key {
 				case hdrID:
 					id = string(h.Value)
+				case hdrGroup:
+					group = string(h.Value)
 				case hdrDedup:
 					dedup = string(h.Value)
 				}
 			}
 			if dedup != "" {
-				d.Record(time.UnixMilli(r.Timestamp), dedup, id)
+				d.Record(time.UnixMilli(r.Timestamp), dedupKey(s, group, dedup), id)
 			}
 			return true
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if next == pos {
 			break
 		}
 		pos = next
 	}
-	return nil
+	return d, nil
 }

@@ -364,3 +364,44 @@ func TestDeleteQueueInUseBySubscription(t *testing.T) {
 		t.Fatalf("deleting a subscription's dead-letter queue: %v, want ErrQueueInUse", err)
 	}
 }
+
+// DedupScopeGroup: a deduplication id is unique within its message group
+// only (SQS's DeduplicationScope=messageGroup), across a restart too; a
+// scope change rebuilds the ids seen from the log under the new scope.
+func TestDedupScopeMessageGroup(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "hi.fifo", FIFO: true, DedupScope: DedupScopeGroup})
+	send := func(group string) SendResult {
+		t.Helper()
+		res, err := e.b.Send(context.Background(), "hi.fifo", []SendInput{{Body: []byte(group), GroupID: group, DedupID: "same"}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("send to %s: %v %v", group, err, res)
+		}
+		return res[0]
+	}
+	if a, b := send("a"), send("b"); a.Duplicate || b.Duplicate {
+		t.Fatalf("the same id in two groups was deduplicated: %+v %+v", a, b)
+	}
+	if again := send("a"); !again.Duplicate {
+		t.Fatal("the same id in the same group was not deduplicated")
+	}
+	e.restart()
+	if again := send("b"); !again.Duplicate {
+		t.Fatal("after a restart, the same id in the same group was not deduplicated")
+	}
+	if c := send("c"); c.Duplicate {
+		t.Fatal("after a restart, a new group's id was deduplicated")
+	}
+	if _, err := e.b.UpdateQueue("hi.fifo", func(s *QueueSettings) { s.DedupScope = DedupScopeQueue }); err != nil {
+		t.Fatal(err)
+	}
+	if d := send("d"); !d.Duplicate {
+		t.Fatal("with queue scope, an id already sent (in other groups) was not deduplicated")
+	}
+	if st, _ := e.b.QueueStats("hi.fifo"); st.Sent != 3 {
+		t.Fatalf("%d messages stored, want 3 (a, b, c)", st.Sent)
+	}
+	if _, err := e.b.CreateQueue(QueueSettings{Name: "std", DedupScope: DedupScopeGroup}); err == nil {
+		t.Fatal("a standard queue took a deduplication scope")
+	}
+}

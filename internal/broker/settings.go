@@ -29,6 +29,11 @@ type QueueSettings struct {
 	FIFO              bool          `json:"fifo,omitempty"`
 	ContentBasedDedup bool          `json:"content_based_dedup,omitempty"`
 	DedupWindow       time.Duration `json:"dedup_window"` // default 5 minutes
+	// DedupScope says where a deduplication id must be unique:
+	// DedupScopeQueue (the default) or DedupScopeGroup, where the same id
+	// in two message groups is two messages (SQS's DeduplicationScope,
+	// high-throughput FIFO).
+	DedupScope string `json:"dedup_scope,omitempty"`
 
 	// Tags and Extra are stored for front-ends (SQS tags, policies,
 	// permissions) and never interpreted by the broker.
@@ -48,6 +53,12 @@ const (
 	DefaultMaxExtension    = 12 * time.Hour
 	DefaultDedupWindow     = 5 * time.Minute
 	MaxNameLength          = 80
+)
+
+// Deduplication scopes of FIFO queues (QueueSettings.DedupScope).
+const (
+	DedupScopeQueue = "queue"
+	DedupScopeGroup = "messageGroup"
 )
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}(\.fifo)?$`)
@@ -109,6 +120,10 @@ func (s *QueueSettings) Validate() error {
 		return invalid("content_based_dedup", "only FIFO queues deduplicate by content")
 	case s.DedupWindow < 0 || s.DedupWindow > s.Retention:
 		return invalid("dedup_window", "%v: want 0 to the retention period", s.DedupWindow)
+	case s.DedupScope != "" && s.DedupScope != DedupScopeQueue && s.DedupScope != DedupScopeGroup:
+		return invalid("dedup_scope", "%q: want %q or %q", s.DedupScope, DedupScopeQueue, DedupScopeGroup)
+	case s.DedupScope == DedupScopeGroup && !s.FIFO:
+		return invalid("dedup_scope", "only FIFO queues deduplicate")
 	}
 	return nil
 }

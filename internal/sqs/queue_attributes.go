@@ -35,7 +35,6 @@ var storedAttrs = map[string]func(v string) bool{
 	"KmsMasterKeyId":               func(string) bool { return true },
 	"KmsDataKeyReusePeriodSeconds": func(v string) bool { return inRange(v, 60, 86400) },
 	"SqsManagedSseEnabled":         isBool,
-	"DeduplicationScope":           func(v string) bool { return v == "messageGroup" || v == "queue" },
 	"FifoThroughputLimit":          func(v string) bool { return v == "perQueue" || v == "perMessageGroupId" },
 }
 
@@ -66,6 +65,13 @@ func (h *Handler) applyAttributes(s *broker.QueueSettings, attrs map[string]stri
 		if err := h.applyAttribute(s, name, attrs[name]); err != nil {
 			return err
 		}
+	}
+	// As in SQS: a throughput quota per message group needs deduplication
+	// per message group (sluice enforces no quota; the pair is what
+	// high-throughput FIFO means).
+	if s.Extra[extraAttrPrefix+"FifoThroughputLimit"] == "perMessageGroupId" && s.DedupScope != broker.DedupScopeGroup {
+		return newError(errInvalidAttrValue, "Invalid value for the parameter FifoThroughputLimit. "+
+			"The perMessageGroupId value is allowed only when the value for DeduplicationScope is messageGroup.")
 	}
 	if _, ok := attrs["MessageRetentionPeriod"]; ok || creating {
 		// SQS bounds a message's total visibility by 12 h; the broker
@@ -127,6 +133,13 @@ func (h *Handler) applyAttribute(s *broker.QueueSettings, name, v string) error 
 			return badAttrValue(name)
 		}
 		s.MaxMessageBytes = n
+		return nil
+	case "DeduplicationScope":
+		if v != broker.DedupScopeQueue && v != broker.DedupScopeGroup {
+			return badAttrValue(name)
+		}
+		s.DedupScope = v
+		delete(s.Extra, extraAttrPrefix+name) // kept there before the broker deduplicated by it
 		return nil
 	case "ContentBasedDeduplication":
 		if !isBool(v) {
@@ -239,7 +252,10 @@ func (h *Handler) attributeValues(s broker.QueueSettings, st broker.QueueStats) 
 	if s.FIFO {
 		m["FifoQueue"] = "true"
 		m["ContentBasedDeduplication"] = strconv.FormatBool(s.ContentBasedDedup)
-		m["DeduplicationScope"] = "queue"
+		m["DeduplicationScope"] = broker.DedupScopeQueue
+		if s.DedupScope != "" {
+			m["DeduplicationScope"] = s.DedupScope
+		}
 		m["FifoThroughputLimit"] = "perQueue"
 	}
 	if s.MaxReceives > 0 {
@@ -250,8 +266,8 @@ func (h *Handler) attributeValues(s broker.QueueSettings, st broker.QueueStats) 
 		m["RedrivePolicy"] = string(p)
 	}
 	for k, v := range s.Extra {
-		if name, ok := strings.CutPrefix(k, extraAttrPrefix); ok {
-			m[name] = v
+		if name, ok := strings.CutPrefix(k, extraAttrPrefix); ok && name != "DeduplicationScope" {
+			m[name] = v // a DeduplicationScope here predates the broker's own setting
 		}
 	}
 	return m

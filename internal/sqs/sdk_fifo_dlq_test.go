@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -278,4 +279,49 @@ func TestFIFODuplicateInsideBatch(t *testing.T) {
 		t.Fatalf("message ids %v", ids)
 	}
 	e.wantDepth(url, 2, 0)
+}
+
+// High-throughput FIFO (DeduplicationScope=messageGroup,
+// FifoThroughputLimit=perMessageGroupId): the same deduplication id in two
+// groups is two messages, not one silently merged away. perMessageGroupId
+// without messageGroup scope is refused, as SQS refuses it.
+func TestFIFODeduplicationScopeMessageGroup(t *testing.T) {
+	e := newEnv(t)
+	url := e.createQueue("high.fifo", map[string]string{"FifoQueue": "true",
+		"DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"})
+	first := e.sendFIFO(url, "in a", "a", "order-7")
+	second := e.sendFIFO(url, "in b", "b", "order-7")
+	if aws.ToString(first.MessageId) == aws.ToString(second.MessageId) {
+		t.Fatal("the same dedup id in two groups got one message id")
+	}
+	e.sendFIFO(url, "a again", "a", "order-7") // a duplicate within group a
+	bodies, _ := e.receiveBodies(url, 10)
+	slices.Sort(bodies)
+	if !slices.Equal(bodies, []string{"in a", "in b"}) {
+		t.Fatalf("received %q, want one message per group", bodies)
+	}
+	attrs, err := e.c.GetQueueAttributes(e.ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &url,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := attrs.Attributes; a["DeduplicationScope"] != "messageGroup" || a["FifoThroughputLimit"] != "perMessageGroupId" {
+		t.Fatalf("attributes %v", a)
+	}
+	_, err = e.c.SetQueueAttributes(e.ctx, &awssqs.SetQueueAttributesInput{QueueUrl: &url,
+		Attributes: map[string]string{"DeduplicationScope": "queue"}})
+	if err == nil || !strings.Contains(err.Error(), "InvalidAttributeValue") {
+		t.Fatalf("queue scope with perMessageGroupId: %v, want InvalidAttributeValue", err)
+	}
+	_, err = e.c.SetQueueAttributes(e.ctx, &awssqs.SetQueueAttributesInput{QueueUrl: &url,
+		Attributes: map[string]string{"DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue"}})
+	if err != nil {
+		t.Fatalf("back to normal throughput: %v", err)
+	}
+	e.sendFIFO(url, "in c", "c", "order-7") // now a duplicate queue-wide
+	e.sendFIFO(url, "fresh", "c", "order-8")
+	bodies, _ = e.receiveBodies(url, 10)
+	if !slices.Equal(bodies, []string{"fresh"}) {
+		t.Fatalf("with queue scope: received %q, want only the fresh id", bodies)
+	}
 }
