@@ -1,7 +1,9 @@
 // Package metrics owns sluice's Prometheus instrumentation: one dedicated
 // registry, the histograms the serving path observes (request latency, fsync
-// latency, group-commit batch size), and the scrape-time collector that turns
-// the broker's per-queue, per-group and per-topic state into metrics.
+// latency, group-commit batch size), the network edge's connection counters
+// (per listener: open, accepted, refused, idle-closed, accept errors), and
+// the scrape-time collector that turns the broker's per-queue, per-group and
+// per-topic state into metrics.
 //
 // The mapping from broker state to metric names and labels lives here and
 // only here: the broker satisfies the small Source interface with plain Go
@@ -32,6 +34,7 @@ type Metrics struct {
 	requests    *prometheus.HistogramVec
 	fsync       prometheus.Histogram
 	commitBatch prometheus.Histogram
+	conns       connMetrics
 }
 
 // New returns a Metrics with its own registry holding the Go runtime and
@@ -60,6 +63,7 @@ func New(version string) *Metrics {
 			Help:      "Appends made durable by one group commit (one fdatasync).",
 			Buckets:   prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		conns: newConnMetrics(),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace:   Namespace,
@@ -73,6 +77,7 @@ func New(version string) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo, m.requests, m.fsync, m.commitBatch,
 	)
+	m.reg.MustRegister(m.conns.collectors()...)
 	return m
 }
 
