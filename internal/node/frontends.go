@@ -1,12 +1,7 @@
 package node
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/broker"
@@ -40,28 +35,14 @@ func mountKafka(s *server.Server, b *broker.Broker) error {
 	return nil
 }
 
-// mountSQS serves the SQS API (JSON 1.0 and query) on the sqs listener.
+// mountSQS serves the SQS API (JSON 1.0 and query) on the sqs listener,
+// with the timeouts and connection cap every HTTP listener has (no write
+// timeout: a ReceiveMessage long poll may wait 20 s).
 func mountSQS(s *server.Server, b *broker.Broker) {
 	url := ""
 	if adv := s.Config().SQSAdvertisedAddr; adv != "" {
 		url = "http://" + adv
 	}
 	h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger()})
-	s.RegisterFrontend(server.SQS, &httpFrontend{srv: &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		// No write timeout: a ReceiveMessage long poll may wait 20 s.
-	}})
+	s.RegisterFrontend(server.SQS, s.HTTPFrontend(server.SQS, h))
 }
-
-// httpFrontend runs an HTTP handler as a server front-end.
-type httpFrontend struct{ srv *http.Server }
-
-func (f *httpFrontend) Serve(ln net.Listener) error {
-	if err := f.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-func (f *httpFrontend) Shutdown(ctx context.Context) error { return f.srv.Shutdown(ctx) }

@@ -43,6 +43,25 @@ type Config struct {
 	// MaxRequestBytes bounds one request body on every HTTP handler.
 	MaxRequestBytes int64
 
+	// Connections (docs/operations.md, "Connections"). The timeouts apply
+	// to both HTTP listeners (native and SQS): ReadHeaderTimeout bounds a
+	// request's headers, ReadBodyTimeout its body from the end of the
+	// headers (a long poll's wait comes after both and is not bounded by
+	// them), HTTPIdleTimeout a keep-alive connection waiting for its next
+	// request. KafkaMaxIdle closes a Kafka connection that sends no request
+	// for that long (Kafka's connections.max.idle.ms).
+	ReadHeaderTimeout time.Duration
+	ReadBodyTimeout   time.Duration
+	HTTPIdleTimeout   time.Duration
+	KafkaMaxIdle      time.Duration
+
+	// Max*Connections cap the connections open at once on each listener;
+	// one more is refused at once (HTTP: a 503 and close; Kafka: closed).
+	// 0 means AutoMaxConnections, derived from the open-file limit.
+	HTTPMaxConnections  int
+	KafkaMaxConnections int
+	SQSMaxConnections   int
+
 	// PreallocateBytes is how far ahead of its appends each log's active
 	// segment is zero-filled, so an fdatasync flushes data without a file
 	// size change to journal (docs/storage.md, "Preallocation"). 0: off.
@@ -71,6 +90,11 @@ func Defaults() Config {
 		LogFormat:       "text",
 		MaxRequestBytes: 16 << 20,
 		ShutdownTimeout: 10 * time.Second,
+
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadBodyTimeout:   30 * time.Second,
+		HTTPIdleTimeout:   2 * time.Minute,
+		KafkaMaxIdle:      10 * time.Minute,
 
 		PreallocateBytes: 1 << 20,
 
@@ -153,6 +177,32 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
 	}
+	return c.validateConnections()
+}
+
+func (c Config) validateConnections() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--read-header-timeout", c.ReadHeaderTimeout}, {"--read-body-timeout", c.ReadBodyTimeout},
+		{"--http-idle-timeout", c.HTTPIdleTimeout}, {"--kafka-connections-max-idle", c.KafkaMaxIdle},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s: must be positive, got %s", d.flag, d.v)
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{
+		{"--http-max-connections", c.HTTPMaxConnections}, {"--kafka-max-connections", c.KafkaMaxConnections},
+		{"--sqs-max-connections", c.SQSMaxConnections},
+	} {
+		if n.v < 0 {
+			return fmt.Errorf("%s: want auto or a positive count, got %d", n.flag, n.v)
+		}
+	}
 	return nil
 }
 
@@ -176,6 +226,36 @@ func (c Config) listenAddr(name string) string {
 		return c.SQSAddr
 	}
 	return ""
+}
+
+// MaxConnections is the connection cap of listener name: the configured
+// count, or AutoMaxConnections.
+func (c Config) MaxConnections(name string) int {
+	n := 0
+	switch name {
+	case HTTP:
+		n = c.HTTPMaxConnections
+	case Kafka:
+		n = c.KafkaMaxConnections
+	case SQS:
+		n = c.SQSMaxConnections
+	}
+	if n > 0 {
+		return n
+	}
+	return AutoMaxConnections()
+}
+
+// AutoMaxConnections is the default cap of each listener: a quarter of the
+// process's open-file limit (so the three listeners together leave at
+// least a quarter of the descriptors for logs, journals and the rest), at
+// least 64, and 4096 where the limit cannot be read.
+func AutoMaxConnections() int {
+	n, ok := openFileLimit()
+	if !ok {
+		return 4096
+	}
+	return int(max(64, min(n/4, 1<<20)))
 }
 
 func (c Config) advertised(name string) string {

@@ -6,18 +6,32 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sync/atomic"
 )
 
-// wrap puts every HTTP handler behind the two guards no handler may forget:
-// a request body limit and a panic boundary.
-func (s *Server) wrap(next http.Handler) http.Handler {
+// wrap puts every HTTP handler behind the guards no handler may forget: a
+// request body limit in bytes and in time (body.go) and a panic boundary.
+// limit 0 leaves the size to the handler (the SQS handler answers in SQS's
+// own error format).
+func (s *Server) wrap(next http.Handler, limit int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &trackingWriter{ResponseWriter: w}
 		defer s.recoverPanic(rw, r)
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(rw, r.Body, s.cfg.MaxRequestBytes)
+		r2, ok := guardBody(rw, w, r, limit, s.cfg.ReadBodyTimeout, func(code int) { rw.refuse(r, code) })
+		if !ok {
+			return
 		}
-		next.ServeHTTP(rw, r)
+		next.ServeHTTP(rw, r2)
+	})
+}
+
+// timeBodies bounds only how long request bodies take to arrive, for a
+// handler that guards the rest itself (the SQS handler limits sizes and
+// recovers panics in SQS's own error format).
+func (s *Server) timeBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r2, _ := guardBody(w, w, r, 0, s.cfg.ReadBodyTimeout, func(int) { closeAfter(w, r) })
+		next.ServeHTTP(w, r2)
 	})
 }
 
@@ -41,14 +55,33 @@ func (s *Server) recoverPanic(w *trackingWriter, r *http.Request) {
 // trackingWriter remembers whether the status line went out, so a panic
 // after a partial answer does not try to write a second header. It forwards
 // Flush, Hijack and Unwrap because streaming RPCs need them.
+//
+// It also carries a refusal: once the body guard found the body over the
+// limit (413) or too slow (408), an error answer from the handler goes out
+// with that status, whatever error code the handler's protocol chose, so
+// every path refuses the same way. A success status (gRPC answers 200 and
+// carries its error in trailers) is left alone.
 type trackingWriter struct {
 	http.ResponseWriter
 	wroteHeader bool
+	refusal     atomic.Int32
 }
 
 func (w *trackingWriter) WriteHeader(code int) {
 	w.wroteHeader = true
+	if r := int(w.refusal.Load()); r != 0 && code >= 400 {
+		code = r
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// refuse records why r's body was refused and asks for the connection to
+// close after the answer.
+func (w *trackingWriter) refuse(r *http.Request, code int) {
+	w.refusal.CompareAndSwap(0, int32(code))
+	if !w.wroteHeader {
+		closeAfter(w, r)
+	}
 }
 
 func (w *trackingWriter) Write(b []byte) (int, error) {

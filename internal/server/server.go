@@ -21,7 +21,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluice-mq/sluice/internal/metrics"
 )
@@ -91,19 +90,7 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", s.metrics.Handler())
 
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true) // gRPC clients speak HTTP/2 without TLS (h2c)
-	s.http = &http.Server{
-		Handler:           s.wrap(s.mux),
-		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// No WriteTimeout: long-poll receives and server streams legitimately
-		// hold a response open; the shutdown timeout bounds them instead.
-		BaseContext: func(net.Listener) context.Context { return s.base },
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	s.http = s.newHTTPServer(HTTP, s.wrap(s.mux, cfg.MaxRequestBytes))
 	return s, nil
 }
 
@@ -254,15 +241,23 @@ func (s *Server) startFrontend(name string) error {
 // listen binds name's address and starts f serving it on a goroutine owned
 // by the server (joined in Wait).
 func (s *Server) listen(name string, f Frontend) error {
-	ln, err := net.Listen("tcp", s.cfg.listenAddr(name))
+	raw, err := net.Listen("tcp", s.cfg.listenAddr(name))
 	if err != nil {
 		return fmt.Errorf("--%s-addr: %w", name, err)
 	}
+	var refuse func(net.Conn) // Kafka has no way to say "busy": just close
+	switch f.(type) {
+	case *http.Server, *httpFrontend:
+		refuse = refuseHTTP
+	}
+	maxConns := s.cfg.MaxConnections(name)
+	ln := newGuardedListener(raw, name, int64(maxConns), refuse, s.metrics.Listener(name), s.log)
 	s.mu.Lock()
 	s.listeners[name] = ln
 	s.running[name] = f
 	s.mu.Unlock()
-	s.log.Info("listening", "listener", name, "addr", ln.Addr().String(), "advertised", s.AdvertisedAddr(name))
+	s.log.Info("listening", "listener", name, "addr", ln.Addr().String(), "advertised", s.AdvertisedAddr(name),
+		"max_connections", maxConns)
 	s.serveWG.Go(func() {
 		err := f.Serve(ln)
 		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
