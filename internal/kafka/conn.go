@@ -10,13 +10,15 @@ import (
 	"io"
 	"net"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // conn is one client connection. Its goroutine (serve) owns every field
-// but nc's deadline, which Shutdown moves to wake a blocked read.
+// but stopped and nc's read deadline, which Shutdown moves to wake a
+// blocked read.
 type conn struct {
 	s   *Server
 	nc  net.Conn
@@ -24,6 +26,9 @@ type conn struct {
 	out []byte // response buffer, reused between responses
 	// clientID is the client id of the latest request, for logs.
 	clientID string
+	// stopped is set by stopReading, so the idle deadline, moved on every
+	// request, cannot undo Shutdown's.
+	stopped atomic.Bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -34,7 +39,25 @@ func newConn(s *Server, nc net.Conn) *conn {
 // the connection ends after the request it is handling. The handler never
 // reads from the socket, so its own work is not disturbed.
 func (c *conn) stopReading() {
+	c.stopped.Store(true)
 	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// armRead gives the client MaxIdle from now to send its next bytes: the
+// idle timeout. If Shutdown stopped reading meanwhile, its deadline is
+// put back (stopped is set before Shutdown's deadline, so one of the two
+// always sees the other).
+func (c *conn) armRead() {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.MaxIdle))
+	if c.stopped.Load() {
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+}
+
+// armWrite gives a response MaxIdle to be written: a client that stops
+// reading its answers is as idle as one that stops sending requests.
+func (c *conn) armWrite() {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.MaxIdle))
 }
 
 // serve reads, handles and answers requests one at a time (produce
@@ -43,6 +66,7 @@ func (c *conn) stopReading() {
 // or the server shuts down.
 func (c *conn) serve() {
 	for {
+		c.armRead()
 		frame, err := c.readFrame()
 		if err != nil {
 			c.logEnd(err)
@@ -61,12 +85,19 @@ func (c *conn) serve() {
 }
 
 // logEnd logs why a connection ended, quietly for the ordinary reasons.
+// A read that timed out outside shutdown is the idle timeout: counted, and
+// logged at debug level (idle clients are normal; Kafka clients reconnect).
 func (c *conn) logEnd(err error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, errConnReset):
 		return
-	case errors.As(err, &ne) && ne.Timeout() && c.s.isClosing():
+	case errors.As(err, &ne) && ne.Timeout() && (c.stopped.Load() || c.s.isClosing()):
+		return
+	case errors.Is(err, errIdle):
+		c.s.cfg.OnIdleClose()
+		c.s.log.Debug("closing idle kafka connection", "remote", c.nc.RemoteAddr().String(),
+			"client_id", c.clientID, "max_idle", c.s.cfg.MaxIdle)
 		return
 	}
 	c.s.log.Warn("closing kafka connection", "remote", c.nc.RemoteAddr().String(), "client_id", c.clientID, "err", err)
@@ -74,6 +105,7 @@ func (c *conn) logEnd(err error) {
 
 var (
 	errConnReset    = errors.New("connection reset")
+	errIdle         = errors.New("no request within the idle timeout")
 	errHandlerPanic = errors.New("request handler panicked")
 )
 
@@ -81,16 +113,33 @@ var (
 func (c *conn) readFrame() ([]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(c.br, sz[:]); err != nil {
-		if isReset(err) {
-			return nil, errConnReset
-		}
-		return nil, err
+		return nil, c.readErr(err)
 	}
 	n := int32(binary.BigEndian.Uint32(sz[:]))
 	if n < minHeaderSize || n > c.s.cfg.MaxRequestBytes {
 		return nil, fmt.Errorf("%w: request size %d, want %d to %d", errMalformed, n, minHeaderSize, c.s.cfg.MaxRequestBytes)
 	}
-	return readN(c.br, int(n))
+	if int(n) > c.br.Buffered() {
+		c.armRead() // the rest is still to come: bytes arriving are activity
+	}
+	frame, err := readN(c.br, int(n))
+	if err != nil {
+		return nil, c.readErr(err)
+	}
+	return frame, nil
+}
+
+// readErr names a failed read: a reset, the idle timeout (a deadline not
+// set by Shutdown), or err itself.
+func (c *conn) readErr(err error) error {
+	var ne net.Error
+	switch {
+	case isReset(err):
+		return errConnReset
+	case errors.As(err, &ne) && ne.Timeout() && !c.stopped.Load():
+		return fmt.Errorf("%w (%s): %w", errIdle, c.s.cfg.MaxIdle, err)
+	}
+	return err
 }
 
 // readN reads n bytes. Large frames grow their buffer as bytes arrive, so a
@@ -167,6 +216,7 @@ func (c *conn) handle(frame []byte) (err error) {
 // ApiVersions, whose response header is always v0 so a client that does
 // not yet know our versions can read it.
 func (c *conn) writeMsg(h reqHeader, flexible bool, resp kmsg.Response) error {
+	c.armWrite()
 	buf := append(c.out[:0], 0, 0, 0, 0)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(h.corrID))
 	if flexible && h.key != kmsg.ApiVersions.Int16() {

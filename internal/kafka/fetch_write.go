@@ -36,6 +36,7 @@ func (c *conn) writeFetch(h reqHeader, rep *fetchReply) error {
 		return fmt.Errorf("fetch response of %d bytes", size)
 	}
 	binary.BigEndian.PutUint32(fw.buf, uint32(size))
+	c.armWrite()
 	start := 0
 	for _, p := range fw.pending {
 		if _, err := c.nc.Write(fw.buf[start:p.at]); err != nil {

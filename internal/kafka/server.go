@@ -34,9 +34,20 @@ type Config struct {
 	// default: a typo in a topic name should fail, not create a topic.
 	AutoCreateTopics  bool
 	DefaultPartitions int32 // default 1
+	// MaxIdle closes a connection that sends no request for this long, as
+	// Kafka's connections.max.idle.ms does; it also bounds how long one
+	// response may take to be written to a client that does not read.
+	// Default 10 minutes, Kafka's.
+	MaxIdle time.Duration
+	// OnIdleClose, when set, is called each time a connection is closed
+	// for idling (the sluice_connections_idle_closed_total metric).
+	OnIdleClose func()
 }
 
-const defaultMaxRequestBytes = 100 << 20
+const (
+	defaultMaxRequestBytes = 100 << 20
+	defaultMaxIdle         = 10 * time.Minute
+)
 
 // SplitAdvertised parses an advertised "host:port" for Config ("" gives
 // zero values: taken from the listener). An unspecified host (0.0.0.0, ::)
@@ -101,6 +112,12 @@ func New(b *broker.Broker, cfg Config) *Server {
 	}
 	if cfg.DefaultPartitions <= 0 {
 		cfg.DefaultPartitions = 1
+	}
+	if cfg.MaxIdle <= 0 {
+		cfg.MaxIdle = defaultMaxIdle
+	}
+	if cfg.OnIdleClose == nil {
+		cfg.OnIdleClose = func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{

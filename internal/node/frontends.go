@@ -31,7 +31,8 @@ func mountKafka(s *server.Server, b *broker.Broker) error {
 		return fmt.Errorf("--kafka-advertised-addr: %w", err)
 	}
 	s.RegisterFrontend(server.Kafka, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(),
-		AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions}))
+		AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
+		MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(server.Kafka).IdleClosed}))
 	return nil
 }
 
