@@ -89,15 +89,56 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
-	{
-		name:  "shutdown-timeout",
-		usage: "how long in-flight requests may take to finish at shutdown (a `duration`)",
-		get:   func(c *server.Config) string { return c.ShutdownTimeout.String() },
-		set: func(c *server.Config, v string) (err error) {
-			c.ShutdownTimeout, err = time.ParseDuration(v)
+	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`)",
+		func(c *server.Config) *time.Duration { return &c.ShutdownTimeout }),
+
+	// Connections: docs/operations.md, "Connections".
+	durationSetting("read-header-timeout", "longest an HTTP request's headers may take to arrive, native and SQS listeners (a `duration`)",
+		func(c *server.Config) *time.Duration { return &c.ReadHeaderTimeout }),
+	durationSetting("read-body-timeout", "longest an HTTP request's body may take to arrive after its headers; a long poll's wait is not counted (a `duration`)",
+		func(c *server.Config) *time.Duration { return &c.ReadBodyTimeout }),
+	durationSetting("http-idle-timeout", "close a keep-alive HTTP connection idle this long (a `duration`)",
+		func(c *server.Config) *time.Duration { return &c.HTTPIdleTimeout }),
+	durationSetting("kafka-connections-max-idle", "close a Kafka connection that sends no request this long (a `duration`; Kafka's connections.max.idle.ms)",
+		func(c *server.Config) *time.Duration { return &c.KafkaMaxIdle }),
+	maxConnSetting("http-max-connections", "native API", func(c *server.Config) *int { return &c.HTTPMaxConnections }),
+	maxConnSetting("kafka-max-connections", "Kafka", func(c *server.Config) *int { return &c.KafkaMaxConnections }),
+	maxConnSetting("sqs-max-connections", "SQS", func(c *server.Config) *int { return &c.SQSMaxConnections }),
+}
+
+func durationSetting(name, usage string, p func(*server.Config) *time.Duration) serveSetting {
+	return serveSetting{name, usage,
+		func(c *server.Config) string { return p(c).String() },
+		func(c *server.Config, v string) (err error) {
+			*p(c), err = time.ParseDuration(v)
 			return err
+		}}
+}
+
+// maxConnSetting is a listener's connection cap: "auto" (0 in the
+// Config, a quarter of the open-file limit) or a positive count.
+func maxConnSetting(name, listener string, p func(*server.Config) *int) serveSetting {
+	usage := fmt.Sprintf("most connections open at once on the %s listener, more are refused: a `count`, "+
+		"or auto for a quarter of the open-file limit (%d here)", listener, server.AutoMaxConnections())
+	return serveSetting{name, usage,
+		func(c *server.Config) string {
+			if *p(c) == 0 {
+				return "auto"
+			}
+			return strconv.Itoa(*p(c))
 		},
-	},
+		func(c *server.Config, v string) error {
+			if strings.TrimSpace(v) == "auto" {
+				*p(c) = 0
+				return nil
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("want auto or a positive count, got %q", v)
+			}
+			*p(c) = n
+			return nil
+		}}
 }
 
 const configFlag = "config"
