@@ -10,57 +10,124 @@ import (
 	"time"
 )
 
-// guardBody bounds r's body in size (limit bytes; 0: no bound, the handler
-// has its own) and in time (timeout from now, once the headers are read;
-// 0: no bound), and returns the request the handler must see. It answers
-// 413 itself, before any handler runs, when the declared length is over
-// the limit, and then returns ok false.
+// bodyGuard is how one request's body is bounded: in size (limit bytes; 0
+// leaves the size to the handler) and in time (timeout from the end of the
+// headers; 0: none).
 //
-// Two things keep the tail of an over-limit body from being read as the
-// next request on the connection (request smuggling): the size limit
-// reports to net/http's own ResponseWriter (raw), which then closes the
-// connection after the answer, and the handler gets a shallow copy of r, so
-// net/http still sees its own body type at the end of the request and
-// knows whether the body was read to its end. Replacing r.Body in place
-// hid both: the tail of a body Connect had closed early was parsed as a
-// new request.
+// Over the limit, the request is refused and its connection closed, so the
+// tail of the body is never read as the next request (request smuggling).
+// Two details make that hold: the size limit reports to net/http's own
+// ResponseWriter (raw), which then closes the connection after the answer,
+// and the handler gets a shallow copy of the request, so net/http still
+// sees its own body at the end of the request and knows whether it was
+// read to its end. Replacing r.Body in place hid both: the tail of a body
+// Connect had closed early was parsed as a new request.
 //
 // The time limit is a read deadline on the connection (HTTP/1) or the
-// stream (HTTP/2), cleared once the body has been read to its end or
-// closed: a long poll that waits after reading its request must not be cut
-// off, and HTTP/1's background read, which watches for the client going
-// away during that wait, must not see the deadline either.
-//
-// refuse, when the guard refuses the body (413 over the limit, 408 too
-// slow), is told the status; it may be nil.
-func guardBody(w, raw http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, refuse func(int)) (*http.Request, bool) {
-	if limit > 0 && r.ContentLength > limit {
-		closeAfter(w, r)
-		http.Error(w, fmt.Sprintf("request body of %d bytes is over the limit of %d bytes", r.ContentLength, limit),
-			http.StatusRequestEntityTooLarge)
-		return nil, false
-	}
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || (limit <= 0 && timeout <= 0) {
+// stream (HTTP/2), set only when there is a body, and lifted once the body
+// has been read to its end or closed. A long poll waits after reading its
+// request, and HTTP/1's background read, which watches for the client
+// going away during that wait, must never see a deadline: it would cancel
+// the request. (net/http clears the deadline itself when it starts that
+// read after a body's end, and starts it before the handler when there is
+// no body, which is why a request without one gets no deadline here.)
+type bodyGuard struct {
+	limit   int64
+	timeout time.Duration
+	// ownAnswer says whether the handler of r answers an over-limit
+	// body in its own protocol (a front-end's RPC: Connect's
+	// resource_exhausted); if not, the guard answers 413 itself.
+	ownAnswer func(r *http.Request) bool
+	// refuse is told the status when a body is refused (413 over the
+	// limit, 408 too slow), so the answer can carry it.
+	refuse func(r *http.Request, status int)
+}
+
+// apply returns the request the handler must see, or false if the guard
+// answered r itself.
+func (g bodyGuard) apply(w, raw http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || (g.limit <= 0 && g.timeout <= 0) {
 		return r, true
 	}
 	rc := http.NewResponseController(raw)
-	if timeout > 0 {
+	if g.timeout > 0 {
 		// An error means the writer cannot set deadlines (a test
 		// recorder); the request is then served without the bound.
-		_ = rc.SetReadDeadline(time.Now().Add(timeout))
-	}
-	body := r.Body
-	if limit > 0 {
-		body = http.MaxBytesReader(raw, body, limit)
-	}
-	if refuse == nil {
-		refuse = func(int) {}
+		_ = rc.SetReadDeadline(time.Now().Add(g.timeout))
 	}
 	r2 := new(http.Request)
 	*r2 = *r
-	r2.Body = &guardedBody{body: body, rc: rc, refuse: refuse, timed: timeout > 0}
-	return r2, true
+	body := &guardedBody{body: r.Body, rc: rc, timed: g.timeout > 0,
+		refuse: func(status int) { g.refuse(r, status) }}
+	r2.Body = body
+	if g.limit <= 0 || g.limitBody(w, raw, r, body) {
+		return r2, true
+	}
+	return nil, false
 }
+
+// limitBody puts body under the size limit, or answers r itself (413, or
+// 408 for a body too slow to measure) and returns false.
+func (g bodyGuard) limitBody(w, raw http.ResponseWriter, r *http.Request, body *guardedBody) bool {
+	own := g.ownAnswer != nil && g.ownAnswer(r)
+	switch {
+	case r.ContentLength > g.limit:
+		// Declared over the limit: refused before a byte is read.
+		announceTooLarge(raw, r)
+		if !own {
+			refuseBody(w, r, http.StatusRequestEntityTooLarge, g.limit)
+			return false
+		}
+		g.refuse(r, http.StatusRequestEntityTooLarge)
+		body.body = tooLarge{limit: g.limit}
+	case !own && r.ContentLength < 0:
+		// The server's own handlers read no body, so a chunked one is
+		// measured here, where its size can still be refused.
+		body.body = http.MaxBytesReader(raw, r.Body, g.limit)
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			status := http.StatusRequestTimeout
+			if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
+				status = http.StatusRequestEntityTooLarge
+			}
+			refuseBody(w, r, status, g.limit)
+			return false
+		}
+	default:
+		body.body = http.MaxBytesReader(raw, r.Body, g.limit)
+	}
+	return true
+}
+
+// refuseBody answers a refused body in plain text and closes.
+func refuseBody(w http.ResponseWriter, r *http.Request, status int, limit int64) {
+	closeAfter(w, r)
+	msg := "request body too slow"
+	if status == http.StatusRequestEntityTooLarge {
+		msg = fmt.Sprintf("request body is over the limit of %d bytes", limit)
+	}
+	http.Error(w, msg, status)
+}
+
+// announceTooLarge tells net/http that r's body is over the limit, through
+// the same path http.MaxBytesReader takes, by reading one byte past a
+// limit of zero: net/http then closes the connection after the answer, and
+// first lingers so the client reads the answer before the close resets
+// the connection under the body it is still sending. A client that
+// expects 100-continue has sent nothing yet and must not be asked to.
+func announceTooLarge(raw http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 || r.Header.Get("Expect") != "" {
+		return
+	}
+	var b [1]byte
+	_, _ = http.MaxBytesReader(raw, r.Body, 0).Read(b[:])
+}
+
+// tooLarge is the body a handler reads when the declared length was over
+// the limit: nothing, and the error http.MaxBytesReader gives.
+type tooLarge struct{ limit int64 }
+
+func (t tooLarge) Read([]byte) (int, error) { return 0, &http.MaxBytesError{Limit: t.limit} }
+func (t tooLarge) Close() error             { return nil }
 
 // closeAfter asks net/http to close an HTTP/1 connection after this
 // answer. HTTP/2 has no such header and needs none: its framing cannot be
@@ -71,9 +138,9 @@ func closeAfter(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// guardedBody is the body a handler reads through guardBody. It records
-// why a read failed, so the answer can say so (413, 408), and lifts the
-// read deadline once the body is done.
+// guardedBody is the body a handler reads through a bodyGuard. It records
+// why a read failed, so the answer can say so, and lifts the read deadline
+// once the body is done.
 type guardedBody struct {
 	body   io.ReadCloser
 	rc     *http.ResponseController

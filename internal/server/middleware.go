@@ -11,13 +11,14 @@ import (
 
 // wrap puts every HTTP handler behind the guards no handler may forget: a
 // request body limit in bytes and in time (body.go) and a panic boundary.
-// limit 0 leaves the size to the handler (the SQS handler answers in SQS's
-// own error format).
+// A front-end's handler answers an over-limit body in its own protocol;
+// the server's own (health, metrics) and unknown paths answer 413.
 func (s *Server) wrap(next http.Handler, limit int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &trackingWriter{ResponseWriter: w}
 		defer s.recoverPanic(rw, r)
-		r2, ok := guardBody(rw, w, r, limit, s.cfg.ReadBodyTimeout, func(code int) { rw.refuse(r, code) })
+		g := bodyGuard{limit: limit, timeout: s.cfg.ReadBodyTimeout, ownAnswer: s.isFrontendRoute, refuse: rw.refuse}
+		r2, ok := g.apply(rw, w, r)
 		if !ok {
 			return
 		}
@@ -29,10 +30,20 @@ func (s *Server) wrap(next http.Handler, limit int64) http.Handler {
 // handler that guards the rest itself (the SQS handler limits sizes and
 // recovers panics in SQS's own error format).
 func (s *Server) timeBodies(next http.Handler) http.Handler {
+	g := bodyGuard{timeout: s.cfg.ReadBodyTimeout, refuse: func(*http.Request, int) {}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r2, _ := guardBody(w, w, r, 0, s.cfg.ReadBodyTimeout, func(int) { closeAfter(w, r) })
+		r2, _ := g.apply(w, w, r)
 		next.ServeHTTP(w, r2)
 	})
+}
+
+// isFrontendRoute reports whether r is for a handler a front-end mounted
+// with RegisterHTTP, rather than the server's own or no handler at all.
+func (s *Server) isFrontendRoute(r *http.Request) bool {
+	_, pattern := s.mux.Handler(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.routes[pattern]
 }
 
 // recoverPanic turns a handler panic into a logged error and a 500, so a bug

@@ -64,6 +64,7 @@ type Server struct {
 	frontends map[string]Frontend
 	listeners map[string]net.Listener
 	running   map[string]Frontend // frontends whose Serve goroutine was started
+	routes    map[string]bool     // patterns mounted with RegisterHTTP
 	closers   []closer
 	started   bool
 
@@ -84,7 +85,7 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 		cfg: cfg, log: log, metrics: metrics.New(version), mux: http.NewServeMux(),
 		draining: make(chan struct{}), base: base, cancelBase: cancel,
 		frontends: map[string]Frontend{}, listeners: map[string]net.Listener{},
-		running: map[string]Frontend{}, errc: make(chan error, 3),
+		running: map[string]Frontend{}, routes: map[string]bool{}, errc: make(chan error, 3),
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
@@ -105,7 +106,12 @@ func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
 // RegisterHTTP mounts h on the HTTP listener's mux (net/http pattern syntax).
 // Safe to call while serving; the Connect API is mounted this way.
-func (s *Server) RegisterHTTP(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) RegisterHTTP(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.routes[pattern] = true
+}
 
 // RegisterFrontend attaches the front-end for listener name (Kafka or SQS).
 // Call it before Start or from a Setup; a listener with no front-end is not

@@ -170,9 +170,11 @@ func TestRequestBodyLimit(t *testing.T) {
 	}
 }
 
-// fakeFrontend records what the server does with it.
+// fakeFrontend records what the server does with it. With accepted set,
+// it keeps the connections open and sends each on it; else it closes them.
 type fakeFrontend struct {
 	served   chan net.Listener
+	accepted chan net.Conn
 	shutdown atomic.Bool
 	ln       net.Listener
 }
@@ -185,7 +187,11 @@ func (f *fakeFrontend) Serve(ln net.Listener) error {
 		if err != nil {
 			return err
 		}
-		c.Close()
+		if f.accepted == nil {
+			c.Close()
+			continue
+		}
+		f.accepted <- c
 	}
 }
 
