@@ -102,5 +102,6 @@ func (c *conn) brokerConfigEntries() []configEntry {
 		static("message.max.bytes", strconv.Itoa(broker.DefaultTopicMaxMessageBytes), kmsg.ConfigTypeInt),
 		static("log.retention.ms", strconv.FormatInt(broker.DefaultTopicRetention.Milliseconds(), 10), kmsg.ConfigTypeLong),
 		static("log.cleanup.policy", broker.CleanupDelete, kmsg.ConfigTypeList),
+		static("connections.max.idle.ms", strconv.FormatInt(c.s.cfg.MaxIdle.Milliseconds(), 10), kmsg.ConfigTypeLong),
 	}
 }

@@ -93,10 +93,10 @@ func TestCoordinatorsAndProducerIDs(t *testing.T) {
 	}
 	dc := kmsg.NewPtrDescribeConfigsRequest()
 	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType, res.ResourceName, res.ConfigNames = kmsg.ConfigResourceTypeBroker, "0", []string{"num.partitions"}
+	res.ResourceType, res.ResourceName, res.ConfigNames = kmsg.ConfigResourceTypeBroker, "0", []string{"num.partitions", "connections.max.idle.ms"}
 	dc.Resources = append(dc.Resources, res)
 	got := r.do(dc).(*kmsg.DescribeConfigsResponse).Resources[0]
-	if got.ErrorCode != 0 || len(got.Configs) != 1 || *got.Configs[0].Value != "1" {
+	if got.ErrorCode != 0 || len(got.Configs) != 2 || *got.Configs[0].Value != "1" || *got.Configs[1].Value != "600000" {
 		t.Fatalf("broker configs: %+v", got)
 	}
 }

@@ -4,6 +4,14 @@
 // shuts down in order — stop accepting, let in-flight requests finish within
 // a bound, then run the registered closers (the broker's flush-and-sync).
 //
+// It also keeps connections from taking the process offline
+// (docs/operations.md, "Connections"): every listener caps its open
+// connections and survives running out of descriptors (listener.go), every
+// HTTP listener bounds how long headers and bodies take and how long a
+// keep-alive connection idles (httpserver.go), and request bodies are
+// bounded in size without letting an over-limit body's tail be read as the
+// next request (body.go).
+//
 // It must never contain protocol translation or broker logic: front-ends
 // (internal/api, internal/kafka, internal/sqs) plug in through RegisterHTTP
 // and RegisterFrontend, and the broker through Start's setup functions and
