@@ -110,10 +110,12 @@ func exhausted(err error) bool {
 func (l *guardedListener) refuseConn(nc net.Conn) {
 	l.m.Refused()
 	l.logRefusal()
-	if l.refuse == nil || l.refusing.Add(1) > maxRefusing {
-		if l.refuse != nil {
-			l.refusing.Add(-1)
-		}
+	if l.refuse == nil {
+		nc.Close()
+		return
+	}
+	if l.refusing.Add(1) > maxRefusing {
+		l.refusing.Add(-1)
 		nc.Close()
 		return
 	}

@@ -264,3 +264,20 @@ func metricValue(t *testing.T, m *metrics.Metrics, name, listener string) float6
 	t.Fatalf("no %s{listener=%q} in the scrape", name, listener)
 	return 0
 }
+
+// Refusals are logged at once, then at most every refusalLogEvery with the
+// count since the last line: a flood must not flood the log.
+func TestRefusalLogIsRateLimited(t *testing.T) {
+	logs := &syncBuffer{}
+	ln := newGuardedListener(&failingListener{}, "kafka", 1, nil, nil, slog.New(slog.NewTextHandler(logs, nil)))
+	now := time.Unix(1000, 0)
+	ln.now = func() time.Time { return now }
+	for _, step := range []time.Duration{0, time.Second, time.Second, refusalLogEvery} {
+		now = now.Add(step)
+		ln.logRefusal()
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "refused=1") || !strings.Contains(lines[1], "refused=3") {
+		t.Errorf("want 2 lines, refused=1 then refused=3:\n%s", logs.String())
+	}
+}
