@@ -37,7 +37,9 @@ Precedence: flags, then environment, then the config file, then the defaults.
             can lose anything not yet written back.
 
 A listener address of "" disables it; port 0 picks a free port, and the bound
-address is logged on a "listening" line. SIGTERM or SIGINT shut down
+address is logged on a "listening" line. Each listener holds at most its
+--*-max-connections and refuses more at once (HTTP with a 503); slow or idle
+clients are cut off by the timeouts below (docs/operations.md, "Connections"). SIGTERM or SIGINT shut down
 gracefully: in-flight requests finish (within --shutdown-timeout), data is
 flushed and synced, and the exit code is 0.`,
 		Args: cobra.NoArgs,
