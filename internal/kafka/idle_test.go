@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/broker"
-	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // A connection that sends no request for MaxIdle is closed and counted, as
@@ -20,7 +19,7 @@ import (
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	const maxIdle = 300 * time.Millisecond
 	var idleClosed atomic.Int32
-	n := startNodeWith(t, "", storage.SyncPolicy{Mode: storage.SyncNever},
+	n := startNodeWith(t, "", broker.SyncPolicy{Mode: broker.SyncNever},
 		Config{MaxIdle: maxIdle, OnIdleClose: func() { idleClosed.Add(1) }})
 	if _, err := n.b.CreateTopic(broker.TopicSettings{Name: "idle", Partitions: 1}); err != nil {
 		t.Fatal(err)
