@@ -61,6 +61,12 @@ func TestServeConfigPrecedence(t *testing.T) {
 			map[string]string{"SLUICE_SQS_ADVERTISED_ADDR": "sqs.internal:9324"}, func(c *server.Config) {
 				c.KafkaAdvertisedAddr, c.SQSAdvertisedAddr = "kafka.internal:9092", "sqs.internal:9324"
 			}},
+		{"connection limits", []string{"--kafka-max-connections", "500", "--read-body-timeout", "5s", "--sqs-max-connections", "auto"},
+			map[string]string{"SLUICE_KAFKA_CONNECTIONS_MAX_IDLE": "1m", "SLUICE_HTTP_MAX_CONNECTIONS": "64", "SLUICE_SQS_MAX_CONNECTIONS": "7"},
+			func(c *server.Config) {
+				c.KafkaMaxConnections, c.HTTPMaxConnections, c.SQSMaxConnections = 500, 64, 0
+				c.ReadBodyTimeout, c.KafkaMaxIdle = 5*time.Second, time.Minute
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := resolve(t, tc.args, tc.env)
@@ -97,6 +103,10 @@ func TestServeConfigRejectsBadValues(t *testing.T) {
 		{"malformed file", nil, nil, "data-dir: : :\n", "config file"},
 		{"missing file", []string{"--config", "/nonexistent/sluice.yaml"}, nil, "", "--config:"},
 		{"unknown flag", []string{"--data-dri", "x"}, nil, "", "unknown flag: --data-dri"},
+		{"zero connections", []string{"--kafka-max-connections", "0"}, nil, "", "--kafka-max-connections (from command line): want auto or a positive count"},
+		{"word for connections", nil, map[string]string{"SLUICE_HTTP_MAX_CONNECTIONS": "many"}, "", "--http-max-connections (from SLUICE_HTTP_MAX_CONNECTIONS)"},
+		{"zero idle", []string{"--kafka-connections-max-idle", "0s"}, nil, "", "--kafka-connections-max-idle: must be positive"},
+		{"bad body timeout", nil, nil, "read-body-timeout: slow\n", "--read-body-timeout (from config file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args

@@ -42,6 +42,11 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"bad format", func(c *Config) { c.LogFormat = "xml" }, "--log-format"},
 		{"zero body limit", func(c *Config) { c.MaxRequestBytes = 0 }, "--max-request-bytes"},
 		{"zero timeout", func(c *Config) { c.ShutdownTimeout = 0 }, "--shutdown-timeout"},
+		{"zero header timeout", func(c *Config) { c.ReadHeaderTimeout = 0 }, "--read-header-timeout"},
+		{"negative body timeout", func(c *Config) { c.ReadBodyTimeout = -time.Second }, "--read-body-timeout"},
+		{"zero http idle", func(c *Config) { c.HTTPIdleTimeout = 0 }, "--http-idle-timeout"},
+		{"zero kafka idle", func(c *Config) { c.KafkaMaxIdle = 0 }, "--kafka-connections-max-idle"},
+		{"negative cap", func(c *Config) { c.SQSMaxConnections = -1 }, "--sqs-max-connections"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Defaults()
@@ -59,5 +64,22 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	c.KafkaAddr, c.SQSAddr = "", "" // disabling a front-end listener is allowed
 	if err := c.Validate(); err != nil {
 		t.Errorf("disabled listeners rejected: %v", err)
+	}
+}
+
+// A cap of 0 is auto: a quarter of the open-file limit, at least 64; a set
+// cap is taken as it is.
+func TestMaxConnections(t *testing.T) {
+	c := Defaults()
+	c.KafkaMaxConnections = 7
+	if got := c.MaxConnections(Kafka); got != 7 {
+		t.Errorf("set cap: %d, want 7", got)
+	}
+	auto := c.MaxConnections(HTTP)
+	if n, ok := openFileLimit(); ok && auto != int(max(64, min(n/4, 1<<20))) {
+		t.Errorf("auto cap %d with an open-file limit of %d", auto, n)
+	}
+	if auto < 64 {
+		t.Errorf("auto cap %d, want at least 64", auto)
 	}
 }
