@@ -56,7 +56,10 @@ func TestFDExhaustionDefaultCaps(t *testing.T) {
 		t.Errorf("accept errors: %v, want none (the cap keeps descriptors free)", n)
 	}
 	recovered := newKafkaClientServed(t, p.Addr("kafka"), idle)
-	_, scrape = h0.get("/metrics")
+	waitUntil(t, "the idle timeout to close every held connection", func() bool {
+		_, scrape = h0.get("/metrics")
+		return metric(scrape, "sluice_connections_idle_closed_total", "kafka") >= float64(cap-1)
+	})
 	t.Logf("figures: ulimit -n %d, kafka cap %d, %d idle connections held: refused %v, accept errors %v, "+
 		"idle closed %v, new /readyz answered in %s, new Kafka client served after %s",
 		nofile, cap, flood, metric(scrape, "sluice_connections_refused_total", "kafka"),
