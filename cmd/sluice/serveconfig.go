@@ -71,6 +71,19 @@ var serveSettings = []serveSetting{
 		},
 	},
 	{
+		name:  "disk-headroom",
+		usage: "keep this many `bytes` free in the data directory for acks and deletes once the disk is full; sends are refused meanwhile (0 disables)",
+		get:   func(c *server.Config) string { return formatBytes(c.DiskHeadroomBytes) },
+		set: func(c *server.Config, v string) (err error) {
+			if strings.TrimSpace(v) == "0" {
+				c.DiskHeadroomBytes = 0
+				return nil
+			}
+			c.DiskHeadroomBytes, err = parseBytes(v)
+			return err
+		},
+	},
+	{
 		name:  "kafka-auto-create-topics",
 		usage: "`bool`: a Kafka client's metadata request creates the topics it names (Kafka's auto.create.topics.enable)",
 		get:   func(c *server.Config) string { return strconv.FormatBool(c.KafkaAutoCreateTopics) },

@@ -52,6 +52,10 @@ const (
 	ReasonGenerationStale   = "GENERATION_STALE"
 	ReasonRebalance         = "REBALANCE_IN_PROGRESS"
 	ReasonPartitionsShrink  = "PARTITIONS_CANNOT_SHRINK"
+	// The broker's disk is full (sends refused; acks and deletes work) or
+	// answered an I/O error.
+	ReasonStorageFull   = "STORAGE_FULL"
+	ReasonStorageFailed = "STORAGE_FAILED"
 )
 
 // errorRule maps one broker error (matched with errors.Is) to a Connect code
@@ -101,6 +105,8 @@ var errorTable = []errorRule{
 	{broker.ErrNotAssigned, connect.CodeFailedPrecondition, ReasonGenerationStale},
 	{broker.ErrUnknownAssignor, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrClosed, connect.CodeUnavailable, ReasonShuttingDown},
+	{broker.ErrStorageFull, connect.CodeResourceExhausted, ReasonStorageFull},
+	{broker.ErrStorageFailed, connect.CodeUnavailable, ReasonStorageFailed},
 	{context.Canceled, connect.CodeCanceled, ReasonCancelled},
 	{context.DeadlineExceeded, connect.CodeDeadlineExceeded, ReasonDeadlineExceeded},
 }

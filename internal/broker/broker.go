@@ -53,6 +53,10 @@ type Options struct {
 	// doubles small synced appends per second on ext4. Default 1 MiB;
 	// negative: off.
 	PreallocateBytes int64
+	// HeadroomBytes is the space kept free in Dir for the writes that
+	// free space (acks, deletes) once the disk is full (diskguard.go).
+	// Default 64 MiB; negative: none.
+	HeadroomBytes int64
 }
 
 // DefaultPreallocateBytes is Options.PreallocateBytes's default.
@@ -83,6 +87,7 @@ type Broker struct {
 	redrive redrives
 
 	lock *dirLock // the data directory's flock; nil on an in-memory FS
+	disk *diskGuard
 
 	stopMaint chan struct{}
 	maintDone chan struct{}
@@ -108,6 +113,12 @@ func Open(opts Options) (_ *Broker, err error) {
 	case opts.PreallocateBytes < 0:
 		opts.PreallocateBytes = 0
 	}
+	switch {
+	case opts.HeadroomBytes == 0:
+		opts.HeadroomBytes = DefaultHeadroomBytes
+	case opts.HeadroomBytes < 0:
+		opts.HeadroomBytes = 0
+	}
 	if opts.SnapshotEvery <= 0 {
 		opts.SnapshotEvery = 100_000
 	}
@@ -126,11 +137,15 @@ func Open(opts Options) (_ *Broker, err error) {
 			lock.release()
 		}
 	}()
+	disk := &diskGuard{fs: opts.FS, dir: opts.Dir, headroom: opts.HeadroomBytes, log: opts.Logger, now: opts.Now}
+	if err := disk.open(); err != nil {
+		return nil, fmt.Errorf("broker: headroom: %w", err)
+	}
 	cat, err := openCatalog(opts.FS, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, lock: lock}
+	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, lock: lock, disk: disk}
 	data := cat.snapshot()
 	for _, s := range data.Queues {
 		q, err := openQueue(b, s)
@@ -236,8 +251,10 @@ func (b *Broker) StartMaintenance(interval time.Duration) {
 }
 
 // Maintain does the periodic work: retention, deleting log segments every
-// cursor has finished, and waking long-polls whose messages came due.
+// cursor has finished, waking long-polls whose messages came due, and
+// leaving the full-disk state once there is room again.
 func (b *Broker) Maintain() {
+	b.disk.recover()
 	b.mu.RLock()
 	qs := make([]*queueRT, 0, len(b.queues))
 	for _, q := range b.queues {
@@ -251,3 +268,7 @@ func (b *Broker) Maintain() {
 	}
 	b.streams.maintain()
 }
+
+// Health reports whether the broker's writes work: nil, or why not (the
+// disk is full, or failing), for /readyz.
+func (b *Broker) Health() error { return b.disk.health() }

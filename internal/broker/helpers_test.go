@@ -42,6 +42,9 @@ type env struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// testHeadroom keeps the in-memory FS's headroom file small.
+const testHeadroom = 64 << 10
+
 // newEnv opens a broker on fsys (a MemFS when nil) with a fake clock.
 func newEnv(t *testing.T, fsys vfs.FS) *env {
 	t.Helper()
@@ -60,7 +63,8 @@ func newEnv(t *testing.T, fsys vfs.FS) *env {
 
 func (e *env) open() {
 	e.t.Helper()
-	b, err := Open(Options{Dir: "/data", FS: e.fs, Now: e.clock.Now, Logger: quietLogger(), SnapshotEvery: 50})
+	b, err := Open(Options{Dir: "/data", FS: e.fs, Now: e.clock.Now, Logger: quietLogger(), SnapshotEvery: 50,
+		HeadroomBytes: testHeadroom})
 	if err != nil {
 		e.t.Fatalf("open: %v", err)
 	}

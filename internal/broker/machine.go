@@ -30,6 +30,7 @@ type machine struct {
 	dir    string       // holds journal/ and snapshot
 	hooks  machineHooks
 	jr     *journal.Journal
+	disk   *diskGuard // hears of every failed journal write
 
 	// mu guards the owner's state machine, and broken and wake. It is held
 	// for in-memory work and to submit journal events in the order they
@@ -60,7 +61,7 @@ type machineHooks struct {
 // openMachine opens m's journal in dir, loads the state machine from disk
 // and starts the journal's writer.
 func (b *Broker) openMachine(m *machine, what, dir string, log *slog.Logger, hooks machineHooks) error {
-	m.what, m.fs, m.dir, m.logger, m.hooks = what, b.opts.FS, dir, log, hooks
+	m.what, m.fs, m.dir, m.logger, m.hooks, m.disk = what, b.opts.FS, dir, log, hooks, b.disk
 	m.wake = make(chan struct{})
 	jlog, syncEach, err := journal.OpenLog(b.logOptions(filepath.Join(dir, "journal"), journalSegmentBytes))
 	if err != nil {
@@ -190,6 +191,7 @@ func (m *machine) wait(ch <-chan error) error {
 	err := <-ch
 	if err != nil {
 		m.markBroken(err)
+		err = m.disk.note(err)
 	}
 	return err
 }

@@ -20,7 +20,7 @@ func FuzzProduceBatches(f *testing.F) {
 	idem, _ := batch.Build([]batch.Record{{Value: []byte("v")}}, batch.Options{Producer: &batch.Producer{ID: 0, BaseSequence: 0}})
 	f.Add(idem)
 	clock := newClock()
-	b, err := Open(Options{Dir: "/f", FS: vfs.NewMem(), Now: clock.Now, Logger: quietLogger()})
+	b, err := Open(Options{Dir: "/f", FS: vfs.NewMem(), Now: clock.Now, Logger: quietLogger(), HeadroomBytes: testHeadroom})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -33,12 +33,17 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 	if err := b.checkDeadLetterTarget(s); err != nil {
 		return QueueSettings{}, err
 	}
+	if err := b.disk.admit(); err != nil {
+		return QueueSettings{}, err
+	}
 	now := b.now()
 	s.CreatedAt, s.ModifiedAt = now, now
 	var q *queueRT
+	var dir string
 	err := b.cat.update(func(d *catalogData) error {
 		s.ID = d.NextID
 		d.NextID++
+		dir = queueDir(b.opts.Dir, s)
 		var err error
 		if q, err = openQueue(b, s); err != nil {
 			return err
@@ -50,10 +55,22 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 		if q != nil {
 			q.close()
 		}
-		return QueueSettings{}, err
+		return QueueSettings{}, b.createFailed(dir, err)
 	}
 	b.queues[s.Name] = q
 	return s.clone(), nil
+}
+
+// createFailed cleans up after a create that failed: the catalog does not
+// name dir (its update is what failed, or never ran), so nothing of it may
+// stay behind. It returns err, as the disk guard sees it.
+func (b *Broker) createFailed(dir string, err error) error {
+	if dir != "" {
+		if rerr := vfs.RemoveAll(b.opts.FS, dir); rerr != nil {
+			b.log.Warn("removing what a failed create left", "dir", dir, "err", rerr)
+		}
+	}
+	return b.disk.note(err)
 }
 
 // checkDeadLetterTarget requires s's dead-letter queue to exist and to be of

@@ -144,6 +144,9 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 	if req.RatePerSecond < 0 || req.Limit < 0 {
 		return RedriveTask{}, invalid("rate", "rate and limit must not be negative")
 	}
+	if err := b.disk.admit(); err != nil {
+		return RedriveTask{}, err
+	}
 	depth := src.stats().Depth()
 	toMove := depth
 	if req.Limit > 0 {

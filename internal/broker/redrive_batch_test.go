@@ -112,7 +112,7 @@ func TestRedriveBatchCrashAtEverySync(t *testing.T) {
 		c := newClock()
 		c.now = e.clock.Now()
 		after := &env{t: t, fs: cut, clock: c}
-		b, err := Open(Options{Dir: "/data", FS: cut, Now: c.Now, Logger: slog.New(log), SnapshotEvery: 50})
+		b, err := Open(Options{Dir: "/data", FS: cut, Now: c.Now, Logger: slog.New(log), SnapshotEvery: 50, HeadroomBytes: testHeadroom})
 		if err != nil {
 			t.Fatalf("cut %d: open: %v", i, err)
 		}

@@ -115,11 +115,16 @@ func (b *Broker) CreateSubscription(s SubscriptionSettings) (SubscriptionSetting
 			return SubscriptionSettings{}, err
 		}
 	}
+	if err := b.disk.admit(); err != nil {
+		return SubscriptionSettings{}, err
+	}
 	s.CreatedAt = b.now()
 	var sub *subRT
+	var dir string
 	err = b.cat.update(func(d *catalogData) error {
 		s.ID = d.NextID
 		d.NextID++
+		dir = subDir(t, s)
 		var err error
 		if sub, err = openSub(t, s, true); err != nil {
 			return err
@@ -131,7 +136,7 @@ func (b *Broker) CreateSubscription(s SubscriptionSettings) (SubscriptionSetting
 		if sub != nil {
 			sub.close()
 		}
-		return SubscriptionSettings{}, err
+		return SubscriptionSettings{}, b.createFailed(dir, err)
 	}
 	t.mu.Lock()
 	t.subs[s.Name] = sub

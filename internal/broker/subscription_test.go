@@ -190,7 +190,7 @@ func TestSubscriptionLongPollWokenByProduce(t *testing.T) {
 // subscriptions too.
 func TestSubscriptionHoldsRetention(t *testing.T) {
 	clock := newClock()
-	b, err := Open(Options{Dir: "/d", FS: vfs.NewMem(), Now: clock.Now, Logger: quietLogger(), SegmentBytes: 4096})
+	b, err := Open(Options{Dir: "/d", FS: vfs.NewMem(), Now: clock.Now, Logger: quietLogger(), SegmentBytes: 4096, HeadroomBytes: testHeadroom})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package broker
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,11 +81,16 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 	} else if err == ErrClosed {
 		return TopicSettings{}, err
 	}
+	if err := b.disk.admit(); err != nil {
+		return TopicSettings{}, err
+	}
 	s.CreatedAt = b.now()
 	var t *topicRT
+	var dir string
 	err := b.cat.update(func(d *catalogData) error {
 		s.ID = d.NextID
 		d.NextID++
+		dir = topicDir(b.opts.Dir, s)
 		var err error
 		if t, err = openTopic(st, s); err != nil {
 			return err
@@ -95,7 +102,7 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 		if t != nil {
 			t.close()
 		}
-		return TopicSettings{}, err
+		return TopicSettings{}, b.createFailed(dir, err)
 	}
 	st.mu.Lock()
 	st.topics[s.Name] = t
@@ -220,14 +227,26 @@ func (b *Broker) AddPartitions(name string, total int32) (string, error) {
 	if total <= int32(len(parts)) || total > MaxPartitions {
 		return "", invalid("partitions", "%d: want more than the current %d and at most %d", total, len(parts), MaxPartitions)
 	}
+	if err := b.disk.admit(); err != nil {
+		return "", err
+	}
 	var added []*partitionRT
+	// undo closes and removes the new partitions: the catalog never named them.
+	undo := func(err error) (string, error) {
+		for _, p := range added {
+			p.log.Close()
+		}
+		for i := int32(len(parts)); i < total; i++ {
+			if rerr := vfs.RemoveAll(b.opts.FS, filepath.Join(t.dir, strconv.Itoa(int(i)))); rerr != nil {
+				b.log.Warn("removing what a failed AddPartitions left", "topic", name, "err", rerr)
+			}
+		}
+		return "", b.disk.note(err)
+	}
 	for i := int32(len(parts)); i < total; i++ {
 		p, err := t.openPartition(i)
 		if err != nil {
-			for _, p := range added {
-				p.log.Close()
-			}
-			return "", err
+			return undo(err)
 		}
 		added = append(added, p)
 	}
@@ -237,10 +256,7 @@ func (b *Broker) AddPartitions(name string, total int32) (string, error) {
 		return nil
 	})
 	if err != nil {
-		for _, p := range added {
-			p.log.Close()
-		}
-		return "", err
+		return undo(err)
 	}
 	t.mu.Lock()
 	t.settings = s

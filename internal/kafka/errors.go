@@ -27,6 +27,9 @@ var errorTable = []struct {
 	{broker.ErrProducerFenced, kerr.InvalidProducerEpoch},
 	{broker.ErrUnknownProducerID, kerr.UnknownProducerID},
 	{broker.ErrClosed, kerr.NotLeaderForPartition},
+	// A full or failing disk: Kafka's own answer, which clients retry.
+	{broker.ErrStorageFull, kerr.KafkaStorageError},
+	{broker.ErrStorageFailed, kerr.KafkaStorageError},
 	{broker.ErrInvalidGroupID, kerr.InvalidGroupID},
 	{broker.ErrGroupNotFound, kerr.GroupIDNotFound},
 	{broker.ErrGroupNotEmpty, kerr.NonEmptyGroup},

@@ -57,6 +57,9 @@ func Setup(opts Options) server.Setup {
 		// drained, the broker flushes and syncs everything it acknowledged.
 		s.OnClose("broker", func(context.Context) error { return b.Close() })
 		b.StartMaintenance(opts.MaintenanceInterval)
+		// While the disk is full (or failing) the node says so: a load
+		// balancer sends producers elsewhere; acks and deletes still work.
+		s.AddReadyCheck(b.Health)
 		if err := s.Metrics().RegisterSource(metricsSource(b)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
@@ -80,8 +83,12 @@ func openBroker(s *server.Server) (*broker.Broker, error) {
 	if prealloc <= 0 {
 		prealloc = -1 // the broker's "off"; its 0 means its default
 	}
+	headroom := cfg.DiskHeadroomBytes
+	if headroom <= 0 {
+		headroom = -1 // the broker's "none"
+	}
 	return broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(),
-		StorageObserver: s.Metrics(), PreallocateBytes: prealloc})
+		StorageObserver: s.Metrics(), PreallocateBytes: prealloc, HeadroomBytes: headroom})
 }
 
 // syncPolicy turns the server's --fsync setting into the broker's policy.

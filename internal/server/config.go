@@ -67,6 +67,11 @@ type Config struct {
 	// size change to journal (docs/storage.md, "Preallocation"). 0: off.
 	PreallocateBytes int64
 
+	// DiskHeadroomBytes is the space kept free in the data directory for
+	// acks and deletes once the disk is full (docs/operations.md, "A full
+	// disk"). 0: none.
+	DiskHeadroomBytes int64
+
 	// KafkaAutoCreateTopics lets a Kafka client's metadata request create a
 	// topic it names, with KafkaDefaultPartitions partitions, as Kafka's
 	// auto.create.topics.enable (default on) and num.partitions do.
@@ -96,7 +101,8 @@ func Defaults() Config {
 		HTTPIdleTimeout:   2 * time.Minute,
 		KafkaMaxIdle:      10 * time.Minute,
 
-		PreallocateBytes: 1 << 20,
+		PreallocateBytes:  1 << 20,
+		DiskHeadroomBytes: 64 << 20,
 
 		KafkaAutoCreateTopics:  true,
 		KafkaDefaultPartitions: 1,

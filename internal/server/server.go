@@ -68,13 +68,14 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 
-	mu        sync.Mutex // guards everything below
-	frontends map[string]Frontend
-	listeners map[string]net.Listener
-	running   map[string]Frontend // frontends whose Serve goroutine was started
-	routes    map[string]bool     // patterns mounted with RegisterHTTP
-	closers   []closer
-	started   bool
+	mu          sync.Mutex // guards everything below
+	frontends   map[string]Frontend
+	listeners   map[string]net.Listener
+	running     map[string]Frontend // frontends whose Serve goroutine was started
+	routes      map[string]bool     // patterns mounted with RegisterHTTP
+	readyChecks []func() error      // see AddReadyCheck
+	closers     []closer
+	started     bool
 
 	serveWG sync.WaitGroup // one per Serve goroutine; Wait joins them
 	errc    chan error     // a listener that failed outside shutdown
@@ -144,6 +145,15 @@ func (s *Server) OnClose(name string, fn func(context.Context) error) {
 // shutdown clears it first so load balancers stop sending.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
+// AddReadyCheck makes /readyz answer 503 with check's error while it
+// returns one (the broker's disk is full, say). A check must be cheap: it
+// runs on every probe.
+func (s *Server) AddReadyCheck(check func() error) {
+	s.mu.Lock()
+	s.readyChecks = append(s.readyChecks, check)
+	s.mu.Unlock()
+}
+
 // Ready reports what /readyz answers.
 func (s *Server) Ready() bool { return s.ready.Load() }
 
@@ -185,6 +195,15 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready.Load() {
 		http.Error(w, "not ready: recovering", http.StatusServiceUnavailable)
 		return
+	}
+	s.mu.Lock()
+	checks := s.readyChecks
+	s.mu.Unlock()
+	for _, check := range checks {
+		if err := check(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 	}
 	io.WriteString(w, "ready\n")
 }

@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// A full disk is an answer: the write that finds it full fails with
+// ErrStorageFull (a message naming no file), the broker reports itself
+// unhealthy, refuses further sends, produces and creates at once, and
+// keeps acks, purges and deletes working in the headroom it released; a
+// create that failed leaves nothing behind; once space is freed,
+// maintenance writes the headroom back and sends work again.
+func TestFullDiskIsAnAnswer(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	e := newEnv(t, efs)
+	e.createQueue(QueueSettings{Name: "q"})
+	e.createTopic("t", 1)
+	e.send("q", "a", "b", "c")
+	ds := e.receive("q", 3)
+
+	// A create that runs into the full disk leaves no directory.
+	queuesBefore, _ := efs.List("/data/queues")
+	efs.SetSpace(100)
+	if _, err := e.b.CreateQueue(QueueSettings{Name: "late"}); !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("create on a full disk: %v, want ErrStorageFull", err)
+	}
+	if after, _ := efs.List("/data/queues"); len(after) != len(queuesBefore) {
+		t.Fatalf("a failed create left %v (before: %v)", after, queuesBefore)
+	}
+	if err := e.b.Health(); !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("health on a full disk: %v", err)
+	}
+
+	// Writes that add data are refused at once, with no file named.
+	_, err := e.b.Send(context.Background(), "q", []SendInput{{Body: []byte("d")}})
+	if !errors.Is(err, ErrStorageFull) || strings.Contains(err.Error(), "/data") {
+		t.Fatalf("send on a full disk: %v, want ErrStorageFull without a path", err)
+	}
+	if _, err := e.b.Produce(context.Background(), "t", []ProduceRecord{kv("", "x")}, ProduceOptions{}); !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("produce on a full disk: %v", err)
+	}
+	if _, err := e.b.CreateTopic(TopicSettings{Name: "t2"}); !errors.Is(err, ErrStorageFull) {
+		t.Fatalf("create topic on a full disk: %v", err)
+	}
+
+	// Writes that finish work or free space go on, in the headroom.
+	if err := e.b.Ack(context.Background(), "q", ds[0].Receipt); err != nil {
+		t.Fatalf("ack on a full disk: %v", err)
+	}
+	if err := e.b.Nack(context.Background(), "q", ds[1].Receipt, 0, ""); err != nil {
+		t.Fatalf("nack on a full disk: %v", err)
+	}
+	if err := e.b.PurgeQueue(context.Background(), "q"); err != nil {
+		t.Fatalf("purge on a full disk: %v", err)
+	}
+	// Still full: the journal records used some of the headroom, so
+	// maintenance cannot write it back whole.
+	e.b.Maintain()
+	if e.b.Health() == nil {
+		t.Fatal("healthy again before any space was freed")
+	}
+	// The operator frees space, through the API or by hand: maintenance
+	// leaves the full state.
+	if err := e.b.DeleteTopic("t"); err != nil {
+		t.Fatalf("delete topic on a full disk: %v", err)
+	}
+	efs.SetSpace(vfs.Unlimited)
+	e.clock.Advance(time.Second)
+	e.b.Maintain()
+	if err := e.b.Health(); err != nil {
+		t.Fatalf("health once space was freed: %v", err)
+	}
+	e.send("q", "e")
+	if got := bodies(e.receive("q", 10)); len(got) != 1 || got[0] != "e" {
+		t.Fatalf("after the disk had room again: %v, want [e]", got)
+	}
+}
+
+// An I/O error is reported as ErrStorageFailed, makes the broker unhealthy,
+// and does not refuse later writes by itself.
+func TestDiskIOErrorIsReported(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	e := newEnv(t, efs)
+	e.createQueue(QueueSettings{Name: "q"})
+	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Count: 1, Match: func(_ vfs.Op, p string) bool {
+		return strings.Contains(p, "/queues/")
+	}})
+	_, err := e.b.Send(context.Background(), "q", []SendInput{{Body: []byte("a")}})
+	if !errors.Is(err, ErrStorageFailed) || strings.Contains(err.Error(), "/data") {
+		t.Fatalf("send through an I/O error: %v, want ErrStorageFailed without a path", err)
+	}
+	if !errors.Is(e.b.Health(), ErrStorageFailed) {
+		t.Fatalf("health: %v", e.b.Health())
+	}
+	e.send("q", "b")
+	e.b.Maintain()
+	if err := e.b.Health(); err != nil {
+		t.Fatalf("health after a write worked again: %v", err)
+	}
+}
