@@ -54,8 +54,11 @@ const (
 	ReasonPartitionsShrink  = "PARTITIONS_CANNOT_SHRINK"
 	// The broker's disk is full (sends refused; acks and deletes work) or
 	// answered an I/O error.
-	ReasonStorageFull   = "STORAGE_FULL"
-	ReasonStorageFailed = "STORAGE_FAILED"
+	ReasonStorageFull = "STORAGE_FULL"
+	// The queue exists but could not be opened at start; DeleteQueue
+	// removes it.
+	ReasonQueueUnavailable = "QUEUE_UNAVAILABLE"
+	ReasonStorageFailed    = "STORAGE_FAILED"
 )
 
 // errorRule maps one broker error (matched with errors.Is) to a Connect code
@@ -72,6 +75,7 @@ var errorTable = []errorRule{
 	{broker.ErrQueueNotFound, connect.CodeNotFound, ReasonQueueNotFound},
 	{broker.ErrQueueExists, connect.CodeAlreadyExists, ReasonQueueExists},
 	{broker.ErrQueueInUse, connect.CodeFailedPrecondition, ReasonQueueInUse},
+	{broker.ErrQueueUnavailable, connect.CodeUnavailable, ReasonQueueUnavailable},
 	{broker.ErrTopicNotFound, connect.CodeNotFound, ReasonTopicNotFound},
 	{broker.ErrTopicExists, connect.CodeAlreadyExists, ReasonTopicExists},
 	{broker.ErrMessageTooLarge, connect.CodeInvalidArgument, ReasonMessageTooLarge},

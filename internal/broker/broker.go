@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,10 +78,13 @@ type Broker struct {
 	log  *slog.Logger
 	cat  *catalog
 
-	mu      sync.RWMutex // guards queues, closing and closed; a queue's own state has its own lock
-	queues  map[string]*queueRT
-	closing bool // Close has begun (redrives stopping); queues still answer
-	closed  bool
+	mu     sync.RWMutex // guards queues, unavailable, closing and closed; a queue's own state has its own lock
+	queues map[string]*queueRT
+	// unavailable are the queues that failed to open at start, with why:
+	// listed, refused with ErrQueueUnavailable, removable by DeleteQueue.
+	unavailable map[string]error
+	closing     bool // Close has begun (redrives stopping); queues still answer
+	closed      bool
 
 	streams *streams // topics, producer ids, groups, subscriptions (topic.go)
 
@@ -145,13 +149,18 @@ func Open(opts Options) (_ *Broker, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, lock: lock, disk: disk}
+	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, unavailable: map[string]error{},
+		lock: lock, disk: disk}
 	data := cat.snapshot()
 	for _, s := range data.Queues {
 		q, err := openQueue(b, s)
 		if err != nil {
-			b.closeQueues()
-			return nil, fmt.Errorf("broker: queue %s: %w", s.Name, err)
+			// One queue's damage must not keep every other queue from
+			// being served.
+			b.log.Error("queue unavailable: it could not be opened; every other queue is served, and DeleteQueue removes it",
+				"queue", s.Name, "err", err)
+			b.unavailable[s.Name] = err
+			continue
 		}
 		b.queues[s.Name] = q
 	}
@@ -211,6 +220,9 @@ func (b *Broker) queue(name string) (*queueRT, error) {
 	}
 	q := b.queues[name]
 	if q == nil {
+		if _, ok := b.unavailable[name]; ok {
+			return nil, fmt.Errorf("%w: %s", ErrQueueUnavailable, name)
+		}
 		return nil, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
 	}
 	return q, nil
@@ -222,7 +234,12 @@ func (b *Broker) ListQueues(prefix string) []string {
 	defer b.mu.RUnlock()
 	var names []string
 	for n := range b.queues {
-		if len(n) >= len(prefix) && n[:len(prefix)] == prefix {
+		if strings.HasPrefix(n, prefix) {
+			names = append(names, n)
+		}
+	}
+	for n := range b.unavailable {
+		if strings.HasPrefix(n, prefix) {
 			names = append(names, n)
 		}
 	}

@@ -104,3 +104,43 @@ func TestDiskIOErrorIsReported(t *testing.T) {
 		t.Fatalf("health after a write worked again: %v", err)
 	}
 }
+
+// A queue that cannot be opened at start (its journal unreadable) does not
+// keep the broker or any other queue from starting: it is listed, refused
+// with ErrQueueUnavailable, and DeleteQueue removes it.
+func TestUnopenableQueueIsIsolated(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	e := newEnv(t, efs)
+	e.createQueue(QueueSettings{Name: "good"})
+	e.createQueue(QueueSettings{Name: "bad"})
+	e.send("good", "a")
+	e.send("bad", "b")
+	e.receive("bad", 1) // a journal record to replay at the next start
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	efs.Inject(vfs.Fault{Op: vfs.OpReadAt, Match: func(_ vfs.Op, p string) bool {
+		return strings.Contains(p, "-bad/journal/")
+	}})
+	e.open()
+	efs.ClearFaults()
+	if got := e.b.ListQueues(""); len(got) != 2 {
+		t.Fatalf("listed %v, want both queues", got)
+	}
+	if got := bodies(e.receive("good", 1)); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("the good queue: %v", got)
+	}
+	if _, err := e.b.Receive(context.Background(), "bad", ReceiveOptions{}); !errors.Is(err, ErrQueueUnavailable) {
+		t.Fatalf("receive from the unopenable queue: %v, want ErrQueueUnavailable", err)
+	}
+	if _, err := e.b.CreateQueue(QueueSettings{Name: "bad"}); !errors.Is(err, ErrQueueUnavailable) {
+		t.Fatalf("create over it: %v", err)
+	}
+	if err := e.b.DeleteQueue("bad"); err != nil {
+		t.Fatalf("delete it: %v", err)
+	}
+	e.restart()
+	if got := e.b.ListQueues(""); len(got) != 1 || got[0] != "good" {
+		t.Fatalf("after the delete and a restart: %v", got)
+	}
+}

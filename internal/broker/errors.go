@@ -16,6 +16,10 @@ var (
 	ErrMessageTooLarge = errors.New("message is larger than the queue's maximum message size")
 	ErrClosed          = errors.New("broker is closed")
 	ErrQueueInUse      = errors.New("queue is the dead-letter target of another queue")
+	// ErrQueueUnavailable: the queue exists but could not be opened at
+	// start (the server log says why); every other queue is served, and
+	// DeleteQueue removes it.
+	ErrQueueUnavailable = errors.New("queue is unavailable: it could not be opened at start (see the server log)")
 )
 
 // InvalidArgumentError reports a request field that is out of range or

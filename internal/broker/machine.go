@@ -67,12 +67,12 @@ func (b *Broker) openMachine(m *machine, what, dir string, log *slog.Logger, hoo
 	if err != nil {
 		return err
 	}
-	n, err := m.load(jlog)
+	loaded, err := m.load(jlog)
 	if err != nil {
 		jlog.Close()
 		return err
 	}
-	m.jr = journal.Start(jlog, n, journal.Options{SyncEach: syncEach, Now: b.opts.Now,
+	m.jr = journal.Start(jlog, loaded, journal.Options{SyncEach: syncEach, Now: b.opts.Now,
 		Snapshots: journal.SnapshotPolicy{FS: b.opts.FS, Dir: dir, Every: b.opts.SnapshotEvery, Warn: log.Warn}})
 	return nil
 }
@@ -81,20 +81,35 @@ func (b *Broker) openMachine(m *machine, what, dir string, log *slog.Logger, hoo
 // the journal below it be deleted soon.
 const journalSegmentBytes = 64 << 20
 
-// load rebuilds the state machine from the snapshot and jlog. If that
-// fails, the state machine is the one it had before.
-func (m *machine) load(jlog *storage.Log) (int, error) {
-	rollback, err := m.hooks.fresh()
-	if err == nil {
-		var n int
-		if n, err = journal.Load(m.fs, m.dir, jlog, m.hooks.loader); err == nil {
-			return n, nil
+// load rebuilds the state machine from its snapshots and jlog. If that
+// fails, the state machine is the one it had before. A damaged snapshot is
+// logged, once per load, at error level; journal.Load has passed over it.
+func (m *machine) load(jlog *storage.Log) (journal.Loaded, error) {
+	var rollback func()
+	l := m.hooks.loader
+	l.Reset = func() error {
+		rb, err := m.hooks.fresh()
+		if rollback == nil {
+			rollback = rb
 		}
+		return err
 	}
-	if rollback != nil {
-		rollback()
+	loaded, err := journal.Load(m.fs, m.dir, jlog, l)
+	if err != nil {
+		if rollback != nil {
+			rollback()
+		}
+		return journal.Loaded{}, err
 	}
-	return 0, err
+	switch {
+	case loaded.Degraded:
+		m.logger.Error("state rebuilt from its journal alone: no usable snapshot; what the journal's cut parts held is lost (a queue delivers those messages again)",
+			"journal_start", jlog.LogStartOffset(), "err", loaded.PassedOver)
+	case loaded.PassedOver != nil:
+		m.logger.Error("damaged snapshot passed over; the previous one and the journal after it were used, nothing lost",
+			"err", loaded.PassedOver)
+	}
+	return loaded, nil
 }
 
 // lockChecked takes mu, after a journal failure reloading the state machine
@@ -127,11 +142,11 @@ func (m *machine) reloadLocked() error {
 	if err := jlog.Sync(); err != nil {
 		return err
 	}
-	n, err := m.load(jlog)
+	loaded, err := m.load(jlog)
 	if err != nil {
 		return err
 	}
-	m.jr.Reset(n)
+	m.jr.Reset(loaded)
 	m.broken = nil
 	if m.hooks.reloaded != nil {
 		m.hooks.reloaded()

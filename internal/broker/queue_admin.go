@@ -23,6 +23,9 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 	if b.closed {
 		return QueueSettings{}, ErrClosed
 	}
+	if _, ok := b.unavailable[s.Name]; ok {
+		return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueUnavailable, s.Name)
+	}
 	if q := b.queues[s.Name]; q != nil {
 		cur := *q.settings()
 		if !sameSettings(cur, s) {
@@ -156,7 +159,8 @@ func (b *Broker) DeleteQueue(name string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q := b.queues[name]
-	if q == nil {
+	_, unavailable := b.unavailable[name]
+	if q == nil && !unavailable {
 		return fmt.Errorf("%w: %s", ErrQueueNotFound, name)
 	}
 	for other, oq := range b.queues {
@@ -167,6 +171,9 @@ func (b *Broker) DeleteQueue(name string) error {
 	}
 	if subs := b.SubscriptionsDeadLetteringTo(name); len(subs) > 0 {
 		return fmt.Errorf("%w: %s is the dead-letter queue of subscription %s", ErrQueueInUse, name, subs[0])
+	}
+	if unavailable {
+		return b.deleteUnavailableLocked(name)
 	}
 	err := b.cat.update(func(d *catalogData) error {
 		delete(d.Queues, name)
@@ -184,6 +191,21 @@ func (b *Broker) DeleteQueue(name string) error {
 	}
 	// The catalog no longer names the directory; removing it is cleanup.
 	return vfs.RemoveAll(b.opts.FS, q.dir)
+}
+
+// deleteUnavailableLocked deletes a queue that could not be opened: its
+// catalog entry and its directory. Called with b.mu held.
+func (b *Broker) deleteUnavailableLocked(name string) error {
+	s := b.cat.snapshot().Queues[name]
+	if err := b.cat.update(func(d *catalogData) error {
+		delete(d.Queues, name)
+		return nil
+	}); err != nil {
+		return err
+	}
+	delete(b.unavailable, name)
+	b.log.Warn("unavailable queue deleted", "queue", name)
+	return vfs.RemoveAll(b.opts.FS, queueDir(b.opts.Dir, s))
 }
 
 // PurgeQueue finishes every message sent before now: buffered, delayed and

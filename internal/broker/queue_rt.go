@@ -91,7 +91,9 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 		loader: journal.Loader{
 			Restore: func(snap []byte) error {
 				c, err := queue.Restore(q.settings().cursorConfig(), snap)
-				q.curs[0] = c
+				if err == nil {
+					q.curs[0] = c
+				}
 				return err
 			},
 			Apply: q.applyRecord,

@@ -86,9 +86,8 @@ type Options struct {
 }
 
 // Start starts the writer of log, whose state the owner has just loaded
-// (see Load); replayed is how many events that load replayed, so that a
-// long replay is folded into a snapshot soon.
-func Start(log *storage.Log, replayed int, o Options) *Journal {
+// (see Load): a long replay is folded into a snapshot soon.
+func Start(log *storage.Log, loaded Loaded, o Options) *Journal {
 	now := o.Now
 	if now == nil {
 		now = time.Now
@@ -97,7 +96,7 @@ func Start(log *storage.Log, replayed int, o Options) *Journal {
 		log:       log,
 		syncEach:  o.SyncEach,
 		now:       func() int64 { return now().UnixMilli() },
-		snap:      snapshots{SnapshotPolicy: o.Snapshots, since: replayed},
+		snap:      snapshots{SnapshotPolicy: o.Snapshots, since: loaded.Replayed, at: loaded.At},
 		submitted: log.HighWatermark(),
 		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
@@ -142,9 +141,8 @@ func (j *Journal) wake() {
 }
 
 // Reset clears a write failure, after the owner has rebuilt its state from
-// what the log holds (Load), while no submission can race it; loaded is how
-// many events that load replayed.
-func (j *Journal) Reset(loaded int) {
+// what the log holds (Load), while no submission can race it.
+func (j *Journal) Reset(loaded Loaded) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, w := range j.waiters {
@@ -153,7 +151,7 @@ func (j *Journal) Reset(loaded int) {
 	j.pending, j.waiters = nil, nil
 	j.failed = nil
 	j.submitted = j.log.HighWatermark()
-	j.snap.since = loaded
+	j.snap.since, j.snap.at = loaded.Replayed, loaded.At
 }
 
 // onDurable runs fn (on the journal goroutine) after the next write that

@@ -1,10 +1,13 @@
 package journal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,10 +18,14 @@ import (
 
 // counter is the simplest state machine: the events it applied, in order.
 // Its snapshot is the decimal count; events are their own decimal index.
-type counter struct{ applied []int }
+type counter struct {
+	applied []int
+	loaded  Loaded
+}
 
 func (c *counter) loader() Loader {
 	return Loader{
+		Reset: func() error { c.applied = nil; return nil },
 		Restore: func(body []byte) error {
 			n, err := strconv.Atoi(string(body))
 			c.applied = make([]int, n)
@@ -45,11 +52,12 @@ func openJournal(t *testing.T, fsys vfs.FS, every int) (*Journal, *counter) {
 		t.Fatal(err)
 	}
 	c := &counter{}
-	n, err := Load(fsys, "/j", log, c.loader())
+	loaded, err := Load(fsys, "/j", log, c.loader())
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	return Start(log, n, Options{SyncEach: syncEach, Snapshots: SnapshotPolicy{FS: fsys, Dir: "/j", Every: every}}), c
+	c.loaded = loaded
+	return Start(log, loaded, Options{SyncEach: syncEach, Snapshots: SnapshotPolicy{FS: fsys, Dir: "/j", Every: every}}), c
 }
 
 // checkPrefix: what a load rebuilt is 0, 1, 2, … with nothing missing, and
@@ -140,11 +148,11 @@ func TestWriteFailureIsSticky(t *testing.T) {
 		t.Fatal("a submission after a failed write was acknowledged before Reset")
 	}
 	c := &counter{}
-	n, err := Load(efs, "/j", j.Log(), c.loader())
+	loaded, err := Load(efs, "/j", j.Log(), c.loader())
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.Reset(n)
+	j.Reset(loaded)
 	if err := <-j.Submit([][]byte{[]byte(strconv.Itoa(len(c.applied)))}); err != nil {
 		t.Fatalf("after Reset: %v", err)
 	}
@@ -210,4 +218,122 @@ func TestLoadRefusesWhatItCannotTrust(t *testing.T) {
 	if _, err := Load(mem, "/j", log, c.loader()); err != nil || len(c.applied) != 7 {
 		t.Fatalf("load over the snapshot: %v, %d events", err, len(c.applied))
 	}
+}
+
+// fillJournal records n events with a snapshot every `every`, then closes.
+func fillJournal(t *testing.T, fsys vfs.FS, n, every int) {
+	t.Helper()
+	j, _ := openJournal(t, fsys, every)
+	for i := range n {
+		ch := j.Record([][]byte{[]byte(strconv.Itoa(i))}, func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil })
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipByte(t *testing.T, fsys vfs.FS, path string, at int) {
+	t.Helper()
+	data, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[at%len(data)] ^= 0x40
+	if err := vfs.WriteFileAtomic(fsys, "/j", filepath.Base(path), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One flipped byte anywhere in the newest snapshot costs nothing: the
+// previous snapshot and the journal after it (which is cut only below the
+// previous one) rebuild the same state, and the damage is reported.
+func TestDamagedSnapshotCostsNothing(t *testing.T) {
+	for _, at := range []int{0, 5, 9, 11, 12, 13, 1 << 20} {
+		t.Run(strconv.Itoa(at), func(t *testing.T) {
+			mem := vfs.NewMem()
+			fillJournal(t, mem, 1000, 100)
+			flipByte(t, mem, "/j/snapshot", at)
+			j, c := openJournal(t, mem, 100)
+			defer j.Close()
+			checkPrefix(t, c, 1000)
+			if len(c.applied) != 1000 || c.loaded.PassedOver == nil || c.loaded.Degraded {
+				t.Fatalf("%d events, passed over %v, degraded %v: want all 1000 from the previous snapshot",
+					len(c.applied), c.loaded.PassedOver, c.loaded.Degraded)
+			}
+		})
+	}
+}
+
+// With both snapshots damaged the owner is rebuilt from the journal alone,
+// onto an empty state, and Load says so (Degraded) instead of failing: one
+// owner's bad luck must not keep a broker from starting.
+func TestBothSnapshotsDamagedDegrades(t *testing.T) {
+	mem := vfs.NewMem()
+	fillJournal(t, mem, 1000, 100)
+	flipByte(t, mem, "/j/snapshot", 20)
+	flipByte(t, mem, "/j/snapshot.1", 20)
+	j, c := openJournal(t, mem, 100)
+	defer j.Close()
+	if !c.loaded.Degraded || c.loaded.PassedOver == nil {
+		t.Fatalf("loaded %+v, want degraded with the reasons", c.loaded)
+	}
+	start := j.Log().LogStartOffset()
+	if len(c.applied) != 1000-int(start) || c.applied[0] != int(start) {
+		t.Fatalf("rebuilt %d events from %v, want the journal's %d from %d", len(c.applied), c.applied[:1], 1000-start, start)
+	}
+}
+
+// A crash between moving the current snapshot aside and writing the new
+// one leaves only the previous snapshot, which the journal still continues.
+func TestCrashBetweenSnapshotRenameAndWrite(t *testing.T) {
+	mem := vfs.NewMem()
+	fillJournal(t, mem, 1000, 100)
+	if err := mem.Rename("/j/snapshot", "/j/snapshot.1"); err != nil {
+		t.Fatal(err)
+	}
+	j, c := openJournal(t, mem, 100)
+	defer j.Close()
+	checkPrefix(t, c, 1000)
+	if len(c.applied) != 1000 || c.loaded.PassedOver != nil || c.loaded.Degraded {
+		t.Fatalf("%d events, %+v: want all 1000, nothing passed over", len(c.applied), c.loaded)
+	}
+}
+
+// The checksum covers the position: a flip there is damage, not a jump.
+// The first framing (checksum over the body only) is still read.
+func TestSnapshotFraming(t *testing.T) {
+	framed := FrameSnapshot(7, []byte("seven"))
+	for i := range framed {
+		bad := append([]byte(nil), framed...)
+		bad[i] ^= 1
+		if _, _, err := UnframeSnapshot(bad); !errors.Is(err, ErrSnapshotDamaged) {
+			t.Fatalf("flip at byte %d not caught: %v", i, err)
+		}
+	}
+	legacy := binary.BigEndian.AppendUint64(nil, 7)
+	legacy = binary.BigEndian.AppendUint32(legacy, crc32.Checksum([]byte("seven"), crcTable))
+	legacy = append(legacy, "seven"...)
+	if pos, body, err := UnframeSnapshot(legacy); err != nil || pos != 7 || string(body) != "seven" {
+		t.Fatalf("legacy framing: %d %q %v", pos, body, err)
+	}
+}
+
+// FuzzUnframeSnapshot: no input panics, and whatever unframes frames back
+// to something that unframes the same.
+func FuzzUnframeSnapshot(f *testing.F) {
+	f.Add(FrameSnapshot(7, []byte("seven")))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pos, body, err := UnframeSnapshot(data)
+		if err != nil {
+			return
+		}
+		p2, b2, err := UnframeSnapshot(FrameSnapshot(pos, body))
+		if err != nil || p2 != pos || string(b2) != string(body) {
+			t.Fatalf("re-framed %d %q: %d %q %v", pos, body, p2, b2, err)
+		}
+	})
 }

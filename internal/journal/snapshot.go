@@ -11,8 +11,13 @@ import (
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
-// SnapshotFile is the snapshot's name in the owner's directory.
-const SnapshotFile = "snapshot"
+// SnapshotFile is the snapshot's name in the owner's directory; the one
+// before it is kept as previousSnapshotFile, so a damaged snapshot costs
+// nothing (see writeSnapshot).
+const (
+	SnapshotFile         = "snapshot"
+	previousSnapshotFile = "snapshot.1"
+)
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -30,8 +35,9 @@ type SnapshotPolicy struct {
 // snapshots is the policy with its counters, guarded by the journal's mu.
 type snapshots struct {
 	SnapshotPolicy
-	since int  // events journaled since the last snapshot was taken
-	busy  bool // a snapshot waits for the journal to reach it
+	since int   // events journaled since the last snapshot was taken
+	busy  bool  // a snapshot waits for the journal to reach it
+	at    int64 // position of the current snapshot file: the next cut
 }
 
 // Record submits encoded events and, once enough have piled up since the
@@ -81,40 +87,78 @@ func (j *Journal) snapshotDone(err error) {
 	}
 }
 
+// writeSnapshot keeps two snapshots: the current one becomes the previous
+// one, the new one the current, and the journal is cut only below the
+// previous one's position. So if the newest snapshot is damaged, Load
+// restores the one before it and replays the journal from there, and loses
+// nothing. A crash between the rename and the write leaves the previous
+// snapshot alone, which the journal still continues.
 func (j *Journal) writeSnapshot(pos int64, body []byte, durable int64) error {
 	if durable < pos {
 		return fmt.Errorf("journal durable to %d, snapshot at %d", durable, pos)
 	}
+	cur := filepath.Join(j.snap.Dir, SnapshotFile)
+	if err := j.snap.FS.Rename(cur, filepath.Join(j.snap.Dir, previousSnapshotFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if err := vfs.WriteFileAtomic(j.snap.FS, j.snap.Dir, SnapshotFile, FrameSnapshot(pos, body)); err != nil {
 		return err
 	}
-	_, err := j.log.DeleteBelow(pos)
+	j.mu.Lock()
+	prev := j.snap.at
+	j.snap.at = pos
+	j.mu.Unlock()
+	_, err := j.log.DeleteBelow(prev)
 	return err
 }
 
-// FrameSnapshot encodes a snapshot file: the position it covers, a CRC-32C
-// of body, then body. Other crash-atomic state files of the broker (producer
-// state) use the same framing.
+// FrameSnapshot encodes a snapshot file:
+//
+//	| "SJS2" | position uint64 | CRC-32C of position and body uint32 | body … |
+//
+// Other crash-atomic state files of the broker (producer state) use the
+// same framing.
 func FrameSnapshot(pos int64, body []byte) []byte {
-	buf := make([]byte, 12, 12+len(body))
-	binary.BigEndian.PutUint64(buf[:8], uint64(pos))
-	binary.BigEndian.PutUint32(buf[8:12], crc32.Checksum(body, crcTable))
+	buf := make([]byte, 16, 16+len(body))
+	copy(buf, snapshotMagic)
+	binary.BigEndian.PutUint64(buf[4:12], uint64(pos))
+	crc := crc32.Update(crc32.Checksum(buf[4:12], crcTable), crcTable, body)
+	binary.BigEndian.PutUint32(buf[12:16], crc)
 	return append(buf, body...)
 }
 
-// UnframeSnapshot checks and splits what FrameSnapshot made.
+// snapshotMagic starts a snapshot whose checksum covers its position too.
+// The first framing (| position | CRC-32C of body | body |) is still read:
+// its first four bytes are a position's high bytes, zero in practice.
+const snapshotMagic = "SJS2"
+
+// UnframeSnapshot checks and splits what FrameSnapshot made (or the first
+// framing, whose position no checksum covers).
 func UnframeSnapshot(data []byte) (pos int64, body []byte, err error) {
+	if len(data) >= 16 && string(data[:4]) == snapshotMagic {
+		crc := crc32.Update(crc32.Checksum(data[4:12], crcTable), crcTable, data[16:])
+		if crc != binary.BigEndian.Uint32(data[12:16]) {
+			return 0, nil, ErrSnapshotDamaged
+		}
+		return int64(binary.BigEndian.Uint64(data[4:12])), data[16:], nil
+	}
 	if len(data) < 12 || crc32.Checksum(data[12:], crcTable) != binary.BigEndian.Uint32(data[8:12]) {
 		return 0, nil, ErrSnapshotDamaged
+	}
+	if p := binary.BigEndian.Uint64(data[:8]); p > 1<<48 {
+		return 0, nil, ErrSnapshotDamaged // no journal is that long: a damaged position
 	}
 	return int64(binary.BigEndian.Uint64(data[:8])), data[12:], nil
 }
 
-// LoadSnapshot reads dir's snapshot: the journal offset it covers and its
-// body. found is false when there is none (a new owner, or one that never
-// snapshotted).
+// LoadSnapshot reads dir's current snapshot: the journal offset it covers
+// and its body. found is false when there is none (a new owner, or one that
+// never snapshotted).
 func LoadSnapshot(fsys vfs.FS, dir string) (pos int64, body []byte, found bool, err error) {
-	path := filepath.Join(dir, SnapshotFile)
+	return readSnapshot(fsys, filepath.Join(dir, SnapshotFile))
+}
+
+func readSnapshot(fsys vfs.FS, path string) (pos int64, body []byte, found bool, err error) {
 	data, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil, false, nil

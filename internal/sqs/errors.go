@@ -102,6 +102,8 @@ func toAPIError(err error) *apiError {
 		return newError(errInvalidParameter, "%v", err)
 	case errors.Is(err, broker.ErrClosed):
 		return newError(errUnavailable, "the broker is shutting down")
+	case errors.Is(err, broker.ErrQueueUnavailable):
+		return newError(errUnavailable, "%v", broker.ErrQueueUnavailable)
 	case errors.Is(err, broker.ErrStorageFull):
 		return newError(errUnavailable, "%v", broker.ErrStorageFull) // names no file of the server's
 	case errors.Is(err, broker.ErrStorageFailed):
