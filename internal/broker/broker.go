@@ -11,7 +11,9 @@
 // On disk, under Options.Dir:
 //
 //	LOCK                         flock held while a broker has the directory open (dirlock.go)
-//	catalog.json                 queues and topics with their settings (crash-atomic rewrite)
+//	catalog.json                 queues and topics with their settings (crash-atomic rewrite, checksummed)
+//	catalog.bak.json             the same, a second copy, used if the first is damaged (catalog.go)
+//	headroom                     space kept for acks and deletes on a full disk (diskguard.go)
 //	queues/<id>-<name>/log/      the messages: a storage log of Kafka batches
 //	queues/<id>-<name>/journal/  cursor events (receives, acks, nacks, …): a storage log
 //	queues/<id>-<name>/snapshot  cursor snapshot and the journal offset it covers
@@ -145,7 +147,7 @@ func Open(opts Options) (_ *Broker, err error) {
 	if err := disk.open(); err != nil {
 		return nil, fmt.Errorf("broker: headroom: %w", err)
 	}
-	cat, err := openCatalog(opts.FS, opts.Dir)
+	cat, err := openCatalog(opts.FS, opts.Dir, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"sync"
 
@@ -37,20 +39,36 @@ type catalog struct {
 	data catalogData
 }
 
-const catalogFile = "catalog.json"
+// The catalog is kept twice, catalog.json and catalog.bak.json, each
+//
+//	{"checksum": <CRC-32C of the catalog value's bytes>, "catalog": {…}}
+//
+// so one damaged byte in either is caught and the other copy used. A file
+// without a checksum (the first format) is read as it is.
+const (
+	catalogFile       = "catalog.json"
+	catalogBackupFile = "catalog.bak.json"
+)
 
-func openCatalog(fsys vfs.FS, dir string) (*catalog, error) {
+func openCatalog(fsys vfs.FS, dir string, log *slog.Logger) (*catalog, error) {
 	c := &catalog{fs: fsys, dir: dir, path: filepath.Join(dir, catalogFile)}
 	c.data = catalogData{Version: 1, Queues: map[string]QueueSettings{}, Topics: map[string]TopicSettings{}, NextID: 1}
-	buf, err := vfs.ReadFile(fsys, c.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
-	}
+	data, found, err := readCatalog(fsys, c.path)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		backup := filepath.Join(dir, catalogBackupFile)
+		bdata, bfound, berr := readCatalog(fsys, backup)
+		if berr != nil || !bfound {
+			return nil, fmt.Errorf("catalog: %w; its copy %s: %v (restore the data directory from a backup)", err, backup, errors.Join(berr, notFound(bfound)))
+		}
+		log.Error("catalog damaged; its copy was used and is written back", "err", err, "copy", backup)
+		data, found = bdata, true
+		c.data = data
+		if err := c.write(data); err != nil {
+			return nil, err
+		}
 	}
-	if err := json.Unmarshal(buf, &c.data); err != nil {
-		return nil, fmt.Errorf("catalog %s is corrupt: %w", c.path, err)
+	if found {
+		c.data = data
 	}
 	if c.data.Queues == nil {
 		c.data.Queues = map[string]QueueSettings{}
@@ -62,6 +80,60 @@ func openCatalog(fsys vfs.FS, dir string) (*catalog, error) {
 		c.data.Subscriptions = map[string]SubscriptionSettings{}
 	}
 	return c, nil
+}
+
+func notFound(found bool) error {
+	if found {
+		return nil
+	}
+	return fs.ErrNotExist
+}
+
+// readCatalog reads one copy; found is false when it does not exist.
+func readCatalog(fsys vfs.FS, path string) (d catalogData, found bool, err error) {
+	buf, err := vfs.ReadFile(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, err
+	}
+	var framed struct {
+		Checksum *uint32         `json:"checksum"`
+		Catalog  json.RawMessage `json:"catalog"`
+	}
+	if err := json.Unmarshal(buf, &framed); err != nil {
+		return d, true, fmt.Errorf("%s is damaged: %w", path, err)
+	}
+	body := buf
+	if framed.Catalog != nil { // else the first, unchecksummed format
+		if framed.Checksum == nil || crc32.Checksum(framed.Catalog, crc32c) != *framed.Checksum {
+			return d, true, fmt.Errorf("%s is damaged: checksum mismatch", path)
+		}
+		body = framed.Catalog
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return d, true, fmt.Errorf("%s is damaged: %w", path, err)
+	}
+	return d, true, nil
+}
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// write makes d durable in both copies, the main one first: a crash between
+// the two leaves the main one new and the copy one change behind.
+func (c *catalog) write(d catalogData) error {
+	body, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	buf := fmt.Appendf(nil, "{\"checksum\": %d, \"catalog\": %s}\n", crc32.Checksum(body, crc32c), body)
+	for _, name := range []string{catalogFile, catalogBackupFile} {
+		if err := vfs.WriteFileAtomic(c.fs, c.dir, name, buf); err != nil {
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	return nil
 }
 
 // snapshot returns a deep enough copy of the catalog to read without the lock.
@@ -97,12 +169,8 @@ func (c *catalog) update(fn func(*catalogData) error) error {
 	if err := fn(&next); err != nil {
 		return err
 	}
-	buf, err := json.MarshalIndent(next, "", "  ")
-	if err != nil {
-		return fmt.Errorf("catalog: %w", err)
-	}
-	if err := vfs.WriteFileAtomic(c.fs, c.dir, catalogFile, buf); err != nil {
-		return fmt.Errorf("catalog: %w", err)
+	if err := c.write(next); err != nil {
+		return err
 	}
 	c.data = next
 	return nil
