@@ -144,3 +144,17 @@ func (p *Proc) Stop() {
 		p.t.Fatalf("exit after SIGTERM: %v\n%s", err, p.Logs())
 	}
 }
+
+// Kill sends SIGKILL, a crash at whatever moment the process is in, and
+// waits for it to be gone.
+func (p *Proc) Kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatal(err)
+	}
+	<-p.done
+	_ = p.cmd.Wait()
+	p.mu.Lock()
+	p.exited = true
+	p.mu.Unlock()
+}
