@@ -118,7 +118,9 @@ func sqsProto(addr, queue string) queueProto {
 			return call(ctx, "SendMessage", map[string]any{"QueueUrl": qurl, "MessageBody": body}, nil)
 		},
 		receive: func(ctx context.Context) ([][2]string, error) {
-			var out struct{ Messages []struct{ Body, ReceiptHandle string } }
+			var out struct {
+				Messages []struct{ Body, ReceiptHandle string }
+			}
 			err := call(ctx, "ReceiveMessage", map[string]any{"QueueUrl": qurl, "MaxNumberOfMessages": 10, "WaitTimeSeconds": 1}, &out)
 			got := make([][2]string, len(out.Messages))
 			for i, m := range out.Messages {
