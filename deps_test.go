@@ -73,11 +73,14 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/linger":  {mod + "internal/", "net/http"},
 		"internal/storage": append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
 		"internal/journal": append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
-		"internal/queue":   append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
-		"internal/group":   append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
-		"internal/broker":  append([]string{"net/http"}, above...),
-		"internal/server":  append(slices.Clone(frontEnds), mod+"internal/node"),
-		"client":           {mod + "internal/"},
+		// The disk guard sees only the file system, never what is stored.
+		"internal/diskguard": {mod + "internal/storage", mod + "internal/journal", mod + "internal/queue", mod + "internal/group",
+			mod + "internal/broker", "net/http", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", mod + "internal/node"},
+		"internal/queue":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		"internal/group":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		"internal/broker": append([]string{"net/http"}, above...),
+		"internal/server": append(slices.Clone(frontEnds), mod+"internal/node"),
+		"client":          {mod + "internal/"},
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/"},

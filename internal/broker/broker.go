@@ -10,10 +10,10 @@
 //
 // On disk, under Options.Dir:
 //
-//	LOCK                         flock held while a broker has the directory open (dirlock.go)
+//	LOCK                         flock held while a broker has the directory open (vfs.LockDir)
 //	catalog.json                 queues and topics with their settings (crash-atomic rewrite, checksummed)
 //	catalog.bak.json             the same, a second copy, used if the first is damaged (catalog.go)
-//	headroom                     space kept for acks and deletes on a full disk (diskguard.go)
+//	headroom                     space kept for acks and deletes on a full disk (package diskguard)
 //	queues/<id>-<name>/log/      the messages: a storage log of Kafka batches
 //	queues/<id>-<name>/journal/  cursor events (receives, acks, nacks, …): a storage log
 //	queues/<id>-<name>/snapshot  cursor snapshot and the journal offset it covers
@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -57,7 +58,7 @@ type Options struct {
 	// negative: off.
 	PreallocateBytes int64
 	// HeadroomBytes is the space kept free in Dir for the writes that
-	// free space (acks, deletes) once the disk is full (diskguard.go).
+	// free space (acks, deletes) once the disk is full (package diskguard).
 	// Default 64 MiB; negative: none.
 	HeadroomBytes int64
 }
@@ -92,8 +93,8 @@ type Broker struct {
 
 	redrive redrives
 
-	lock *dirLock // the data directory's flock; nil on an in-memory FS
-	disk *diskGuard
+	lock *vfs.DirLock     // the data directory's flock; nil on an in-memory FS
+	disk *diskguard.Guard // the headroom, and whether writes work
 
 	stopMaint chan struct{}
 	maintDone chan struct{}
@@ -134,17 +135,17 @@ func Open(opts Options) (_ *Broker, err error) {
 	if err := vfs.MkdirAllDurable(opts.FS, filepath.Join(opts.Dir, "queues")); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	lock, err := lockDir(opts.FS, opts.Dir)
+	lock, err := vfs.LockDir(opts.FS, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			lock.release()
+			lock.Release()
 		}
 	}()
-	disk := &diskGuard{fs: opts.FS, dir: opts.Dir, headroom: opts.HeadroomBytes, log: opts.Logger, now: opts.Now}
-	if err := disk.open(); err != nil {
+	disk, err := diskguard.New(opts.FS, opts.Dir, opts.HeadroomBytes, opts.Logger, opts.Now)
+	if err != nil {
 		return nil, fmt.Errorf("broker: headroom: %w", err)
 	}
 	cat, err := openCatalog(opts.FS, opts.Dir, opts.Logger)
@@ -200,7 +201,7 @@ func (b *Broker) Close() error {
 		close(b.stopMaint)
 		<-b.maintDone
 	}
-	return errors.Join(b.streams.close(), b.closeQueues(), b.lock.release())
+	return errors.Join(b.streams.close(), b.closeQueues(), b.lock.Release())
 }
 
 func (b *Broker) closeQueues() error {
@@ -273,7 +274,7 @@ func (b *Broker) StartMaintenance(interval time.Duration) {
 // cursor has finished, waking long-polls whose messages came due, and
 // leaving the full-disk state once there is room again.
 func (b *Broker) Maintain() {
-	b.disk.recover()
+	b.disk.Recover()
 	b.mu.RLock()
 	qs := make([]*queueRT, 0, len(b.queues))
 	for _, q := range b.queues {
@@ -290,4 +291,4 @@ func (b *Broker) Maintain() {
 
 // Health reports whether the broker's writes work: nil, or why not (the
 // disk is full, or failing), for /readyz.
-func (b *Broker) Health() error { return b.disk.health() }
+func (b *Broker) Health() error { return b.disk.Health() }

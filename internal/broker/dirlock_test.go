@@ -77,7 +77,7 @@ func TestDirLockNotOnMemFS(t *testing.T) {
 	if _, err := openDir(t, mem, "/data"); err != nil {
 		t.Fatalf("second open on a MemFS: %v", err)
 	}
-	if _, err := mem.Stat("/data/" + lockFile); err == nil {
+	if _, err := mem.Stat("/data/" + vfs.LockFile); err == nil {
 		t.Fatal("a LOCK file was created on the MemFS")
 	}
 }

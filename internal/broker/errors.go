@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Errors the broker returns. Front-ends map them to their protocol's codes
@@ -16,6 +18,9 @@ var (
 	ErrMessageTooLarge = errors.New("message is larger than the queue's maximum message size")
 	ErrClosed          = errors.New("broker is closed")
 	ErrQueueInUse      = errors.New("queue is the dead-letter target of another queue")
+	// ErrDirLocked: another broker (another sluice process, or another Open
+	// in this one) holds the data directory.
+	ErrDirLocked = vfs.ErrDirLocked
 	// ErrQueueUnavailable: the queue exists but could not be opened at
 	// start (the server log says why); every other queue is served, and
 	// DeleteQueue removes it.

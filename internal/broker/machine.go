@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/journal"
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -30,7 +31,7 @@ type machine struct {
 	dir    string       // holds journal/ and snapshot
 	hooks  machineHooks
 	jr     *journal.Journal
-	disk   *diskGuard // hears of every failed journal write
+	disk   *diskguard.Guard // hears of every failed journal write
 
 	// mu guards the owner's state machine, and broken and wake. It is held
 	// for in-memory work and to submit journal events in the order they
@@ -206,7 +207,7 @@ func (m *machine) wait(ch <-chan error) error {
 	err := <-ch
 	if err != nil {
 		m.markBroken(err)
-		err = m.disk.note(err)
+		err = m.disk.Note(err)
 	}
 	return err
 }

@@ -55,7 +55,7 @@ const recordOverhead = 32
 // written in parallel. A record too large for the topic fails the whole call
 // with ErrRecordTooLarge before anything is written.
 func (b *Broker) Produce(ctx context.Context, topic string, recs []ProduceRecord, opts ProduceOptions) ([]ProduceResult, error) {
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return nil, err
 	}
 	t, err := b.streams.topic(topic)
@@ -237,7 +237,7 @@ type ProduceBatchesResult struct {
 // batch is refused as corrupt, not judged by a damaged producer id or
 // sequence, and the very bytes checked are the ones appended.
 func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int32, batches [][]byte) (ProduceBatchesResult, error) {
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return ProduceBatchesResult{}, err
 	}
 	_, p, err := b.streams.partition(topic, partition)
@@ -282,7 +282,7 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches stor
 	if !idempotent {
 		offs, err := p.log.AppendChecked(ctx, LeaderEpoch, batches)
 		if err != nil {
-			return ProduceBatchesResult{}, b.disk.note(mapStorageErr(err))
+			return ProduceBatchesResult{}, b.disk.Note(mapStorageErr(err))
 		}
 		copy(res.BaseOffsets, offs)
 		res.LogStartOffset = p.log.LogStartOffset()
@@ -296,7 +296,7 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches stor
 	for i := 0; i < n; {
 		k, err := b.appendIdempotent(ctx, p, batches.Slice(i, n), hs[i:], res.BaseOffsets[i:], res.Duplicate[i:])
 		if err != nil {
-			return ProduceBatchesResult{}, b.disk.note(err)
+			return ProduceBatchesResult{}, b.disk.Note(err)
 		}
 		i += k
 	}

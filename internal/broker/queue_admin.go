@@ -36,7 +36,7 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 	if err := b.checkDeadLetterTarget(s); err != nil {
 		return QueueSettings{}, err
 	}
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return QueueSettings{}, err
 	}
 	now := b.now()
@@ -73,7 +73,7 @@ func (b *Broker) createFailed(dir string, err error) error {
 			b.log.Warn("removing what a failed create left", "dir", dir, "err", rerr)
 		}
 	}
-	return b.disk.note(err)
+	return b.disk.Note(err)
 }
 
 // checkDeadLetterTarget requires s's dead-letter queue to exist and to be of

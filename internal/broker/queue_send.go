@@ -39,7 +39,7 @@ func (b *Broker) Send(ctx context.Context, queueName string, in []SendInput) ([]
 	if err != nil {
 		return nil, err
 	}
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return nil, err
 	}
 	return q.send(ctx, in, nil)
@@ -95,7 +95,7 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 	}
 	offs, err := q.log.Append(ctx, batches...) // consecutive offsets, one group commit
 	if err != nil {
-		return nil, fmt.Errorf("send to %s: %w", q.name, q.b.disk.note(err))
+		return nil, fmt.Errorf("send to %s: %w", q.name, q.b.disk.Note(err))
 	}
 	q.mu.Lock()
 	for k, i := range idx {

@@ -144,7 +144,7 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 	if req.RatePerSecond < 0 || req.Limit < 0 {
 		return RedriveTask{}, invalid("rate", "rate and limit must not be negative")
 	}
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return RedriveTask{}, err
 	}
 	depth := src.stats().Depth()

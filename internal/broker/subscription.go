@@ -115,7 +115,7 @@ func (b *Broker) CreateSubscription(s SubscriptionSettings) (SubscriptionSetting
 			return SubscriptionSettings{}, err
 		}
 	}
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return SubscriptionSettings{}, err
 	}
 	s.CreatedAt = b.now()

@@ -81,7 +81,7 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 	} else if err == ErrClosed {
 		return TopicSettings{}, err
 	}
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return TopicSettings{}, err
 	}
 	s.CreatedAt = b.now()
@@ -227,7 +227,7 @@ func (b *Broker) AddPartitions(name string, total int32) (string, error) {
 	if total <= int32(len(parts)) || total > MaxPartitions {
 		return "", invalid("partitions", "%d: want more than the current %d and at most %d", total, len(parts), MaxPartitions)
 	}
-	if err := b.disk.admit(); err != nil {
+	if err := b.disk.Admit(); err != nil {
 		return "", err
 	}
 	var added []*partitionRT
@@ -241,7 +241,7 @@ func (b *Broker) AddPartitions(name string, total int32) (string, error) {
 				b.log.Warn("removing what a failed AddPartitions left", "topic", name, "err", rerr)
 			}
 		}
-		return "", b.disk.note(err)
+		return "", b.disk.Note(err)
 	}
 	for i := int32(len(parts)); i < total; i++ {
 		p, err := t.openPartition(i)

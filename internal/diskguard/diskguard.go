@@ -1,0 +1,225 @@
+// Package diskguard makes a full disk an answer, not an outage. It keeps a
+// headroom file of reserved space in the data directory. The first
+// write that fails for lack of space puts the broker in the "full" state:
+// the headroom file is deleted, so the writes that free space or finish
+// work (acks, nacks, deletes, purges, DeleteQueue, DeleteTopic, and the
+// journal records they need) have room, while the writes that add data
+// (sends, produces, creates) are refused at once with ErrFull,
+// without touching the disk. Maintenance tries to write the headroom back;
+// once that succeeds there is room again and the broker leaves the state.
+// An I/O error (EIO) puts it in the "failed" state, which maintenance leaves
+// the same way; writes are not refused in it (the disk answers for itself).
+// Each state change is logged once; Health reports the state for /readyz.
+//
+// It owns the headroom file and the disk's state; it must never know what
+// is written (queues, topics) or who asked (protocols): the broker calls
+// Admit before a write that adds data, Note with every write's error, and
+// Recover from its maintenance.
+package diskguard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// Errors of the disk, matched with errors.Is; their messages name no file.
+var (
+	ErrFull   = errors.New("storage full: the broker's disk has no space left; sends and creates are refused until space is freed (acks and deletes still work)")
+	ErrFailed = errors.New("storage failed: the broker's disk answered an I/O error")
+)
+
+// Error is a write the disk refused. Its message is ErrFull's
+// or ErrFailed's; the cause (with its file path, for the log) is
+// reached with errors.Unwrap.
+type Error struct {
+	Full  bool
+	Cause error
+}
+
+func (e *Error) Error() string {
+	if e.Full {
+		return ErrFull.Error()
+	}
+	return ErrFailed.Error()
+}
+
+func (e *Error) Is(target error) bool {
+	return (target == ErrFull && e.Full) || (target == ErrFailed && !e.Full)
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// classify tells a disk failure (full, or an I/O error) from other
+// errors.
+func classify(err error) (full, failed bool) {
+	switch {
+	case err == nil:
+		return false, false
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return true, false
+	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.EROFS):
+		return false, true
+	}
+	return false, false
+}
+
+// DefaultHeadroom is the headroom's default size.
+const DefaultHeadroom = 64 << 20
+
+const headroomFile = "headroom"
+
+// Guard holds the headroom and the disk's state. It is safe for concurrent
+// use.
+type Guard struct {
+	fs       vfs.FS
+	dir      string
+	headroom int64 // 0: no headroom file
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu    sync.Mutex
+	state *Error // nil: writes work
+	since time.Time
+}
+
+// New returns the guard of dir, whose headroom file is headroom bytes (0:
+// none), after writing that file if it is missing or short. A disk already
+// too full for it is not an error: the guard starts in the full state.
+func New(fsys vfs.FS, dir string, headroom int64, log *slog.Logger, now func() time.Time) (*Guard, error) {
+	g := &Guard{fs: fsys, dir: dir, headroom: max(headroom, 0), log: log, now: now}
+	return g, g.open()
+}
+
+func (g *Guard) open() error {
+	if g.headroom <= 0 {
+		return nil
+	}
+	if st, err := g.fs.Stat(g.path()); err == nil && st.Size() >= g.headroom {
+		return nil
+	}
+	err := g.writeHeadroom()
+	if full, _ := classify(err); full {
+		g.Note(err)
+		return nil
+	}
+	return err
+}
+
+func (g *Guard) path() string { return filepath.Join(g.dir, headroomFile) }
+
+// writeHeadroom writes the headroom file whole and durably, or removes
+// what it wrote.
+func (g *Guard) writeHeadroom() error {
+	f, err := g.fs.Create(g.path())
+	if err != nil {
+		return err
+	}
+	// fallocate(2) reserves the blocks without writing them; a file
+	// system without it (or the in-memory FS) gets zeros written.
+	allocated := false
+	if a, ok := f.(vfs.Allocator); ok {
+		err = a.Allocate(g.headroom)
+		allocated = err == nil
+		if errors.Is(err, syscall.EOPNOTSUPP) {
+			err = nil
+		}
+	}
+	if !allocated && err == nil {
+		zeros := make([]byte, min(g.headroom, 1<<20))
+		for left := g.headroom; left > 0 && err == nil; left -= int64(len(zeros)) {
+			_, err = f.Write(zeros[:min(left, int64(len(zeros)))])
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = g.fs.SyncDir(g.dir)
+	}
+	if err != nil {
+		_ = g.fs.Remove(g.path())
+	}
+	return err
+}
+
+// Note records a write's outcome: a disk failure enters its state (and a
+// full disk frees the headroom), and comes back as an *Error; any other
+// error comes back as it is.
+func (g *Guard) Note(err error) error {
+	full, failed := classify(err)
+	if !full && !failed {
+		return err
+	}
+	se := &Error{Full: full, Cause: err}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state != nil && (g.state.Full || !full) {
+		return se // already in this state (or full, which outranks failed)
+	}
+	g.state, g.since = se, g.now()
+	if full {
+		released := g.fs.Remove(g.path()) == nil
+		g.log.Error("disk full: sends, produces and creates are refused until space is freed; acks and deletes go on",
+			"headroom_released", released, "err", err)
+	} else {
+		g.log.Error("disk failing: a write answered an I/O error", "err", err)
+	}
+	return se
+}
+
+// Admit refuses a write that adds data while the disk is full.
+func (g *Guard) Admit() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state != nil && g.state.Full {
+		return g.state
+	}
+	return nil
+}
+
+// Health is the disk's state: nil when writes work.
+func (g *Guard) Health() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state == nil {
+		return nil
+	}
+	return fmt.Errorf("%w (since %s)", g.state, g.since.UTC().Format(time.RFC3339))
+}
+
+// Recover is maintenance's part: in a failure state, write the headroom
+// back (or, without one, a small probe) and leave the state if that works.
+func (g *Guard) Recover() {
+	g.mu.Lock()
+	state, since := g.state, g.since
+	g.mu.Unlock()
+	if state == nil {
+		return
+	}
+	size := g.headroom
+	if size <= 0 {
+		size = 4096
+	}
+	probe := Guard{fs: g.fs, dir: g.dir, headroom: size}
+	if err := probe.writeHeadroom(); err != nil {
+		return
+	}
+	if g.headroom <= 0 {
+		_ = g.fs.Remove(g.path())
+	}
+	g.mu.Lock()
+	g.state = nil
+	g.mu.Unlock()
+	g.log.Info("disk writable again: sends, produces and creates are accepted", "was", state.Error(),
+		"for", g.now().Sub(since).Round(time.Second).String())
+}
