@@ -20,8 +20,13 @@ import (
 // read, exactly what every read cost before the cache. Guarded by the
 // queue's mu. Cached messages are never modified: deliveries share them.
 type recentCache struct {
-	slots    []cacheSlot // indexed by offset modulo len(slots), a power of two
-	bytes    int         // body bytes held
+	// slots is indexed by offset modulo size, a power of two. It is
+	// allocated by the first put and dropped once the cache is empty again
+	// (forgetOlder), so an idle queue, one of 100,000, holds none.
+	slots    []cacheSlot
+	size     int
+	held     int // slots with a message
+	bytes    int // body bytes held
 	maxBytes int
 }
 
@@ -44,24 +49,39 @@ func newRecentCache(window int) *recentCache {
 	for n < window {
 		n <<= 1
 	}
-	return &recentCache{slots: make([]cacheSlot, n), maxBytes: recentCacheBytes}
+	return &recentCache{size: n, maxBytes: recentCacheBytes}
 }
 
+func (c *recentCache) slot(off int64) *cacheSlot { return &c.slots[off&int64(c.size-1)] }
+
 func (c *recentCache) put(off int64, m *Message) {
-	s := &c.slots[off&int64(len(c.slots)-1)]
+	if c.slots == nil {
+		c.slots = make([]cacheSlot, c.size)
+	}
+	s := c.slot(off)
 	if s.m != nil {
-		c.bytes -= len(s.m.Body)
-		s.m = nil
+		c.drop(s)
 	}
 	if c.bytes+len(m.Body) > c.maxBytes {
 		return
 	}
 	*s = cacheSlot{off: off, m: m}
 	c.bytes += len(m.Body)
+	c.held++
+}
+
+// drop empties a slot that holds a message.
+func (c *recentCache) drop(s *cacheSlot) {
+	c.bytes -= len(s.m.Body)
+	c.held--
+	s.m = nil
 }
 
 func (c *recentCache) get(off int64) *Message {
-	s := c.slots[off&int64(len(c.slots)-1)]
+	if c.slots == nil {
+		return nil
+	}
+	s := c.slot(off)
 	if s.m == nil || s.off != off {
 		return nil
 	}
@@ -69,10 +89,11 @@ func (c *recentCache) get(off int64) *Message {
 }
 
 func (c *recentCache) forget(off int64) {
-	s := &c.slots[off&int64(len(c.slots)-1)]
-	if s.m != nil && s.off == off {
-		c.bytes -= len(s.m.Body)
-		s.m = nil
+	if c.slots == nil {
+		return
+	}
+	if s := c.slot(off); s.m != nil && s.off == off {
+		c.drop(s)
 	}
 }
 
@@ -93,19 +114,25 @@ func (c *recentCache) forgetFinished(evs []queue.Event) {
 // forgetOlder drops messages sent before cutoff. A message that sat that
 // long without being acked is waiting in a backlog (or its consumer is slow):
 // a log read serves it as well, and the cache should not hold a full window
-// of a queue nobody consumes.
+// of a queue nobody consumes. An empty cache gives its slots back.
 func (c *recentCache) forgetOlder(cutoff time.Time) {
+	if c.held == 0 {
+		c.slots = nil
+		return
+	}
 	for i := range c.slots {
 		if m := c.slots[i].m; m != nil && m.SentAt.Before(cutoff) {
-			c.bytes -= len(m.Body)
-			c.slots[i].m = nil
+			c.drop(&c.slots[i])
 		}
+	}
+	if c.held == 0 {
+		c.slots = nil
 	}
 }
 
 func (c *recentCache) clear() {
-	clear(c.slots)
-	c.bytes = 0
+	c.slots = nil
+	c.bytes, c.held = 0, 0
 }
 
 // storedForm returns m as readMessages will decode it from the record that
@@ -149,7 +176,7 @@ func storedForm(m *Message, now time.Time) *Message {
 // with q.mu held, after the append is durable.
 func (q *queueRT) cacheSentLocked(first int64, msgs []*Message, now time.Time) []queue.Event {
 	rp := q.cur().ReadPos()
-	room := min(int64(q.cur().Wants()), int64(len(q.cache.slots)))
+	room := min(int64(q.cur().Wants()), int64(q.cache.size))
 	for k, m := range msgs {
 		if off := first + int64(k); off >= rp && off-rp < room {
 			q.cache.put(off, storedForm(m, now))

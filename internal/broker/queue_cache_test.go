@@ -106,6 +106,9 @@ func TestCacheForgetsAckedAndStaysInWindow(t *testing.T) {
 				n++
 			}
 		}
+		if n != q.cache.held {
+			t.Fatalf("the cache counts %d held, its slots hold %d", q.cache.held, n)
+		}
 		return n
 	}
 	if n := cachedCount(); n != window {
@@ -150,5 +153,32 @@ func TestCacheEmptiesWhenNobodyConsumes(t *testing.T) {
 	}
 	if got := bodies(e.receive("q", 10)); len(got) != 3 {
 		t.Fatalf("received %v after the cache emptied, want the 3 messages from the log", got)
+	}
+}
+
+// An idle queue holds no cache slots: they are allocated by the first send
+// and given back by maintenance once nothing is cached, so 100,000 queues
+// at rest cost no window each.
+func TestIdleQueueHoldsNoCache(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "q"})
+	q := e.b.queues["q"]
+	slots := func() []cacheSlot { q.mu.Lock(); defer q.mu.Unlock(); return q.cache.slots }
+	if slots() != nil {
+		t.Fatal("a new queue holds cache slots")
+	}
+	e.send("q", "a", "b")
+	if slots() == nil {
+		t.Fatal("a send while the cursor has room cached nothing")
+	}
+	for _, d := range e.receive("q", 2) {
+		if err := e.b.Ack(context.Background(), "q", d.Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(2 * recentCacheAge)
+	e.b.Maintain()
+	if slots() != nil {
+		t.Fatal("an idle queue kept its cache slots")
 	}
 }

@@ -63,9 +63,18 @@ type Journal struct {
 	failed error
 	snap   snapshots
 
-	kick chan struct{} // one token: there is work
-	done chan struct{} // closed when run returns
+	// running says a writer goroutine is up (guarded by mu): it starts with
+	// the first work and ends after writerIdle without any, so a journal
+	// at rest (one of 100,000 idle queues) costs no goroutine.
+	running bool
+	writers sync.WaitGroup // the writer goroutine, for Close
+	pol     linger.Policy  // the writer's; only the running writer touches it
+	kick    chan struct{}  // one token: there is work
 }
+
+// writerIdle is how long a journal's writer waits for work before it ends;
+// the next submission starts another.
+var writerIdle = 5 * time.Second
 
 var (
 	// ErrClosed answers submissions after Close.
@@ -99,9 +108,7 @@ func Start(log *storage.Log, loaded Loaded, o Options) *Journal {
 		snap:      snapshots{SnapshotPolicy: o.Snapshots, since: loaded.Replayed, at: loaded.At},
 		submitted: log.HighWatermark(),
 		kick:      make(chan struct{}, 1),
-		done:      make(chan struct{}),
 	}
-	go j.run()
 	return j
 }
 
@@ -128,15 +135,22 @@ func (j *Journal) Submit(events [][]byte) <-chan error {
 	}
 	j.submitted += int64(len(events))
 	j.waiters = append(j.waiters, ch)
+	j.wakeLocked()
 	j.mu.Unlock()
-	j.wake()
 	return ch
 }
 
-func (j *Journal) wake() {
+// wakeLocked tells the writer there is work, starting one if none runs.
+// Called with mu held.
+func (j *Journal) wakeLocked() {
 	select {
 	case j.kick <- struct{}{}:
 	default:
+	}
+	if !j.running {
+		j.running = true
+		j.writers.Add(1)
+		go j.run()
 	}
 }
 
@@ -160,14 +174,31 @@ func (j *Journal) Reset(loaded Loaded) {
 func (j *Journal) onDurable(fn func(durable int64)) {
 	j.mu.Lock()
 	j.afterSync = append(j.afterSync, fn)
+	j.wakeLocked()
 	j.mu.Unlock()
-	j.wake()
 }
 
+// run is the writer: it writes what was submitted, one group commit at a
+// time, until Close, or until writerIdle passes with nothing to write.
 func (j *Journal) run() {
-	defer close(j.done)
-	var pol linger.Policy
-	for range j.kick {
+	defer j.writers.Done()
+	idle := time.NewTimer(writerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case <-j.kick:
+		case <-idle.C:
+			j.mu.Lock()
+			if len(j.waiters) == 0 && len(j.afterSync) == 0 && !j.closed {
+				j.running = false
+				j.mu.Unlock()
+				return
+			}
+			j.mu.Unlock()
+			idle.Reset(writerIdle)
+			continue // work came with the timer: its kick is waiting
+		}
+		pol := &j.pol
 		if expect, wait := pol.Next(); wait > 0 {
 			linger.Wait(expect, wait, j.pendingWaiters, j.kick, nil)
 		}
@@ -200,6 +231,7 @@ func (j *Journal) run() {
 		if closed {
 			return
 		}
+		idle.Reset(writerIdle)
 	}
 }
 
@@ -264,12 +296,12 @@ func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
-		<-j.done
+		j.writers.Wait()
 		return nil
 	}
 	j.closed = true
+	j.wakeLocked() // a writer flushes what is pending, then ends
 	j.mu.Unlock()
-	j.kick <- struct{}{}
-	<-j.done
+	j.writers.Wait()
 	return j.log.Close()
 }

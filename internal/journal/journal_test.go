@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -336,4 +337,33 @@ func FuzzUnframeSnapshot(f *testing.F) {
 			t.Fatalf("re-framed %d %q: %d %q %v", pos, body, p2, b2, err)
 		}
 	})
+}
+
+// A journal at rest costs no goroutine: the writer ends after writerIdle
+// with nothing to write, and the next submission starts another.
+func TestIdleWriterEnds(t *testing.T) {
+	defer func(d time.Duration) { writerIdle = d }(writerIdle)
+	writerIdle = 20 * time.Millisecond
+	j, _ := openJournal(t, vfs.NewMem(), 1000)
+	defer j.Close()
+	running := func() bool { j.mu.Lock(); defer j.mu.Unlock(); return j.running }
+	if running() {
+		t.Fatal("a writer runs before any work")
+	}
+	for round := range 3 {
+		if err := <-j.Submit([][]byte{[]byte(strconv.Itoa(round))}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for running() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if running() {
+			t.Fatalf("round %d: the writer still runs after %v idle", round, writerIdle)
+		}
+	}
+	c := &counter{}
+	if _, err := Load(vfs.NewMem(), "/none", j.Log(), c.loader()); err != nil || len(c.applied) != 3 {
+		t.Fatalf("replayed %v %v, want the 3 events", c.applied, err)
+	}
 }
