@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
 )
 
 // One data directory, one owner. Two processes writing the same logs,
