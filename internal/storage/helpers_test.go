@@ -38,8 +38,12 @@ func mkBatch(t testing.TB, n, valueSize int, ts int64) []byte {
 	return b
 }
 
+// testFiles is the file cache of test logs: no background scrub, so that
+// what a test sees read is what it did.
+var testFiles = NewFileCache(FileCacheOptions{ScrubBytesPerSec: -1})
+
 func testOptions(t testing.TB, fs vfs.FS, dir string) Options {
-	return Options{FS: fs, Dir: dir, Logger: quiet, Now: newClock().Now}
+	return Options{FS: fs, Dir: dir, Logger: quiet, Now: newClock().Now, Files: testFiles}
 }
 
 func mustOpen(t testing.TB, o Options) *Log {

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
+	"slices"
 	"sort"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -67,22 +69,49 @@ func (x *segIndex) note(rel uint32, pos, size, maxTS int64) {
 	x.maxTSKnown = true
 }
 
-// lookup returns the position of the last indexed batch with base <= base+rel.
-func (x *segIndex) lookup(rel int64) int64 {
+// lookup returns the position and relative offset of the last indexed
+// batch with base <= base+rel (0, 0 if none).
+func (x *segIndex) lookup(rel int64) (int64, int64) {
 	i := sort.Search(len(x.offsets), func(i int) bool { return int64(x.offsets[i].rel) > rel })
 	if i == 0 {
-		return 0
+		return 0, 0
 	}
-	return int64(x.offsets[i-1].pos)
+	return int64(x.offsets[i-1].pos), int64(x.offsets[i-1].rel)
 }
 
-// lastEntryBefore returns the greatest indexed position <= pos.
-func (x *segIndex) lastEntryBefore(pos int64) int64 {
+// lastEntryBefore returns the greatest indexed position <= pos and its
+// relative offset.
+func (x *segIndex) lastEntryBefore(pos int64) (int64, int64) {
 	i := sort.Search(len(x.offsets), func(i int) bool { return int64(x.offsets[i].pos) > pos })
 	if i == 0 {
-		return 0
+		return 0, 0
 	}
-	return int64(x.offsets[i-1].pos)
+	return int64(x.offsets[i-1].pos), int64(x.offsets[i-1].rel)
+}
+
+// drop removes the offset entry at pos and the time entry paired with it,
+// and reports whether there was one. Once an entry already in the files is
+// dropped they no longer match memory: they are given up (broken) and
+// rebuilt at the next open.
+func (x *segIndex) drop(pos int64) bool {
+	i := sort.Search(len(x.offsets), func(i int) bool { return int64(x.offsets[i].pos) >= pos })
+	if i == len(x.offsets) || int64(x.offsets[i].pos) != pos {
+		return false
+	}
+	rel := x.offsets[i].rel
+	x.offsets = slices.Delete(x.offsets, i, i+1)
+	if i < x.offFlushed {
+		x.offFlushed--
+		x.broken = x.broken || x.idxFile != nil
+	}
+	if j := sort.Search(len(x.times), func(j int) bool { return x.times[j].rel >= rel }); j < len(x.times) && x.times[j].rel == rel {
+		x.times = slices.Delete(x.times, j, j+1)
+		if j < x.timeFlushed {
+			x.timeFlushed--
+			x.broken = x.broken || x.timeFile != nil
+		}
+	}
+	return true
 }
 
 // timeLookup returns the relative offset where a search for ts can start:
@@ -158,13 +187,9 @@ func (x *segIndex) closeFiles() {
 	x.idxFile, x.timeFile = nil, nil
 }
 
-// readOffsetIndex parses an .index file, keeping the longest prefix of
-// entries that increase and point inside the segment.
-func readOffsetIndex(fsys vfs.FS, path string, segSize int64) ([]offsetEntry, error) {
-	b, err := readAll(fsys, path)
-	if err != nil {
-		return nil, err
-	}
+// parseOffsetIndex keeps the longest prefix of entries that increase and
+// point inside the segment.
+func parseOffsetIndex(b []byte, segSize int64) []offsetEntry {
 	var out []offsetEntry
 	for i := 0; i+offsetEntrySize <= len(b); i += offsetEntrySize {
 		e := offsetEntry{rel: binary.BigEndian.Uint32(b[i:]), pos: binary.BigEndian.Uint32(b[i+4:])}
@@ -173,15 +198,36 @@ func readOffsetIndex(fsys vfs.FS, path string, segSize int64) ([]offsetEntry, er
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out
 }
 
-// readTimeIndex parses a .timeindex file, keeping the longest valid prefix.
-func readTimeIndex(fsys vfs.FS, path string) ([]timeEntry, error) {
-	b, err := readAll(fsys, path)
-	if err != nil {
-		return nil, err
+// The seal trailer.
+//
+// When a segment is sealed (and when a log is closed, which seals its
+// active segment) a last 12-byte entry is appended to its .timeindex, after
+// the final time entry: timestamp field trailerMark, relative-offset field
+// the CRC-32C of the .index file followed by the .timeindex before the
+// trailer. A sealed segment's indexes are used only if the trailer is there
+// and matches; otherwise they are rebuilt by scanning the segment.
+const trailerMark uint64 = 1<<63 | 0x736c75696365 // "sluice", as a timestamp far below any real one
+
+// sealCRC is the trailer's checksum of the index files' bytes.
+func sealCRC(idx, times []byte) uint32 {
+	return crc32.Update(crc32.Checksum(idx, castagnoli), castagnoli, times)
+}
+
+// splitTrailer separates a .timeindex's seal trailer from its entries.
+func splitTrailer(b []byte) (entries []byte, crc uint32, ok bool) {
+	n := len(b) - len(b)%timeEntrySize
+	if n < timeEntrySize || binary.BigEndian.Uint64(b[n-timeEntrySize:]) != trailerMark {
+		return b[:n], 0, false
 	}
+	return b[:n-timeEntrySize], binary.BigEndian.Uint32(b[n-4:]), true
+}
+
+// parseTimeIndex keeps the longest valid prefix of time entries (a trailer
+// must have been split off).
+func parseTimeIndex(b []byte) []timeEntry {
 	var out []timeEntry
 	for i := 0; i+timeEntrySize <= len(b); i += timeEntrySize {
 		e := timeEntry{ts: int64(binary.BigEndian.Uint64(b[i:])), rel: binary.BigEndian.Uint32(b[i+8:]), pos: -1}
@@ -191,48 +237,59 @@ func readTimeIndex(fsys vfs.FS, path string) ([]timeEntry, error) {
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out
 }
 
-// readAll reads a whole small file; a missing file reads as empty.
-func readAll(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := fsys.Open(path)
+// encodeIndex is what the index files hold for these entries.
+func encodeIndex(offs []offsetEntry, times []timeEntry) (idx, tidx []byte) {
+	for _, e := range offs {
+		idx = binary.BigEndian.AppendUint32(idx, e.rel)
+		idx = binary.BigEndian.AppendUint32(idx, e.pos)
+	}
+	for _, e := range times {
+		tidx = binary.BigEndian.AppendUint64(tidx, uint64(e.ts))
+		tidx = binary.BigEndian.AppendUint32(tidx, e.rel)
+	}
+	return idx, tidx
+}
+
+// readAll reads a whole small file through the cache's budget; a missing
+// file reads as empty.
+func readAll(files *FileCache, fsys vfs.FS, path string) ([]byte, error) {
+	var b []byte
+	err := files.withFile(fsys, path, func(f vfs.File) error {
+		var err error
+		b, err = readFileAll(f)
+		return err
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && int64(len(b)) != n {
-		return nil, fmt.Errorf("storage: read %s: %w", path, err)
-	}
-	return b, nil
+	return b, err
 }
 
-// readLastTime reads only the last entry of a sealed segment's time index:
-// the newest timestamp in the segment, written when it was sealed with the
-// relative offset of the next segment. It costs one small read, so Open
-// stays independent of the data size. ok is false unless the entry is that
-// final one (a short or missing index: the timestamp is then found by a scan
-// when needed).
-func readLastTime(fsys vfs.FS, path string, nextRel int64) (ts int64, ok bool) {
-	f, err := fsys.Open(path)
+// readLastTime reads only the end of a sealed segment's time index: the
+// final entry, the newest timestamp in the segment written when it was
+// sealed with the relative offset of the next segment, before the seal
+// trailer. It costs one small read, so Open stays independent of the data
+// size. ok is false unless the entry is that final one (a short or missing
+// index: the timestamp is then found by a scan when needed). The trailer's
+// CRC is not checked here: what this answers is used to skip segments, and
+// retention checks it (ensureLoaded) before it deletes by time.
+func readLastTime(files *FileCache, fsys vfs.FS, path string, nextRel int64) (ts int64, ok bool) {
+	var b [2 * timeEntrySize]byte
+	err := files.withFile(fsys, path, func(f vfs.File) error {
+		n, err := f.Size()
+		if err != nil || n < 2*timeEntrySize || n%timeEntrySize != 0 {
+			return errNoFinal
+		}
+		_, err = f.ReadAt(b[:], n-2*timeEntrySize)
+		return err
+	})
 	if err != nil {
 		return -1, false
 	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil || n < timeEntrySize || n%timeEntrySize != 0 {
-		return -1, false
-	}
-	var b [timeEntrySize]byte
-	if _, err := f.ReadAt(b[:], n-timeEntrySize); err != nil {
+	if _, _, ok := splitTrailer(b[:]); !ok {
 		return -1, false
 	}
 	if int64(binary.BigEndian.Uint32(b[8:])) != nextRel {
@@ -240,3 +297,5 @@ func readLastTime(fsys vfs.FS, path string, nextRel int64) (ts int64, ok bool) {
 	}
 	return int64(binary.BigEndian.Uint64(b[:])), true
 }
+
+var errNoFinal = errors.New("no final time entry")

@@ -67,6 +67,13 @@ type Observer interface {
 	ObserveCommitBatch(appends int)
 }
 
+// CorruptionObserver is implemented by an Observer that also wants to hear
+// of every damaged batch a log quarantines
+// (sluice_storage_corrupt_batches_total). FileCache.Stats counts them too.
+type CorruptionObserver interface {
+	ObserveCorruptBatch()
+}
+
 // Options configure a Log. Zero values take the defaults listed.
 type Options struct {
 	FS  vfs.FS // default vfs.Default
@@ -87,6 +94,10 @@ type Options struct {
 
 	MaxBatchBytes      int // largest accepted batch; default 1 MiB + 12 (Kafka's message.max.bytes)
 	IndexIntervalBytes int // bytes between sparse index entries; default 4096
+
+	// Files is the file-descriptor cache (and background scrub) the log
+	// shares with others; default DefaultFileCache(), one per process.
+	Files *FileCache
 
 	Sync   SyncPolicy
 	Now    func() time.Time // default time.Now; tests inject a clock
@@ -125,6 +136,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Files == nil {
+		o.Files = DefaultFileCache()
 	}
 	return nil
 }

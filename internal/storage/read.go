@@ -8,58 +8,97 @@ import (
 	"github.com/sluice-mq/sluice/internal/batch"
 )
 
+// maxRepairs bounds how many damaged ranges one read may quarantine before
+// it gives up (each is found, quarantined and stepped over).
+const maxRepairs = 1 << 10
+
+// errTooMuchDamage: a read met more damage than maxRepairs.
+var errTooMuchDamage = errors.New("storage: too many damaged batches in one read")
+
 // Read returns whole batches starting with the one that contains offset,
 // up to about maxBytes: at least one whole batch even if it is larger
 // (Kafka fetch semantics), never a partial batch, never past the high
-// watermark, never across a segment boundary. Every returned batch has been
-// checked (framing, CRC-32C, offsets).
+// watermark, never across a segment boundary or a quarantined range. Every
+// returned batch has been checked (framing, CRC-32C, offsets). A damaged
+// batch is quarantined (see Quarantined) and skipped: an offset inside it
+// reads as the first good batch after it, as after compaction.
 //
 // offset == HighWatermark() returns (nil, nil): nothing yet. Below the log
-// start or above the high watermark: ErrOffsetOutOfRange. Damage in a
-// segment: *CorruptionError once no whole batch before it can be returned.
+// start or above the high watermark: ErrOffsetOutOfRange.
 func (l *Log) Read(offset int64, maxBytes int) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	loc, err := l.locate(offset)
-	if err != nil || loc.seg == nil {
-		return nil, err
+	for range maxRepairs {
+		loc, err := l.locate(offset)
+		if err != nil || loc.seg == nil {
+			return nil, err
+		}
+		buf, ce, err := loc.seg.readBatches(loc, maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		if ce != nil {
+			if _, qerr := l.quarantineDamage(loc.i, ce, loc.limit); qerr != nil && len(buf) == 0 {
+				ce.Offset = offset
+				return nil, qerr
+			}
+			if len(buf) == 0 {
+				continue // the first batch was damaged: read again past it
+			}
+		}
+		return buf, nil
 	}
-	n := min(max(int64(maxBytes), loc.first.Size()), loc.limit-loc.pos)
+	return nil, errTooMuchDamage
+}
+
+// readBatches reads whole batches from loc, validating each, and stops at a
+// quarantined range, at maxBytes or at the first damaged batch, which it
+// returns with what was good before it.
+func (s *segment) readBatches(loc location, maxBytes int) ([]byte, *CorruptionError, error) {
+	limit := loc.limit
+	if r, ok := s.nextQuarantined(loc.pos + 1); ok && r.pos < limit {
+		limit = r.pos
+	}
+	n := min(max(int64(maxBytes), loc.first.Size()), limit-loc.pos)
 	buf := make([]byte, n)
-	if _, err := loc.seg.log.ReadAt(buf, loc.pos); err != nil {
-		return nil, loc.seg.readErr(loc.pos, err)
+	if m, err := s.log.ReadAt(buf, loc.pos); err != nil && int64(m) < n {
+		return nil, nil, s.readErr(loc.pos, err)
 	}
 	end, next := 0, loc.first.BaseOffset
+	var ce *CorruptionError
 	for end < len(buf) {
 		size, err := batch.FrameSize(buf[end:])
 		if err == nil && int64(end)+size > int64(len(buf)) {
-			break // the next batch does not fit in maxBytes
+			if end > 0 {
+				break // the next batch does not fit in maxBytes
+			}
+			err = fmt.Errorf("batch of %d bytes runs past the readable end", size)
 		}
 		if err == nil {
 			err = batch.Validate(buf[end:int64(end)+size], 0)
 		}
 		var h batch.Header
 		if err == nil {
-			if h, _ = batch.ParseHeader(buf[end:]); h.BaseOffset < next {
-				err = fmt.Errorf("base offset %d after offset %d", h.BaseOffset, next)
+			if h, _ = batch.ParseHeader(buf[end:]); h.BaseOffset != next {
+				err = fmt.Errorf("base offset %d, want %d", h.BaseOffset, next)
 			}
 		}
 		if err != nil {
-			if end > 0 {
-				break // serve what is good; the next read reports the damage
-			}
-			return nil, &CorruptionError{Path: loc.seg.path(logSuffix), Offset: offset, Position: loc.pos + int64(end), Err: err}
+			ce = s.damage(loc.pos+int64(end), next, err.Error())
+			break
 		}
 		next = h.NextOffset()
 		end += int(size)
 	}
-	return buf[:end], nil
+	s.ver.add(loc.pos, loc.pos+int64(end), loc.first.BaseOffset, next, s.size.Load())
+	return buf[:end], ce, nil
 }
 
 // HeaderAt returns the header of the batch containing offset without
 // reading the batch: its base and last offsets, its leader epoch (the Raft
 // term of the entry), its timestamps. Errors as Read; at the high watermark
-// it returns ErrOffsetOutOfRange.
+// it returns ErrOffsetOutOfRange. For an offset in a quarantined range it
+// returns the header of the first good batch after it.
 func (l *Log) HeaderAt(offset int64) (batch.Header, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -72,14 +111,17 @@ func (l *Log) HeaderAt(offset int64) (batch.Header, error) {
 
 // location is where a read starts.
 type location struct {
+	i     int // index of seg in l.segs
 	seg   *segment
 	pos   int64        // position of the batch containing the offset
 	first batch.Header // its header
 	limit int64        // readable bytes of seg
 }
 
-// locate finds the batch containing offset. Called with mu read-locked.
-// A nil seg with a nil error means offset == high watermark.
+// locate finds the batch containing offset (or the first after it, past a
+// quarantined range), quarantining damage its header walk meets. Called
+// with mu read-locked. A nil seg with a nil error means offset == high
+// watermark, or nothing readable before it.
 func (l *Log) locate(offset int64) (location, error) {
 	if l.closed {
 		return location{}, ErrClosed
@@ -99,7 +141,7 @@ func (l *Log) locate(offset int64) (location, error) {
 	for ; i < len(l.segs); i++ {
 		s := l.segs[i]
 		limit := s.committed.Load()
-		pos, h, found, err := s.find(offset, limit)
+		pos, h, found, err := l.findRepairing(i, offset, limit)
 		if err != nil {
 			var ce *CorruptionError
 			if errors.As(err, &ce) {
@@ -108,33 +150,65 @@ func (l *Log) locate(offset int64) (location, error) {
 			return location{}, err
 		}
 		if found {
-			return location{seg: s, pos: pos, first: h, limit: limit}, nil
+			return location{i: i, seg: s, pos: pos, first: h, limit: limit}, nil
 		}
 	}
 	return location{}, nil // a gap up to hw: nothing to read
 }
 
+// findRepairing is segment.find, quarantining the damage it meets and
+// walking on past it.
+func (l *Log) findRepairing(i int, offset, limit int64) (int64, batch.Header, bool, error) {
+	for range maxRepairs {
+		pos, h, found, err := l.segs[i].find(offset, limit)
+		if ce, ok := asDamage(err); ok {
+			if _, err := l.quarantineDamage(i, ce, limit); err != nil {
+				return 0, h, false, err
+			}
+			continue
+		}
+		return pos, h, found, err
+	}
+	return 0, batch.Header{}, false, errTooMuchDamage
+}
+
 // OffsetForTime returns the first offset whose record timestamp is >= ts
 // (milliseconds), using the time indexes: O(log n) lookups plus a scan of at
 // most one index interval. Compressed batches are decompressed to find the
-// record; one that cannot be answers its base offset. If every record is older, it returns -1 (Kafka's unknown
-// offset) and a nil error.
+// record; one that cannot be answers its base offset. If every record is
+// older, it returns -1 (Kafka's unknown offset) and a nil error.
 func (l *Log) OffsetForTime(ts int64) (int64, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
 		return -1, ErrClosed
 	}
-	for _, s := range l.segs {
+	for i, s := range l.segs {
 		if s.maxTimestamp() < ts {
 			continue
 		}
-		off, found, err := s.searchTime(ts, s.committed.Load())
+		off, found, err := l.searchTimeRepairing(i, ts)
 		if err != nil || found {
 			return off, err
 		}
 	}
 	return -1, nil
+}
+
+func (l *Log) searchTimeRepairing(i int, ts int64) (int64, bool, error) {
+	s := l.segs[i]
+	limit := s.committed.Load()
+	for range maxRepairs {
+		off, found, err := s.searchTime(ts, limit)
+		if ce, ok := asDamage(err); ok {
+			if _, err := l.quarantineDamage(i, ce, limit); err != nil {
+				return 0, false, err
+			}
+			continue
+		}
+		return off, found, err
+	}
+	return 0, false, errTooMuchDamage
 }
 
 // searchTime finds the first record with timestamp >= ts in the segment.
@@ -146,13 +220,13 @@ func (s *segment) searchTime(ts, limit int64) (int64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	pos, _, found, err := s.find(s.base+rel, limit)
+	pos, h, found, err := s.find(s.base+rel, limit)
 	if !found || err != nil {
 		return 0, false, err
 	}
 	var hit batch.Header
 	hitPos := int64(-1)
-	err = s.walkHeaders(pos, limit, func(p int64, h batch.Header) bool {
+	err = s.walkHeaders(pos, h.BaseOffset, limit, func(p int64, h batch.Header) bool {
 		if h.MaxTimestamp >= ts {
 			hit, hitPos = h, p
 			return false
@@ -177,7 +251,7 @@ func (s *segment) offsetInBatch(pos int64, h batch.Header, ts int64) (int64, boo
 			return h.BaseOffset, true, nil // stored as sent, but we cannot inflate it
 		}
 		if err != nil {
-			return 0, false, s.corrupt(pos, err)
+			return 0, false, s.damage(pos, h.BaseOffset, err.Error())
 		}
 		if r.Timestamp >= ts {
 			return r.Offset, true, nil

@@ -6,25 +6,42 @@ import (
 	"io/fs"
 	"sort"
 
-	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Recovery of the active segment at Open.
 //
-//  1. Read its offset and time indexes, keeping the longest valid prefix.
+//  1. Read its offset and time indexes. If they end with a seal trailer
+//     (the log was closed cleanly) that matches, they are whole and the
+//     final time entry says where the data synced at that close ended; if
+//     the trailer does not match, nothing in them is used. Otherwise (a
+//     crash) keep the longest valid prefix.
 //  2. Walk back from the last offset entry to one whose batch header is
 //     there and carries the expected base offset. Entries are written only
 //     after the data they point at was synced, so everything before that
 //     batch is durable and need not be read.
 //  3. Scan forward from it, checking framing, CRC-32C and the offset
 //     sequence of each batch, rebuilding index entries as it goes.
-//  4. Truncate the file after the last whole, valid batch (a torn write or a
-//     write the crash cut short), cut the index files to the entries kept,
-//     and sync.
+//  4. At a batch that is not valid, look for the next valid batch after it
+//     (resync, damage.go). If there is one, the bytes between are damage in
+//     the middle, not a write cut short at the end: quarantine them and go
+//     on from it. If there is none, the bytes from the bad batch to the end
+//     are a torn tail, cut off, unless they start at or before the durable
+//     mark: the position of the last offset entry on disk, or the end the
+//     last clean close recorded. Such bytes had been synced, so they are
+//     damage, quarantined, and the log goes on after them with offsets that
+//     cannot collide with any they held.
+//  5. Truncate a torn tail, cut the index files to the entries kept, and
+//     sync.
 //
 // An I/O error while reading is returned, never taken for a torn tail: a
 // failing disk must not make the log cut acknowledged data.
+
+// durableMark is what the index files say was synced before the crash.
+type durableMark struct {
+	pos  int64 // a batch starts here and was synced (-1: unknown)
+	next int64 // every offset below was synced (-1: unknown)
+}
 
 // recover prepares the last segment for appends and returns the log end offset.
 func (s *segment) recover() (int64, error) {
@@ -32,13 +49,9 @@ func (s *segment) recover() (int64, error) {
 	defer s.ix.Unlock()
 	x := &s.index
 	size := s.size.Load()
-	offs, err := readOffsetIndex(s.fs, s.path(indexSuffix), size)
+	offs, times, mark, err := s.readRecoveryIndex(size)
 	if err != nil {
-		return 0, fmt.Errorf("storage: recover: %w", err)
-	}
-	times, err := readTimeIndex(s.fs, s.path(timeIndexSuffix))
-	if err != nil {
-		return 0, fmt.Errorf("storage: recover: %w", err)
+		return 0, err
 	}
 	offs, times, err = s.recoveryStart(offs, times, size)
 	if err != nil {
@@ -53,26 +66,88 @@ func (s *segment) recover() (int64, error) {
 	if len(times) > 0 {
 		x.maxTS = times[len(times)-1].ts
 	}
-	res := s.scanFrom(x, start, want, size)
-	if res.err != nil && !isDamage(res.err) {
-		return 0, fmt.Errorf("storage: recover %s: %w", s.path(logSuffix), res.err)
+	end, next, err := s.scanTail(x, start, want, size, mark)
+	if err != nil {
+		return 0, err
 	}
-	if res.end < size {
+	if end < size {
 		s.logger.Warn("storage: truncating torn tail", "path", s.path(logSuffix),
-			"position", res.end, "dropped_bytes", size-res.end, "reason", res.err)
-		if err := s.log.Truncate(res.end); err != nil {
+			"position", end, "dropped_bytes", size-end)
+		if err := s.log.Truncate(end); err != nil {
 			return 0, fmt.Errorf("storage: recover: truncate torn tail: %w", err)
 		}
 		if err := s.log.Sync(); err != nil {
 			return 0, fmt.Errorf("storage: recover: %w", err)
 		}
-		s.size.Store(res.end)
+		s.size.Store(end)
+		s.q.forget(s, end)
 	}
-	s.committed.Store(res.end)
+	s.committed.Store(end)
+	s.ver.reset(start, want)
 	if err := s.openIndexFiles(len(offs), len(times)); err != nil {
 		return 0, err
 	}
-	return res.next, nil
+	return next, nil
+}
+
+// readRecoveryIndex reads the active segment's index files (step 1).
+func (s *segment) readRecoveryIndex(size int64) ([]offsetEntry, []timeEntry, durableMark, error) {
+	mark := durableMark{pos: -1, next: -1}
+	idx, err := readAll(s.files, s.fs, s.path(indexSuffix))
+	if err != nil {
+		return nil, nil, mark, fmt.Errorf("storage: recover: %w", err)
+	}
+	tidx, err := readAll(s.files, s.fs, s.path(timeIndexSuffix))
+	if err != nil {
+		return nil, nil, mark, fmt.Errorf("storage: recover: %w", err)
+	}
+	entries, crc, sealed := splitTrailer(tidx)
+	if sealed && (len(idx)%offsetEntrySize != 0 || sealCRC(idx, entries) != crc) {
+		s.logger.Warn("storage: index of the active segment does not match its seal; rebuilding it from the segment",
+			"segment", s.path(logSuffix))
+		return nil, nil, mark, nil
+	}
+	offs, times := parseOffsetIndex(idx, size), parseTimeIndex(entries)
+	if sealed && len(times) > 0 {
+		mark.next = s.base + int64(times[len(times)-1].rel)
+	}
+	if len(offs) > 0 {
+		mark.pos = int64(offs[len(offs)-1].pos)
+	}
+	return offs, times, mark, nil
+}
+
+// scanTail scans the active segment from start to size (steps 3 and 4) and
+// returns where its good data ends and the log end offset.
+func (s *segment) scanTail(x *segIndex, start, want, size int64, mark durableMark) (end, next int64, err error) {
+	pos := start
+	for {
+		res := s.scanFrom(x, pos, want, size, 0)
+		ce, dmg := asDamage(res.err)
+		if res.err != nil && !dmg {
+			return 0, 0, fmt.Errorf("storage: recover %s: %w", s.path(logSuffix), res.err)
+		}
+		if !dmg {
+			return res.end, res.next, nil
+		}
+		q, h, found, err := s.resync(ce.Position, ce.want, size)
+		if err != nil {
+			return 0, 0, fmt.Errorf("storage: recover %s: %w", s.path(logSuffix), err)
+		}
+		if found {
+			s.q.add(s, qrange{pos: ce.Position, end: q, first: ce.want, last: h.BaseOffset - 1}, ce.Err.Error())
+			pos, want = q, h.BaseOffset
+			continue
+		}
+		if ce.Position > mark.pos && ce.want >= mark.next {
+			return ce.Position, ce.want, nil // a torn tail
+		}
+		// Synced bytes that are damaged to the end: every offset they can
+		// hold (one per byte at most) is skipped, never reused.
+		last := max(mark.next, ce.want+(size-ce.Position)) - 1
+		s.q.add(s, qrange{pos: ce.Position, end: size, first: ce.want, last: last}, ce.Err.Error())
+		return size, last + 1, nil
+	}
 }
 
 // pairedTimes returns how many leading time entries were written with an
@@ -100,7 +175,7 @@ func pairedTimes(times []timeEntry, offs []offsetEntry) int {
 func (s *segment) recoveryStart(offs []offsetEntry, times []timeEntry, size int64) ([]offsetEntry, []timeEntry, error) {
 	for len(offs) > 0 {
 		e := offs[len(offs)-1]
-		h, err := s.readHeader(int64(e.pos), size)
+		h, err := s.readHeader(int64(e.pos), s.base+int64(e.rel), size)
 		if err == nil && h.BaseOffset == s.base+int64(e.rel) {
 			break
 		}
@@ -126,23 +201,20 @@ func (s *segment) recoveryStart(offs []offsetEntry, times []timeEntry, size int6
 	return offs, times, nil
 }
 
-// isDamage tells bytes that are not a valid batch from an I/O failure.
-func isDamage(err error) bool {
-	var be *batch.Error
-	return errors.Is(err, errTorn) || errors.As(err, &be)
-}
-
 // openIndexFiles opens (or creates) the index files of the active segment
 // for appending, cut to the entries already on disk that are kept.
 func (s *segment) openIndexFiles(offKept, timeKept int) error {
 	x := &s.index
-	var err error
-	if x.idxFile, err = openOrCreate(s.fs, s.path(indexSuffix)); err != nil {
+	idx, err := openOrCreate(s.files, s.fs, s.path(indexSuffix))
+	if err != nil {
 		return err
 	}
-	if x.timeFile, err = openOrCreate(s.fs, s.path(timeIndexSuffix)); err != nil {
+	x.idxFile = idx
+	tidx, err := openOrCreate(s.files, s.fs, s.path(timeIndexSuffix))
+	if err != nil {
 		return err
 	}
+	x.timeFile = tidx
 	x.offFlushed, x.timeFlushed = offKept, timeKept
 	if err := x.idxFile.Truncate(int64(offKept * offsetEntrySize)); err != nil {
 		return fmt.Errorf("storage: recover index: %w", err)
@@ -153,13 +225,16 @@ func (s *segment) openIndexFiles(offKept, timeKept int) error {
 	return x.syncFiles()
 }
 
-func openOrCreate(fsys vfs.FS, path string) (vfs.File, error) {
-	f, err := fsys.OpenAppend(path)
+func openOrCreate(files *FileCache, fsys vfs.FS, path string) (*cachedFile, error) {
+	_, err := fsys.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = fsys.Create(path)
+		var h *cachedFile
+		if h, err = files.create(fsys, path); err == nil {
+			return h, nil
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
-	return f, nil
+	return files.handle(fsys, path), nil
 }

@@ -20,7 +20,9 @@ func (l *Log) ApplyRetention() (int, error) {
 	if rt := l.opts.RetentionTime; rt > 0 {
 		cutoff := l.opts.Now().Add(-rt).UnixMilli()
 		// A segment without timestamps (-1) is kept: its age is unknown.
-		for len(l.segs) > 1 && inRange(l.segs[0].maxTimestamp(), 0, cutoff) {
+		// The timestamp comes from indexes whose seal was checked: a damaged
+		// index must not make retention delete a segment early.
+		for len(l.segs) > 1 && inRange(l.segs[0].checkedMaxTimestamp(), 0, cutoff) {
 			n++
 			if err := l.dropFirstLocked(); err != nil {
 				return n, err

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -67,25 +68,34 @@ func (s *scanner) window(pos, n int64) ([]byte, error) {
 	s.bpos = pos
 	if m, err := s.f.ReadAt(s.buf, pos); err != nil && int64(m) < want {
 		s.buf = s.buf[:0]
-		return nil, fmt.Errorf("storage: read %s at %d: %w", s.f.Name(), pos, err)
+		return nil, &ioError{fmt.Errorf("storage: read %s at %d: %w", s.f.Name(), pos, err)}
 	}
 	return s.buf[:n], nil
 }
 
-// scanResult is what a tail scan learned.
+// scanResult is what a scan learned.
 type scanResult struct {
-	end  int64 // position after the last whole, valid batch
+	end  int64 // position after the last whole, valid batch (or quarantined range)
 	next int64 // offset after it
-	err  error // why the scan stopped before the end (nil at a clean end)
+	err  error // why the scan stopped before its limit (nil at a clean end); damage is a *CorruptionError (asDamage)
 }
 
 // scanFrom validates batches from pos (a batch boundary holding offset
-// want) to limit, noting each in the index. It stops at the first batch
-// that is torn, fails its CRC, or breaks the offset sequence.
-func (s *segment) scanFrom(x *segIndex, pos, want, limit int64) scanResult {
+// want) to limit, noting each in x (if not nil) and stepping over
+// quarantined ranges. It stops at the first batch that is torn, fails its
+// CRC, or breaks the offset sequence, reporting it as damage; with budget >
+// 0 it also stops at the first batch boundary at least budget bytes on.
+func (s *segment) scanFrom(x *segIndex, pos, want, limit, budget int64) scanResult {
 	sc := scanner{f: s.log, pos: pos, end: limit}
 	res := scanResult{end: pos, next: want}
-	for {
+	for budget <= 0 || res.end-pos < budget {
+		if r, ok := s.quarantinedAt(sc.pos); ok {
+			sc.pos, res.end, res.next = r.end, r.end, r.last+1
+			if x != nil {
+				x.sinceEntry += r.end - r.pos
+			}
+			continue
+		}
 		p, b, err := sc.next()
 		if err == io.EOF {
 			return res
@@ -97,63 +107,138 @@ func (s *segment) scanFrom(x *segIndex, pos, want, limit int64) scanResult {
 		if err == nil {
 			h, _ = batch.ParseHeader(b)
 			if h.BaseOffset != res.next || h.LastOffset()-s.base > math.MaxUint32 {
-				err = fmt.Errorf("%w: batch at %d has base offset %d, want %d", errTorn, p, h.BaseOffset, res.next)
+				err = fmt.Errorf("base offset %d, want %d", h.BaseOffset, res.next)
 			}
 		}
 		if err != nil {
+			if !isIOError(err) {
+				err = s.damage(p, res.next, err.Error())
+			}
 			res.err = err
 			return res
 		}
-		x.note(uint32(h.BaseOffset-s.base), p, h.Size(), h.MaxTimestamp)
+		if x != nil {
+			x.note(uint32(h.BaseOffset-s.base), p, h.Size(), h.MaxTimestamp)
+		}
 		res.end = p + h.Size()
 		res.next = h.NextOffset()
 	}
+	return res
 }
 
-// ensureLoaded loads a sealed segment's indexes on first use. A missing or
-// damaged index is rebuilt in memory by scanning the segment; the next roll
-// or Open does not depend on it.
+// ioError marks a read that failed, as opposed to bytes that are wrong.
+type ioError struct{ err error }
+
+func (e *ioError) Error() string { return e.err.Error() }
+func (e *ioError) Unwrap() error { return e.err }
+
+func isIOError(err error) bool {
+	var ie *ioError
+	return errors.As(err, &ie)
+}
+
+// ensureLoaded loads a sealed segment's indexes on first use. They are
+// used only if their seal trailer matches them; otherwise they are rebuilt
+// in memory by scanning the segment (which also verifies every batch and
+// quarantines the damaged ones). Called with s.ix held.
 func (s *segment) ensureLoaded() error {
 	x := &s.index
 	if x.loaded {
 		return nil
 	}
 	size := s.size.Load()
-	offs, err1 := readOffsetIndex(s.fs, s.path(indexSuffix), size)
-	times, err2 := readTimeIndex(s.fs, s.path(timeIndexSuffix))
-	sealedOK := len(times) > 0 && s.base+int64(times[len(times)-1].rel) == s.sealedNext
-	if err1 == nil && err2 == nil && (size == 0 || sealedOK) {
-		x.offsets, x.times, x.loaded = offs, times, true
-		if len(times) > 0 {
+	idx, err1 := readAll(s.files, s.fs, s.path(indexSuffix))
+	tidx, err2 := readAll(s.files, s.fs, s.path(timeIndexSuffix))
+	entries, crc, sealed := splitTrailer(tidx)
+	if err1 == nil && err2 == nil && sealed && len(idx)%offsetEntrySize == 0 && sealCRC(idx, entries) == crc {
+		offs, times := parseOffsetIndex(idx, size), parseTimeIndex(entries)
+		if len(offs)*offsetEntrySize == len(idx) && len(times)*timeEntrySize == len(entries) &&
+			len(times) > 0 && s.base+int64(times[len(times)-1].rel) == s.sealedNext {
+			x.offsets, x.times, x.loaded = offs, times, true
 			x.maxTS, x.maxTSKnown = times[len(times)-1].ts, true
+			return nil
 		}
-		return nil
 	}
-	// Rebuild from the log. Header checks only: a corrupt batch stops the
-	// rebuild and is reported when read.
+	switch {
+	case sealed:
+		s.logger.Warn("storage: index of a sealed segment does not match its seal (damaged); rebuilding it from the segment",
+			"segment", s.path(logSuffix))
+	case len(idx)+len(tidx) > 0:
+		// A crash between the roll that created the next segment and the
+		// seal of this one, or an index written before seals had trailers.
+		s.logger.Info("storage: index of a sealed segment was never sealed; rebuilding it from the segment",
+			"segment", s.path(logSuffix))
+	}
+	return s.rebuildIndexLocked(size)
+}
+
+// rebuildIndexLocked rebuilds a sealed segment's indexes in memory by
+// scanning it whole, verifying every batch on the way. Damage it meets is
+// quarantined and stepped over. Called with s.ix held.
+func (s *segment) rebuildIndexLocked(size int64) error {
+	x := &s.index
 	fresh := segIndex{interval: x.interval, maxTS: -1}
-	res := s.scanFrom(&fresh, 0, s.base, size)
+	res := s.scanRepairing(&fresh, 0, s.base, size, s.sealedNext)
 	if res.err != nil {
-		logRebuild(s, res)
+		return res.err
 	}
+	s.ver.add(0, size, s.base, s.sealedNext, size)
 	x.offsets, x.times, x.maxTS, x.maxTSKnown, x.loaded = fresh.offsets, fresh.times, fresh.maxTS, true, true
 	return nil
 }
 
-func logRebuild(s *segment, res scanResult) {
-	if s.logger != nil {
-		s.logger.Warn("storage: index rebuild stopped at damaged batch", "path", s.path(logSuffix), "position", res.end, "err", res.err)
+// scanRepairing is scanFrom (without a budget) that quarantines the damage
+// it meets through to the next valid batch and goes on from there. Damage
+// with no valid batch after it before limit is quarantined to limit if
+// endOffset (the offset after the segment's last batch) is known (>= 0),
+// and returned otherwise.
+func (s *segment) scanRepairing(x *segIndex, pos, want, limit, endOffset int64) scanResult {
+	for range maxRepairs {
+		res := s.scanFrom(x, pos, want, limit, 0)
+		ce, dmg := asDamage(res.err)
+		if !dmg {
+			return res
+		}
+		q, h, found, err := s.resync(ce.Position, ce.want, limit)
+		if err != nil {
+			res.err = err
+			return res
+		}
+		r := qrange{pos: ce.Position, end: q, first: ce.want, last: h.BaseOffset - 1}
+		if !found {
+			if endOffset < 0 {
+				return res
+			}
+			r.end, r.last = limit, endOffset-1
+		}
+		s.q.add(s, r, ce.Err.Error())
+		pos, want = r.end, r.last+1
 	}
+	return scanResult{end: pos, next: want, err: errTooMuchDamage}
 }
 
-// lookupOffset returns where to start scanning for offset.
-func (s *segment) lookupOffset(offset int64) (int64, error) {
+// lookupOffset returns where to start walking for offset: a batch boundary
+// and the offset the batch there holds.
+func (s *segment) lookupOffset(offset int64) (int64, int64, error) {
 	s.ix.Lock()
 	defer s.ix.Unlock()
 	if err := s.ensureLoaded(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return s.index.lookup(offset - s.base), nil
+	pos, rel := s.index.lookup(offset - s.base)
+	return pos, s.base + rel, nil
+}
+
+// distrust drops the index entry at pos, whose batch header disagrees with
+// it, and reports whether there was one.
+func (s *segment) distrust(pos int64) bool {
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	if !s.index.drop(pos) {
+		return false
+	}
+	s.logger.Warn("storage: index entry disagrees with the segment; ignored", "segment", s.path(logSuffix), "position", pos)
+	return true
 }
 
 // maxTimestamp returns the newest batch timestamp in the segment, -1 if none.
@@ -166,29 +251,52 @@ func (s *segment) maxTimestamp() int64 {
 	return s.index.maxTS
 }
 
+// checkedMaxTimestamp is maxTimestamp from indexes whose seal trailer was
+// checked (or rebuilt from the segment): what retention deletes by.
+func (s *segment) checkedMaxTimestamp() int64 {
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	if !s.index.loaded {
+		s.index.maxTSKnown = false
+		if s.ensureLoaded() != nil {
+			return -1 // unknown: kept
+		}
+	}
+	return s.index.maxTS
+}
+
 // seal ends the segment's life as the active one: flushes every index entry,
 // appends the final time entry (the segment's max timestamp, which Open reads
-// cheaply), syncs the index files if durable is set and closes them.
+// cheaply) and the seal trailer, syncs the index files if durable is set and
+// closes them.
 func (s *segment) seal(next int64, durable bool) error {
 	s.ix.Lock()
 	defer s.ix.Unlock()
 	x := &s.index
 	size := s.size.Load()
 	// The final entry is written even if the maximum did not grow since the
-	// last one: Open recognizes a complete index by it.
-	if x.maxTS >= 0 {
-		x.times = append(x.times, timeEntry{ts: x.maxTS, rel: uint32(next - s.base), pos: size - 1})
-	}
+	// last one, or there are no timestamps (-1): Open recognizes a complete
+	// index by it.
+	x.times = append(x.times, timeEntry{ts: x.maxTS, rel: uint32(next - s.base), pos: size - 1})
 	s.sealedNext = next
 	x.flush(size)
 	var err error
-	if durable && x.idxFile != nil && !x.broken {
-		if err = x.idxFile.Sync(); err == nil {
-			err = x.timeFile.Sync()
+	if x.timeFile != nil && !x.broken {
+		if x.offFlushed == len(x.offsets) && x.timeFlushed == len(x.times) {
+			idx, tidx := encodeIndex(x.offsets, x.times)
+			var tr []byte
+			tr = binary.BigEndian.AppendUint64(tr, trailerMark)
+			tr = binary.BigEndian.AppendUint32(tr, sealCRC(idx, tidx))
+			x.write(x.timeFile, tr, x.timeFlushed*timeEntrySize)
+		}
+		if durable && !x.broken {
+			if err = x.idxFile.Sync(); err == nil {
+				err = x.timeFile.Sync()
+			}
 		}
 	}
 	if x.broken {
-		// Better no index than a wrong one: Open rebuilds it.
+		// Better no index than a wrong one: it is rebuilt from the log.
 		s.fs.Remove(s.path(indexSuffix))
 		s.fs.Remove(s.path(timeIndexSuffix))
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -41,7 +42,10 @@ type segEnv struct {
 	dir      string
 	interval int64 // Options.IndexIntervalBytes
 	prealloc int64 // Options.PreallocateBytes
+	maxBatch int   // Options.MaxBatchBytes: resync looks for batches no larger
 	logger   *slog.Logger
+	files    *FileCache
+	q        *quarantine // the log's damaged batches
 }
 
 // segment is one .log file and its two sparse indexes.
@@ -52,7 +56,9 @@ type segEnv struct {
 type segment struct {
 	*segEnv
 	base int64
-	log  vfs.File // open read-write, so a sealed segment can become active again after TruncateSuffix
+	// log is opened read-write on demand through the file cache, so a sealed
+	// segment can become active again after TruncateSuffix.
+	log *cachedFile
 
 	// size is the file length including unsynced bytes; written under Log.wmu.
 	size atomic.Int64
@@ -66,6 +72,9 @@ type segment struct {
 	ix      sync.Mutex // guards index below
 	index   segIndex
 	deleted atomic.Bool // removed by retention: reads fail with ErrOffsetOutOfRange
+
+	ver verified                 // which bytes have had their CRC checked (verify.go)
+	qr  atomic.Pointer[[]qrange] // quarantined byte ranges, sorted; nil: none
 }
 
 func (s *segment) path(suffix string) string {
@@ -77,11 +86,11 @@ func (s *segment) path(suffix string) string {
 func createSegment(env *segEnv, base int64, now time.Time) (_ *segment, err error) {
 	s := &segment{segEnv: env, base: base, created: now}
 	fs, dir := env.fs, env.dir
-	var files []vfs.File
+	var files []*cachedFile
 	defer func() {
 		if err != nil {
 			for _, f := range files {
-				f.Close()
+				f.drop()
 			}
 			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 				fs.Remove(s.path(suf))
@@ -89,7 +98,7 @@ func createSegment(env *segEnv, base int64, now time.Time) (_ *segment, err erro
 		}
 	}()
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		f, err := fs.Create(s.path(suf))
+		f, err := env.files.create(fs, s.path(suf))
 		if err != nil {
 			return nil, fmt.Errorf("storage: create segment: %w", err)
 		}
@@ -100,6 +109,7 @@ func createSegment(env *segEnv, base int64, now time.Time) (_ *segment, err erro
 	}
 	s.log = files[0]
 	s.index = segIndex{loaded: true, idxFile: files[1], timeFile: files[2], maxTS: -1, maxTSKnown: true, interval: env.interval}
+	s.ver.reset(0, base) // everything it will hold is written, and so checked, by this process
 	s.preallocate()
 	return s, nil
 }
@@ -109,48 +119,48 @@ func createSegment(env *segEnv, base int64, now time.Time) (_ *segment, err erro
 // the active segment does. The zeros a crash leaves behind are a torn tail
 // to recovery, which cuts them; roll cuts them before sealing.
 func (s *segment) preallocate() {
-	p, ok := s.log.(vfs.Preallocator)
-	if !ok || s.prealloc <= 0 {
+	if s.prealloc <= 0 {
 		return
 	}
-	if err := p.Preallocate(s.prealloc); err != nil {
+	if err := s.log.setPrealloc(s.prealloc); err != nil {
 		s.logger.Warn("storage: preallocation unavailable; appends grow the file", "segment", s.path(logSuffix), "err", err)
 	}
 }
 
-// trimPrealloc cuts the zeros a preallocating .log holds past its end.
+// trimPrealloc cuts the zeros a preallocating .log holds past its end, and
+// stops preallocating.
 func (s *segment) trimPrealloc() error {
-	if _, ok := s.log.(vfs.Preallocator); !ok || s.prealloc <= 0 {
+	if !s.log.preallocates() {
 		return nil
 	}
+	s.log.setPrealloc(0)
 	return s.log.Truncate(s.size.Load())
 }
 
-// openSegment opens the .log of an existing segment without reading it.
+// openSegment names an existing segment without opening it: its size comes
+// from the directory, so Open costs no descriptor per segment.
 func openSegment(env *segEnv, base int64, now time.Time) (*segment, error) {
 	s := &segment{segEnv: env, base: base, created: now}
-	f, err := env.fs.OpenAppend(s.path(logSuffix))
+	st, err := env.fs.Stat(s.path(logSuffix))
 	if err != nil {
 		return nil, fmt.Errorf("storage: open segment: %w", err)
 	}
-	size, err := f.Size()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("storage: open segment: %w", err)
-	}
-	s.log = f
-	s.size.Store(size)
-	s.committed.Store(size)
+	s.log = env.files.handle(env.fs, s.path(logSuffix))
+	s.size.Store(st.Size())
+	s.committed.Store(st.Size())
 	s.index.maxTS, s.index.interval = -1, env.interval
+	s.ver.reset(-1, 0) // nothing checked yet: written by an earlier process
 	return s, nil
 }
 
-// close releases the segment's files.
+// close releases the segment's files. A read or a sendfile still using one
+// finishes first.
 func (s *segment) close() error {
 	s.ix.Lock()
 	s.index.closeFiles()
 	s.ix.Unlock()
-	return s.log.Close()
+	s.log.drop()
+	return nil
 }
 
 // remove closes and deletes the segment's files, the .log first so that a
@@ -158,6 +168,7 @@ func (s *segment) close() error {
 func (s *segment) remove() error {
 	s.deleted.Store(true)
 	s.close()
+	s.q.forget(s, 0)
 	var first error
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		if err := s.fs.Remove(s.path(suf)); err != nil && first == nil && suf == logSuffix {
@@ -167,10 +178,11 @@ func (s *segment) remove() error {
 	return first
 }
 
-// readHeader reads the batch header at pos, checking framing and magic only.
-func (s *segment) readHeader(pos, limit int64) (batch.Header, error) {
+// readHeader reads the batch header at pos (holding offset want),
+// checking framing, magic and base offset only.
+func (s *segment) readHeader(pos, want, limit int64) (batch.Header, error) {
 	var h batch.Header
-	err := s.walkHeaders(pos, limit, func(_ int64, hh batch.Header) bool { h = hh; return false })
+	err := s.walkHeaders(pos, want, limit, func(_ int64, hh batch.Header) bool { h = hh; return false })
 	return h, err
 }
 
@@ -179,14 +191,20 @@ func (s *segment) readHeader(pos, limit int64) (batch.Header, error) {
 const headerBlock = 8 << 10
 
 // walkHeaders calls fn with the position and header of each batch from pos
-// (a batch boundary) until fn returns false or limit is reached. Headers are
-// checked for framing and magic only; damage is a *CorruptionError.
-func (s *segment) walkHeaders(pos, limit int64, fn func(int64, batch.Header) bool) error {
+// (a batch boundary holding offset want) until fn returns false or limit is
+// reached, stepping over quarantined ranges. Headers are checked for
+// framing, magic and the offset sequence only; one that fails is a damage
+// report (a *CorruptionError, see asDamage).
+func (s *segment) walkHeaders(pos, want, limit int64, fn func(int64, batch.Header) bool) error {
 	var buf [headerBlock]byte
 	var bstart, bend int64 // file range held in buf
 	for pos < limit {
+		if r, ok := s.quarantinedAt(pos); ok {
+			pos, want = r.end, r.last+1
+			continue
+		}
 		if limit-pos < batch.HeaderSize {
-			return s.corrupt(pos, fmt.Errorf("%d bytes left, header needs %d", limit-pos, batch.HeaderSize))
+			return s.damage(pos, want, fmt.Sprintf("%d bytes left, header needs %d", limit-pos, batch.HeaderSize))
 		}
 		if pos < bstart || pos+batch.HeaderSize > bend {
 			n := min(int64(len(buf)), limit-pos)
@@ -197,39 +215,58 @@ func (s *segment) walkHeaders(pos, limit int64, fn func(int64, batch.Header) boo
 		}
 		h, _ := batch.ParseHeader(buf[pos-bstart : bend-bstart])
 		if h.Magic != batch.Magic || h.BatchLength < batch.HeaderSize-batch.LengthSize || pos+h.Size() > limit {
-			return s.corrupt(pos, fmt.Errorf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
+			return s.damage(pos, want, fmt.Sprintf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
+		}
+		if h.BaseOffset != want {
+			return s.damage(pos, want, fmt.Sprintf("base offset %d, want %d", h.BaseOffset, want))
 		}
 		if !fn(pos, h) {
 			return nil
 		}
-		pos += h.Size()
+		pos, want = pos+h.Size(), h.NextOffset()
 	}
 	return nil
 }
 
-func (s *segment) corrupt(pos int64, err error) error {
-	return &CorruptionError{Path: s.path(logSuffix), Position: pos, Err: err}
-}
-
 // readErr maps a failed positional read: a segment deleted under the reader
-// means the offset is gone, anything else is an I/O error.
+// means the offset is gone, a closed log is closed, anything else is an I/O
+// error.
 func (s *segment) readErr(pos int64, err error) error {
 	if s.deleted.Load() {
 		return fmt.Errorf("storage: segment %d deleted: %w", s.base, ErrOffsetOutOfRange)
 	}
+	if errors.Is(err, errFileGone) {
+		return fmt.Errorf("storage: read %s: %w", s.path(logSuffix), ErrClosed)
+	}
 	return fmt.Errorf("storage: read %s at %d: %w", s.path(logSuffix), pos, err)
 }
 
+// maxDistrust bounds how many index entries one lookup may find wrong and
+// drop before it gives up (each costs a walk from an earlier entry).
+const maxDistrust = 64
+
 // find returns the position and header of the batch containing offset, or
-// found=false if the segment's readable bytes end before it.
+// of the first batch after it when offset is in a quarantined range;
+// found=false if the segment's readable bytes end before it. An index entry
+// is used only if the batch header it points at agrees with it; one that
+// does not is dropped and the walk starts from the entry before, so that
+// damage is only ever concluded from a walk that reached it through good
+// batches.
 func (s *segment) find(offset, limit int64) (pos int64, h batch.Header, found bool, err error) {
-	start, err := s.lookupOffset(offset)
-	if err != nil {
-		return 0, h, false, err
+	for range maxDistrust {
+		start, want, err := s.lookupOffset(offset)
+		if err != nil {
+			return 0, h, false, err
+		}
+		found = false
+		err = s.walkHeaders(start, want, limit, func(p int64, hh batch.Header) bool {
+			pos, h, found = p, hh, hh.LastOffset() >= offset
+			return !found
+		})
+		if ce, ok := asDamage(err); ok && ce.Position == start && start > 0 && s.distrust(start) {
+			continue
+		}
+		return pos, h, found && err == nil, err
 	}
-	err = s.walkHeaders(start, limit, func(p int64, hh batch.Header) bool {
-		pos, h, found = p, hh, hh.LastOffset() >= offset
-		return !found
-	})
-	return pos, h, found && err == nil, err
+	return 0, h, false, fmt.Errorf("storage: index of %s disagrees with the segment too often", s.path(logSuffix))
 }

@@ -12,14 +12,15 @@ import (
 // about 2 GiB anyway).
 const maxSendfileChunk = 1 << 30
 
-// sendfile sends the section with sendfile(2), passing an offset pointer so
-// the file's shared seek position is never used or moved: concurrent
-// readers of the same segment cannot disturb each other. It reports
-// handled=false if w is not a socket or the file is not an OS file, so the
-// caller can fall back to a copy.
-func sendfile(w io.Writer, s Section) (written int64, handled bool, err error) {
+// sendfileFrom sends length bytes of f from position with sendfile(2),
+// passing an offset pointer so the file's shared seek position is never
+// used or moved: concurrent readers of the same segment cannot disturb each
+// other. It reports handled=false if w is not a socket or the file is not an
+// OS file, so the caller can fall back to a copy.
+func sendfileFrom(w io.Writer, f vfs.File, position, length int64) (written int64, handled bool, err error) {
+	s := struct{ Position, Length int64 }{position, length}
 	sc, ok := w.(syscall.Conn)
-	of, ok2 := s.File.(vfs.OSFile)
+	of, ok2 := f.(vfs.OSFile)
 	if !ok || !ok2 {
 		return 0, false, nil
 	}
@@ -32,8 +33,8 @@ func sendfile(w io.Writer, s Section) (written int64, handled bool, err error) {
 		return 0, false, nil
 	}
 	var serr error
-	// Control holds the file's descriptor open for the whole transfer even if
-	// retention closes the segment meanwhile.
+	// The caller pins the file in the cache for the whole transfer, so
+	// neither eviction nor retention closes the descriptor under it.
 	cerr := in.Control(func(infd uintptr) {
 		werr := out.Write(func(outfd uintptr) bool {
 			for written < s.Length {

@@ -2,7 +2,11 @@
 
 package storage
 
-import "io"
+import (
+	"io"
 
-// sendfile is Linux-only; elsewhere WriteTo copies with positional reads.
-func sendfile(io.Writer, Section) (int64, bool, error) { return 0, false, nil }
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// sendfileFrom is Linux-only; elsewhere WriteTo copies with positional reads.
+func sendfileFrom(io.Writer, vfs.File, int64, int64) (int64, bool, error) { return 0, false, nil }

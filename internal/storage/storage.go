@@ -71,6 +71,8 @@ type CorruptionError struct {
 	Offset   int64  // the offset being read when the damage was found
 	Position int64  // byte position of the damaged batch in Path
 	Err      error
+
+	want int64 // the offset the damaged batch should start with
 }
 
 func (e *CorruptionError) Error() string {
@@ -128,9 +130,11 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	q := &quarantine{fs: opts.FS, dir: opts.Dir, files: opts.Files, logger: opts.Logger, obs: opts.Observer, now: opts.Now}
 	l := &Log{
 		opts: opts,
-		env:  &segEnv{fs: opts.FS, dir: opts.Dir, interval: int64(opts.IndexIntervalBytes), prealloc: opts.PreallocateBytes, logger: opts.Logger},
+		env: &segEnv{fs: opts.FS, dir: opts.Dir, interval: int64(opts.IndexIntervalBytes), prealloc: opts.PreallocateBytes,
+			maxBatch: opts.MaxBatchBytes, logger: opts.Logger, files: opts.Files, q: q},
 		hwCh: make(chan struct{}),
 		kick: make(chan struct{}, 1),
 		stop: make(chan struct{}),
@@ -145,6 +149,9 @@ func Open(opts Options) (*Log, error) {
 	l.hw.Store(l.next)
 	l.start.Store(l.segs[0].base)
 	l.startBackground()
+	if l.needsScrub() {
+		opts.Files.scrub.add(l)
+	}
 	return l, nil
 }
 
@@ -180,6 +187,9 @@ func (l *Log) openSegments() error {
 		}
 	}
 	l.removeOrphans(names, logs)
+	if err := l.env.q.load(names); err != nil {
+		return err
+	}
 	now := l.opts.Now()
 	if len(bases) == 0 {
 		s, err := createSegment(l.env, 0, now)
@@ -198,10 +208,11 @@ func (l *Log) openSegments() error {
 	}
 	for i, s := range l.segs[:len(l.segs)-1] {
 		s.sealedNext = l.segs[i+1].base
-		if ts, ok := readLastTime(fs, s.path(timeIndexSuffix), s.sealedNext-s.base); ok {
+		if ts, ok := readLastTime(l.opts.Files, fs, s.path(timeIndexSuffix), s.sealedNext-s.base); ok {
 			s.index.maxTS, s.index.maxTSKnown = ts, true
 		}
 	}
+	l.env.q.attach(l.segs)
 	l.active = l.segs[len(l.segs)-1]
 	next, err := l.active.recover()
 	if err != nil {
@@ -247,6 +258,12 @@ func (l *Log) Size() int64 {
 	return n
 }
 
+// Quarantined lists the damaged batches the log has found and no longer
+// serves, oldest segment first (for `sluice admin corruption`). The list is
+// durable: it survives a restart, and shrinks only when retention or a
+// truncation removes the bytes it names.
+func (l *Log) Quarantined() []QuarantinedBatch { return l.env.q.list() }
+
 // LastStableOffset equals the high watermark: there are no transactions yet.
 func (l *Log) LastStableOffset() int64 { return l.hw.Load() }
 
@@ -270,6 +287,7 @@ func (l *Log) Close() error {
 		err = l.active.seal(l.next, true)
 		l.wmu.Unlock()
 	}
+	l.opts.Files.scrub.remove(l)
 	l.mu.Lock()
 	for _, s := range l.segs {
 		if cerr := s.close(); err == nil {

@@ -109,7 +109,8 @@ func (l *Log) truncateSegment(seg *segment, offset int64) (int64, error) {
 	}
 	size := seg.size.Load()
 	cut := size
-	err := seg.walkHeaders(seg.index.lookup(offset-seg.base), size, func(p int64, h batch.Header) bool {
+	start, rel := seg.index.lookup(offset - seg.base)
+	err := seg.walkHeaders(start, seg.base+rel, size, func(p int64, h batch.Header) bool {
 		if h.LastOffset() >= offset {
 			cut = p
 			return false
@@ -126,6 +127,7 @@ func (l *Log) truncateSegment(seg *segment, offset int64) (int64, error) {
 		return 0, err
 	}
 	seg.size.Store(cut)
+	seg.q.forget(seg, cut)
 	if seg.index.idxFile == nil { // sealed: reopen its indexes, rewritten from memory
 		if err := seg.openIndexFiles(0, 0); err != nil {
 			return 0, err
@@ -154,10 +156,11 @@ func (s *segment) reindexTail(cut int64) (int64, error) {
 		x.maxTS = x.times[len(x.times)-1].ts
 	}
 	x.offFlushed, x.timeFlushed = min(x.offFlushed, len(x.offsets)), min(x.timeFlushed, len(x.times))
-	res := s.scanFrom(x, start, want, cut)
+	res := s.scanRepairing(x, start, want, cut, -1)
 	if res.err != nil {
 		return 0, res.err
 	}
+	s.ver.cut(cut, res.next)
 	if err := x.idxFile.Truncate(int64(x.offFlushed * offsetEntrySize)); err != nil {
 		return 0, err
 	}
