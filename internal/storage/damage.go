@@ -30,7 +30,7 @@ var errDamaged = errors.New("damaged batch")
 // was expected.
 func (s *segment) damage(pos, want int64, why string) *CorruptionError {
 	return &CorruptionError{Path: s.path(logSuffix), Offset: want, Position: pos, want: want,
-		Err: fmt.Errorf("%w: %s", errDamaged, why)}
+		from: pos, fromWant: want, Err: fmt.Errorf("%w: %s", errDamaged, why)}
 }
 
 // resyncBlock is how much resync reads at a time.
@@ -115,6 +115,20 @@ func (s *segment) candidate(c, pos, want, limit int64, hdr []byte) (ok, chained 
 // one), and otherwise ce is returned. Called with l.mu read-locked.
 func (l *Log) quarantineDamage(i int, ce *CorruptionError, limit int64) (qrange, error) {
 	s := l.segs[i]
+	if ce.from < ce.Position {
+		// Found by a header walk: the first damaged batch may be before it.
+		res := s.scanFrom(nil, ce.from, ce.fromWant, limit, 0)
+		d, ok := asDamage(res.err)
+		switch {
+		case ok:
+			d.Offset = ce.Offset
+			ce = d
+		case res.err != nil:
+			return qrange{}, res.err
+		default:
+			return qrange{}, ce // the bytes check out after all: nothing to quarantine
+		}
+	}
 	q, h, found, err := s.resync(ce.Position, ce.want, limit)
 	if err != nil {
 		return qrange{}, err

@@ -142,9 +142,15 @@ func (s *segment) scanTail(x *segIndex, start, want, size int64, mark durableMar
 		if ce.Position > mark.pos && ce.want >= mark.next {
 			return ce.Position, ce.want, nil // a torn tail
 		}
-		// Synced bytes that are damaged to the end: every offset they can
-		// hold (one per byte at most) is skipped, never reused.
-		last := max(mark.next, ce.want+(size-ce.Position)) - 1
+		// Synced bytes that are damaged to the end. A clean close recorded
+		// where the data ended, and nothing was appended since (the next
+		// Open cuts that record off before any append): those offsets are
+		// skipped. Without it, every offset the bytes can hold (one per
+		// byte at most) is skipped, so that none is ever reused.
+		last := ce.want + (size - ce.Position) - 1
+		if mark.next > ce.want {
+			last = mark.next - 1
+		}
 		s.q.add(s, qrange{pos: ce.Position, end: size, first: ce.want, last: last}, ce.Err.Error())
 		return size, last + 1, nil
 	}

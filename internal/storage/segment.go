@@ -196,6 +196,12 @@ const headerBlock = 8 << 10
 // framing, magic and the offset sequence only; one that fails is a damage
 // report (a *CorruptionError, see asDamage).
 func (s *segment) walkHeaders(pos, want, limit int64, fn func(int64, batch.Header) bool) error {
+	from, fromWant := pos, want
+	damage := func(pos, want int64, why string) error {
+		ce := s.damage(pos, want, why)
+		ce.from, ce.fromWant = from, fromWant
+		return ce
+	}
 	var buf [headerBlock]byte
 	var bstart, bend int64 // file range held in buf
 	for pos < limit {
@@ -204,7 +210,7 @@ func (s *segment) walkHeaders(pos, want, limit int64, fn func(int64, batch.Heade
 			continue
 		}
 		if limit-pos < batch.HeaderSize {
-			return s.damage(pos, want, fmt.Sprintf("%d bytes left, header needs %d", limit-pos, batch.HeaderSize))
+			return damage(pos, want, fmt.Sprintf("%d bytes left, header needs %d", limit-pos, batch.HeaderSize))
 		}
 		if pos < bstart || pos+batch.HeaderSize > bend {
 			n := min(int64(len(buf)), limit-pos)
@@ -215,10 +221,10 @@ func (s *segment) walkHeaders(pos, want, limit int64, fn func(int64, batch.Heade
 		}
 		h, _ := batch.ParseHeader(buf[pos-bstart : bend-bstart])
 		if h.Magic != batch.Magic || h.BatchLength < batch.HeaderSize-batch.LengthSize || pos+h.Size() > limit {
-			return s.damage(pos, want, fmt.Sprintf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
+			return damage(pos, want, fmt.Sprintf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
 		}
 		if h.BaseOffset != want {
-			return s.damage(pos, want, fmt.Sprintf("base offset %d, want %d", h.BaseOffset, want))
+			return damage(pos, want, fmt.Sprintf("base offset %d, want %d", h.BaseOffset, want))
 		}
 		if !fn(pos, h) {
 			return nil

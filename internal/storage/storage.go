@@ -73,6 +73,12 @@ type CorruptionError struct {
 	Err      error
 
 	want int64 // the offset the damaged batch should start with
+	// A header walk reports damage where a header is wrong, but a damaged
+	// length before it can make the walk land on a good batch with the
+	// wrong offset: from (holding fromWant) is where the walk started, for
+	// a full check of the batches up to the damage. Equal to Position for
+	// damage found by a full check.
+	from, fromWant int64
 }
 
 func (e *CorruptionError) Error() string {
