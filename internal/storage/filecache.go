@@ -101,7 +101,7 @@ type FileCacheStats struct {
 	MaxOpen   int   // the capacity
 	Open      int   // descriptors open now
 	Peak      int64 // most descriptors open at once
-	Opens     int64 // files opened (a reopen after an eviction counts)
+	Opens     int64 // files opened or created (a reopen after an eviction counts)
 	Evictions int64 // files closed to make room
 	// CorruptBatches counts damaged batches found and quarantined by the
 	// logs of this cache since the process started
@@ -163,6 +163,7 @@ func (c *FileCache) create(fs vfs.FS, path string) (*cachedFile, error) {
 		c.unreserve()
 		return nil, err
 	}
+	c.opens.Add(1)
 	c.publish(h, f, 0)
 	return h, nil
 }
@@ -189,10 +190,10 @@ func (c *FileCache) withFile(fs vfs.FS, path string, fn func(vfs.File) error) er
 func (c *FileCache) reserve() {
 	c.mu.Lock()
 	c.open++
+	victims := c.evictLocked()
 	if int64(c.open) > c.peak.Load() {
 		c.peak.Store(int64(c.open))
 	}
-	victims := c.evictLocked()
 	c.mu.Unlock()
 	for _, v := range victims {
 		v.finishClose()
