@@ -56,3 +56,36 @@ func FuzzRecoverTail(f *testing.F) {
 		mustAppend(t, l, mkBatch(t, 1, 5, 1))
 	})
 }
+
+// FuzzQuarantineList decodes arbitrary bytes as a quarantine list: it must
+// never panic, and whatever it accepts must encode back to a list that
+// decodes to the same entries.
+func FuzzQuarantineList(f *testing.F) {
+	good := encodeQuarantine([]qentry{
+		{Segment: segmentName(0, logSuffix), Position: 61, Length: 100, FirstOffset: 3, LastOffset: 5, FoundMS: 1, Reason: "crc"},
+		{Segment: segmentName(40, logSuffix), Position: 0, Length: 7, FirstOffset: 40, LastOffset: 39, FoundMS: 2},
+	})
+	f.Add(good)
+	f.Add(encodeQuarantine(nil))
+	f.Add([]byte(`{"version":1,"batches":[],"crc32c":0}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Add(good[:len(good)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, err := decodeQuarantine(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeQuarantine(encodeQuarantine(entries))
+		if err != nil {
+			t.Fatalf("re-encoded list refused: %v", err)
+		}
+		if len(again) != len(entries) {
+			t.Fatalf("%d entries, then %d", len(entries), len(again))
+		}
+		for i := range entries {
+			if again[i] != entries[i] {
+				t.Fatalf("entry %d: %+v, then %+v", i, entries[i], again[i])
+			}
+		}
+	})
+}

@@ -130,6 +130,12 @@ func (s *segment) scanTail(x *segIndex, start, want, size int64, mark durableMar
 		if !dmg {
 			return res.end, res.next, nil
 		}
+		if mark.next >= 0 && ce.want >= mark.next {
+			// Past where the last clean close ended the data: nothing there
+			// was ever written as a batch (an Open cuts that record off
+			// before any append), so however it looks it is a torn tail.
+			return ce.Position, ce.want, nil
+		}
 		q, h, found, err := s.resync(ce.Position, ce.want, size)
 		if err != nil {
 			return 0, 0, fmt.Errorf("storage: recover %s: %w", s.path(logSuffix), err)
