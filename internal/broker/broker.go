@@ -61,6 +61,11 @@ type Options struct {
 	// free space (acks, deletes) once the disk is full (package diskguard).
 	// Default 64 MiB; negative: none.
 	HeadroomBytes int64
+	// Files bounds the file descriptors of every log of the broker and runs
+	// their background scrub (storage.FileCache); its Stats count damaged
+	// batches (sluice_storage_corrupt_batches_total). Default: one of
+	// storage's default size for this broker.
+	Files *storage.FileCache
 }
 
 // DefaultPreallocateBytes is Options.PreallocateBytes's default.
@@ -71,7 +76,7 @@ func (b *Broker) logOptions(dir string, segmentBytes int64) storage.Options {
 	return storage.Options{
 		FS: b.opts.FS, Dir: dir, Sync: b.opts.Sync, Now: b.opts.Now, Logger: b.log,
 		SegmentBytes: segmentBytes, Observer: b.opts.StorageObserver,
-		PreallocateBytes: b.opts.PreallocateBytes,
+		PreallocateBytes: b.opts.PreallocateBytes, Files: b.opts.Files,
 	}
 }
 
@@ -131,6 +136,9 @@ func Open(opts Options) (_ *Broker, err error) {
 	}
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = 128 << 20
+	}
+	if opts.Files == nil {
+		opts.Files = storage.NewFileCache(storage.FileCacheOptions{})
 	}
 	if err := vfs.MkdirAllDurable(opts.FS, filepath.Join(opts.Dir, "queues")); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)

@@ -67,6 +67,9 @@ func (s *segment) readBatches(loc location, maxBytes int) ([]byte, *CorruptionEr
 	end, next := 0, loc.first.BaseOffset
 	var ce *CorruptionError
 	for end < len(buf) {
+		if end > 0 && len(buf)-end < batch.LengthSize {
+			break // maxBytes ends inside the next batch's length prefix
+		}
 		size, err := batch.FrameSize(buf[end:])
 		if err == nil && int64(end)+size > int64(len(buf)) {
 			if end > 0 {

@@ -35,6 +35,8 @@ func TestReadLimits(t *testing.T) {
 	}{
 		{"one-small", 0, len(small), 1, nil},
 		{"two-small", 0, 2*len(small) + 1, 2, nil},
+		{"max-ends-in-a-length-prefix", 5, len(small) + 5, 1, nil},
+		{"max-ends-in-a-header", 5, len(small) + 30, 1, nil},
 		{"stops-at-segment-end", 0, 1 << 20, 2, nil},
 		{"big-batch-even-if-over-max", 2, 1, 1, nil},
 		{"mid-big-batch", 4, 10, 1, nil},
@@ -71,6 +73,9 @@ func TestReadLimits(t *testing.T) {
 			direct, _ := l.Read(tc.offset, tc.maxBytes)
 			if !bytes.Equal(buf.Bytes(), direct) {
 				t.Fatalf("section (%d bytes) differs from Read (%d bytes)", buf.Len(), len(direct))
+			}
+			if q := l.Quarantined(); len(q) != 0 {
+				t.Fatalf("a read of good batches quarantined %+v", q)
 			}
 		})
 	}
