@@ -111,6 +111,9 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("hw %d", hw)
 	}
 	checkAllReadable(t, l)
+	if q := l.Quarantined(); len(q) != 0 {
+		t.Fatalf("good batches quarantined: %+v", q)
+	}
 }
 
 func mustFrame(b []byte) int64 {

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -444,4 +445,56 @@ func TestHeaderFlipCostsOneBatch(t *testing.T) {
 	if got[5] != nil {
 		t.Fatal("the damaged batch was served")
 	}
+}
+
+// TestReadsNeverQuarantineGoodBatches reads an undamaged log of batches of
+// many sizes at every offset with every kind of read and many read sizes,
+// before and after a restart (when nothing of it is checked yet): nothing
+// may be taken for damage.
+func TestReadsNeverQuarantineGoodBatches(t *testing.T) {
+	mfs := vfs.NewMem()
+	o := testOptions(t, mfs, "/p")
+	o.SegmentBytes, o.IndexIntervalBytes = 2000, 150
+	l := mustOpen(t, o)
+	var sizes []int
+	for i := range 60 {
+		b := mkBatch(t, 1+i%4, (i*37)%200, int64(i))
+		sizes = append(sizes, len(b))
+		mustAppend(t, l, b)
+	}
+	hw := l.HighWatermark()
+	for round := range 2 {
+		for off := int64(0); off < hw; off++ {
+			for _, max := range []int{1, 11, 12, 13, 60, 61, 62, sizes[off%60] + 3, 700, 1 << 20} {
+				if _, err := l.Read(off, max); err != nil {
+					t.Fatalf("round %d Read(%d, %d): %v", round, off, max, err)
+				}
+				s, err := l.ReadSection(off, max)
+				if err != nil {
+					t.Fatalf("round %d ReadSection(%d, %d): %v", round, off, max, err)
+				}
+				if _, err := s.WriteTo(io.Discard); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := l.HeaderAt(off); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := l.OffsetForTime(0); err != nil {
+			t.Fatal(err)
+		}
+		if q := l.Quarantined(); len(q) != 0 {
+			t.Fatalf("round %d: good batches quarantined: %+v", round, q)
+		}
+		l.Close()
+		l = mustOpen(t, o)
+	}
+	if err := l.Scrub(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if q := l.Quarantined(); len(q) != 0 {
+		t.Fatalf("scrub quarantined good batches: %+v", q)
+	}
+	l.Close()
 }

@@ -65,9 +65,15 @@ func mustAppend(t testing.TB, l *Log, batches ...[]byte) []int64 {
 }
 
 // readAllBatches reads from offset to the high watermark, splitting the
-// result into batches.
+// result into batches. No test that reads a log whole damaged it, so it
+// also checks that nothing was quarantined.
 func readAllBatches(t testing.TB, l *Log, from int64) [][]byte {
 	t.Helper()
+	defer func() {
+		if q := l.Quarantined(); len(q) != 0 {
+			t.Fatalf("good batches quarantined: %+v", q)
+		}
+	}()
 	var out [][]byte
 	off := from
 	for i := 0; off < l.HighWatermark(); i++ {
