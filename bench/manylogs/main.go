@@ -76,7 +76,7 @@ func run(n int, parent string, workers int, pol storage.SyncPolicy, maxOpen int,
 		opts: storage.Options{Files: files, Sync: pol, Logger: slog.New(slog.DiscardHandler), SegmentBytes: 1 << 20}}
 	fmt.Printf("%d logs, fsync=%s, RLIMIT_NOFILE %d, file cache %d, %d workers, %s\n\n",
 		n, pol, rl.Cur, files.Stats().MaxOpen, workers, runtime.Version())
-	fmt.Printf("%-32s %10s %12s %10s %8s\n", "phase", "seconds", "logs/s", "RSS MiB", "fds")
+	fmt.Printf("%-28s %8s %9s %8s %9s %9s %10s %6s\n", "phase", "seconds", "logs/s", "RSS MiB", "heap MiB", "stack MiB", "goroutines", "fds")
 	phase := func(name string, fn func(i int) error) error {
 		start := time.Now()
 		if err := b.each(fn); err != nil {
@@ -84,7 +84,10 @@ func run(n int, parent string, workers int, pol storage.SyncPolicy, maxOpen int,
 		}
 		d := time.Since(start)
 		runtime.GC()
-		fmt.Printf("%-32s %10.2f %12.0f %10.0f %8d\n", name, d.Seconds(), float64(n)/d.Seconds(), rssMiB(), openFDs())
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Printf("%-28s %8.2f %9.0f %8.0f %9.0f %9.0f %10d %6d\n", name, d.Seconds(), float64(n)/d.Seconds(), rssMiB(),
+			float64(ms.HeapInuse)/(1<<20), float64(ms.StackInuse)/(1<<20), runtime.NumGoroutine(), openFDs())
 		return nil
 	}
 	steps := []struct {

@@ -55,6 +55,7 @@ func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch
 	case l.kick <- struct{}{}:
 	default: // a sync is already requested; it will cover us
 	}
+	l.ensureSyncer()
 	if err := l.waitDurable(ctx, end, gen, done); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -124,3 +125,37 @@ func mustFrame(b []byte) int64 {
 // segGone reports whether offset is below the log start now (its segment was
 // deleted while a section of it was being sent).
 func (l *Log) segGone(offset int64) bool { return offset < l.LogStartOffset() }
+
+// TestSyncerStopsWhenIdle: the group-commit syncer of an idle log exits,
+// and appends racing with its exit are still made durable: a lost kick
+// would leave an Append waiting for ever.
+func TestSyncerStopsWhenIdle(t *testing.T) {
+	old := syncerIdle
+	syncerIdle = time.Millisecond
+	defer func() { syncerIdle = old }()
+	l := mustOpen(t, testOptions(t, vfs.NewMem(), "/p"))
+	defer l.Close()
+	if l.syncing.Load() {
+		t.Fatal("a syncer runs before any append")
+	}
+	mustAppend(t, l, mkBatch(t, 1, 10, 1))
+	waitFor(t, func() bool { return !l.syncing.Load() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 150 {
+				time.Sleep(time.Duration((w*31+i*17)%1500) * time.Microsecond) // around the idle exit
+				if _, err := l.Append(ctx, mkBatch(t, 1, 10, 1)); err != nil {
+					t.Errorf("append %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if hw := l.HighWatermark(); hw != 601 {
+		t.Fatalf("hw %d, want 601", hw)
+	}
+}

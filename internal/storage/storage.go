@@ -125,10 +125,14 @@ type Log struct {
 	hw      atomic.Int64  // high watermark; written under stateMu
 	start   atomic.Int64  // log start offset; written under mu
 
-	closing atomic.Bool   // set by Close: appends fail with ErrClosed
-	kick    chan struct{} // wakes the syncer (capacity 1: kicks coalesce)
-	stop    chan struct{} // closed by Close to stop the background goroutine
-	bgDone  chan struct{} // closed when it has stopped
+	closing atomic.Bool    // set by Close: appends fail with ErrClosed
+	kick    chan struct{}  // wakes the syncer (capacity 1: kicks coalesce)
+	stop    chan struct{}  // closed by Close to stop the background goroutine
+	bg      sync.WaitGroup // the background goroutine, while it runs
+	syncing atomic.Bool    // SyncAlways: the syncer runs (it stops when idle)
+
+	bgMu      sync.Mutex // serializes starting the syncer with Close
+	bgStopped bool       // Close has stopped the background goroutine
 }
 
 // Open opens or creates the log in opts.Dir and recovers its tail.
@@ -161,13 +165,12 @@ func Open(opts Options) (*Log, error) {
 	return l, nil
 }
 
+// startBackground starts the ticker of SyncInterval. The syncer of
+// SyncAlways starts with the first append (ensureSyncer) and stops when
+// the log is idle.
 func (l *Log) startBackground() {
-	switch l.opts.Sync.Mode {
-	case SyncAlways:
-		l.bgDone = make(chan struct{})
-		go l.syncLoop(nil)
-	case SyncInterval:
-		l.bgDone = make(chan struct{})
+	if l.opts.Sync.Mode == SyncInterval {
+		l.bg.Add(1)
 		t := time.NewTicker(l.opts.Sync.Interval)
 		go l.syncLoop(t)
 	}
@@ -282,10 +285,11 @@ func (l *Log) Close() error {
 	// Wait for writers in flight, without holding wmu while the syncer
 	// might need it.
 	l.waitWriters()
-	if l.bgDone != nil {
-		close(l.stop)
-		<-l.bgDone
-	}
+	l.bgMu.Lock()
+	l.bgStopped = true
+	l.bgMu.Unlock()
+	close(l.stop)
+	l.bg.Wait()
 	err := l.syncOnce()
 	if err == nil {
 		// Index entries may be written only once the data is synced.
