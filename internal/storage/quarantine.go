@@ -29,8 +29,8 @@ import (
 //	{"version":1,
 //	 "batches":[{"segment":"00000000000000000000.log","position":4096,"length":1130,
 //	             "first_offset":40,"last_offset":49,"found_ms":1767225600000,
-//	             "reason":"damaged batch: ..."}],
-//	 "crc32c":2882378011}
+//	             "reason":"damaged batch: batch: corrupt record batch: crc 5e1c09a2, computed 0c7a3b11"}],
+//	 "crc32c":2561346701}
 //
 // crc32c is the CRC-32C (Castagnoli) of the "batches" array exactly as
 // encoded in the file. Ranges are sorted by segment and position and never

@@ -2,10 +2,16 @@
 // Kafka RecordBatch v2 exactly as producers sent them, with sparse offset and
 // time indexes, group commit, crash recovery, roll and retention.
 //
-// It owns the bytes of one partition directory and the promise that an
-// acknowledged append survives a crash (under SyncAlways). It must never know
-// about queues, groups, topics or the network, never read sealed segments at
-// Open, and never swallow an fsync error.
+// It owns the bytes of one partition directory, the promise that an
+// acknowledged append survives a crash (under SyncAlways), and the promise
+// that every batch it serves passed its CRC since it was written or read
+// from disk: damaged batches are quarantined (quarantine.go, damage.go) and
+// skipped, costing only themselves. Files are opened on demand through a
+// FileCache shared by the logs of a process (filecache.go), which bounds
+// the descriptors they hold. It must never know about queues, groups,
+// topics or the network, never read sealed segments at Open (the scrub
+// reads them later, slowly), never open a descriptor per segment, never
+// serve a byte it has not checked, and never swallow an fsync error.
 //
 // On disk (one directory per partition; all integers big-endian):
 //
@@ -23,16 +29,22 @@
 //	.timeindex: | timestamp int64 | relOffset uint32 | × n   one with each .index entry: every batch
 //	                                                       before base+relOffset has maxTimestamp <=
 //	                                                       timestamp; a sealed segment's last entry is
-//	                                                       its max timestamp at the next segment's base
+//	                                                       its max timestamp at the next segment's base,
+//	                                                       then a seal trailer (index.go) with the
+//	                                                       CRC-32C of both index files
+//	quarantine.json                 damaged byte ranges no longer served, if any
 //
 // Index entries are written only once the data they point at is synced, so
 // recovery can start from the last one: Open scans the active segment from
-// its last valid index entry, truncates a torn tail, and reads nothing of the
-// sealed segments but their sizes and the last time-index entry.
+// its last valid index entry, truncates a torn tail (or quarantines damage
+// in the middle, recover.go says how it tells them apart), and reads
+// nothing of the sealed segments but their sizes and the last time-index
+// entries.
 //
 // Appends are group-committed (commit.go): under SyncAlways appenders place
-// batches in memory and one syncer goroutine per Log writes and fdatasyncs
-// each group. docs/storage.md states what each sync policy can lose.
+// batches in memory and one syncer goroutine per Log, started by the first
+// append and stopped when idle, writes and fdatasyncs each group.
+// docs/storage.md states what each sync policy can lose.
 package storage
 
 import (
