@@ -67,6 +67,10 @@ func (v *verified) add(pos, end, first, next, size int64) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if i := sort.Search(len(v.spans), func(i int) bool { return v.spans[i].end > pos }); i < len(v.spans) &&
+		v.spans[i].pos <= pos && v.spans[i].end >= end {
+		return // already covered: the common case of a read of checked bytes
+	}
 	n := span{pos: pos, end: end, first: first, next: next}
 	out := v.spans[:0:0]
 	placed := false
