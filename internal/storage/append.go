@@ -83,6 +83,9 @@ func (l *Log) writeLocked(batches [][]byte, setEpoch bool, epoch int32) (offsets
 		return nil, 0, 0, err
 	}
 	seg := l.active
+	if err := seg.unseal(); err != nil {
+		return nil, 0, 0, err
+	}
 	pos := seg.size.Load()
 	if pos+int64(total) > math.MaxUint32 || l.next+count-seg.base > math.MaxUint32 {
 		return nil, 0, 0, fmt.Errorf("%w: %d bytes at position %d", ErrTooLarge, total, pos)

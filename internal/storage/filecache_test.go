@@ -308,13 +308,13 @@ func TestRlimitChild(t *testing.T) {
 }
 
 // TestManyLogsUnderRlimit runs TestRlimitChild in a process whose
-// RLIMIT_NOFILE is 128: 300 logs of two or more segments (900 and more
+// RLIMIT_NOFILE is 128: 200 logs of two or more segments (600 and more
 // files) open, take appends and reads, close and reopen twice.
 func TestManyLogsUnderRlimit(t *testing.T) {
 	if os.Getenv(rlimitChildEnv) != "" {
 		t.Skip("child")
 	}
-	n := 300
+	n := 200
 	if testing.Short() {
 		n = 100
 	}

@@ -49,6 +49,11 @@ type segIndex struct {
 	maxTSKnown              bool
 	interval                int64
 	broken                  bool // an index write failed: files removed, rebuilt at next open
+	// sealTail: the time file still ends with the final entry and seal
+	// trailer of the last clean close, after the flushed entries (Open left
+	// the files as they were). The first append cuts them (unseal); a
+	// Close with nothing appended leaves the files alone.
+	sealTail bool
 }
 
 // note records a batch just appended at pos, adding index entries every
@@ -150,6 +155,17 @@ func (x *segIndex) flush(synced int64) {
 	if len(buf) > 0 && x.write(x.timeFile, buf, x.timeFlushed*timeEntrySize) {
 		x.timeFlushed = n
 	}
+}
+
+// cutSealTail cuts the last clean close's final entry and trailer off the
+// time file, durably: recovery takes a seal for the exact end of the data,
+// so it must be gone before any batch past that end can be acknowledged.
+func (x *segIndex) cutSealTail() error {
+	x.sealTail = false
+	if err := x.timeFile.Truncate(int64(x.timeFlushed * timeEntrySize)); err != nil {
+		return err
+	}
+	return x.timeFile.Sync()
 }
 
 // write appends entries; on failure it cuts the file back to whole entries,

@@ -41,6 +41,9 @@ import (
 type durableMark struct {
 	pos  int64 // a batch starts here and was synced (-1: unknown)
 	next int64 // every offset below was synced (-1: unknown)
+	// The entries in the files, final time entry included, when they are
+	// the whole seal of a clean close (-1 otherwise).
+	offs, times int
 }
 
 // recover prepares the last segment for appends and returns the log end offset.
@@ -84,6 +87,14 @@ func (s *segment) recover() (int64, error) {
 	}
 	s.committed.Store(end)
 	s.ver.reset(start, want)
+	if end == size && next == mark.next && len(offs) == mark.offs && len(times) == mark.times-1 &&
+		len(x.offsets) == len(offs) && len(x.times) == len(times) {
+		// Exactly as the last clean close left it: the index files stay as
+		// they are (no cut, no sync); the first append cuts the seal.
+		s.attachIndexFiles(len(offs), len(times))
+		x.sealTail, s.cleanEnd = true, next
+		return next, nil
+	}
 	if err := s.openIndexFiles(len(offs), len(times)); err != nil {
 		return 0, err
 	}
@@ -92,7 +103,7 @@ func (s *segment) recover() (int64, error) {
 
 // readRecoveryIndex reads the active segment's index files (step 1).
 func (s *segment) readRecoveryIndex(size int64) ([]offsetEntry, []timeEntry, durableMark, error) {
-	mark := durableMark{pos: -1, next: -1}
+	mark := durableMark{pos: -1, next: -1, offs: -1, times: -1}
 	idx, err := readAll(s.files, s.fs, s.path(indexSuffix))
 	if err != nil {
 		return nil, nil, mark, fmt.Errorf("storage: recover: %w", err)
@@ -110,6 +121,9 @@ func (s *segment) readRecoveryIndex(size int64) ([]offsetEntry, []timeEntry, dur
 	offs, times := parseOffsetIndex(idx, size), parseTimeIndex(entries)
 	if sealed && len(times) > 0 {
 		mark.next = s.base + int64(times[len(times)-1].rel)
+		if len(offs)*offsetEntrySize == len(idx) && len(times)*timeEntrySize == len(entries) {
+			mark.offs, mark.times = len(offs), len(times)
+		}
 	}
 	if len(offs) > 0 {
 		mark.pos = int64(offs[len(offs)-1].pos)
@@ -132,8 +146,9 @@ func (s *segment) scanTail(x *segIndex, start, want, size int64, mark durableMar
 		}
 		if mark.next >= 0 && ce.want >= mark.next {
 			// Past where the last clean close ended the data: nothing there
-			// was ever written as a batch (an Open cuts that record off
-			// before any append), so however it looks it is a torn tail.
+			// was ever written as a batch (the first append after an Open
+			// cuts that record off, durably, before it writes), so however
+			// it looks it is a torn tail.
 			return ce.Position, ce.want, nil
 		}
 		q, h, found, err := s.resync(ce.Position, ce.want, size)
@@ -149,9 +164,9 @@ func (s *segment) scanTail(x *segIndex, start, want, size int64, mark durableMar
 			return ce.Position, ce.want, nil // a torn tail
 		}
 		// Synced bytes that are damaged to the end. A clean close recorded
-		// where the data ended, and nothing was appended since (the next
-		// Open cuts that record off before any append): those offsets are
-		// skipped. Without it, every offset the bytes can hold (one per
+		// where the data ended, and nothing was appended since (the first
+		// append after an Open cuts that record off first): those offsets
+		// are skipped. Without it, every offset the bytes can hold (one per
 		// byte at most) is skipped, so that none is ever reused.
 		last := ce.want + (size - ce.Position) - 1
 		if mark.next > ce.want {
@@ -211,6 +226,16 @@ func (s *segment) recoveryStart(offs []offsetEntry, times []timeEntry, size int6
 		offs = offs[:len(offs)-1]
 	}
 	return offs, times, nil
+}
+
+// attachIndexFiles names the existing index files of the active segment,
+// whose first offKept and timeKept entries are those in memory, without
+// opening them.
+func (s *segment) attachIndexFiles(offKept, timeKept int) {
+	x := &s.index
+	x.idxFile = s.files.handle(s.fs, s.path(indexSuffix))
+	x.timeFile = s.files.handle(s.fs, s.path(timeIndexSuffix))
+	x.offFlushed, x.timeFlushed = offKept, timeKept
 }
 
 // openIndexFiles opens (or creates) the index files of the active segment

@@ -277,8 +277,18 @@ func (s *segment) seal(next int64, durable bool) error {
 	// The final entry is written even if the maximum did not grow since the
 	// last one, or there are no timestamps (-1): Open recognizes a complete
 	// index by it.
-	x.times = append(x.times, timeEntry{ts: x.maxTS, rel: uint32(next - s.base), pos: size - 1})
 	s.sealedNext = next
+	if x.sealTail && x.offFlushed == len(x.offsets) && x.timeFlushed == len(x.times) && next == s.cleanEnd {
+		// Opened after a clean close and nothing appended since: the files
+		// already hold this seal.
+		x.closeFiles()
+		x.offsets, x.times, x.loaded, x.sealTail = nil, nil, false, false
+		return nil
+	}
+	if x.sealTail && x.cutSealTail() != nil {
+		x.broken = true // no seal rather than a wrong one: rebuilt from the segment
+	}
+	x.times = append(x.times, timeEntry{ts: x.maxTS, rel: uint32(next - s.base), pos: size - 1})
 	x.flush(size)
 	var err error
 	if x.timeFile != nil && !x.broken {

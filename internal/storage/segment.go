@@ -68,6 +68,9 @@ type segment struct {
 	// sealedNext is the offset after a sealed segment (the next one's base);
 	// written under Log.wmu and Log.mu when the segment is sealed or reopened.
 	sealedNext int64
+	// cleanEnd is the log end the last clean close sealed the active
+	// segment at, when Open found its index files so (index.sealTail).
+	cleanEnd int64
 
 	ix      sync.Mutex // guards index below
 	index   segIndex
@@ -176,6 +179,22 @@ func (s *segment) remove() error {
 		}
 	}
 	return first
+}
+
+// unseal prepares an active segment that Open found exactly as a clean
+// close sealed it for its first append since: it cuts that seal off the
+// time index, durably (one truncate and one fdatasync, once), since the
+// seal says where the data ends. Called with Log.wmu held.
+func (s *segment) unseal() error {
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	if !s.index.sealTail {
+		return nil
+	}
+	if err := s.index.cutSealTail(); err != nil {
+		return fmt.Errorf("storage: %s: cut the seal of the last close: %w", s.path(timeIndexSuffix), err)
+	}
+	return nil
 }
 
 // readHeader reads the batch header at pos (holding offset want),

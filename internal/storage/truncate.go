@@ -156,6 +156,7 @@ func (s *segment) reindexTail(cut int64) (int64, error) {
 		x.maxTS = x.times[len(x.times)-1].ts
 	}
 	x.offFlushed, x.timeFlushed = min(x.offFlushed, len(x.offsets)), min(x.timeFlushed, len(x.times))
+	x.sealTail = false // the truncations below cut it
 	res := s.scanRepairing(x, start, want, cut, -1)
 	if res.err != nil {
 		return 0, res.err

@@ -5,16 +5,33 @@ import (
 	"sync"
 )
 
-// CountingFS wraps an FS and counts the files open through it: how many
-// now, and the most at once. Tests use it to prove a bound on file
-// descriptors without lowering the process's RLIMIT_NOFILE. Files opened
-// through it keep OSFile and Preallocator when the wrapped file has them.
-// It is safe for concurrent use.
+// CountingFS wraps an FS and counts the files open through it (how many
+// now, and the most at once) and the syncs (File.Sync and SyncDir). Tests
+// use it to prove a bound on file descriptors without lowering the
+// process's RLIMIT_NOFILE, and to prove that a path does no sync. Files
+// opened through it keep OSFile and Preallocator when the wrapped file has
+// them. It is safe for concurrent use.
 type CountingFS struct {
 	FS
 	mu         sync.Mutex
 	open, peak int
 	opened     int64
+	syncs      int64
+}
+
+// Syncs reports how many File.Sync and SyncDir calls were made.
+func (c *CountingFS) Syncs() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.syncs
+}
+
+// SyncDir implements FS.
+func (c *CountingFS) SyncDir(dir string) error {
+	c.mu.Lock()
+	c.syncs++
+	c.mu.Unlock()
+	return c.FS.SyncDir(dir)
 }
 
 // NewCountingFS returns fs with its open files counted.
@@ -81,6 +98,14 @@ func (f *countFile) Close() error {
 		f.fs.mu.Unlock()
 	}
 	return f.File.Close()
+}
+
+// Sync counts the sync.
+func (f *countFile) Sync() error {
+	f.fs.mu.Lock()
+	f.fs.syncs++
+	f.fs.mu.Unlock()
+	return f.File.Sync()
 }
 
 // countOSFile is a counted OS file: it still offers sendfile and
