@@ -31,13 +31,15 @@ import (
 // handle's state and one store of its use bit: no lock shared between logs.
 
 // DefaultMaxOpenFiles is the capacity of a FileCache whose MaxOpen is zero:
-// a quarter of the process's RLIMIT_NOFILE (the rest is for sockets and the
-// broker's other files), at least 64 and at most 4096.
+// an eighth of the process's RLIMIT_NOFILE, at least 64 and at most 4096.
+// The server's three listeners may take a quarter each for connections
+// (docs/operations.md); the last quarter is shared by this cache, the
+// broker's other files and the operations in flight.
 func DefaultMaxOpenFiles() int {
 	var rl syscall.Rlimit
 	n := 4096
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 4*4096 {
-		n = int(rl.Cur / 4)
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 8*4096 {
+		n = int(rl.Cur / 8)
 	}
 	return max(n, 64)
 }
