@@ -154,11 +154,18 @@ func (l *Log) commitWritten(seg *segment, batches [][]byte, offsets []int64, pos
 // write (ENOSPC, EIO) is undone by truncating back to pos: the log stays
 // consistent and a later append can succeed once space is freed. If even the
 // undo fails the log needs recovery.
+//
+// The file is pinned for the whole write, so a failure to open it (the
+// cache had closed it) writes nothing and needs no undo.
 func (l *Log) writeSegment(seg *segment, pos int64, bufs ...[]byte) error {
-	var err error
+	f, err := seg.log.acquire()
+	if err != nil {
+		return fmt.Errorf("storage: append to %s: %w", seg.path(logSuffix), err)
+	}
+	defer seg.log.release()
 	for _, buf := range bufs {
 		var n int
-		if n, err = seg.log.Write(buf); err == nil && n != len(buf) {
+		if n, err = f.Write(buf); err == nil && n != len(buf) {
 			err = fmt.Errorf("short write: %d of %d bytes", n, len(buf))
 		}
 		if err != nil {
@@ -169,7 +176,7 @@ func (l *Log) writeSegment(seg *segment, pos int64, bufs ...[]byte) error {
 		return nil
 	}
 	werr := fmt.Errorf("storage: append to %s: %w", seg.path(logSuffix), err)
-	if terr := seg.log.Truncate(pos); terr != nil {
+	if terr := f.Truncate(pos); terr != nil {
 		l.fail(fmt.Errorf("%w: undo of a failed write: %w (write: %v)", ErrNeedsRecovery, terr, err))
 	}
 	return werr
@@ -201,6 +208,13 @@ func (l *Log) roll() error {
 	old := l.active
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	// Pinned from the last write to its fdatasync: a descriptor closed in
+	// between could take a writeback error with it (fsyncgate).
+	f, err := old.log.acquire()
+	if err != nil {
+		return fmt.Errorf("storage: roll %s: %w", old.path(logSuffix), err)
+	}
+	defer old.log.release()
 	if err := l.flushPendingLocked(); err != nil {
 		return err
 	}
@@ -212,7 +226,7 @@ func (l *Log) roll() error {
 		l.fail(fmt.Errorf("%w: trim %s before sealing: %w", ErrNeedsRecovery, old.path(logSuffix), err))
 		return l.failure()
 	}
-	if err := old.log.Sync(); err != nil {
+	if err := f.Sync(); err != nil {
 		l.fail(fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, old.path(logSuffix), err))
 		return l.failure()
 	}

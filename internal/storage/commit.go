@@ -157,6 +157,22 @@ func (l *Log) syncGroup() (appends int, err error) {
 		l.syncMu.Unlock()
 		return appends, err // never write after a failed sync: recovery decides
 	}
+	// The file is pinned from the write to its fdatasync: a descriptor the
+	// cache closed in between could take a writeback error with it
+	// (fsyncgate), and the sync on a new one would report success.
+	f, err := seg.log.acquire()
+	if err != nil {
+		err = fmt.Errorf("storage: append to %s: %w", seg.path(logSuffix), err)
+		if buf.size > 0 { // nothing written: the group fails, the log goes on
+			l.writeFailed = &writeFailure{err: err, pos: pos, offset: start}
+			l.syncMu.Unlock()
+			l.repair()
+		} else {
+			l.syncMu.Unlock()
+		}
+		return appends, err
+	}
+	defer seg.log.release()
 	if buf.size > 0 {
 		if err := l.writeSegment(seg, pos, buf.bufs()...); err != nil {
 			l.writeFailed = &writeFailure{err: err, pos: pos, offset: start}
@@ -170,7 +186,7 @@ func (l *Log) syncGroup() (appends int, err error) {
 		return appends, nil // covered by an earlier sync or a roll
 	}
 	began := time.Now()
-	if err := seg.log.Sync(); err != nil {
+	if err := f.Sync(); err != nil {
 		err = fmt.Errorf("%w: fdatasync %s: %w", ErrNeedsRecovery, seg.path(logSuffix), err)
 		l.fail(err)
 		return appends, err
@@ -241,7 +257,12 @@ func (l *Log) repairLocked() {
 	seg.ix.Lock()
 	_, err := seg.reindexTail(wf.pos)
 	seg.ix.Unlock()
-	if err != nil {
+	switch {
+	case isIOError(err):
+		// The index stays conservative (see reindexTail); the data is whole.
+		l.opts.Logger.Warn("storage: cannot reread the tail after a failed write; its index is approximate until reopened",
+			"segment", seg.path(logSuffix), "err", err)
+	case err != nil:
 		l.fail(fmt.Errorf("%w: reindex after a failed write: %w", ErrNeedsRecovery, err))
 	}
 	l.stateMu.Lock()

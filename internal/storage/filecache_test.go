@@ -325,3 +325,33 @@ func TestManyLogsUnderRlimit(t *testing.T) {
 		t.Fatalf("child under RLIMIT_NOFILE 128: %v\n%s", err, out)
 	}
 }
+
+// TestReopenFailureIsNotASyncFailure: when the cache has closed a log's
+// active segment and reopening it fails (EMFILE, EIO), the append fails
+// with the error and writes nothing, and the log goes on; only a failed
+// write or fdatasync of data can make it refuse appends.
+func TestReopenFailureIsNotASyncFailure(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	files := NewFileCache(FileCacheOptions{MaxOpen: 1, ScrubBytesPerSec: -1})
+	oa, ob := testOptions(t, efs, "/a"), testOptions(t, efs, "/b")
+	oa.Files, ob.Files = files, files
+	a, b := mustOpen(t, oa), mustOpen(t, ob)
+	defer a.Close()
+	defer b.Close()
+	want := mkBatch(t, 1, 30, 1)
+	mustAppend(t, a, want)
+	mustAppend(t, b, mkBatch(t, 1, 30, 2)) // a's files are closed to make room
+	efs.Inject(vfs.Fault{Op: vfs.OpOpen, Path: a.active.path(logSuffix), Err: syscall.EMFILE})
+	if _, err := a.Append(context.Background(), mkBatch(t, 1, 30, 3)); !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("append while the segment cannot be reopened: %v", err)
+	}
+	efs.ClearFaults()
+	if err := a.Err(); err != nil {
+		t.Fatalf("the log refuses appends after a failed reopen: %v", err)
+	}
+	mustAppend(t, a, want)
+	got := readAllBatches(t, a, 0)
+	if len(got) != 2 || !sameBatch(got[0], want, 0) || !sameBatch(got[1], want, 1) {
+		t.Fatalf("%d batches after the failed reopen", len(got))
+	}
+}

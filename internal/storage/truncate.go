@@ -151,6 +151,7 @@ func (s *segment) reindexTail(cut int64) (int64, error) {
 	}
 	rel := uint32(want - s.base)
 	x.times = x.times[:sort.Search(len(x.times), func(i int) bool { return x.times[i].rel > rel })]
+	oldMaxTS := x.maxTS
 	x.maxTS, x.maxTSKnown, x.sinceEntry = -1, true, 0
 	if len(x.times) > 0 {
 		x.maxTS = x.times[len(x.times)-1].ts
@@ -158,6 +159,14 @@ func (s *segment) reindexTail(cut int64) (int64, error) {
 	x.offFlushed, x.timeFlushed = min(x.offFlushed, len(x.offsets)), min(x.timeFlushed, len(x.times))
 	x.sealTail = false // the truncations below cut it
 	res := s.scanRepairing(x, start, want, cut, -1)
+	if isIOError(res.err) {
+		// The batches could not be read again (the file could not be
+		// reopened): keep what was noted before the failure, with the old
+		// maximum timestamp (an overestimate, which only keeps the segment
+		// longer) and an entry due at the next batch.
+		x.maxTS, x.sinceEntry = max(x.maxTS, oldMaxTS), x.interval
+		return 0, res.err
+	}
 	if res.err != nil {
 		return 0, res.err
 	}
