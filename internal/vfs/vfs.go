@@ -3,8 +3,9 @@
 // It owns the FS and File interfaces, the real implementation over the
 // operating system (Default), and the test doubles that let storage prove its
 // crash promises without a real power cut: a crashable in-memory FS that drops
-// unsynced writes (MemFS), and an error-injecting wrapper (ErrorFS) for ENOSPC,
-// EIO and short writes.
+// unsynced writes (MemFS), an error-injecting wrapper (ErrorFS) for ENOSPC,
+// EIO and short writes, and a wrapper that counts open files and syncs
+// (CountingFS) to prove bounds on descriptors and on fsyncs.
 //
 // Durability model (what MemFS enforces, and what storage must assume of a
 // real disk): File.Sync makes a file's bytes durable, but not its name; a
