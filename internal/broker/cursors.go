@@ -236,6 +236,28 @@ func (cs *cursorSet) maintainLocked(now time.Time) {
 	}
 }
 
+// lose finishes messages of cursor whose records the log no longer holds
+// (their batch was damaged and quarantined, see package storage): they can
+// be neither delivered nor copied, so they are lost, loudly, and journaled as
+// skipped so that no later receive tries them again. QueueStats.Lost counts
+// them from storage's quarantine list.
+func (cs *cursorSet) lose(cursor int, offs []int64) error {
+	cs.mu.Lock()
+	var recs []cursorEvent
+	for _, off := range offs {
+		ev := queue.Skipped{From: off, To: off + 1}
+		if err := cs.curs[cursor].Apply(ev); err == nil {
+			recs = append(recs, cursorEvent{cursor, ev})
+		}
+	}
+	done := cs.recordLocked(recs)
+	cs.wakeAfterLocked(recs) // a FIFO group's next message may be visible now
+	cs.mu.Unlock()
+	cs.logger.Error("messages lost: their records are in a damaged batch of the log (sluice admin corruption lists it)",
+		"cursor", cursor, "offsets", offs)
+	return cs.wait(done)
+}
+
 // mapCursorErr turns the cursor's argument errors into the broker's.
 func mapCursorErr(err error) error {
 	if errors.Is(err, queue.ErrOutOfRange) {

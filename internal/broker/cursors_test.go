@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -20,11 +22,13 @@ type cursorTarget struct {
 	open    func(e *env, ordered bool)
 	send    func(e *env, bodies ...string)
 	receive func(e *env, max int) []string // receipts
-	ack     func(e *env, receipt string) error
-	ackAll  func(e *env, receipts ...string) ([]error, error)
-	nack    func(e *env, receipt string) error
-	stats   func(e *env) QueueStats
-	wake    func(e *env) <-chan struct{} // what a long-poll waiting now waits on
+	// receiveErr is receive without failing the test on an error.
+	receiveErr func(e *env, max int) ([]string, error)
+	ack        func(e *env, receipt string) error
+	ackAll     func(e *env, receipts ...string) ([]error, error)
+	nack       func(e *env, receipt string) error
+	stats      func(e *env) QueueStats
+	wake       func(e *env) <-chan struct{} // what a long-poll waiting now waits on
 }
 
 var cursorTargets = []cursorTarget{
@@ -51,6 +55,14 @@ var cursorTargets = []cursorTarget{
 				rs = append(rs, d.Receipt)
 			}
 			return rs
+		},
+		receiveErr: func(e *env, max int) ([]string, error) {
+			ds, err := e.b.Receive(context.Background(), e.queueName(), ReceiveOptions{Max: max})
+			var rs []string
+			for _, d := range ds {
+				rs = append(rs, d.Receipt)
+			}
+			return rs, err
 		},
 		ack: func(e *env, r string) error { return e.b.Ack(context.Background(), e.queueName(), r) },
 		ackAll: func(e *env, rs ...string) ([]error, error) {
@@ -83,6 +95,14 @@ var cursorTargets = []cursorTarget{
 				rs = append(rs, d.Receipt)
 			}
 			return rs
+		},
+		receiveErr: func(e *env, max int) ([]string, error) {
+			ds, err := e.b.SubscriptionReceive(context.Background(), "t", "s", ReceiveOptions{Max: max})
+			var rs []string
+			for _, d := range ds {
+				rs = append(rs, d.Receipt)
+			}
+			return rs, err
 		},
 		ack: func(e *env, r string) error { return e.b.SubscriptionAck(context.Background(), "t", "s", r) },
 		ackAll: func(e *env, rs ...string) ([]error, error) {
@@ -418,4 +438,95 @@ func findFiles(t *testing.T, fsys vfs.FS, dir, name string) []string {
 		}
 	}
 	return out
+}
+
+// segmentOf is the first segment file of the log a target's cursor reads.
+func segmentOf(t *testing.T, mem *vfs.MemFS, tg cursorTarget) string {
+	t.Helper()
+	root := "/data/queues"
+	if tg.name == "subscription" {
+		root = "/data/topics"
+	}
+	for _, p := range findFiles(t, mem, root, "00000000000000000000.log") {
+		if !strings.Contains(p, "/journal/") {
+			return p
+		}
+	}
+	t.Fatal("no segment")
+	return ""
+}
+
+// flipBatch flips one byte inside the idx'th batch of a segment.
+func flipBatch(t *testing.T, mem *vfs.MemFS, path string, idx int) {
+	t.Helper()
+	data, err := vfs.ReadFile(mem, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := int64(0)
+	for range idx {
+		n, err := batch.FrameSize(data[pos:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos += n
+	}
+	n, err := batch.FrameSize(data[pos:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[pos+n-2] ^= 0x20 // inside the last record
+	if err := vfs.WriteFileAtomic(mem, filepath.Dir(path), filepath.Base(path), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A damaged batch costs the messages in it and nothing else, for a queue
+// and a subscription alike: one in flight (its redelivery finds the record
+// gone) and one in the backlog are lost and counted; every other message
+// is delivered; nothing fails; a restart changes none of it.
+func TestDamagedBatchCostsOnlyItsMessages(t *testing.T) {
+	for _, tg := range cursorTargets {
+		t.Run(tg.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			e := newEnv(t, mem)
+			tg.open(e, false)
+			for _, b := range []string{"a", "b", "c", "d"} {
+				tg.send(e, b) // one batch each
+			}
+			if rs := tg.receive(e, 1); len(rs) != 1 { // a, in flight
+				t.Fatalf("received %d", len(rs))
+			}
+			if err := e.b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			seg := segmentOf(t, mem, tg)
+			flipBatch(t, mem, seg, 2) // c, in the backlog
+			flipBatch(t, mem, seg, 0) // a, in flight
+			e.open()
+			e.clock.Advance(time.Minute) // a's visibility ends
+			var got int
+			for range 3 {
+				rs, err := tg.receiveErr(e, 10)
+				if err != nil {
+					t.Fatalf("receive over damaged batches: %v", err)
+				}
+				got += len(rs)
+				if _, err := tg.ackAll(e, rs...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := tg.stats(e)
+			if got != 2 || st.Lost != 2 || st.Depth() != 0 {
+				t.Fatalf("delivered %d, stats %+v: want b and d delivered, 2 lost, nothing left", got, st)
+			}
+			if n := len(e.b.Corruption()); n != 2 {
+				t.Fatalf("%d damaged batches listed, want 2", n)
+			}
+			e.restart()
+			if st := tg.stats(e); st.Lost != 2 || st.Depth() != 0 {
+				t.Fatalf("after a restart: %+v", st)
+			}
+		})
+	}
 }

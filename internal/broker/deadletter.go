@@ -31,7 +31,8 @@ func splitDeadLetters(recs []cursorEvent) (rest []cursorEvent, dead []cursorDead
 }
 
 // deadLetterCopy is one message to copy to a dead-letter queue, and the
-// record it is copied from (see copyDedupID).
+// record it is copied from (see copyDedupID); msg is nil for a message
+// whose record the log no longer holds (a damaged batch), which is lost.
 type deadLetterCopy struct {
 	msg  *Message
 	from string
@@ -57,10 +58,19 @@ func (cs *cursorSet) deadLetter(ctx context.Context, b *Broker, target string, d
 	if err != nil {
 		return cs.markBroken(err)
 	}
-	in := make([]SendInput, len(copies))
-	keep := make([]*Message, len(copies))
+	var in []SendInput
+	var keep []*Message
+	var lost []int64
 	for i, c := range copies {
-		in[i], keep[i] = dlqInput(c.msg, dlq, c.from), c.msg
+		if c.msg == nil { // its record is in a damaged batch: nothing to copy
+			lost = append(lost, dead[i].d.Offset)
+			continue
+		}
+		in, keep = append(in, dlqInput(c.msg, dlq, c.from)), append(keep, c.msg)
+	}
+	if len(lost) > 0 {
+		cs.logger.Error("dead letters lost: their records are in a damaged batch of the log (sluice admin corruption lists it)",
+			"offsets", lost)
 	}
 	res, err := dlq.send(ctx, in, keep)
 	if err == nil {
@@ -77,6 +87,9 @@ func (cs *cursorSet) deadLetter(ctx context.Context, b *Broker, target string, d
 	recs := make([]cursorEvent, len(dead))
 	for i, d := range dead {
 		recs[i] = cursorEvent{d.cursor, d.d}
+		if copies[i].msg == nil {
+			recs[i].ev = queue.Skipped{From: d.d.Offset, To: d.d.Offset + 1}
+		}
 	}
 	cs.mu.Lock()
 	done := cs.recordLocked(recs)
@@ -96,9 +109,10 @@ func (q *queueRT) deadLetterCopies(dead []cursorDead) ([]deadLetterCopy, error) 
 	}
 	out := make([]deadLetterCopy, len(dead))
 	for i, d := range dead {
-		m := msgs[d.d.Offset]
-		m.DeadLetter = deadLetterInfo(q.name, d.d)
-		out[i] = deadLetterCopy{m, q.queueRecord(d.d.Offset)}
+		if m := msgs[d.d.Offset]; m != nil { // nil: lost to a damaged batch
+			m.DeadLetter = deadLetterInfo(q.name, d.d)
+			out[i] = deadLetterCopy{m, q.queueRecord(d.d.Offset)}
+		}
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"sort"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -236,4 +237,17 @@ func (b *Broker) SetQueueTags(name string, set map[string]string, remove []strin
 		}
 	})
 	return err
+}
+
+// UnavailableQueues lists the queues that could not be opened at start,
+// sorted.
+func (b *Broker) UnavailableQueues() []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]string, 0, len(b.unavailable))
+	for n := range b.unavailable {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -174,15 +174,25 @@ func (q *queueRT) deliveries(ds []queue.Delivery, cached []*Message) ([]Delivery
 			return nil, err
 		}
 	}
-	out := make([]Delivery, len(ds))
+	out := make([]Delivery, 0, len(ds))
+	var lost []int64
 	for i, d := range ds {
 		m := cached[i]
 		if m == nil {
 			m = msgs[d.Offset]
 		}
-		out[i] = Delivery{Message: *m, Sequence: d.Offset, Receipt: d.Receipt,
+		if m == nil {
+			lost = append(lost, d.Offset)
+			continue
+		}
+		out = append(out, Delivery{Message: *m, Sequence: d.Offset, Receipt: d.Receipt,
 			ReceiveCount: d.ReceiveCount, FirstReceivedAt: d.FirstReceivedAt, Deadline: d.Deadline,
-			FencingToken: d.FencingToken}
+			FencingToken: d.FencingToken})
+	}
+	if len(lost) > 0 {
+		if err := q.lose(0, lost); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

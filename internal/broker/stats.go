@@ -27,6 +27,10 @@ type QueueStats struct {
 	// StaleRefused counts since the broker started, as a refusal changes
 	// nothing durable.
 	Sent, Received, Redelivered, Acked, DeadLettered, Expired, StaleRefused uint64
+	// Lost counts messages whose records were in damaged batches of the log
+	// (quarantined by storage, so never delivered again), from the log's
+	// durable quarantine list.
+	Lost uint64
 }
 
 // Depth is every message not yet finished.
@@ -143,6 +147,11 @@ func (cs *cursorSet) sumStats(now func() time.Time, logs func() []*storage.Log) 
 		}
 	}
 	cs.mu.Unlock()
+	for _, l := range ls {
+		for _, q := range l.Quarantined() {
+			st.Lost += uint64(max(0, q.LastOffset-q.FirstOffset+1))
+		}
+	}
 	// A cursor that holds no undelayed message: its oldest is the first it
 	// has not read yet, whose time is in the log, read without the lock.
 	for _, u := range inLog {

@@ -17,7 +17,9 @@ func (sub *subRT) deadLetterCopies(parts []*partitionRT, source string) func([]c
 			if err != nil {
 				return nil, err
 			}
-			out[i] = deadLetterCopy{m, fmt.Sprintf("subscription %s/%d@%d", source, d.cursor, d.d.Offset)}
+			if m != nil { // nil: lost
+				out[i] = deadLetterCopy{m, fmt.Sprintf("subscription %s/%d@%d", source, d.cursor, d.d.Offset)}
+			}
 		}
 		return out, nil
 	}
@@ -29,7 +31,10 @@ func (sub *subRT) deadLetterMessage(p *partitionRT, source string, d cursorDead)
 	if err != nil {
 		return nil, err
 	}
-	r := recs[d.d.Offset]
+	r, ok := recs[d.d.Offset]
+	if !ok {
+		return nil, nil // lost to a damaged batch
+	}
 	m := &Message{
 		// A stable id: a copy repeated after a crash is deduplicated by a
 		// FIFO dead-letter queue.

@@ -189,6 +189,8 @@ func (sub *subRT) metas(data []byte, from int64) ([]queue.Meta, int64, error) {
 }
 
 // readRecords copies the records at the given offsets out of a partition.
+// An offset the log no longer holds (a damaged batch, quarantined) is
+// missing from the map.
 func readRecords(p *partitionRT, offsets []int64) (map[int64]batch.Record, error) {
 	out := make(map[int64]batch.Record, len(offsets))
 	want := map[int64]bool{}
@@ -220,9 +222,6 @@ func readRecords(p *partitionRT, offsets []int64) (map[int64]batch.Record, error
 		if err != nil {
 			return nil, err
 		}
-		if _, ok := out[off]; !ok {
-			return nil, fmt.Errorf("record at offset %d not found in the log", off)
-		}
 	}
 	return out, nil
 }
@@ -241,13 +240,23 @@ func (sub *subRT) deliveries(parts []*partitionRT, got []partDelivery) ([]Subscr
 		}
 		recs[p] = m
 	}
-	out := make([]SubscriptionDelivery, len(got))
-	for i, g := range got {
-		r := recs[g.p][g.d.Offset]
-		out[i] = SubscriptionDelivery{Partition: int32(g.p), Offset: g.d.Offset, Key: r.Key, Value: r.Value,
+	out := make([]SubscriptionDelivery, 0, len(got))
+	lost := map[int][]int64{}
+	for _, g := range got {
+		r, ok := recs[g.p][g.d.Offset]
+		if !ok {
+			lost[g.p] = append(lost[g.p], g.d.Offset)
+			continue
+		}
+		out = append(out, SubscriptionDelivery{Partition: int32(g.p), Offset: g.d.Offset, Key: r.Key, Value: r.Value,
 			Headers: r.Headers, Timestamp: time.UnixMilli(r.Timestamp),
 			Receipt: sub.receiptOf(g.p, g.d.Receipt), ReceiveCount: g.d.ReceiveCount,
-			FirstReceivedAt: g.d.FirstReceivedAt, Deadline: g.d.Deadline, FencingToken: g.d.FencingToken}
+			FirstReceivedAt: g.d.FirstReceivedAt, Deadline: g.d.Deadline, FencingToken: g.d.FencingToken})
+	}
+	for p, offs := range lost {
+		if err := sub.lose(p, offs); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -25,7 +25,7 @@ func (f *fakeSource) TopicStats() []TopicStat { return f.topics }
 func TestCollectorMapsQueueStats(t *testing.T) {
 	src := &fakeSource{queues: []QueueStat{{
 		Queue: "emails", Visible: 7, InFlight: 2, Delayed: 1, OldestAge: 90 * time.Second, DLQDepth: 3,
-		Sent: 13, Received: 9, Acked: 4, Redelivered: 2, DeadLettered: 3, StaleAckRefused: 1,
+		Sent: 13, Received: 9, Acked: 4, Redelivered: 2, DeadLettered: 3, StaleAckRefused: 1, Lost: 5,
 	}}}
 	want := `
 # HELP sluice_queue_messages Messages in a queue by state: visible, inflight or delayed.
@@ -57,6 +57,9 @@ sluice_queue_dead_lettered_total{queue="emails"} 3
 # HELP sluice_queue_stale_ack_refused_total Acks, extends and nacks refused because the receipt was stale.
 # TYPE sluice_queue_stale_ack_refused_total counter
 sluice_queue_stale_ack_refused_total{queue="emails"} 1
+# HELP sluice_queue_lost_total Messages lost because their records were in a damaged batch of the log (sluice admin corruption lists it).
+# TYPE sluice_queue_lost_total counter
+sluice_queue_lost_total{queue="emails"} 5
 `
 	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want)); err != nil {
 		t.Fatal(err)
@@ -151,5 +154,27 @@ func TestRegisterSourceTwiceFails(t *testing.T) {
 	}
 	if err := m.RegisterSource(&fakeSource{}); err == nil {
 		t.Fatal("second RegisterSource succeeded; want a duplicate-registration error")
+	}
+}
+
+// Storage as a whole reaches /metrics when the source reports it.
+func TestCollectorMapsStorage(t *testing.T) {
+	src := SourceFuncs{Storage: func() StorageStat {
+		return StorageStat{OpenFiles: 12, MaxOpenFiles: 512, FileEvictions: 3, CorruptBatches: 2, WriteFailing: true}
+	}}
+	want := `
+# HELP sluice_storage_corrupt_batches_total Damaged batches found (checksum, length, framing) and quarantined: their offsets are skipped by every reader.
+# TYPE sluice_storage_corrupt_batches_total counter
+sluice_storage_corrupt_batches_total 2
+# HELP sluice_storage_open_files File descriptors the logs hold open now (segment and index files, through one cache).
+# TYPE sluice_storage_open_files gauge
+sluice_storage_open_files 12
+# HELP sluice_storage_write_failing 1 while the disk is full or answers I/O errors (sends are refused while full), else 0.
+# TYPE sluice_storage_write_failing gauge
+sluice_storage_write_failing 1
+`
+	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want),
+		"sluice_storage_corrupt_batches_total", "sluice_storage_open_files", "sluice_storage_write_failing"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,6 +24,7 @@ type QueueStat struct {
 	Redelivered     uint64
 	DeadLettered    uint64
 	StaleAckRefused uint64 // acks, extends and nacks refused for a stale receipt
+	Lost            uint64 // messages whose records were in damaged (quarantined) batches
 }
 
 // GroupStat is one consumer group's lag on one partition.
@@ -60,6 +61,8 @@ type SourceFuncs struct {
 	Queues func() []QueueStat
 	Groups func() []GroupStat
 	Topics func() []TopicStat
+	// Storage, if set, reports the storage as a whole (StorageSource).
+	Storage func() StorageStat
 }
 
 func (f SourceFuncs) QueueStats() []QueueStat { return call(f.Queues) }
@@ -89,6 +92,7 @@ var (
 	queueRedeliv    = desc("queue_redelivered_total", "Deliveries of a message that had been delivered before.", "queue")
 	queueDead       = desc("queue_dead_lettered_total", "Messages moved to the dead-letter queue after max receives.", "queue")
 	queueStale      = desc("queue_stale_ack_refused_total", "Acks, extends and nacks refused because the receipt was stale.", "queue")
+	queueLost       = desc("queue_lost_total", "Messages lost because their records were in a damaged batch of the log (sluice admin corruption lists it).", "queue")
 	groupLagMsgs    = desc("group_lag_messages", "Records between a group's committed offset and the high watermark.", "group", "topic", "partition")
 	groupLagSeconds = desc("group_lag_seconds", "Age of the oldest record a group has not consumed.", "group", "topic", "partition")
 	topicHeadroom   = desc("topic_retention_headroom_seconds", "Time until retention deletes a record the slowest reader has not consumed; negative means loss.", "topic")
@@ -109,7 +113,8 @@ func (m *Metrics) RegisterSource(src Source) error { return m.reg.Register(NewCo
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		queueMessages, queueOldestAge, queueDLQDepth, queueSent, queueReceived, queueAcked,
-		queueRedeliv, queueDead, queueStale, groupLagMsgs, groupLagSeconds, topicHeadroom,
+		queueRedeliv, queueDead, queueStale, queueLost, groupLagMsgs, groupLagSeconds, topicHeadroom,
+		storageOpenFiles, storageMaxFiles, storageEvictions, storageCorrupt, storageFailing,
 	} {
 		ch <- d
 	}
@@ -127,6 +132,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, t := range c.src.TopicStats() {
 		ch <- prometheus.MustNewConstMetric(topicHeadroom, prometheus.GaugeValue, t.RetentionHeadroom.Seconds(), t.Topic)
+	}
+	if ss, ok := c.src.(StorageSource); ok {
+		if st, ok := ss.StorageStats(); ok {
+			collectStorage(ch, st)
+		}
 	}
 }
 
@@ -148,4 +158,5 @@ func collectQueue(ch chan<- prometheus.Metric, q QueueStat) {
 	counter(queueRedeliv, q.Redelivered)
 	counter(queueDead, q.DeadLettered)
 	counter(queueStale, q.StaleAckRefused)
+	counter(queueLost, q.Lost)
 }

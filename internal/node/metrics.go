@@ -8,7 +8,13 @@ import (
 // metricsSource adapts the broker's stats to what /metrics reads at
 // scrape time.
 func metricsSource(b *broker.Broker) metrics.Source {
-	return metrics.SourceFuncs{Queues: queueStats(b), Groups: groupStats(b), Topics: topicStats(b)}
+	return metrics.SourceFuncs{Queues: queueStats(b), Groups: groupStats(b), Topics: topicStats(b),
+		Storage: func() metrics.StorageStat {
+			st := b.StorageStats()
+			return metrics.StorageStat{OpenFiles: st.OpenFiles, MaxOpenFiles: st.MaxOpenFiles,
+				FileEvictions: uint64(st.FileEvictions), CorruptBatches: uint64(st.CorruptBatches),
+				WriteFailing: st.WriteFailure != nil}
+		}}
 }
 
 func groupStats(b *broker.Broker) func() []metrics.GroupStat {
@@ -55,7 +61,7 @@ func queueStats(b *broker.Broker) func() []metrics.QueueStat {
 				Queue: name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
 				OldestAge: st.OldestAge, DLQDepth: st.DLQDepth, Sent: st.Sent, Received: st.Received,
 				Acked: st.Acked, Redelivered: st.Redelivered, DeadLettered: st.DeadLettered,
-				StaleAckRefused: st.StaleRefused,
+				StaleAckRefused: st.StaleRefused, Lost: st.Lost,
 			}
 		}
 		return out

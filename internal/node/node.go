@@ -64,6 +64,7 @@ func Setup(opts Options) server.Setup {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		mountAPI(s, b)
+		mountAdmin(s, b)
 		if err := mountKafka(s, b); err != nil {
 			return err
 		}

@@ -1,0 +1,45 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// StorageStat is the broker's storage as a whole at scrape time.
+type StorageStat struct {
+	OpenFiles, MaxOpenFiles int    // descriptors the logs hold, and their bound
+	FileEvictions           uint64 // files closed to make room
+	CorruptBatches          uint64 // damaged batches quarantined since the start
+	WriteFailing            bool   // the disk is full or failing (/readyz says why)
+}
+
+// StorageSource is a Source that also reports storage; SourceFuncs is one
+// when its Storage func is set.
+type StorageSource interface {
+	StorageStats() (StorageStat, bool)
+}
+
+// StorageStats reports f.Storage's answer; ok is false without one.
+func (f SourceFuncs) StorageStats() (StorageStat, bool) {
+	if f.Storage == nil {
+		return StorageStat{}, false
+	}
+	return f.Storage(), true
+}
+
+var (
+	storageOpenFiles = desc("storage_open_files", "File descriptors the logs hold open now (segment and index files, through one cache).")
+	storageMaxFiles  = desc("storage_open_files_limit", "The bound on storage_open_files.")
+	storageEvictions = desc("storage_file_evictions_total", "Files closed to make room in the descriptor cache.")
+	storageCorrupt   = desc("storage_corrupt_batches_total", "Damaged batches found (checksum, length, framing) and quarantined: their offsets are skipped by every reader.")
+	storageFailing   = desc("storage_write_failing", "1 while the disk is full or answers I/O errors (sends are refused while full), else 0.")
+)
+
+func collectStorage(ch chan<- prometheus.Metric, s StorageStat) {
+	failing := 0.0
+	if s.WriteFailing {
+		failing = 1
+	}
+	ch <- prometheus.MustNewConstMetric(storageOpenFiles, prometheus.GaugeValue, float64(s.OpenFiles))
+	ch <- prometheus.MustNewConstMetric(storageMaxFiles, prometheus.GaugeValue, float64(s.MaxOpenFiles))
+	ch <- prometheus.MustNewConstMetric(storageEvictions, prometheus.CounterValue, float64(s.FileEvictions))
+	ch <- prometheus.MustNewConstMetric(storageCorrupt, prometheus.CounterValue, float64(s.CorruptBatches))
+	ch <- prometheus.MustNewConstMetric(storageFailing, prometheus.GaugeValue, failing)
+}

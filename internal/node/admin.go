@@ -1,0 +1,53 @@
+package node
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/server"
+)
+
+// CorruptionPath is where the HTTP listener reports what storage found
+// damaged (`sluice admin corruption` reads it).
+const CorruptionPath = "/v1/admin/corruption"
+
+// CorruptionReport is CorruptionPath's JSON answer.
+type CorruptionReport struct {
+	// CorruptBatchesTotal counts the damaged batches found since the start
+	// (sluice_storage_corrupt_batches_total); Batches lists every one still
+	// recorded, from this run or earlier ones.
+	CorruptBatchesTotal int64           `json:"corrupt_batches_total"`
+	Batches             []CorruptRecord `json:"batches"`
+	// Unavailable lists the queues that could not be opened at start.
+	Unavailable []string `json:"unavailable_queues"`
+}
+
+// CorruptRecord is one quarantined range of a log.
+type CorruptRecord struct {
+	Owner       string    `json:"owner"`
+	Segment     string    `json:"segment"`
+	Position    int64     `json:"position"`
+	Length      int64     `json:"length"`
+	FirstOffset int64     `json:"first_offset"`
+	LastOffset  int64     `json:"last_offset"`
+	Found       time.Time `json:"found"`
+	Reason      string    `json:"reason"`
+}
+
+// mountAdmin serves the operator's reports on the HTTP listener. They name
+// server paths, so they belong with /metrics, not in a protocol's answers.
+func mountAdmin(s *server.Server, b *broker.Broker) {
+	s.RegisterHTTP("GET "+CorruptionPath, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		rep := CorruptionReport{CorruptBatchesTotal: b.StorageStats().CorruptBatches,
+			Batches: []CorruptRecord{}, Unavailable: b.UnavailableQueues()}
+		for _, c := range b.Corruption() {
+			rep.Batches = append(rep.Batches, CorruptRecord(c))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	}))
+}
