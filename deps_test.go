@@ -69,10 +69,11 @@ func TestDependencyDirection(t *testing.T) {
 	frontEnds := []string{mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs"}
 	above := append(slices.Clone(frontEnds), mod+"internal/server", mod+"internal/node")
 	forbidden := map[string][]string{
-		"internal/vfs":     {mod + "internal/", "net/http"},
-		"internal/linger":  {mod + "internal/", "net/http"},
-		"internal/storage": append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
-		"internal/journal": append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
+		"internal/vfs":      {mod + "internal/", "net/http"},
+		"internal/linger":   {mod + "internal/", "net/http"},
+		"internal/storage":  append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
+		"internal/journal":  append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
+		"internal/producer": append([]string{mod + "internal/queue", mod + "internal/group", mod + "internal/broker", "net/http"}, above...),
 		// The disk guard sees only the file system, never what is stored.
 		"internal/diskguard": {mod + "internal/storage", mod + "internal/journal", mod + "internal/queue", mod + "internal/group",
 			mod + "internal/broker", "net/http", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", mod + "internal/node"},

@@ -1,6 +1,10 @@
 package broker
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluice-mq/sluice/internal/producer"
+)
 
 // Errors of the streams half of the broker (topics, produce, fetch,
 // idempotent producers, groups, subscriptions). Front-ends map them with
@@ -22,19 +26,14 @@ var (
 	// produced; sluice has no transactions yet (UNSUPPORTED_FOR_MESSAGE_FORMAT
 	// or TRANSACTIONAL_ID_AUTHORIZATION_FAILED as the front-end sees fit).
 	ErrTransactionsUnsupported = errors.New("transactional batches are not supported")
-	// ErrOutOfOrderSequence: an idempotent batch's base sequence is not the
-	// one after the producer's last batch in this partition
-	// (OUT_OF_ORDER_SEQUENCE_NUMBER). Nothing was stored.
-	ErrOutOfOrderSequence = errors.New("out of order producer sequence number")
-	// ErrProducerFenced: an idempotent batch carries an epoch older than the
-	// producer id's current one: a zombie (PRODUCER_FENCED, or
-	// INVALID_PRODUCER_EPOCH for old clients).
-	ErrProducerFenced = errors.New("producer epoch is fenced by a newer one")
-	// ErrInvalidProducerEpoch is ErrProducerFenced under Kafka's older name.
-	ErrInvalidProducerEpoch = ErrProducerFenced
-	// ErrUnknownProducerID: a batch names a producer id this broker never
-	// allocated (UNKNOWN_PRODUCER_ID).
-	ErrUnknownProducerID = errors.New("unknown producer id")
+	// Idempotent producers' errors (package producer): a sequence gap
+	// (OUT_OF_ORDER_SEQUENCE_NUMBER), a fenced epoch (PRODUCER_FENCED, or
+	// INVALID_PRODUCER_EPOCH for old clients), an id never allocated
+	// (UNKNOWN_PRODUCER_ID).
+	ErrOutOfOrderSequence   = producer.ErrOutOfOrderSequence
+	ErrProducerFenced       = producer.ErrFenced
+	ErrInvalidProducerEpoch = producer.ErrFenced // Kafka's older name
+	ErrUnknownProducerID    = producer.ErrUnknownID
 	// ErrSubscriptionNotFound: no such subscription on the topic.
 	ErrSubscriptionNotFound = errors.New("subscription does not exist")
 	// ErrSubscriptionExists: a subscription of that name already exists.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/partitioner"
+	"github.com/sluice-mq/sluice/internal/producer"
 	"github.com/sluice-mq/sluice/internal/storage"
 )
 
@@ -320,23 +321,23 @@ func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches stor
 func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raws storage.Checked, hs []batch.Header, bases []int64, dups []bool) (int, error) {
 	h := hs[0]
 	if h.ProducerID >= 0 {
-		if err := b.streams.pids.check(h.ProducerID, h.ProducerEpoch); err != nil {
+		if err := b.streams.pids.Check(h.ProducerID, h.ProducerEpoch); err != nil {
 			return 0, err
 		}
 	}
-	p.prod.mu.Lock()
-	defer p.prod.mu.Unlock()
+	p.prod.Lock()
+	defer p.prod.Unlock()
 	n := 1
 	if h.ProducerID >= 0 {
-		dup, err := p.prod.checkLocked(h)
+		dup, err := p.prod.CheckLocked(h)
 		if err != nil {
 			return 0, err
 		}
 		if dup != nil {
-			bases[0], dups[0] = dup.base, true
+			bases[0], dups[0] = dup.Base, true
 			return 1, nil
 		}
-		for n < raws.Len() && continues(hs[n-1], hs[n]) && !p.prod.storedLocked(hs[n]) {
+		for n < raws.Len() && producer.Continues(hs[n-1], hs[n]) && !p.prod.StoredLocked(hs[n]) {
 			n++
 		}
 	}
@@ -346,32 +347,9 @@ func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raws stor
 	}
 	for i := range n {
 		if hs[i].ProducerID >= 0 {
-			p.prod.recordLocked(hs[i], offs[i])
+			p.prod.RecordLocked(hs[i], offs[i])
 		}
 		bases[i] = offs[i]
 	}
 	return n, nil
-}
-
-// continues reports whether batch b is the one an idempotent producer sends
-// right after a: same producer and epoch, the next sequence.
-func continues(a, b batch.Header) bool {
-	return a.ProducerID >= 0 && b.ProducerID == a.ProducerID && b.ProducerEpoch == a.ProducerEpoch &&
-		b.BaseSequence == nextSeq(lastSeq(a))
-}
-
-// storedLocked reports whether a batch with h's producer, epoch and
-// sequence range is among the producer's recent batches (a retry).
-// Called with mu held.
-func (ps *producerState) storedLocked(h batch.Header) bool {
-	e := ps.m[h.ProducerID]
-	if e == nil || e.epoch != h.ProducerEpoch {
-		return false
-	}
-	for _, r := range e.recent {
-		if r.first == h.BaseSequence && r.last == lastSeq(h) {
-			return true
-		}
-	}
-	return false
 }

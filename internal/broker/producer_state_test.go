@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/producer"
 )
 
 func (e *env) produceRaw(topic string, p int32, raw []byte) (ProduceBatchesResult, error) {
@@ -133,7 +134,7 @@ func TestProducerStateSnapshot(t *testing.T) {
 	if _, err := e.produceRaw("busy", 0, idem); err != nil {
 		t.Fatal(err)
 	}
-	bulk := make([]ProduceRecord, producerScanOffsets+100)
+	bulk := make([]ProduceRecord, producer.ScanOffsets+100)
 	for i := range bulk {
 		bulk[i] = ProduceRecord{Value: []byte("x")}
 	}

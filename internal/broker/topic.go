@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sluice-mq/sluice/internal/producer"
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -24,7 +25,7 @@ import (
 //	groups/snapshot                        all offsets as of a journal offset
 type streams struct {
 	b      *Broker
-	pids   *producerIDs
+	pids   *producer.IDs
 	groups *groupRT
 
 	// admin serialises topic and subscription creation, deletion and
@@ -64,7 +65,7 @@ type partitionRT struct {
 	index int32
 	dir   string
 	log   *storage.Log
-	prod  producerState
+	prod  producer.State
 }
 
 func topicDir(root string, s TopicSettings) string {
@@ -79,7 +80,7 @@ func openStreams(b *Broker, data catalogData) (*streams, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	var err error
-	if s.pids, err = openProducerIDs(b.opts.FS, b.opts.Dir); err != nil {
+	if s.pids, err = producer.OpenIDs(b.opts.FS, b.opts.Dir); err != nil {
 		return nil, err
 	}
 	for _, ts := range data.Topics {
@@ -136,7 +137,7 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 		return nil, err
 	}
 	p := &partitionRT{owner: t, topic: t.name, index: i, dir: dir, log: log}
-	p.prod.rebuild(log, o.FS, dir, t.s.b.log.With("topic", t.name, "partition", i))
+	p.prod.Rebuild(log, o.FS, dir, t.s.b.log.With("topic", t.name, "partition", i))
 	return p, nil
 }
 
@@ -149,7 +150,7 @@ func (t *topicRT) close() error {
 	}
 	for _, p := range t.parts {
 		// Before the log closes: its high watermark is final.
-		if err := p.prod.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, true); err != nil {
+		if err := p.prod.MaybeSnapshot(p.log, t.s.b.opts.FS, p.dir, true); err != nil {
 			t.s.b.log.Warn("producer snapshot failed", "topic", t.name, "partition", p.index, "err", err)
 		}
 		errs = append(errs, p.log.Close())

@@ -109,8 +109,8 @@ func (t *topicRT) maintain() error {
 		if _, err := p.log.DeleteBelow(cut); err != nil && firstErr == nil {
 			firstErr = err
 		}
-		p.prod.expire(p.log.LogStartOffset())
-		if err := p.prod.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, false); err != nil && firstErr == nil {
+		p.prod.Expire(p.log.LogStartOffset())
+		if err := p.prod.MaybeSnapshot(p.log, t.s.b.opts.FS, p.dir, false); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}

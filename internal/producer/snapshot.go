@@ -1,4 +1,4 @@
-package broker
+package producer
 
 import (
 	"encoding/binary"
@@ -19,7 +19,7 @@ import (
 // every producerSnapshotEvery offsets (from Maintain), plus a scan of the
 // batch headers after it at open. The scan after a snapshot is complete, so
 // retries are recognised however fast the partition grows; without a usable
-// snapshot only the last producerScanOffsets offsets are scanned.
+// snapshot only the last ScanOffsets offsets are scanned.
 //
 // File producers.snapshot: offset covered (8 bytes), CRC-32C of the rest (4
 // bytes), varint producer count, then per producer: varint id, varint
@@ -33,12 +33,12 @@ const (
 	producerMaxScan = 1 << 20
 )
 
-// rebuild restores the snapshot and scans the log after it.
-func (ps *producerState) rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
+// Rebuild restores the snapshot and scans the log after it.
+func (ps *State) Rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	start, hw := log.LogStartOffset(), log.HighWatermark()
-	from := max(start, hw-producerScanOffsets)
+	from := max(start, hw-ScanOffsets)
 	if at, err := ps.loadSnapshotLocked(fsys, dir, hw); err == nil {
 		from = max(at, start, hw-producerMaxScan)
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -51,7 +51,7 @@ func (ps *producerState) rebuild(log *storage.Log, fsys vfs.FS, dir string, logg
 
 // loadSnapshotLocked reads the snapshot; it is unusable if it covers more
 // than the log holds (the log lost an unsynced tail in a crash).
-func (ps *producerState) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, error) {
+func (ps *State) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, error) {
 	data, err := vfs.ReadFile(fsys, filepath.Join(dir, producerSnapshotFile))
 	if err != nil {
 		return 0, err
@@ -64,11 +64,11 @@ func (ps *producerState) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (
 		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
 	}
 	d := snapDecoder{b: body}
-	m := map[int64]*producerEntry{}
+	m := map[int64]*entry{}
 	for n := d.varint(); n > 0 && d.err == nil; n-- {
-		id, e := d.varint(), &producerEntry{epoch: int16(d.varint())}
+		id, e := d.varint(), &entry{epoch: int16(d.varint())}
 		for k := d.varint(); k > 0 && d.err == nil; k-- {
-			e.recent = append(e.recent, seqRange{first: int32(d.varint()), last: int32(d.varint()), base: d.varint()})
+			e.recent = append(e.recent, Range{First: int32(d.varint()), Last: int32(d.varint()), Base: d.varint()})
 		}
 		m[id] = e
 	}
@@ -101,7 +101,7 @@ func (d *snapDecoder) varint() int64 {
 // scanLocked records the idempotent batches from offset from to the end.
 // Best effort: damage stops the scan (fetches report it) rather than
 // keeping the partition from opening.
-func (ps *producerState) scanLocked(log *storage.Log, from int64, logger *slog.Logger) {
+func (ps *State) scanLocked(log *storage.Log, from int64, logger *slog.Logger) {
 	for pos := from; pos < log.HighWatermark(); {
 		data, err := log.Read(pos, 1<<20)
 		if err != nil {
@@ -117,7 +117,7 @@ func (ps *producerState) scanLocked(log *storage.Log, from int64, logger *slog.L
 				return // Read returns only validated batches
 			}
 			if h.ProducerID >= 0 && !h.Control() && h.NextOffset() > from {
-				ps.recordLocked(h, h.BaseOffset)
+				ps.RecordLocked(h, h.BaseOffset)
 			}
 			data = data[h.Size():]
 			pos = h.NextOffset()
@@ -125,10 +125,10 @@ func (ps *producerState) scanLocked(log *storage.Log, from int64, logger *slog.L
 	}
 }
 
-// maybeSnapshot writes a snapshot when batches were recorded and the log
+// MaybeSnapshot writes a snapshot when batches were recorded and the log
 // grew producerSnapshotEvery offsets since the last one, or always when
 // force is set (at close) and anything changed.
-func (ps *producerState) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string, force bool) error {
+func (ps *State) MaybeSnapshot(log *storage.Log, fsys vfs.FS, dir string, force bool) error {
 	ps.mu.Lock()
 	// No idempotent append is in flight while mu is held, so every
 	// idempotent batch below hw is recorded.
@@ -143,9 +143,9 @@ func (ps *producerState) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string
 		body = binary.AppendVarint(body, int64(e.epoch))
 		body = binary.AppendVarint(body, int64(len(e.recent)))
 		for _, r := range e.recent {
-			body = binary.AppendVarint(body, int64(r.first))
-			body = binary.AppendVarint(body, int64(r.last))
-			body = binary.AppendVarint(body, r.base)
+			body = binary.AppendVarint(body, int64(r.First))
+			body = binary.AppendVarint(body, int64(r.Last))
+			body = binary.AppendVarint(body, r.Base)
 		}
 	}
 	changed := ps.changed
@@ -160,13 +160,13 @@ func (ps *producerState) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string
 	return nil
 }
 
-// expire forgets producers whose every kept batch is below the log start:
+// Expire forgets producers whose every kept batch is below the log start:
 // retention removed them, and Kafka forgets them too.
-func (ps *producerState) expire(logStart int64) {
+func (ps *State) Expire(logStart int64) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for id, e := range ps.m {
-		if len(e.recent) == 0 || e.recent[len(e.recent)-1].base < logStart {
+		if len(e.recent) == 0 || e.recent[len(e.recent)-1].Base < logStart {
 			delete(ps.m, id)
 		}
 	}

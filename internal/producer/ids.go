@@ -1,0 +1,144 @@
+package producer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"sync"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// ID is an idempotent producer's identity: Kafka's producer id and
+// epoch. Batches carry both, with a per-partition sequence number.
+type ID struct {
+	ID    int64
+	Epoch int16
+}
+
+// IDs allocates producer ids durably, in producers.json:
+//
+//	{"reserved": N, "named": {"<name>": {"ID": id, "Epoch": e}}}
+//
+// Unnamed ids are handed out from a block reserved on disk ahead of use, so
+// most Init calls write nothing; after a crash the rest of the
+// block is skipped, never reused. A named producer (Kafka's transactional
+// id, the native API's producer_name) keeps its id and gets the next epoch
+// on each init, which fences the previous instance.
+type IDs struct {
+	fs  vfs.FS
+	dir string
+
+	mu       sync.Mutex // guards next, reserved, named and epochs, and serialises file writes
+	next     int64
+	reserved int64
+	named    map[string]ID
+	epochs   map[int64]int16 // current epoch of each named producer's id
+}
+
+const (
+	producersFile  = "producers.json"
+	pidReserveStep = 1000
+)
+
+type producersDisk struct {
+	Reserved int64         `json:"reserved"`
+	Named    map[string]ID `json:"named"`
+}
+
+// OpenIDs reads dir's producers.json (none yet: no id handed out).
+func OpenIDs(fsys vfs.FS, dir string) (*IDs, error) {
+	p := &IDs{fs: fsys, dir: dir, named: map[string]ID{}, epochs: map[int64]int16{}}
+	buf, err := vfs.ReadFile(fsys, filepath.Join(dir, producersFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return p, nil
+	case err != nil:
+		return nil, fmt.Errorf("producer ids: %w", err)
+	}
+	var d producersDisk
+	if err := json.Unmarshal(buf, &d); err != nil {
+		return nil, fmt.Errorf("producer ids: %s is corrupt: %w", producersFile, err)
+	}
+	p.next, p.reserved = d.Reserved, d.Reserved
+	if d.Named != nil {
+		p.named = d.Named
+	}
+	for _, pid := range p.named {
+		p.epochs[pid.ID] = pid.Epoch
+	}
+	return p, nil
+}
+
+// persistLocked writes the file. Called with mu held.
+func (p *IDs) persistLocked(reserved int64, named map[string]ID) error {
+	buf, err := json.Marshal(producersDisk{Reserved: reserved, Named: named})
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileAtomic(p.fs, p.dir, producersFile, buf)
+}
+
+// allocLocked returns a fresh id, reserving a block on disk when needed.
+func (p *IDs) allocLocked() (int64, error) {
+	if p.next >= p.reserved {
+		if err := p.persistLocked(p.next+pidReserveStep, p.named); err != nil {
+			return 0, err
+		}
+		p.reserved = p.next + pidReserveStep
+	}
+	id := p.next
+	p.next++
+	return id, nil
+}
+
+// Init allocates an id for an idempotent producer. name "" gets a fresh
+// id with epoch 0. A name (Kafka's transactional id) keeps its id across
+// calls and bumps its epoch, so batches of the previous instance are
+// refused with ErrFenced. Durable before it returns.
+func (p *IDs) Init(name string) (ID, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if name == "" {
+		id, err := p.allocLocked()
+		return ID{ID: id}, err
+	}
+	cur, ok := p.named[name]
+	next := ID{ID: cur.ID, Epoch: cur.Epoch + 1}
+	if !ok || cur.Epoch == math.MaxInt16 {
+		id, err := p.allocLocked()
+		if err != nil {
+			return ID{}, err
+		}
+		next = ID{ID: id}
+	}
+	named := make(map[string]ID, len(p.named)+1)
+	for k, v := range p.named {
+		named[k] = v
+	}
+	named[name] = next
+	if err := p.persistLocked(p.reserved, named); err != nil {
+		return ID{}, err
+	}
+	p.named = named
+	p.epochs[next.ID] = next.Epoch
+	return next, nil
+}
+
+// Check refuses a batch from an id never allocated, or from an epoch older
+// than a named producer's current one (a zombie whose successor has not yet
+// written to this partition).
+func (p *IDs) Check(id int64, epoch int16) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id < 0 || id >= p.reserved {
+		return fmt.Errorf("%w: %d", ErrUnknownID, id)
+	}
+	if cur, ok := p.epochs[id]; ok && epoch < cur {
+		return fmt.Errorf("%w: producer %d epoch %d, current %d", ErrFenced, id, epoch, cur)
+	}
+	return nil
+}
