@@ -134,7 +134,7 @@ var fileKinds = []struct {
 	{"topic segment", func(r string) bool { return strings.HasPrefix(r, "topics/") && strings.HasSuffix(r, ".log") }},
 	{"index", func(r string) bool { return strings.HasSuffix(r, ".index") || strings.HasSuffix(r, ".timeindex") }},
 	{"journal", func(r string) bool { return strings.Contains(r, "-q/journal/") && strings.HasSuffix(r, ".log") }},
-	{"catalog", func(r string) bool { return r == "catalog.json" }},
+	{"settings", func(r string) bool { return strings.HasSuffix(r, "settings.json") || r == "ids.json" }},
 	{"producer state", func(r string) bool { return strings.HasSuffix(r, "producers.snapshot") }},
 	{"redrive task", func(r string) bool { return strings.HasPrefix(r, "redrives/") && strings.HasSuffix(r, ".json") }},
 	{"quarantine list", func(r string) bool { return strings.HasSuffix(r, "quarantine.json") }},

@@ -11,9 +11,9 @@
 // On disk, under Options.Dir:
 //
 //	LOCK                         flock held while a broker has the directory open (vfs.LockDir)
-//	catalog.json                 queues and topics with their settings (crash-atomic rewrite, checksummed)
-//	catalog.bak.json             the same, a second copy, used if the first is damaged (catalog.go)
+//	ids.json                     the next id for a queue, topic or subscription directory (catalog.go)
 //	headroom                     space kept for acks and deletes on a full disk (package diskguard)
+//	queues/<id>-<name>/settings.json  its settings, checksummed, and a copy beside it (catalog.go)
 //	queues/<id>-<name>/log/      the messages: a storage log of Kafka batches
 //	queues/<id>-<name>/journal/  cursor events (receives, acks, nacks, …): a storage log
 //	queues/<id>-<name>/snapshot  cursor snapshot and the journal offset it covers
@@ -90,7 +90,7 @@ type Broker struct {
 	queues map[string]*queueRT
 	// unavailable are the queues that failed to open at start, with why:
 	// listed, refused with ErrQueueUnavailable, removable by DeleteQueue.
-	unavailable map[string]error
+	unavailable map[string]unavailableQueue
 	closing     bool // Close has begun (redrives stopping); queues still answer
 	closed      bool
 
@@ -156,13 +156,16 @@ func Open(opts Options) (_ *Broker, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: headroom: %w", err)
 	}
-	cat, err := openCatalog(opts.FS, opts.Dir, opts.Logger)
+	cat, data, err := openCatalog(opts.FS, opts.Dir, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, unavailable: map[string]error{},
+	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, unavailable: data.Unavailable,
 		lock: lock, disk: disk}
-	data := cat.snapshot()
+	for name, u := range data.Unavailable {
+		b.log.Error("queue unavailable: its settings are damaged in both copies; every other queue is served, and DeleteQueue removes it",
+			"queue", name, "err", u.err)
+	}
 	for _, s := range data.Queues {
 		q, err := openQueue(b, s)
 		if err != nil {
@@ -170,7 +173,7 @@ func Open(opts Options) (_ *Broker, err error) {
 			// being served.
 			b.log.Error("queue unavailable: it could not be opened; every other queue is served, and DeleteQueue removes it",
 				"queue", s.Name, "err", err)
-			b.unavailable[s.Name] = err
+			b.unavailable[s.Name] = unavailableQueue{queueDir(opts.Dir, s), err}
 			continue
 		}
 		b.queues[s.Name] = q

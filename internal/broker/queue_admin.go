@@ -42,32 +42,28 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 	}
 	now := b.now()
 	s.CreatedAt, s.ModifiedAt = now, now
-	var q *queueRT
-	var dir string
-	err := b.cat.update(func(d *catalogData) error {
-		s.ID = d.NextID
-		d.NextID++
-		dir = queueDir(b.opts.Dir, s)
-		var err error
-		if q, err = openQueue(b, s); err != nil {
-			return err
-		}
-		d.Queues[s.Name] = s
-		return nil
-	})
+	id, err := b.cat.allocID()
 	if err != nil {
-		if q != nil {
+		return QueueSettings{}, b.disk.Note(err)
+	}
+	s.ID = id
+	dir := queueDir(b.opts.Dir, s)
+	q, err := openQueue(b, s)
+	if err == nil {
+		if err = b.cat.put(dir, s); err != nil {
 			q.close()
 		}
+	}
+	if err != nil {
 		return QueueSettings{}, b.createFailed(dir, err)
 	}
 	b.queues[s.Name] = q
 	return s.clone(), nil
 }
 
-// createFailed cleans up after a create that failed: the catalog does not
-// name dir (its update is what failed, or never ran), so nothing of it may
-// stay behind. It returns err, as the disk guard sees it.
+// createFailed cleans up after a create that failed: dir has no settings
+// yet (writing them is the create's last step), so nothing of it may stay
+// behind. It returns err, as the disk guard sees it.
 func (b *Broker) createFailed(dir string, err error) error {
 	if dir != "" {
 		if rerr := vfs.RemoveAll(b.opts.FS, dir); rerr != nil {
@@ -141,12 +137,8 @@ func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSetting
 		return QueueSettings{}, err
 	}
 	next.ModifiedAt = b.now()
-	err := b.cat.update(func(d *catalogData) error {
-		d.Queues[name] = next
-		return nil
-	})
-	if err != nil {
-		return QueueSettings{}, err
+	if err := b.cat.put(q.dir, next); err != nil {
+		return QueueSettings{}, b.disk.Note(err)
 	}
 	if err := q.reconfigureLocked(next); err != nil {
 		return QueueSettings{}, err
@@ -176,11 +168,7 @@ func (b *Broker) DeleteQueue(name string) error {
 	if unavailable {
 		return b.deleteUnavailableLocked(name)
 	}
-	err := b.cat.update(func(d *catalogData) error {
-		delete(d.Queues, name)
-		return nil
-	})
-	if err != nil {
+	if err := b.cat.drop(q.dir); err != nil {
 		return err
 	}
 	delete(b.queues, name)
@@ -197,16 +185,13 @@ func (b *Broker) DeleteQueue(name string) error {
 // deleteUnavailableLocked deletes a queue that could not be opened: its
 // catalog entry and its directory. Called with b.mu held.
 func (b *Broker) deleteUnavailableLocked(name string) error {
-	s := b.cat.snapshot().Queues[name]
-	if err := b.cat.update(func(d *catalogData) error {
-		delete(d.Queues, name)
-		return nil
-	}); err != nil {
+	u := b.unavailable[name]
+	if err := b.cat.drop(u.dir); err != nil {
 		return err
 	}
 	delete(b.unavailable, name)
 	b.log.Warn("unavailable queue deleted", "queue", name)
-	return vfs.RemoveAll(b.opts.FS, queueDir(b.opts.Dir, s))
+	return vfs.RemoveAll(b.opts.FS, u.dir)
 }
 
 // PurgeQueue finishes every message sent before now: buffered, delayed and

@@ -119,23 +119,17 @@ func (b *Broker) CreateSubscription(s SubscriptionSettings) (SubscriptionSetting
 		return SubscriptionSettings{}, err
 	}
 	s.CreatedAt = b.now()
-	var sub *subRT
-	var dir string
-	err = b.cat.update(func(d *catalogData) error {
-		s.ID = d.NextID
-		d.NextID++
-		dir = subDir(t, s)
-		var err error
-		if sub, err = openSub(t, s, true); err != nil {
-			return err
-		}
-		d.Subscriptions[subKey(s.Topic, s.Name)] = s
-		return nil
-	})
-	if err != nil {
-		if sub != nil {
+	if s.ID, err = b.cat.allocID(); err != nil {
+		return SubscriptionSettings{}, b.disk.Note(err)
+	}
+	dir := subDir(t, s)
+	sub, err := openSub(t, s, true)
+	if err == nil {
+		if err = b.cat.put(dir, s); err != nil {
 			sub.close()
 		}
+	}
+	if err != nil {
 		return SubscriptionSettings{}, b.createFailed(dir, err)
 	}
 	t.mu.Lock()
@@ -154,11 +148,7 @@ func (b *Broker) DeleteSubscription(topic, name string) error {
 	if err != nil {
 		return err
 	}
-	err = b.cat.update(func(d *catalogData) error {
-		delete(d.Subscriptions, subKey(topic, name))
-		return nil
-	})
-	if err != nil {
+	if err := b.cat.drop(sub.dir); err != nil {
 		return err
 	}
 	t.mu.Lock()

@@ -85,23 +85,19 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 		return TopicSettings{}, err
 	}
 	s.CreatedAt = b.now()
-	var t *topicRT
-	var dir string
-	err := b.cat.update(func(d *catalogData) error {
-		s.ID = d.NextID
-		d.NextID++
-		dir = topicDir(b.opts.Dir, s)
-		var err error
-		if t, err = openTopic(st, s); err != nil {
-			return err
-		}
-		d.Topics[s.Name] = s
-		return nil
-	})
+	id, err := b.cat.allocID()
 	if err != nil {
-		if t != nil {
+		return TopicSettings{}, b.disk.Note(err)
+	}
+	s.ID = id
+	dir := topicDir(b.opts.Dir, s)
+	t, err := openTopic(st, s)
+	if err == nil {
+		if err = b.cat.put(dir, s); err != nil {
 			t.close()
 		}
+	}
+	if err != nil {
 		return TopicSettings{}, b.createFailed(dir, err)
 	}
 	st.mu.Lock()
@@ -122,16 +118,9 @@ func (b *Broker) DeleteTopic(name string) error {
 	if err != nil {
 		return err
 	}
-	err = b.cat.update(func(d *catalogData) error {
-		delete(d.Topics, name)
-		for k := range d.Subscriptions {
-			if strings.HasPrefix(k, name+"/") {
-				delete(d.Subscriptions, k)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	// Without its settings the whole directory (subscriptions included)
+	// is garbage: removed below, or at the next Open after a crash.
+	if err := b.cat.drop(t.dir); err != nil {
 		return err
 	}
 	st.mu.Lock()
@@ -251,11 +240,7 @@ func (b *Broker) AddPartitions(name string, total int32) (string, error) {
 		added = append(added, p)
 	}
 	s.Partitions = total
-	err = b.cat.update(func(d *catalogData) error {
-		d.Topics[name] = s
-		return nil
-	})
-	if err != nil {
+	if err := b.cat.put(t.dir, s); err != nil {
 		return undo(err)
 	}
 	t.mu.Lock()
