@@ -267,7 +267,7 @@ func readFramed(fsys vfs.FS, path string, v any) (found bool, err error) {
 		return false, err
 	}
 	var framed struct {
-		Checksum *uint32        `json:"checksum"`
+		Checksum *uint32         `json:"checksum"`
 		Value    json.RawMessage `json:"value"`
 	}
 	if err := json.Unmarshal(buf, &framed); err != nil || framed.Checksum == nil || framed.Value == nil {

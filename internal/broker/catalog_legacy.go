@@ -106,7 +106,7 @@ func readLegacyCatalog(fsys vfs.FS, path string) (d legacyCatalog, found bool, e
 		return d, false, err
 	}
 	var framed struct {
-		Checksum *uint32        `json:"checksum"`
+		Checksum *uint32         `json:"checksum"`
 		Catalog  json.RawMessage `json:"catalog"`
 	}
 	if err := json.Unmarshal(buf, &framed); err != nil {
