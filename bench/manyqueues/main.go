@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,12 +35,15 @@ func main() {
 	parent := flag.String("dir", os.TempDir(), "directory on the disk to use (a temporary folder is made inside)")
 	workers := flag.Int("workers", 16, "queues created, sent to and received from at once")
 	keep := flag.Bool("keep", false, "keep the data directory")
+	flag.StringVar(&memProfile, "memprofile", "", "write a heap profile to this file once everything is open again")
 	flag.Parse()
 	if err := run(*queues, *partitions, *parent, *workers, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "manyqueues:", err)
 		os.Exit(1)
 	}
 }
+
+var memProfile string
 
 func run(nq, np int, parent string, workers int, keep bool) error {
 	dir, err := os.MkdirTemp(parent, "manyqueues-")
@@ -98,6 +103,16 @@ func run(nq, np int, parent string, workers int, keep bool) error {
 		return err
 	}
 	fmt.Printf("%-42s %10s   RSS %s\n", "open again (the start)", time.Since(start).Round(time.Millisecond), rss())
+	if memProfile != "" {
+		f, err := os.Create(memProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			return err
+		}
+		f.Close()
+	}
 	var got atomic.Int64
 	if err := phase("receive from each queue", nq, workers, func(i int) error {
 		ds, err := b.Receive(ctx, "q"+strconv.Itoa(i), broker.ReceiveOptions{Max: 1})
@@ -179,8 +194,17 @@ func (p *fdPeak) watch() (stop func()) {
 	return func() { once.Do(func() { close(done) }) }
 }
 
+// rss is the resident memory once the garbage of what came before is
+// collected and given back to the OS (so it reads what is live, not what
+// a start allocated on the way), with the live Go heap beside it.
 func rss() string {
-	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return residentKiB() + fmt.Sprintf(", live heap %d MiB, goroutines %d", ms.HeapAlloc>>20, runtime.NumGoroutine())
+}
+
+func residentKiB() string {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return "?"
