@@ -84,6 +84,18 @@ var serveSettings = []serveSetting{
 		},
 	},
 	{
+		name:  "snapshot-every",
+		usage: "journal `events` between a queue's (or subscription's, or the groups') snapshots; fewer replay faster at start (0: 100000)",
+		get:   func(c *server.Config) string { return strconv.Itoa(c.SnapshotEvery) },
+		set: func(c *server.Config, v string) (err error) {
+			c.SnapshotEvery, err = strconv.Atoi(v)
+			if err == nil && c.SnapshotEvery < 0 {
+				err = fmt.Errorf("want 0 or more, got %d", c.SnapshotEvery)
+			}
+			return err
+		},
+	},
+	{
 		name:  "kafka-auto-create-topics",
 		usage: "`bool`: a Kafka client's metadata request creates the topics it names (Kafka's auto.create.topics.enable)",
 		get:   func(c *server.Config) string { return strconv.FormatBool(c.KafkaAutoCreateTopics) },

@@ -134,6 +134,7 @@ var fileKinds = []struct {
 	{"topic segment", func(r string) bool { return strings.HasPrefix(r, "topics/") && strings.HasSuffix(r, ".log") }},
 	{"index", func(r string) bool { return strings.HasSuffix(r, ".index") || strings.HasSuffix(r, ".timeindex") }},
 	{"journal", func(r string) bool { return strings.Contains(r, "-q/journal/") && strings.HasSuffix(r, ".log") }},
+	{"snapshot", func(r string) bool { return strings.HasSuffix(r, "/snapshot") || strings.HasSuffix(r, "/snapshot.1") }},
 	{"settings", func(r string) bool { return strings.HasSuffix(r, "settings.json") || r == "ids.json" }},
 	{"producer state", func(r string) bool { return strings.HasSuffix(r, "producers.snapshot") }},
 	{"redrive task", func(r string) bool { return strings.HasPrefix(r, "redrives/") && strings.HasSuffix(r, ".json") }},
@@ -144,8 +145,8 @@ var fileKinds = []struct {
 // stop: the server starts, every other kind of data is intact, and what the
 // flip cost is at most the batch or record it hit. Each round prints the
 // kind, the byte, and what was lost. Short form: 2 positions per kind;
-// SLUICE_CHAOS_LONG=1: 12. (Snapshots are flipped in internal/broker and
-// internal/journal's tests: the binary writes none for this little data.)
+// SLUICE_CHAOS_LONG=1: 12. The broker snapshots every 10 journal events
+// (--snapshot-every), so there are snapshots to flip.
 func TestFlippedByteCostsOnlyItsBatch(t *testing.T) {
 	rounds := 2
 	if long() {
@@ -155,7 +156,7 @@ func TestFlippedByteCostsOnlyItsBatch(t *testing.T) {
 		for round := range rounds {
 			t.Run(fmt.Sprintf("%s/%d", fk.kind, round), func(t *testing.T) {
 				dir := t.TempDir()
-				p := serve(t, 0, "--data-dir", dir, "--fsync", "always")
+				p := serve(t, 0, flipFlags(dir)...)
 				writeFlipData(t, p)
 				p.Stop()
 				if fk.kind == "quarantine list" {
@@ -163,7 +164,7 @@ func TestFlippedByteCostsOnlyItsBatch(t *testing.T) {
 					// queue batch, and let a restart find and record it
 					// (a queue reads the head of its log at open).
 					damageQueueBatch(t, dir)
-					p = serve(t, 0, "--data-dir", dir, "--fsync", "always")
+					p = serve(t, 0, flipFlags(dir)...)
 					p.Stop()
 				}
 				files := findData(t, dir, fk.match)
@@ -180,7 +181,7 @@ func TestFlippedByteCostsOnlyItsBatch(t *testing.T) {
 				if err := os.WriteFile(path, data, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				p = serve(t, 0, "--data-dir", dir, "--fsync", "always")
+				p = serve(t, 0, flipFlags(dir)...)
 				queue, topic := readFlipData(t, p.Addr("http"))
 				status, report := get(p.Addr("http"), "/v1/admin/corruption")
 				_, metrics := get(p.Addr("http"), "/metrics")
@@ -220,6 +221,10 @@ func damageQueueBatch(t *testing.T, dir string) {
 	if err := os.WriteFile(segs[0], data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func flipFlags(dir string) []string {
+	return []string{"--data-dir", dir, "--fsync", "always", "--snapshot-every", "10"}
 }
 
 // findData lists the files under dir that match, by their path relative to dir.

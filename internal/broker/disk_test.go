@@ -144,3 +144,37 @@ func TestUnopenableQueueIsIsolated(t *testing.T) {
 		t.Fatalf("after the delete and a restart: %v", got)
 	}
 }
+
+// A queue whose dead-letter copy failed holds in memory what the disk
+// does not (the message finished as dead-lettered): no snapshot may be
+// taken of that, by maintenance or at close, or the message would be gone
+// after a restart. It comes back, with its receive count.
+func TestNoSnapshotOfABrokenQueue(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	e := newEnv(t, efs) // a snapshot every 50 events; maintenance folds 5
+	e.createQueue(QueueSettings{Name: "dlq"})
+	e.createQueue(QueueSettings{Name: "q", DeadLetterQueue: "dlq", MaxReceives: 1})
+	for range 6 { // events enough for maintenance to snapshot
+		e.send("q", "x")
+		for _, d := range e.receive("q", 1) {
+			if err := e.b.Ack(context.Background(), "q", d.Receipt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.send("q", "m")
+	ds := e.receive("q", 1)
+	if err := e.b.Nack(context.Background(), "q", ds[0].Receipt, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Match: func(_ vfs.Op, p string) bool { return strings.Contains(p, "-dlq/log/") }})
+	if _, err := e.b.Receive(context.Background(), "q", ReceiveOptions{Max: 1}); err == nil {
+		t.Fatal("the dead-letter copy failed, yet the receive succeeded")
+	}
+	e.b.Maintain()
+	efs.ClearFaults()
+	e.restart()
+	if st, _ := e.b.QueueStats("q"); st.Depth() != 1 {
+		t.Fatalf("after a restart the queue holds %d, want m back", st.Depth())
+	}
+}

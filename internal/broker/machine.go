@@ -188,6 +188,11 @@ func (m *machine) recordLocked(enc [][]byte) <-chan error {
 	if len(enc) == 0 {
 		return nil
 	}
+	if m.broken != nil {
+		// Memory may hold what the disk does not (a dead-letter copy
+		// that failed): no snapshot may be taken of it until a reload.
+		return m.jr.Submit(enc)
+	}
 	return m.jr.Record(enc, m.hooks.snapshot)
 }
 
@@ -225,15 +230,22 @@ func (m *machine) notifyLocked() {
 	m.wake = make(chan struct{})
 }
 
-// maintainLocked folds an idle machine's last events into a snapshot.
-// Called with mu held.
+// maintainLocked folds an idle machine's last events into a snapshot,
+// unless memory may be ahead of disk (broken). Called with mu held.
 func (m *machine) maintainLocked() {
-	m.jr.MaybeSnapshot(m.jr.SnapshotEvery()/10, 0, m.hooks.snapshot)
+	if m.broken == nil {
+		m.jr.MaybeSnapshot(m.jr.SnapshotEvery()/10, 0, m.hooks.snapshot)
+	}
 }
 
+// close folds what piled up since the last snapshot (as maintenance
+// would), so the next start replays little, then closes the journal.
 func (m *machine) close() error {
 	if m.jr == nil {
 		return nil
 	}
+	m.mu.Lock()
+	m.maintainLocked()
+	m.mu.Unlock()
 	return m.jr.Close()
 }

@@ -89,7 +89,8 @@ func openBroker(s *server.Server) (*broker.Broker, error) {
 		headroom = -1 // the broker's "none"
 	}
 	return broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(),
-		StorageObserver: s.Metrics(), PreallocateBytes: prealloc, HeadroomBytes: headroom})
+		StorageObserver: s.Metrics(), PreallocateBytes: prealloc, HeadroomBytes: headroom,
+		SnapshotEvery: cfg.SnapshotEvery})
 }
 
 // syncPolicy turns the server's --fsync setting into the broker's policy.

@@ -72,6 +72,11 @@ type Config struct {
 	// disk"). 0: none.
 	DiskHeadroomBytes int64
 
+	// SnapshotEvery is how many journal events a queue, a subscription or
+	// the group coordinator writes between snapshots: it bounds the replay
+	// at start. 0: the broker's default (100,000).
+	SnapshotEvery int
+
 	// KafkaAutoCreateTopics lets a Kafka client's metadata request create a
 	// topic it names, with KafkaDefaultPartitions partitions, as Kafka's
 	// auto.create.topics.enable (default on) and num.partitions do.
