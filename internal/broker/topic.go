@@ -148,13 +148,13 @@ func (t *topicRT) close() error {
 	for _, sub := range t.subs {
 		errs = append(errs, sub.close())
 	}
-	for _, p := range t.parts {
+	errs = append(errs, closeAll(t.parts, func(p *partitionRT) error {
 		// Before the log closes: its high watermark is final.
 		if err := p.prod.MaybeSnapshot(p.log, t.s.b.opts.FS, p.dir, true); err != nil {
 			t.s.b.log.Warn("producer snapshot failed", "topic", t.name, "partition", p.index, "err", err)
 		}
-		errs = append(errs, p.log.Close())
-	}
+		return p.log.Close()
+	}))
 	return errors.Join(errs...)
 }
 
@@ -171,9 +171,11 @@ func (s *streams) close() error {
 	if s.groups != nil {
 		errs = append(errs, s.groups.close())
 	}
+	ts := make([]*topicRT, 0, len(topics))
 	for _, t := range topics {
-		errs = append(errs, t.close())
+		ts = append(ts, t)
 	}
+	errs = append(errs, closeAll(ts, func(t *topicRT) error { return t.close() }))
 	return errors.Join(errs...)
 }
 
