@@ -153,7 +153,7 @@ type PartitionInfo struct {
 	Partition      int32
 	LogStartOffset int64
 	HighWatermark  int64
-	SizeBytes      int64 // bytes of its segment files
+	SizeBytes      int64 // bytes of data in its segments
 }
 
 // TopicInfo describes a topic.
@@ -172,7 +172,7 @@ func (b *Broker) DescribeTopic(name string) (TopicInfo, error) {
 	s, parts := t.snapshot()
 	info := TopicInfo{Settings: s}
 	for _, p := range parts {
-		size, _ := p.sizeBytes(b)
+		size := p.sizeBytes()
 		info.Partitions = append(info.Partitions, PartitionInfo{
 			Partition: p.index, LogStartOffset: p.log.LogStartOffset(),
 			HighWatermark: p.log.HighWatermark(), SizeBytes: size,

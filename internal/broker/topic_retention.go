@@ -1,50 +1,11 @@
 package broker
 
-import (
-	"path/filepath"
-	"strconv"
-	"strings"
-)
-
 // Retention of a topic is applied here rather than by storage.ApplyRetention
 // because subscriptions may still hold messages past it: each partition
 // deletes below min(retention cut, every subscription's floor).
 
-// segmentSizes lists a partition's segments: base offsets (ascending) and
-// sizes in bytes of their .log files.
-func (p *partitionRT) segmentSizes(b *Broker) (bases, sizes []int64, err error) {
-	dir := p.dir
-	names, err := b.opts.FS.List(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, n := range names {
-		base, ok := strings.CutSuffix(n, ".log")
-		if !ok {
-			continue
-		}
-		off, err := strconv.ParseInt(base, 10, 64)
-		if err != nil {
-			continue
-		}
-		st, err := b.opts.FS.Stat(filepath.Join(dir, n))
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		bases, sizes = append(bases, off), append(sizes, st.Size())
-	}
-	return bases, sizes, nil
-}
-
-// sizeBytes is the partition's size on disk.
-func (p *partitionRT) sizeBytes(b *Broker) (int64, error) {
-	_, sizes, err := p.segmentSizes(b)
-	total := int64(0)
-	for _, s := range sizes {
-		total += s
-	}
-	return total, err
-}
+// sizeBytes is the partition's size: bytes of data in its segments.
+func (p *partitionRT) sizeBytes() int64 { return p.log.Size() }
 
 // retentionCut returns the offsets below which the topic's retention would
 // delete: timeCut for records older than the retention time, cut for that
@@ -64,16 +25,17 @@ func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) (timeCut, cut in
 	}
 	timeCut = cut
 	if s.RetentionBytes > 0 {
-		bases, sizes, err := p.segmentSizes(b)
-		if err == nil {
-			total := int64(0)
-			for _, sz := range sizes {
-				total += sz
-			}
-			for i := 0; i+1 < len(bases) && total-sizes[i] >= s.RetentionBytes; i++ {
-				total -= sizes[i]
-				cut = max(cut, bases[i+1])
-			}
+		// Data sizes, not file sizes: a stat would count the zeros an
+		// active segment holds ahead of its appends, and retention would
+		// delete a segment up to --preallocate early.
+		bases, sizes := p.log.SegmentSizes()
+		total := int64(0)
+		for _, sz := range sizes {
+			total += sz
+		}
+		for i := 0; i+1 < len(bases) && total-sizes[i] >= s.RetentionBytes; i++ {
+			total -= sizes[i]
+			cut = max(cut, bases[i+1])
 		}
 	}
 	return timeCut, cut

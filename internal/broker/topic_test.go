@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/group"
 	"github.com/sluice-mq/sluice/internal/partitioner"
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 func (e *env) createTopic(name string, parts int32) {
@@ -354,5 +355,29 @@ func TestProduceBatchesIdempotentRun(t *testing.T) {
 	e.restart()
 	if r, err := e.produceRaw("run", 0, b4); err != nil || r.BaseOffsets[0] != 6 || !r.Duplicate[0] {
 		t.Fatalf("retry after restart: %+v %v", r, err)
+	}
+}
+
+// A partition's size is the data in it, not the zeros a preallocating
+// segment holds ahead of its appends: a stat of the file counted up to 1 MiB
+// of them, which DescribeTopic reported and size retention acted on.
+func TestSizeCountsDataNotPreallocation(t *testing.T) {
+	b, err := Open(Options{Dir: t.TempDir(), FS: vfs.Default, Logger: quietLogger(), HeadroomBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.CreateTopic(TopicSettings{Name: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Produce(context.Background(), "t", []ProduceRecord{kv("", "x")}, ProduceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.DescribeTopic("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.Partitions[0].SizeBytes; got <= 0 || got > 4096 {
+		t.Fatalf("one small record's partition is %d bytes", got)
 	}
 }

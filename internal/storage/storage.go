@@ -279,6 +279,18 @@ func (l *Log) Size() int64 {
 	return n
 }
 
+// SegmentSizes lists the log's segments, oldest first: each one's base
+// offset and its size in bytes of data (never the zeros a preallocating
+// file holds ahead of its appends, which a stat of the file would count).
+func (l *Log) SegmentSizes() (bases, sizes []int64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, s := range l.segs {
+		bases, sizes = append(bases, s.base), append(sizes, s.size.Load())
+	}
+	return bases, sizes
+}
+
 // Quarantined lists the damaged batches the log has found and no longer
 // serves, oldest segment first (for `sluice admin corruption`). The list is
 // durable: it survives a restart, and shrinks only when retention or a
