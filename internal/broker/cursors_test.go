@@ -488,45 +488,58 @@ func flipBatch(t *testing.T, mem *vfs.MemFS, path string, idx int) {
 func TestDamagedBatchCostsOnlyItsMessages(t *testing.T) {
 	for _, tg := range cursorTargets {
 		t.Run(tg.name, func(t *testing.T) {
-			mem := vfs.NewMem()
-			e := newEnv(t, mem)
-			tg.open(e, false)
-			for _, b := range []string{"a", "b", "c", "d"} {
-				tg.send(e, b) // one batch each
-			}
-			if rs := tg.receive(e, 1); len(rs) != 1 { // a, in flight
-				t.Fatalf("received %d", len(rs))
-			}
-			if err := e.b.Close(); err != nil {
-				t.Fatal(err)
-			}
-			seg := segmentOf(t, mem, tg)
-			flipBatch(t, mem, seg, 2) // c, in the backlog
-			flipBatch(t, mem, seg, 0) // a, in flight
-			e.open()
-			e.clock.Advance(time.Minute) // a's visibility ends
-			var got int
-			for range 3 {
-				rs, err := tg.receiveErr(e, 10)
-				if err != nil {
-					t.Fatalf("receive over damaged batches: %v", err)
-				}
-				got += len(rs)
-				if _, err := tg.ackAll(e, rs...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st := tg.stats(e)
-			if got != 2 || st.Lost != 2 || st.Depth() != 0 {
-				t.Fatalf("delivered %d, stats %+v: want b and d delivered, 2 lost, nothing left", got, st)
-			}
-			if n := len(e.b.Corruption()); n != 2 {
-				t.Fatalf("%d damaged batches listed, want 2", n)
-			}
-			e.restart()
-			if st := tg.stats(e); st.Lost != 2 || st.Depth() != 0 {
-				t.Fatalf("after a restart: %+v", st)
-			}
+			damagedBatches(t, tg, []int{2, 0}, 2) // c in the backlog, a in flight
 		})
+		t.Run(tg.name+"/last", func(t *testing.T) {
+			// The log's last batch: nothing readable after it, and the
+			// fill must move past it rather than read it forever.
+			damagedBatches(t, tg, []int{3}, 1)
+		})
+	}
+}
+
+// damagedBatches sends a, b, c, d (a batch each), receives a, damages the
+// batches idx, and checks that exactly the others are delivered.
+func damagedBatches(t *testing.T, tg cursorTarget, idx []int, lost int) {
+	t.Helper()
+	mem := vfs.NewMem()
+	e := newEnv(t, mem)
+	tg.open(e, false)
+	for _, b := range []string{"a", "b", "c", "d"} {
+		tg.send(e, b) // one batch each
+	}
+	if rs := tg.receive(e, 1); len(rs) != 1 { // a, in flight
+		t.Fatalf("received %d", len(rs))
+	}
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := segmentOf(t, mem, tg)
+	for _, i := range idx {
+		flipBatch(t, mem, seg, i)
+	}
+	e.open()
+	e.clock.Advance(time.Minute) // a's visibility ends
+	var got int
+	for range 3 {
+		rs, err := tg.receiveErr(e, 10)
+		if err != nil {
+			t.Fatalf("receive over damaged batches: %v", err)
+		}
+		got += len(rs)
+		if _, err := tg.ackAll(e, rs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := tg.stats(e)
+	if got != 4-lost || st.Lost != uint64(lost) || st.Depth() != 0 {
+		t.Fatalf("delivered %d, stats %+v: want %d delivered, %d lost, nothing left", got, st, 4-lost, lost)
+	}
+	if n := len(e.b.Corruption()); n != len(idx) {
+		t.Fatalf("%d damaged batches listed, want %d", n, len(idx))
+	}
+	e.restart()
+	if st := tg.stats(e); st.Lost != uint64(lost) || st.Depth() != 0 {
+		t.Fatalf("after a restart: %+v", st)
 	}
 }

@@ -52,7 +52,13 @@ func (q *queueRT) fillReadsLocked(now time.Time, reads int) ([]queue.Event, erro
 			reads--
 		}
 		if len(r.metas) == 0 {
-			evs = append(evs, q.cur().Skip(r.end)...)
+			end := r.end
+			if end <= pos { // nothing readable here: a damaged range, or nothing yet
+				if end = q.log.SkipDamaged(pos); end == pos {
+					break
+				}
+			}
+			evs = append(evs, q.cur().Skip(end)...)
 			continue
 		}
 		n, e := q.cur().Offer(now, r.metas)

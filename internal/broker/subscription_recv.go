@@ -147,6 +147,11 @@ func (sub *subRT) fillReadsLocked(p int, now time.Time, reads int) ([]queue.Even
 			return evs, err
 		}
 		if len(metas) == 0 {
+			if end <= pos { // nothing readable here: a damaged range, or nothing yet
+				if end = log.SkipDamaged(pos); end == pos {
+					break
+				}
+			}
 			evs = append(evs, c.Skip(end)...)
 			continue
 		}

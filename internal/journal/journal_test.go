@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -366,4 +367,35 @@ func TestIdleWriterEnds(t *testing.T) {
 	if _, err := Load(vfs.NewMem(), "/none", j.Log(), c.loader()); err != nil || len(c.applied) != 3 {
 		t.Fatalf("replayed %v %v, want the 3 events", c.applied, err)
 	}
+}
+
+// A damaged last batch of the journal (nothing readable after it) costs
+// its events; Load replays the rest instead of failing with "no progress".
+func TestDamagedLastJournalBatch(t *testing.T) {
+	mem := vfs.NewMem()
+	fillJournal(t, mem, 50, 1000) // no snapshot: everything is in the journal
+	segs, err := mem.List("/j/journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seg string
+	for _, n := range segs {
+		if strings.HasSuffix(n, ".log") {
+			seg = "/j/journal/" + n
+		}
+	}
+	data, err := vfs.ReadFile(mem, seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-2] ^= 0x10 // inside the last batch's last record
+	if err := vfs.WriteFileAtomic(mem, "/j/journal", filepath.Base(seg), data); err != nil {
+		t.Fatal(err)
+	}
+	j, c := openJournal(t, mem, 1000)
+	defer j.Close()
+	if len(c.applied) == 0 || len(c.applied) >= 50 {
+		t.Fatalf("replayed %d events, want those before the damaged last batch", len(c.applied))
+	}
+	checkPrefix(t, c, 0)
 }

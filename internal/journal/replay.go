@@ -116,7 +116,11 @@ func Replay(log *storage.Log, from int64, fn func(offset int64, value []byte) er
 			data = data[n:]
 		}
 		if next == pos {
-			return fmt.Errorf("replay: no progress at offset %d", pos)
+			// Nothing readable at pos: a damaged range (quarantined by
+			// storage) costs its events; replay goes on after it.
+			if next = log.SkipDamaged(pos); next == pos {
+				return fmt.Errorf("replay: no progress at offset %d", pos)
+			}
 		}
 		pos = next
 	}

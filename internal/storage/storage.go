@@ -279,6 +279,22 @@ func (l *Log) Size() int64 {
 	return n
 }
 
+// SkipDamaged returns the first offset at or after off that is not inside
+// a quarantined range: a reader whose Read at off returned nothing although
+// off is below the high watermark (the rest of the log is a damaged range)
+// moves on there instead of reading the same offset forever.
+func (l *Log) SkipDamaged(off int64) int64 {
+	for moved := true; moved; {
+		moved = false
+		for _, q := range l.Quarantined() {
+			if q.FirstOffset <= off && off <= q.LastOffset {
+				off, moved = q.LastOffset+1, true
+			}
+		}
+	}
+	return off
+}
+
 // SegmentSizes lists the log's segments, oldest first: each one's base
 // offset and its size in bytes of data (never the zeros a preallocating
 // file holds ahead of its appends, which a stat of the file would count).
