@@ -47,30 +47,34 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 		return QueueSettings{}, b.disk.Note(err)
 	}
 	s.ID = id
-	dir := queueDir(b.opts.Dir, s)
-	q, err := openQueue(b, s)
-	if err == nil {
-		if err = b.cat.put(dir, s); err != nil {
-			q.close()
-		}
-	}
+	q, err := createEntity(b, queueDir(b.opts.Dir, s), s, func() (*queueRT, error) { return openQueue(b, s) })
 	if err != nil {
-		return QueueSettings{}, b.createFailed(dir, err)
+		return QueueSettings{}, err
 	}
 	b.queues[s.Name] = q
 	return s.clone(), nil
 }
 
-// createFailed cleans up after a create that failed: dir has no settings
-// yet (writing them is the create's last step), so nothing of it may stay
-// behind. It returns err, as the disk guard sees it.
-func (b *Broker) createFailed(dir string, err error) error {
-	if dir != "" {
+// createEntity makes a queue, topic or subscription in the catalog's
+// order: open makes its directory and files, then its settings are written,
+// the last step (a directory without them is garbage, see catalog). If
+// either fails, nothing of it stays behind; the error is as the disk guard
+// sees it.
+func createEntity[T interface{ close() error }](b *Broker, dir string, settings any, open func() (T, error)) (T, error) {
+	x, err := open()
+	if err == nil {
+		if err = b.cat.put(dir, settings); err != nil {
+			x.close()
+		}
+	}
+	if err != nil {
 		if rerr := vfs.RemoveAll(b.opts.FS, dir); rerr != nil {
 			b.log.Warn("removing what a failed create left", "dir", dir, "err", rerr)
 		}
+		var none T
+		return none, b.disk.Note(err)
 	}
-	return b.disk.Note(err)
+	return x, nil
 }
 
 // checkDeadLetterTarget requires s's dead-letter queue to exist and to be of

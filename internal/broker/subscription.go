@@ -122,15 +122,9 @@ func (b *Broker) CreateSubscription(s SubscriptionSettings) (SubscriptionSetting
 	if s.ID, err = b.cat.allocID(); err != nil {
 		return SubscriptionSettings{}, b.disk.Note(err)
 	}
-	dir := subDir(t, s)
-	sub, err := openSub(t, s, true)
-	if err == nil {
-		if err = b.cat.put(dir, s); err != nil {
-			sub.close()
-		}
-	}
+	sub, err := createEntity(b, subDir(t, s), s, func() (*subRT, error) { return openSub(t, s, true) })
 	if err != nil {
-		return SubscriptionSettings{}, b.createFailed(dir, err)
+		return SubscriptionSettings{}, err
 	}
 	t.mu.Lock()
 	t.subs[s.Name] = sub

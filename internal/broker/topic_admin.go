@@ -90,15 +90,9 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 		return TopicSettings{}, b.disk.Note(err)
 	}
 	s.ID = id
-	dir := topicDir(b.opts.Dir, s)
-	t, err := openTopic(st, s)
-	if err == nil {
-		if err = b.cat.put(dir, s); err != nil {
-			t.close()
-		}
-	}
+	t, err := createEntity(b, topicDir(b.opts.Dir, s), s, func() (*topicRT, error) { return openTopic(st, s) })
 	if err != nil {
-		return TopicSettings{}, b.createFailed(dir, err)
+		return TopicSettings{}, err
 	}
 	st.mu.Lock()
 	st.topics[s.Name] = t

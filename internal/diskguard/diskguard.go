@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -86,6 +87,9 @@ type Guard struct {
 
 	mu    sync.Mutex
 	state *Error // nil: writes work
+	// full mirrors state.Full for Admit, which every send and produce
+	// calls: a load, not a lock every producer would queue on.
+	full  atomic.Bool
 	since time.Time
 }
 
@@ -167,6 +171,7 @@ func (g *Guard) Note(err error) error {
 		return se // already in this state (or full, which outranks failed)
 	}
 	g.state, g.since = se, g.now()
+	g.full.Store(full)
 	if full {
 		released := g.fs.Remove(g.path()) == nil
 		g.log.Error("disk full: sends, produces and creates are refused until space is freed; acks and deletes go on",
@@ -179,6 +184,9 @@ func (g *Guard) Note(err error) error {
 
 // Admit refuses a write that adds data while the disk is full.
 func (g *Guard) Admit() error {
+	if !g.full.Load() {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.state != nil && g.state.Full {
@@ -219,6 +227,7 @@ func (g *Guard) Recover() {
 	}
 	g.mu.Lock()
 	g.state = nil
+	g.full.Store(false)
 	g.mu.Unlock()
 	g.log.Info("disk writable again: sends, produces and creates are accepted", "was", state.Error(),
 		"for", g.now().Sub(since).Round(time.Second).String())
