@@ -77,6 +77,9 @@ func TestDependencyDirection(t *testing.T) {
 		// The disk guard sees only the file system, never what is stored.
 		"internal/diskguard": {mod + "internal/storage", mod + "internal/journal", mod + "internal/queue", mod + "internal/group",
 			mod + "internal/broker", "net/http", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", mod + "internal/node"},
+		// Who a client is and what it may do: shared by the front-ends,
+		// knowing none of them, nor the core they protect.
+		"internal/auth":   append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
 		"internal/queue":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
 		"internal/group":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
 		"internal/broker": append([]string{"net/http"}, above...),

@@ -45,6 +45,7 @@ var serveSettings = []serveSetting{
 	setting("http-advertised-addr", "`host:port` clients are told for the HTTP listener (default: the bound address)", func(c *server.Config) *string { return &c.HTTPAdvertisedAddr }),
 	setting("kafka-advertised-addr", "`host:port` Kafka clients are told in metadata (default: the bound address)", func(c *server.Config) *string { return &c.KafkaAdvertisedAddr }),
 	setting("sqs-advertised-addr", "`host:port` used in SQS queue URLs (default: the bound address)", func(c *server.Config) *string { return &c.SQSAdvertisedAddr }),
+	setting("auth-file", "users `file` (YAML) every protocol authenticates against and whose ACLs it enforces; reread on change and on SIGHUP (docs/security.md; \"\": no authentication)", func(c *server.Config) *string { return &c.AuthFile }),
 	setting("fsync", "`policy` for syncing writes before acknowledging them: always, a duration such as 10ms, or never", func(c *server.Config) *string { return &c.Fsync }),
 	setting("log-level", "log `level`: debug, info, warn or error", func(c *server.Config) *string { return &c.LogLevel }),
 	setting("log-format", "log `format`: text (for people) or json (for log pipelines)", func(c *server.Config) *string { return &c.LogFormat }),

@@ -23,6 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	Draining <-chan struct{}
 	// ObserveRequest records a call's duration; nil records nothing.
 	ObserveRequest func(protocol, operation string, d time.Duration)
+	// Auth checks bearer tokens (and mTLS principals) and authorizes each
+	// call; nil: authentication off, everything allowed.
+	Auth *auth.Store
 }
 
 // Protocol is the label request metrics carry for this front-end.

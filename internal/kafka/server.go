@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -23,9 +24,12 @@ type Config struct {
 	// connect to 0.0.0.0.
 	AdvertisedHost string
 	AdvertisedPort int32
-	NodeID         int32  // this broker's id; default 0
-	ClusterID      string // default "sluice"
-	Logger         *slog.Logger
+	NodeID         int32 // this broker's id; default 0
+	// Auth authenticates connections (SASL) and authorizes each request;
+	// nil: authentication off, everything allowed.
+	Auth      *auth.Store
+	ClusterID string // default "sluice"
+	Logger    *slog.Logger
 	// MaxRequestBytes bounds a request's size prefix; a larger one closes
 	// the connection. Default 100 MiB.
 	MaxRequestBytes int32

@@ -30,11 +30,12 @@ const Namespace = "sluice"
 // Metrics is one broker's registry and the instruments observed on the
 // serving path. It is safe for concurrent use.
 type Metrics struct {
-	reg         *prometheus.Registry
-	requests    *prometheus.HistogramVec
-	fsync       prometheus.Histogram
-	commitBatch prometheus.Histogram
-	conns       connMetrics
+	reg          *prometheus.Registry
+	requests     *prometheus.HistogramVec
+	fsync        prometheus.Histogram
+	commitBatch  prometheus.Histogram
+	authFailures *prometheus.CounterVec
+	conns        connMetrics
 }
 
 // New returns a Metrics with its own registry holding the Go runtime and
@@ -63,6 +64,11 @@ func New(version string) *Metrics {
 			Help:      "Appends made durable by one group commit (one fdatasync).",
 			Buckets:   prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "auth_failures_total",
+			Help:      "Requests refused by authentication or authorization, by protocol and reason (no_credentials, bad_credentials, unknown_user, malformed, expired, denied).",
+		}, []string{"protocol", "reason"}),
 		conns: newConnMetrics(),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -75,7 +81,7 @@ func New(version string) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfo, m.requests, m.fsync, m.commitBatch,
+		buildInfo, m.requests, m.fsync, m.commitBatch, m.authFailures,
 	)
 	m.reg.MustRegister(m.conns.collectors()...)
 	return m
@@ -102,6 +108,12 @@ func (m *Metrics) Handler() http.Handler {
 // bounded.
 func (m *Metrics) ObserveRequest(protocol, operation string, d time.Duration) {
 	m.requests.WithLabelValues(protocol, operation).Observe(d.Seconds())
+}
+
+// AuthFailure counts one refused request. protocol and reason come from a
+// fixed set (internal/auth's Reason* constants), never user input.
+func (m *Metrics) AuthFailure(protocol, reason string) {
+	m.authFailures.WithLabelValues(protocol, reason).Inc()
 }
 
 // ObserveFsync records one fdatasync's duration.

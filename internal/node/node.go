@@ -49,6 +49,12 @@ func Setup(opts Options) server.Setup {
 		opts.MaintenanceInterval = time.Second
 	}
 	return func(_ context.Context, s *server.Server) error {
+		// The users file first: a mistake in it fails the start at once,
+		// not after the broker's recovery.
+		store, err := openAuth(s)
+		if err != nil {
+			return err
+		}
 		b, err := openBroker(s)
 		if err != nil {
 			return err
@@ -63,12 +69,12 @@ func Setup(opts Options) server.Setup {
 		if err := s.Metrics().RegisterSource(metricsSource(b)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		mountAPI(s, b)
+		mountAPI(s, b, store)
 		mountAdmin(s, b)
-		if err := mountKafka(s, b); err != nil {
+		if err := mountKafka(s, b, store); err != nil {
 			return err
 		}
-		mountSQS(s, b)
+		mountSQS(s, b, store)
 		return nil
 	}
 }

@@ -77,6 +77,11 @@ type Config struct {
 	// at start. 0: the broker's default (100,000).
 	SnapshotEvery int
 
+	// AuthFile is the users file (internal/auth, docs/security.md): when
+	// set, every protocol authenticates its clients against it and applies
+	// its access rules; it is reread on change. "": no authentication.
+	AuthFile string
+
 	// KafkaAutoCreateTopics lets a Kafka client's metadata request create a
 	// topic it names, with KafkaDefaultPartitions partitions, as Kafka's
 	// auto.create.topics.enable (default on) and num.partitions do.

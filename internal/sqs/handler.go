@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -24,6 +25,9 @@ type Config struct {
 	Region        string       // default us-east-1
 	Account       string       // default 000000000000
 	Logger        *slog.Logger // default slog.Default()
+	// Auth verifies SigV4 signatures and authorizes each action; nil:
+	// authentication off, everything allowed.
+	Auth *auth.Store
 	// MaxRequestBytes bounds a request body. Default 8 MiB: a 1 MiB message
 	// percent-encoded in a form can triple in size, and a batch carries ten.
 	MaxRequestBytes int64
