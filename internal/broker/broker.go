@@ -86,6 +86,14 @@ type Broker struct {
 	log  *slog.Logger
 	cat  *catalog
 
+	// queueAdmin serializes the operations that add, remove or relink
+	// queues (create, delete, update), so their checks (does the name
+	// exist, is the dead-letter target there) hold through their disk
+	// writes without holding mu: lookups, and so every send and receive,
+	// never wait for a create's fsyncs. It is taken before mu, never
+	// after. Writers of queues and unavailable hold both; readers either.
+	queueAdmin sync.Mutex
+
 	mu     sync.RWMutex // guards queues, unavailable, closing and closed; a queue's own state has its own lock
 	queues map[string]*queueRT
 	// unavailable are the queues that failed to open at start, with why:
@@ -219,10 +227,12 @@ func (b *Broker) Close() error {
 // end with an fdatasync of its logs, and overlapping them takes 100,000
 // queues' close from about 50 s to a few.
 func (b *Broker) closeQueues() error {
+	b.mu.RLock()
 	qs := make([]*queueRT, 0, len(b.queues))
 	for _, q := range b.queues {
 		qs = append(qs, q)
 	}
+	b.mu.RUnlock()
 	return closeAll(qs, func(q *queueRT) error { return q.close() })
 }
 

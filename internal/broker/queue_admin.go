@@ -19,9 +19,12 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 	if err := s.Validate(); err != nil {
 		return QueueSettings{}, err
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	b.queueAdmin.Lock()
+	defer b.queueAdmin.Unlock()
+	b.mu.RLock()
+	closed := b.closed
+	b.mu.RUnlock()
+	if closed {
 		return QueueSettings{}, ErrClosed
 	}
 	if _, ok := b.unavailable[s.Name]; ok {
@@ -47,9 +50,21 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 		return QueueSettings{}, b.disk.Note(err)
 	}
 	s.ID = id
+	// The directory, journal and settings are written (about ten fsyncs)
+	// holding queueAdmin only; mu is taken just to publish the queue.
 	q, err := createEntity(b, queueDir(b.opts.Dir, s), s, func() (*queueRT, error) { return openQueue(b, s) })
 	if err != nil {
 		return QueueSettings{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		// Close has taken its list of queues meanwhile and will not see
+		// this one: close it here. It is durable, so a retry after the restart finds it.
+		if cerr := q.close(); cerr != nil {
+			b.log.Warn("closing a queue created during shutdown", "queue", s.Name, "err", cerr)
+		}
+		return QueueSettings{}, ErrClosed
 	}
 	b.queues[s.Name] = q
 	return s.clone(), nil
@@ -80,7 +95,7 @@ func createEntity[T interface{ close() error }](b *Broker, dir string, settings 
 // checkDeadLetterTarget requires s's dead-letter queue to exist and to be of
 // the same kind: a FIFO queue's dead letters go to a FIFO queue (so they keep
 // their group order there), a standard queue's to a standard queue. Called
-// with b.mu held.
+// with b.queueAdmin (or b.mu) held.
 func (b *Broker) checkDeadLetterTarget(s QueueSettings) error {
 	if s.DeadLetterQueue == "" {
 		return nil
@@ -115,8 +130,8 @@ func (b *Broker) GetQueue(name string) (QueueSettings, error) {
 // UpdateQueue changes a queue's settings with fn. The name, FIFO-ness and
 // identity cannot change. In-flight deliveries keep their deadlines.
 func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSettings, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.queueAdmin.Lock()
+	defer b.queueAdmin.Unlock()
 	q := b.queues[name]
 	if q == nil {
 		return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
@@ -153,8 +168,13 @@ func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSetting
 // DeleteQueue deletes a queue and its messages. A queue that is another
 // queue's dead-letter target cannot be deleted until that link is removed.
 func (b *Broker) DeleteQueue(name string) error {
+	b.queueAdmin.Lock()
+	defer b.queueAdmin.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed // Close owns the queues now
+	}
 	q := b.queues[name]
 	_, unavailable := b.unavailable[name]
 	if q == nil && !unavailable {
