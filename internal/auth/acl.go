@@ -119,6 +119,10 @@ type Rule struct {
 	Allow     []Operation `yaml:"allow,omitempty"`
 	Deny      []Operation `yaml:"deny,omitempty"`
 	Resources []Pattern   `yaml:"resources"`
+	// Label marks a rule SQS AddPermission wrote (its Label), so that
+	// RemovePermission removes exactly what it added; "" for rules
+	// written by hand or by `sluice acl`.
+	Label string `yaml:"label,omitempty"`
 }
 
 func (r Rule) validate() error {

@@ -24,7 +24,7 @@ func (in *changeVisibilityInput) fromQuery(f form) (err error) {
 }
 
 func changeMessageVisibility(h *Handler, c *call, in *changeVisibilityInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

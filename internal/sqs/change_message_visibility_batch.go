@@ -23,7 +23,7 @@ type changeVisibilityBatchOutput struct {
 }
 
 func changeMessageVisibilityBatch(h *Handler, c *call, in *changeVisibilityBatchInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

@@ -47,8 +47,14 @@ func createQueue(h *Handler, c *call, in *createQueueInput) (any, error) {
 	if in.QueueName == "" {
 		return nil, missing("QueueName")
 	}
+	if err := h.allow(c, c.action, in.QueueName); err != nil {
+		return nil, err
+	}
 	s := broker.QueueSettings{Name: in.QueueName, Tags: in.Tags}
 	if err := h.applyAttributes(&s, in.Attributes, true); err != nil {
+		return nil, err
+	}
+	if err := h.allowDeadLetter(c, "", s.DeadLetterQueue); err != nil {
 		return nil, err
 	}
 	if err := checkQueueName(in.QueueName, s.FIFO); err != nil {

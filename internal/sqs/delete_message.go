@@ -21,7 +21,7 @@ func (in *deleteMessageInput) fromQuery(f form) error {
 }
 
 func deleteMessage(h *Handler, c *call, in *deleteMessageInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ type deleteMessageBatchOutput struct {
 }
 
 func deleteMessageBatch(h *Handler, c *call, in *deleteBatchInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

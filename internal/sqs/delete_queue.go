@@ -17,12 +17,15 @@ func (in *queueInput) fromQuery(f form) error {
 // source's policy dangling instead. That refusal is answered as
 // InvalidParameterValue.
 func deleteQueue(h *Handler, c *call, in *queueInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}
 	if err := h.b.DeleteQueue(name); err != nil {
 		return nil, toAPIError(err)
+	}
+	if h.cfg.Auth != nil {
+		h.dropQueueRules(name)
 	}
 	return nil, nil
 }

@@ -48,6 +48,19 @@ var (
 	errUnavailable        = errKind{"ServiceUnavailable", "ServiceUnavailable", 503, false}
 )
 
+// The authentication and authorization errors, AWS's common errors rather
+// than SQS's own: the query codes are those the SQS API reference lists,
+// the JSON shapes those of AWS's JSON services (namespace included), and
+// the SDKs read the code from x-amzn-query-error either way.
+var (
+	errMissingAuthToken    = errKind{"com.amazon.coral.service#MissingAuthenticationTokenException", "MissingAuthenticationToken", 403, true}
+	errInvalidClientToken  = errKind{"com.amazon.coral.service#UnrecognizedClientException", "InvalidClientTokenId", 403, true}
+	errSignatureMismatch   = errKind{"com.amazon.coral.service#InvalidSignatureException", "SignatureDoesNotMatch", 403, true}
+	errIncompleteSignature = errKind{"com.amazon.coral.service#IncompleteSignatureException", "IncompleteSignature", 400, true}
+	errRequestExpired      = errKind{"com.amazon.coral.service#RequestExpired", "RequestExpired", 400, true}
+	errAccessDenied        = errKind{"com.amazon.coral.service#AccessDeniedException", "AccessDenied", 403, true}
+)
+
 // apiError is an SQS error ready to encode.
 type apiError struct {
 	kind    errKind

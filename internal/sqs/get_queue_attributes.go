@@ -20,7 +20,7 @@ type getQueueAttributesOutput struct {
 // getQueueAttributes answers the named attributes; with none named, none
 // (as SQS does), so clients must ask for "All".
 func getQueueAttributes(h *Handler, c *call, in *getQueueAttributesInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

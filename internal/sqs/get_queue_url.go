@@ -18,6 +18,9 @@ func getQueueURL(h *Handler, c *call, in *getQueueURLInput) (any, error) {
 	if in.QueueName == "" {
 		return nil, missing("QueueName")
 	}
+	if err := h.allow(c, c.action, in.QueueName); err != nil {
+		return nil, err
+	}
 	s, err := h.b.GetQueue(in.QueueName)
 	if err != nil {
 		return nil, toAPIError(err)

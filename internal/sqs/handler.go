@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
@@ -31,6 +33,9 @@ type Config struct {
 	// MaxRequestBytes bounds a request body. Default 8 MiB: a 1 MiB message
 	// percent-encoded in a form can triple in size, and a batch carries ten.
 	MaxRequestBytes int64
+	// Now is the clock SigV4 signatures are held to (default time.Now;
+	// tests inject one).
+	Now func() time.Time
 }
 
 // Defaults of Config.
@@ -45,7 +50,8 @@ type Handler struct {
 	b        *broker.Broker
 	cfg      Config
 	log      *slog.Logger
-	attempts attempts // FIFO ReceiveRequestAttemptId answers (receive_attempts.go)
+	attempts attempts   // FIFO ReceiveRequestAttemptId answers (receive_attempts.go)
+	rulesMu  sync.Mutex // serialises AddPermission/RemovePermission edits of the users file
 }
 
 // NewHandler returns the SQS front-end for b.
@@ -58,6 +64,9 @@ func NewHandler(b *broker.Broker, cfg Config) *Handler {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
@@ -108,7 +117,9 @@ type call struct {
 	pathQueue string // queue name from the URL path, if any
 	requestID string
 	senderID  string
-	baseURL   string // scheme://host for queue URLs
+	baseURL   string         // scheme://host for queue URLs
+	principal auth.Principal // who signed the request (authenticate)
+	peer      string         // the client's address, for the failure log
 }
 
 func (c *call) decode(in input) error {
@@ -120,7 +131,7 @@ func (c *call) decode(in input) error {
 
 // ServeHTTP answers one SQS request in the protocol it came in.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c := &call{ctx: r.Context(), requestID: newRequestID(), baseURL: h.baseURL(r)}
+	c := &call{ctx: r.Context(), requestID: newRequestID(), baseURL: h.baseURL(r), peer: r.RemoteAddr}
 	c.json = r.Header.Get("X-Amz-Target") != ""
 	defer func() {
 		// No input may crash the process: a panic is a bug, answered as
@@ -156,6 +167,9 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 			return newError(errRequestTooLarge, "request body is larger than %d bytes", h.cfg.MaxRequestBytes)
 		}
 		return newError(errMalformedQuery, "reading request body: %v", err)
+	}
+	if err := h.authenticate(r, c, body); err != nil {
+		return err
 	}
 	c.senderID = senderID(r, h.cfg.Account)
 	c.pathQueue = queueFromPath(r.URL.Path)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // The AWS JSON 1.0 protocol: the action is named by X-Amz-Target, the
@@ -54,10 +55,14 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 
 func writeJSONError(w http.ResponseWriter, c *call, e *apiError) {
 	w.Header().Set("x-amzn-query-error", e.kind.code+";"+e.kind.faultType())
+	typ := e.kind.shape
+	if !strings.Contains(typ, "#") {
+		typ = "com.amazonaws.sqs#" + typ
+	}
 	writeJSON(w, c, e.kind.status, struct {
 		Type    string `json:"__type"`
 		Message string `json:"message"`
-	}{"com.amazonaws.sqs#" + e.kind.shape, e.message})
+	}{typ, e.message})
 }
 
 func (h *Handler) writeResult(w http.ResponseWriter, c *call, out any) {

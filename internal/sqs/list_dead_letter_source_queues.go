@@ -21,14 +21,14 @@ type listDLQSourcesOutput struct {
 }
 
 func listDeadLetterSourceQueues(h *Handler, c *call, in *listDLQSourcesInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := h.b.GetQueue(name); err != nil {
 		return nil, toAPIError(err)
 	}
-	names, next, err := page(h.deadLetterSources(name), in.NextToken, in.MaxResults)
+	names, next, err := page(h.visible(c, h.deadLetterSources(name)), in.NextToken, in.MaxResults)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ type listQueuesOutput struct {
 const maxListResults = 1000
 
 func listQueues(h *Handler, c *call, in *listQueuesInput) (any, error) {
-	names, next, err := page(h.b.ListQueues(in.QueueNamePrefix), in.NextToken, in.MaxResults)
+	names, next, err := page(h.visible(c, h.b.ListQueues(in.QueueNamePrefix)), in.NextToken, in.MaxResults)
 	if err != nil {
 		return nil, err
 	}

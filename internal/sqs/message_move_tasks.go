@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -36,14 +37,18 @@ type startMoveTaskOutput struct {
 	TaskHandle string `json:"TaskHandle" xml:"TaskHandle"`
 }
 
-// arnQueue resolves an ARN parameter to an existing queue.
-func (h *Handler) arnQueue(param, arn string) (string, error) {
+// arnQueue resolves an ARN parameter to an existing queue on which the
+// caller may do op.
+func (h *Handler) arnQueue(c *call, op auth.Operation, param, arn string) (string, error) {
 	if arn == "" {
 		return "", missing(param)
 	}
 	name, ok := queueFromARN(arn)
 	if !ok {
 		return "", invalidValue(param, arn, "not a valid SQS queue ARN")
+	}
+	if err := h.allowOp(c, op, name); err != nil {
+		return "", err
 	}
 	if _, err := h.b.GetQueue(name); err != nil {
 		return "", newError(errResourceNotFound, "The resource that you specified for the %s parameter doesn't exist.", param)
@@ -56,13 +61,13 @@ func (h *Handler) arnQueue(param, arn string) (string, error) {
 // in SQS, the source must be some queue's dead-letter queue, and one task
 // runs at a time per source.
 func startMessageMoveTask(h *Handler, c *call, in *startMoveTaskInput) (any, error) {
-	src, err := h.arnQueue("SourceArn", in.SourceArn)
+	src, err := h.arnQueue(c, auth.Redrive, "SourceArn", in.SourceArn)
 	if err != nil {
 		return nil, err
 	}
 	req := broker.RedriveRequest{Source: src}
 	if in.DestinationArn != "" {
-		if req.Destination, err = h.arnQueue("DestinationArn", in.DestinationArn); err != nil {
+		if req.Destination, err = h.arnQueue(c, auth.Produce, "DestinationArn", in.DestinationArn); err != nil {
 			return nil, err
 		}
 	}
@@ -119,7 +124,7 @@ const maxMoveTaskResults = 10
 // listMessageMoveTasks reports a source's most recent tasks, newest first;
 // only a running task carries a handle, as in SQS.
 func listMessageMoveTasks(h *Handler, c *call, in *listMoveTasksInput) (any, error) {
-	src, err := h.arnQueue("SourceArn", in.SourceArn)
+	src, err := h.arnQueue(c, auth.Describe, "SourceArn", in.SourceArn)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +181,9 @@ func cancelMessageMoveTask(h *Handler, c *call, in *cancelMoveTaskInput) (any, e
 	}
 	if err != nil {
 		return nil, toAPIError(err)
+	}
+	if err := h.allow(c, c.action, t.Source); err != nil {
+		return nil, err
 	}
 	if t.Status != broker.RedriveRunning {
 		return nil, invalidValue("TaskHandle", in.TaskHandle, "Only RUNNING tasks can be cancelled; this one is "+t.Status)

@@ -7,7 +7,7 @@ func init() { register("PurgeQueue", handle(purgeQueue)) }
 // sluice purges at once every time, because local test suites purge between
 // tests and a purge here finishes before the call returns.
 func purgeQueue(h *Handler, c *call, in *queueInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

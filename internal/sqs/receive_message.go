@@ -58,7 +58,7 @@ type receiveMessageOutput struct {
 const maxReceiveMessages = 10
 
 func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ type sendResult struct {
 }
 
 func sendMessage(h *Handler, c *call, in *sendMessageInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ const maxBatchBytes = 1 << 20
 // sendMessageBatch sends the valid entries in one broker call (one durable
 // append); invalid ones fail alone.
 func sendMessageBatch(h *Handler, c *call, in *sendMessageBatchInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func (in *setQueueAttributesInput) fromQuery(f form) error {
 // setQueueAttributes validates every attribute before changing any, so a
 // bad one changes nothing. Changes apply at once (SQS takes up to a minute).
 func setQueueAttributes(h *Handler, c *call, in *setQueueAttributesInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,11 @@ func setQueueAttributes(h *Handler, c *call, in *setQueueAttributesInput) (any, 
 	}
 	// Work on a copy: checking a redrive target asks the broker, which the
 	// update callback (run under the broker's lock) must not do.
+	before := cur.DeadLetterQueue
 	if err := h.applyAttributes(&cur, in.Attributes, false); err != nil {
+		return nil, err
+	}
+	if err := h.allowDeadLetter(c, before, cur.DeadLetterQueue); err != nil {
 		return nil, err
 	}
 	_, err = h.b.UpdateQueue(name, func(s *broker.QueueSettings) {

@@ -39,7 +39,7 @@ func checkTagKey(k string) error {
 }
 
 func tagQueue(h *Handler, c *call, in *tagQueueInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (in *untagQueueInput) fromQuery(f form) error {
 }
 
 func untagQueue(h *Handler, c *call, in *untagQueueInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ type listQueueTagsOutput struct {
 }
 
 func listQueueTags(h *Handler, c *call, in *queueInput) (any, error) {
-	name, err := c.queueName(in.QueueURL)
+	name, err := h.queueFor(c, in.QueueURL)
 	if err != nil {
 		return nil, err
 	}
