@@ -160,6 +160,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // parse reads the body within the size limit and finds the action.
 func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
+	if r.Body == nil { // a server request always has one; a handler called directly may not
+		r.Body = http.NoBody
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxRequestBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
