@@ -37,7 +37,10 @@ func clientPaths(candidates ...string) []string {
 }
 
 // clientEnv keeps the clients off any real AWS configuration.
-func clientEnv(t *testing.T) []string {
+func clientEnv(t *testing.T) []string { return clientEnvAs(t, "dummy", "dummy") }
+
+// clientEnvAs is clientEnv with the access key id and secret given.
+func clientEnvAs(t *testing.T, keyID, secret string) []string {
 	home := t.TempDir()
 	var env []string
 	for _, kv := range os.Environ() {
@@ -45,7 +48,7 @@ func clientEnv(t *testing.T) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "HOME="+home, "AWS_ACCESS_KEY_ID=dummy", "AWS_SECRET_ACCESS_KEY=dummy",
+	return append(env, "HOME="+home, "AWS_ACCESS_KEY_ID="+keyID, "AWS_SECRET_ACCESS_KEY="+secret,
 		"AWS_DEFAULT_REGION=us-east-1", "AWS_REGION=us-east-1", "AWS_PAGER=", "AWS_EC2_METADATA_DISABLED=true",
 		"AWS_CONFIG_FILE="+filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(home, "credentials"),
 		"AWS_DEFAULT_OUTPUT=json")
@@ -75,7 +78,10 @@ func TestAWSCLI(t *testing.T) {
 
 // runAWSCLI drives the SQS endpoint at base URL endpoint with each AWS CLI
 // found, in a subtest and on a queue of its own.
-func runAWSCLI(t *testing.T, endpoint string) {
+func runAWSCLI(t *testing.T, endpoint string) { runAWSCLIAs(t, endpoint, "dummy", "dummy") }
+
+// runAWSCLIAs is runAWSCLI signing with the access key given.
+func runAWSCLIAs(t *testing.T, endpoint, keyID, secret string) {
 	clis := clientPaths("/usr/bin/aws", "aws")
 	if len(clis) == 0 {
 		t.Skip("no AWS CLI: install Debian's awscli (apt-get install awscli) to run this test")
@@ -83,7 +89,7 @@ func runAWSCLI(t *testing.T, endpoint string) {
 	for i, cli := range clis {
 		t.Run(strings.ReplaceAll(cli, "/", "_"), func(t *testing.T) {
 			name := fmt.Sprintf("cli-q%d", i)
-			env := clientEnv(t)
+			env := clientEnvAs(t, keyID, secret)
 			aws := func(args ...string) map[string]any {
 				out := run(t, env, cli, append([]string{"--endpoint-url", endpoint, "--region", "us-east-1", "--output", "json", "sqs"}, args...)...)
 				var v map[string]any

@@ -51,11 +51,17 @@ func newEnv(t *testing.T) *env {
 // newClientEnv returns a client of the SQS endpoint at base URL endpoint.
 func newClientEnv(t *testing.T, endpoint string) *env {
 	t.Helper()
+	return newClientEnvAs(t, endpoint, "AKIDSLUICETEST", "secret")
+}
+
+// newClientEnvAs is newClientEnv signing with the access key given.
+func newClientEnvAs(t *testing.T, endpoint, keyID, secret string) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKIDSLUICETEST", "secret", "")),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(keyID, secret, "")),
 		config.WithRetryMaxAttempts(1),
 	)
 	if err != nil {
