@@ -94,7 +94,7 @@ func (h *Handler) authenticate(r *http.Request, c *call, body []byte) error {
 	key := signingKey(secret, s.scopeDate, s.region, s.service)
 	for _, ph := range hashes {
 		if s.signatureMatches(key, s.canonicalRequest(r, q, ph)) {
-			c.principal = user
+			c.principal, c.keyID = user, s.keyID
 			return nil
 		}
 	}

@@ -18,8 +18,14 @@
 // FIFO receives by ReceiveRequestAttemptId, for 5 minutes
 // (receive_attempts.go).
 //
-// Signatures (SigV4 and the query protocol's AWSAccessKeyId) are parsed for
-// the sender id, never verified. Queue URLs are
+// With Config.Auth (a users file), every request must carry an AWS
+// Signature Version 4 (Authorization header or presigned query string) by
+// one of the file's access keys: sigv4.go parses and canonicalises it,
+// auth.go verifies it and authorizes each action on its queue through the
+// one table actionOps, before the action reaches the broker. A refused
+// request must never reach the broker. AddPermission and RemovePermission
+// then edit the file's rules (permission_rules.go). Without Config.Auth,
+// signatures are parsed for the sender id only. Queue URLs are
 // http://<advertised host>/<account>/<name> and ARNs
 // arn:aws:sqs:<region>:<account>:<name>; the queue name is also read from the
 // request path, so clients that post to the queue URL itself work.

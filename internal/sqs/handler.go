@@ -119,6 +119,7 @@ type call struct {
 	senderID  string
 	baseURL   string         // scheme://host for queue URLs
 	principal auth.Principal // who signed the request (authenticate)
+	keyID     string         // the access key it was signed with
 	peer      string         // the client's address, for the failure log
 }
 
@@ -175,6 +176,9 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 		return err
 	}
 	c.senderID = senderID(r, h.cfg.Account)
+	if c.keyID != "" {
+		c.senderID = c.keyID // verified, and a presigned URL carries it outside the header
+	}
 	c.pathQueue = queueFromPath(r.URL.Path)
 	if c.json {
 		target := r.Header.Get("X-Amz-Target")
@@ -194,7 +198,7 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 	if c.action == "" {
 		return newError(errMissingAction, "The request must contain the parameter Action.")
 	}
-	if id := f.str("AWSAccessKeyId"); id != "" && c.senderID == h.cfg.Account {
+	if id := f.str("AWSAccessKeyId"); id != "" && c.senderID == h.cfg.Account && c.keyID == "" {
 		c.senderID = id
 	}
 	return nil
