@@ -57,6 +57,10 @@ func TestAuthErrors(t *testing.T) {
 			r.Header.Set("Authorization", "AWS AKIDALICE:c2lnbmF0dXJl")
 			return r
 		}), "IncompleteSignature", 400, auth.ReasonMalformed},
+		{"signature version 2", createAt(func(r *http.Request, _ time.Time) *http.Request {
+			r.URL.RawQuery = "AWSAccessKeyId=AKIDALICE&SignatureVersion=2&SignatureMethod=HmacSHA256&Signature=c2ln"
+			return r
+		}), "IncompleteSignature", 400, auth.ReasonMalformed},
 		{"signed 16 minutes ago", func(a *authHarness, jsonProto bool) *http.Request {
 			return sign(t, request(jsonProto, "CreateQueue", map[string]string{"QueueName": "refused"}), alice, a.clock().Add(-16*time.Minute))
 		}, "RequestExpired", 400, auth.ReasonExpired},

@@ -53,7 +53,7 @@ func (s *sigV4) scope() string {
 // hasSignature reports whether a request carries any SigV4 signature.
 func hasSignature(r *http.Request, q url.Values) bool {
 	return r.Header.Get("Authorization") != "" || q.Has("X-Amz-Algorithm") ||
-		q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential")
+		q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential") || q.Has("SignatureVersion")
 }
 
 // parseSigV4 reads the signature of r from its Authorization header or,
@@ -62,6 +62,9 @@ func hasSignature(r *http.Request, q url.Values) bool {
 func parseSigV4(r *http.Request, q url.Values) (*sigV4, *apiError) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		return parseAuthorization(r, h)
+	}
+	if v := q.Get("SignatureVersion"); v != "" && !q.Has("X-Amz-Algorithm") {
+		return nil, incomplete("Signature Version %q is not supported: sign requests with %s (Signature Version 4).", truncate(v, 10), sigV4Algorithm)
 	}
 	return parsePresigned(q)
 }

@@ -78,7 +78,7 @@ func TestHasSignature(t *testing.T) {
 	if hasSignature(r, url.Values{}) {
 		t.Fatal("an unsigned request has a signature")
 	}
-	for _, k := range []string{"X-Amz-Algorithm", "X-Amz-Signature", "X-Amz-Credential"} {
+	for _, k := range []string{"X-Amz-Algorithm", "X-Amz-Signature", "X-Amz-Credential", "SignatureVersion"} {
 		if !hasSignature(r, url.Values{k: {"x"}}) {
 			t.Fatalf("%s not seen", k)
 		}
