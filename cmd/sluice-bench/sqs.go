@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -32,9 +33,15 @@ func newSQSDriver(ctx context.Context, endpoint string, prefetch int) (*sqsDrive
 	// Keep a connection per message in flight: the default transport keeps
 	// few idle per host, and reconnecting would be what the run measures.
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024 })
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY sign for a server with
+	// --auth-file; without them any key does.
+	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if id == "" {
+		id, secret = "bench", "bench"
+	}
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("bench", "bench", "")),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(id, secret, "")),
 		config.WithHTTPClient(hc),
 	)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/auth"
 )
@@ -91,9 +93,10 @@ func (h *Handler) authenticate(r *http.Request, c *call, body []byte) error {
 	if ae != nil {
 		return fail(auth.ReasonBadCredentials, user, ae)
 	}
-	key := signingKey(secret, s.scopeDate, s.region, s.service)
+	key := h.keys.get(s, secret)
 	for _, ph := range hashes {
 		if s.signatureMatches(key, s.canonicalRequest(r, q, ph)) {
+			h.keys.put(s, secret, key)
 			c.principal, c.keyID = user, s.keyID
 			return nil
 		}
@@ -216,4 +219,36 @@ func (h *Handler) allowDeadLetter(c *call, before, after string) error {
 		return nil
 	}
 	return h.allowOp(c, auth.Produce, after)
+}
+
+// keyCache keeps the signing keys of recent successful requests: a key
+// is derived by four chained HMACs and changes once a day per access key
+// and region, so deriving it per request is a third of the verification's
+// cost. Only a verified request's key is kept, with the secret it was
+// derived from, so a rotated secret is never served from the cache.
+type keyCache struct {
+	m sync.Map // scope key -> cachedKey
+	n atomic.Int64
+}
+
+type cachedKey struct {
+	secret string
+	key    []byte
+}
+
+// maxCachedKeys bounds the cache; past it, it starts over.
+const maxCachedKeys = 4096
+
+func (k *keyCache) get(s *sigV4, secret string) []byte {
+	if v, ok := k.m.Load(s.keyID + "/" + s.scope()); ok && v.(cachedKey).secret == secret {
+		return v.(cachedKey).key
+	}
+	return signingKey(secret, s.scopeDate, s.region, s.service)
+}
+
+func (k *keyCache) put(s *sigV4, secret string, key []byte) {
+	if _, loaded := k.m.Swap(s.keyID+"/"+s.scope(), cachedKey{secret, key}); !loaded && k.n.Add(1) > maxCachedKeys {
+		k.m.Clear()
+		k.n.Store(0)
+	}
 }

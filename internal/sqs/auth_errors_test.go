@@ -3,9 +3,12 @@ package sqs
 import (
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/sluice-mq/sluice/internal/auth"
 )
@@ -166,5 +169,31 @@ func TestAuthPresigned(t *testing.T) {
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if rec := a.serve(r); rec.Code != 403 {
 		t.Fatalf("presigned URL with an unsigned body: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A rotated secret takes effect at once: the signing-key cache never
+// verifies with the secret it was derived from once the file says
+// otherwise.
+func TestRotatedSecretIsNotCached(t *testing.T) {
+	a := newAuthHarness(t)
+	send := func(cred aws.Credentials) int {
+		return a.serve(sign(t, request(true, "ListQueues", nil), cred, a.clock())).Code
+	}
+	if code := send(alice); code != 200 {
+		t.Fatalf("before rotation: %d", code)
+	}
+	rotated := strings.Replace(testUsersFile, "{id: AKIDALICE, secret: alice-secret}", "{id: AKIDALICE, secret: alice-new}", 1)
+	if err := os.WriteFile(a.path, []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if code := send(alice); code != 403 {
+		t.Fatalf("the old secret after rotation: %d", code)
+	}
+	if code := send(aws.Credentials{AccessKeyID: "AKIDALICE", SecretAccessKey: "alice-new"}); code != 200 {
+		t.Fatalf("the new secret: %d", code)
 	}
 }

@@ -51,6 +51,7 @@ type Handler struct {
 	cfg      Config
 	log      *slog.Logger
 	attempts attempts   // FIFO ReceiveRequestAttemptId answers (receive_attempts.go)
+	keys     keyCache   // SigV4 signing keys of recent requests (auth.go)
 	rulesMu  sync.Mutex // serialises AddPermission/RemovePermission edits of the users file
 }
 
