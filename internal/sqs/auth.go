@@ -57,7 +57,7 @@ func (h *Handler) authenticate(r *http.Request, c *call, body []byte) error {
 		return nil
 	}
 	fail := func(reason string, who auth.Principal, err *apiError) error {
-		store.Fail(protocolName, reason, who, r.RemoteAddr, err.kind.code+" "+requestAction(r))
+		store.Fail(protocolName, reason, who, r.RemoteAddr, err.kind.code+" "+requestAction(r, body))
 		return err
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -151,13 +151,16 @@ func payloadHashes(s *sigV4, body []byte) ([]string, *apiError) {
 }
 
 // requestAction names the action for the failure log, before parse has
-// decoded it.
-func requestAction(r *http.Request) string {
+// decoded it (only refused requests pay for this).
+func requestAction(r *http.Request, body []byte) string {
 	if t := r.Header.Get("X-Amz-Target"); t != "" {
 		return truncate(t, 80)
 	}
 	if a := r.URL.Query().Get("Action"); a != "" {
 		return truncate(a, 80)
+	}
+	if v, err := url.ParseQuery(string(body)); err == nil && v.Get("Action") != "" {
+		return truncate(v.Get("Action"), 80)
 	}
 	return "(query request)"
 }
