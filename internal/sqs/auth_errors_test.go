@@ -52,6 +52,22 @@ func TestAuthErrors(t *testing.T) {
 			r.Host = "elsewhere.test"
 			return r
 		}, "SignatureDoesNotMatch", 403, auth.ReasonBadCredentials},
+		{"header signature over UNSIGNED-PAYLOAD", func(a *authHarness, jsonProto bool) *http.Request {
+			r := request(jsonProto, "CreateQueue", map[string]string{"QueueName": "refused"})
+			r.Header.Set("X-Amz-Content-Sha256", unsignedPayload)
+			if err := signer().SignHTTP(bg(), alice, r, unsignedPayload, "sqs", "us-east-1", a.clock()); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}, "SignatureDoesNotMatch", 403, auth.ReasonBadCredentials},
+		{"X-Amz-Content-Sha256 not the body's", func(a *authHarness, jsonProto bool) *http.Request {
+			r := request(jsonProto, "CreateQueue", map[string]string{"QueueName": "refused"})
+			r.Header.Set("X-Amz-Content-Sha256", strings.Repeat("ab", 32))
+			if err := signer().SignHTTP(bg(), alice, r, strings.Repeat("ab", 32), "sqs", "us-east-1", a.clock()); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}, "SignatureDoesNotMatch", 403, auth.ReasonBadCredentials},
 		{"malformed header", createAt(func(r *http.Request, _ time.Time) *http.Request {
 			r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDALICE/20260501/us-east-1/sqs/aws4_request, Signature=00")
 			return r
