@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // docCommands returns the curl commands of docs/api.md's curl section, one
@@ -54,7 +56,7 @@ func docCommands(t *testing.T) (prelude string, cmds []string) {
 // keep the test fast; the requests are otherwise as documented.
 func TestAPIDocCurlExamples(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+		testproc.Missing(t, "curl is not installed (apt-get install curl)")
 	}
 	p := start(t, t.TempDir())
 	prelude, cmds := docCommands(t)

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // tourScript returns the shell blocks of README.md's tour, in order, as one
@@ -43,7 +45,7 @@ func tourScript(t *testing.T) string {
 // this package already built.
 func TestReadmeTour(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("the tour uses curl, which is not installed")
+		testproc.Missing(t, "the tour uses curl, which is not installed (apt-get install curl)")
 	}
 	p := start(t, t.TempDir())
 	work := t.TempDir()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // kcat runs Debian's kcat (librdkafka 2.0) against the node. It skips the
@@ -16,7 +18,7 @@ func (n *node) kcat(stdin string, args ...string) string {
 	n.t.Helper()
 	path, err := exec.LookPath("kcat")
 	if err != nil {
-		n.t.Skip("kcat is not installed (apt-get install kcat)")
+		testproc.Missing(n.t, "kcat is not installed (apt-get install kcat)")
 	}
 	ctx := testCtx(n.t, 60*time.Second)
 	cmd := exec.CommandContext(ctx, path, append([]string{"-b", n.addr}, args...)...)
@@ -31,7 +33,7 @@ func (n *node) kcat(stdin string, args ...string) string {
 
 func TestKcat(t *testing.T) {
 	if _, err := exec.LookPath("kcat"); err != nil {
-		t.Skip("kcat is not installed (apt-get install kcat)")
+		testproc.Missing(t, "kcat is not installed (apt-get install kcat)")
 	}
 	n := startNode(t, "")
 	n.createTopic("kc", 4)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // TestPythonClients drives confluent-kafka-python (librdkafka) and
@@ -18,7 +20,7 @@ func TestPythonClients(t *testing.T) {
 	python, err := exec.LookPath("/usr/bin/python3")
 	if err != nil {
 		if python, err = exec.LookPath("python3"); err != nil {
-			t.Skip("python3 is not installed")
+			testproc.Missing(t, "python3 is not installed")
 		}
 	}
 	for _, tc := range []struct{ lib, module, pkg string }{
@@ -27,7 +29,7 @@ func TestPythonClients(t *testing.T) {
 	} {
 		t.Run(tc.lib, func(t *testing.T) {
 			if exec.Command(python, "-c", "import "+tc.module).Run() != nil {
-				t.Skipf("python module %s is not installed (apt-get install %s)", tc.module, tc.pkg)
+				testproc.Missing(t, fmt.Sprintf("python module %s is not installed (apt-get install %s)", tc.module, tc.pkg))
 			}
 			n := startNode(t, "")
 			n.createTopic("py", 3)

@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/sqs"
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // Real clients against a listener with authentication on: the users file
@@ -64,14 +65,10 @@ func newAuthEnv(t *testing.T) *env {
 	return e
 }
 
-// needClient skips a test whose client is not installed, and fails it
-// under CI (CI=true), which installs every client (.ci/run).
+// needClient fails a test whose client is not installed (testproc.Missing).
 func needClient(t *testing.T, msg string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testproc.Missing(t, msg)
 }
 
 func TestSDKWithKeys(t *testing.T) {

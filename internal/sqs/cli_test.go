@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // The AWS CLI and boto3 against a real listener. Debian's packages (awscli
@@ -84,7 +86,7 @@ func runAWSCLI(t *testing.T, endpoint string) { runAWSCLIAs(t, endpoint, "dummy"
 func runAWSCLIAs(t *testing.T, endpoint, keyID, secret string) {
 	clis := clientPaths("/usr/bin/aws", "aws")
 	if len(clis) == 0 {
-		t.Skip("no AWS CLI: install Debian's awscli (apt-get install awscli) to run this test")
+		testproc.Missing(t, "no AWS CLI: install Debian's awscli (apt-get install awscli) to run this test")
 	}
 	for i, cli := range clis {
 		t.Run(strings.ReplaceAll(cli, "/", "_"), func(t *testing.T) {
@@ -142,7 +144,7 @@ func runBoto3(t *testing.T, endpoint string) {
 		}
 	}
 	if len(pythons) == 0 {
-		t.Skip("no boto3: install Debian's python3-boto3 (apt-get install python3-boto3) to run this test")
+		testproc.Missing(t, "no boto3: install Debian's python3-boto3 (apt-get install python3-boto3) to run this test")
 	}
 	script, err := filepath.Abs("testdata/boto3_smoke.py")
 	if err != nil {

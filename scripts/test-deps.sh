@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite needs, if any is missing: the
+# one list, used by `make test` (its deps step) and by .ci/run. The interop
+# tests fail, never skip, when a client is missing, so this runs first.
+#
+#   make, curl       the test command itself; the README tour test
+#   awscli, boto3    real SQS clients nobody here wrote
+#   kcat, confluent-kafka, kafka-python   real Kafka clients
+#   openssl          makes the CA and certificates of the TLS tests
+set -euo pipefail
+pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "test-deps: installing ${missing[*]}"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "test-deps: need root (or sudo) to apt-get install ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+"${sudo[@]}" apt-get update
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
