@@ -15,6 +15,8 @@
 package client
 
 import (
+	"context"
+	"crypto/tls"
 	"net/http"
 	"strings"
 
@@ -49,6 +51,8 @@ type config struct {
 	http     *http.Client
 	protocol Protocol
 	extra    []connect.ClientOption
+	token    string
+	tls      *tls.Config
 }
 
 // Option configures New.
@@ -67,6 +71,19 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 	return func(c *config) { c.extra = append(c.extra, opts...) }
 }
 
+// WithToken sends token on every call as "Authorization: Bearer <token>",
+// the native API's credential (`sluice user add --token` makes one). Use
+// it over https:// unless the network is trusted: a bearer token is a
+// password.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithTLS sets the TLS configuration of the default HTTP client: RootCAs
+// to trust a private CA, Certificates to present a client certificate
+// (mutual TLS, whose Common Name the server takes as the principal). With
+// WithHTTPClient, configure TLS in that client instead; WithTLS is then
+// ignored.
+func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
 // New returns a client of the server at baseURL, e.g. "http://127.0.0.1:8080".
 // It does not connect until the first call.
 func New(baseURL string, opts ...Option) *Client {
@@ -75,7 +92,7 @@ func New(baseURL string, opts ...Option) *Client {
 		o(&cfg)
 	}
 	if cfg.http == nil {
-		cfg.http = defaultHTTPClient(cfg.protocol)
+		cfg.http = defaultHTTPClient(cfg.protocol, cfg.tls)
 	}
 	var copts []connect.ClientOption
 	switch cfg.protocol {
@@ -85,6 +102,9 @@ func New(baseURL string, opts ...Option) *Client {
 		copts = append(copts, connect.WithGRPC())
 	case ProtocolGRPCWeb:
 		copts = append(copts, connect.WithGRPCWeb())
+	}
+	if cfg.token != "" {
+		copts = append(copts, connect.WithInterceptors(bearer("Bearer "+cfg.token)))
 	}
 	copts = append(copts, cfg.extra...)
 	base := strings.TrimRight(baseURL, "/")
@@ -99,8 +119,11 @@ func New(baseURL string, opts ...Option) *Client {
 // defaultHTTPClient has no overall timeout: long polls and streams hold a
 // response open, and each call's context bounds it instead. gRPC needs
 // HTTP/2, cleartext for http:// URLs.
-func defaultHTTPClient(p Protocol) *http.Client {
+func defaultHTTPClient(p Protocol, tc *tls.Config) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	if tc != nil {
+		t.TLSClientConfig = tc.Clone()
+	}
 	if p == ProtocolGRPC {
 		var protos http.Protocols
 		protos.SetHTTP2(true)
@@ -108,4 +131,26 @@ func defaultHTTPClient(p Protocol) *http.Client {
 		t.Protocols = &protos
 	}
 	return &http.Client{Transport: t}
+}
+
+// bearer adds the Authorization header to every call, unary or stream.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

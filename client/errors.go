@@ -47,6 +47,12 @@ var (
 	ErrNotReady               = reasonErr("NOT_READY")
 	ErrShuttingDown           = reasonErr("SHUTTING_DOWN")
 	ErrInternal               = reasonErr("INTERNAL")
+	// ErrUnauthenticated: no credentials, or a token the server does not
+	// know (WithToken, WithTLS).
+	ErrUnauthenticated = reasonErr("UNAUTHENTICATED")
+	// ErrPermissionDenied: the caller is known but no rule allows the call;
+	// metadata "operation" and "resource" say what was refused.
+	ErrPermissionDenied = reasonErr("PERMISSION_DENIED")
 )
 
 // ReasonError is the type of the sentinels: a reason and nothing else.

@@ -4,8 +4,9 @@
 // It owns translation only: protocol in, one broker call, protocol out, with
 // broker errors mapped to Connect codes and an ErrorInfo reason through the
 // single table in errors.go. It also owns the handler boundary: panics
-// become `internal` errors, request bodies are bounded, and every call's
-// latency is recorded.
+// become `internal` errors, request bodies are bounded, every call's
+// latency is recorded, and every call is authenticated and authorized
+// (authz.go) before its handler runs.
 //
 // It must never hold queue, topic or group logic of its own (that belongs in
 // internal/broker, where the Kafka and SQS front-ends share it), import
@@ -55,12 +56,13 @@ type API struct {
 	draining <-chan struct{}
 	observe  func(protocol, operation string, d time.Duration)
 	streams  *leases
+	auth     *auth.Store // nil: authentication off
 }
 
 // New returns the API over opts.Broker.
 func New(opts Options) *API {
 	a := &API{b: opts.Broker, log: opts.Logger, maxBytes: opts.MaxRequestBytes,
-		draining: opts.Draining, observe: opts.ObserveRequest, streams: newLeases()}
+		draining: opts.Draining, observe: opts.ObserveRequest, streams: newLeases(), auth: opts.Auth}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -83,7 +85,7 @@ type Route struct {
 func (a *API) Routes() []Route {
 	opts := a.HandlerOptions()
 	var out []Route
-	add := func(p string, h http.Handler) { out = append(out, Route{p, h}) }
+	add := func(p string, h http.Handler) { out = append(out, Route{p, withConnState(h)}) }
 	add(sluicev1connect.NewQueueServiceHandler(&queueService{a}, opts...))
 	add(sluicev1connect.NewDeadLetterServiceHandler(&deadLetterService{a}, opts...))
 	add(sluicev1connect.NewTopicServiceHandler(&topicService{API: a}, opts...))
@@ -99,12 +101,13 @@ const compressMinBytes = 64 << 10
 
 // HandlerOptions are the options every handler is built with: the size
 // limit, compression only for large responses, the panic boundary and the
-// metrics interceptor.
+// metrics and auth interceptors.
 func (a *API) HandlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithReadMaxBytes(int(a.maxBytes)),
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithInterceptors(metricsInterceptor{a.observe}),
+		// Metrics outermost, so refused calls are timed and counted too.
+		connect.WithInterceptors(metricsInterceptor{a.observe}, authInterceptor{a}),
 		connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, v any) error {
 			logPanic(a.log, spec.Procedure, v, string(debug.Stack()))
 			return apiError(connect.CodeInternal, ReasonInternal,

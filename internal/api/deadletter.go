@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"connectrpc.com/connect"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
@@ -40,12 +42,13 @@ func redriveToProto(t broker.RedriveTask, f *sluicev1.RedriveFilter, limit int64
 	return out
 }
 
-func (d *deadLetterService) ListDeadLetterSources(_ context.Context, req *connect.Request[sluicev1.ListDeadLetterSourcesRequest]) (*connect.Response[sluicev1.ListDeadLetterSourcesResponse], error) {
+func (d *deadLetterService) ListDeadLetterSources(ctx context.Context, req *connect.Request[sluicev1.ListDeadLetterSourcesRequest]) (*connect.Response[sluicev1.ListDeadLetterSourcesResponse], error) {
 	name := req.Msg.GetQueue()
 	if _, err := d.b.GetQueue(name); err != nil {
 		return nil, d.toConnect(err, qmeta(name))
 	}
-	return connect.NewResponse(&sluicev1.ListDeadLetterSourcesResponse{SourceQueues: d.b.DeadLetterSources(name)}), nil
+	sources := slices.DeleteFunc(d.b.DeadLetterSources(name), func(n string) bool { return !d.visible(ctx, queueRes(n)) })
+	return connect.NewResponse(&sluicev1.ListDeadLetterSourcesResponse{SourceQueues: sources}), nil
 }
 
 // redriveMatch turns the request's filter into the broker's, which is saved
@@ -93,24 +96,39 @@ func (d *deadLetterService) StartRedrive(_ context.Context, req *connect.Request
 	return connect.NewResponse(&sluicev1.StartRedriveResponse{Redrive: redriveToProto(t, m.GetFilter(), m.GetLimit())}), nil
 }
 
-func (d *deadLetterService) GetRedrive(_ context.Context, req *connect.Request[sluicev1.GetRedriveRequest]) (*connect.Response[sluicev1.GetRedriveResponse], error) {
+func (d *deadLetterService) GetRedrive(ctx context.Context, req *connect.Request[sluicev1.GetRedriveRequest]) (*connect.Response[sluicev1.GetRedriveResponse], error) {
 	t, err := d.b.GetRedrive(req.Msg.GetId())
 	if err != nil {
 		return nil, d.toConnect(err, map[string]string{"redrive_id": req.Msg.GetId()})
 	}
+	if err := d.allowed(ctx, auth.Describe, queueRes(t.Source)); err != nil {
+		return nil, err
+	}
 	return connect.NewResponse(&sluicev1.GetRedriveResponse{Redrive: redriveToProto(t, nil, 0)}), nil
 }
 
-func (d *deadLetterService) ListRedrives(_ context.Context, req *connect.Request[sluicev1.ListRedrivesRequest]) (*connect.Response[sluicev1.ListRedrivesResponse], error) {
+func (d *deadLetterService) ListRedrives(ctx context.Context, req *connect.Request[sluicev1.ListRedrivesRequest]) (*connect.Response[sluicev1.ListRedrivesResponse], error) {
 	out := &sluicev1.ListRedrivesResponse{}
 	for _, t := range d.b.ListRedrives(req.Msg.GetDeadLetterQueue()) {
+		if !d.visible(ctx, queueRes(t.Source)) {
+			continue
+		}
 		out.Redrives = append(out.Redrives, redriveToProto(t, nil, 0))
 	}
 	return connect.NewResponse(out), nil
 }
 
-func (d *deadLetterService) CancelRedrive(_ context.Context, req *connect.Request[sluicev1.CancelRedriveRequest]) (*connect.Response[sluicev1.CancelRedriveResponse], error) {
-	t, err := d.b.CancelRedrive(req.Msg.GetId())
+func (d *deadLetterService) CancelRedrive(ctx context.Context, req *connect.Request[sluicev1.CancelRedriveRequest]) (*connect.Response[sluicev1.CancelRedriveResponse], error) {
+	// The redrive's queue is known only from the broker: a read first, the
+	// check, then the cancel.
+	t, err := d.b.GetRedrive(req.Msg.GetId())
+	if err != nil {
+		return nil, d.toConnect(err, map[string]string{"redrive_id": req.Msg.GetId()})
+	}
+	if err := d.allowed(ctx, auth.Redrive, queueRes(t.Source)); err != nil {
+		return nil, err
+	}
+	t, err = d.b.CancelRedrive(req.Msg.GetId())
 	if err != nil {
 		return nil, d.toConnect(err, map[string]string{"redrive_id": req.Msg.GetId()})
 	}

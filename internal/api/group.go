@@ -142,9 +142,12 @@ func summaryProto(id string, st broker.GroupState, protocolType string, members 
 	return s
 }
 
-func (g *groupService) ListGroups(_ context.Context, _ *connect.Request[sluicev1.ListGroupsRequest]) (*connect.Response[sluicev1.ListGroupsResponse], error) {
+func (g *groupService) ListGroups(ctx context.Context, _ *connect.Request[sluicev1.ListGroupsRequest]) (*connect.Response[sluicev1.ListGroupsResponse], error) {
 	out := &sluicev1.ListGroupsResponse{}
 	for _, s := range g.b.ListGroups() {
+		if !g.visible(ctx, groupRes(s.Group)) {
+			continue
+		}
 		out.Groups = append(out.Groups, summaryProto(s.Group, s.State, s.ProtocolType, s.Members))
 	}
 	return connect.NewResponse(out), nil

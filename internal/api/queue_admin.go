@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -99,8 +100,10 @@ func page(names []string, size int32, token string) ([]string, string, error) {
 	return names[start:end], next, nil
 }
 
-func (q *queueService) ListQueues(_ context.Context, req *connect.Request[sluicev1.ListQueuesRequest]) (*connect.Response[sluicev1.ListQueuesResponse], error) {
-	names, next, err := page(q.b.ListQueues(req.Msg.GetPrefix()), req.Msg.GetPageSize(), req.Msg.GetPageToken())
+func (q *queueService) ListQueues(ctx context.Context, req *connect.Request[sluicev1.ListQueuesRequest]) (*connect.Response[sluicev1.ListQueuesResponse], error) {
+	// Filtered before paging, so a page is full of what the caller may see.
+	all := slices.DeleteFunc(q.b.ListQueues(req.Msg.GetPrefix()), func(n string) bool { return !q.visible(ctx, queueRes(n)) })
+	names, next, err := page(all, req.Msg.GetPageSize(), req.Msg.GetPageToken())
 	if err != nil {
 		return nil, err
 	}

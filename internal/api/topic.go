@@ -110,12 +110,14 @@ func (t *topicService) CreateTopic(_ context.Context, req *connect.Request[sluic
 	return connect.NewResponse(&sluicev1.CreateTopicResponse{Topic: out}), nil
 }
 
-func (t *topicService) ListTopics(_ context.Context, req *connect.Request[sluicev1.ListTopicsRequest]) (*connect.Response[sluicev1.ListTopicsResponse], error) {
+func (t *topicService) ListTopics(ctx context.Context, req *connect.Request[sluicev1.ListTopicsRequest]) (*connect.Response[sluicev1.ListTopicsResponse], error) {
 	all := t.b.ListTopics(req.Msg.GetPrefix())
-	names := make([]string, len(all))
+	names := make([]string, 0, len(all))
 	byName := map[string]broker.TopicSettings{}
-	for i, s := range all {
-		names[i], byName[s.Name] = s.Name, s
+	for _, s := range all {
+		if t.visible(ctx, topicRes(s.Name)) { // before paging, so pages are full
+			names, byName[s.Name] = append(names, s.Name), s
+		}
 	}
 	names, next, err := page(names, req.Msg.GetPageSize(), req.Msg.GetPageToken())
 	if err != nil {

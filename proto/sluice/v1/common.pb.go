@@ -85,6 +85,10 @@ const (
 //	NOT_READY                   unavailable         the broker is still recovering; retry
 //	SHUTTING_DOWN               unavailable         the broker is stopping; retry elsewhere/later
 //	INTERNAL                    internal            a bug; the server log has the details
+//	UNAUTHENTICATED             unauthenticated     no credentials, or a bearer token or client
+//	                                                certificate the server does not accept
+//	PERMISSION_DENIED           permission_denied   no access rule allows it; metadata "operation",
+//	                                                "resource" (docs/security.md)
 type ErrorInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One of the reasons above, e.g. "RECEIPT_STALE".
