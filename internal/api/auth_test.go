@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -169,7 +170,9 @@ func (h header) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.
 // or purged, and the stream of Consume never starts.
 func TestRefusedCallsNeverReachTheBroker(t *testing.T) {
 	f := startAuth(t)
-	ctx := t.Context()
+	// Bounded: on code that let the calls through, a Consume would wait.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	if _, err := f.b.CreateQueue(broker.QueueSettings{Name: "orders"}); err != nil {
 		t.Fatal(err)
 	}
