@@ -32,6 +32,7 @@ type settings struct {
 	logger     *slog.Logger
 	clientOpts []client.Option
 	dataDir    string
+	authFile   string
 }
 
 // WithFsync sets the durability policy ("always", the default; "never" is
@@ -52,6 +53,11 @@ func WithClientOptions(opts ...client.Option) Option {
 // WithDataDir keeps the data in dir instead of a fresh t.TempDir(), so a
 // test can stop a broker and start another on the same data.
 func WithDataDir(dir string) Option { return func(s *settings) { s.dataDir = dir } }
+
+// WithAuthFile turns authentication on with the users file at path, as
+// --auth-file does (reread every 2 s); give the client a credential with
+// WithClientOptions(client.WithToken(...)).
+func WithAuthFile(path string) Option { return func(s *settings) { s.authFile = path } }
 
 // Server is a broker running for one test.
 type Server struct {
@@ -90,6 +96,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 	cfg := server.Defaults()
 	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = st.dataDir, "127.0.0.1:0", "", ""
 	cfg.Fsync = st.fsync
+	cfg.AuthFile = st.authFile
 	if st.maxRequest > 0 {
 		cfg.MaxRequestBytes = st.maxRequest
 	}

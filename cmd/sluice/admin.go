@@ -36,7 +36,7 @@ at start. docs/operations.md ("Corruption") says what to do about each.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, _ *client.Client, _ []string) error {
-		rep, err := fetchCorruption(ctx, f.server)
+		rep, err := fetchCorruption(ctx, f.server, f.token)
 		if err != nil {
 			return err
 		}
@@ -67,10 +67,13 @@ at start. docs/operations.md ("Corruption") says what to do about each.`,
 	return cmd
 }
 
-func fetchCorruption(ctx context.Context, server string) (*node.CorruptionReport, error) {
+func fetchCorruption(ctx context.Context, server, token string) (*node.CorruptionReport, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(server, "/")+node.CorruptionPath, nil)
 	if err != nil {
 		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

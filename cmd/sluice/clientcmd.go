@@ -27,6 +27,7 @@ const defaultServer = "http://127.0.0.1:8080"
 type clientFlags struct {
 	server string
 	output string
+	token  string
 }
 
 // newClientGroup builds a parent command ("queue", "topic", …) whose
@@ -38,8 +39,13 @@ func newClientGroup(use, short string, f *clientFlags) *cobra.Command {
 		server = v
 	}
 	cmd.PersistentFlags().StringVar(&f.server, "server", server, "broker `URL` [env SLUICE_SERVER]")
+	// The flag's default is not shown in --help: it would print the secret.
+	cmd.PersistentFlags().StringVar(&f.token, "token", "", "bearer `token` of the native API, when the server has --auth-file (`sluice user add --token` makes one) [env SLUICE_TOKEN]")
 	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "table", "output `format`: table (for people) or json (for scripts)")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if f.token == "" {
+			f.token = os.Getenv("SLUICE_TOKEN")
+		}
 		if f.output != "table" && f.output != "json" {
 			return fmt.Errorf("--output: want table or json, got %q", f.output)
 		}
@@ -48,7 +54,12 @@ func newClientGroup(use, short string, f *clientFlags) *cobra.Command {
 	return cmd
 }
 
-func (f *clientFlags) client() *client.Client { return client.New(f.server) }
+func (f *clientFlags) client() *client.Client {
+	if f.token != "" {
+		return client.New(f.server, client.WithToken(f.token))
+	}
+	return client.New(f.server)
+}
 
 func (f *clientFlags) json() bool { return f.output == "json" }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/api"
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/server"
 )
@@ -37,9 +39,11 @@ type CorruptRecord struct {
 }
 
 // mountAdmin serves the operator's reports on the HTTP listener. They name
-// server paths, so they belong with /metrics, not in a protocol's answers.
-func mountAdmin(s *server.Server, b *broker.Broker) {
-	s.RegisterHTTP("GET "+CorruptionPath, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+// server paths, so they belong with /metrics, not in a protocol's answers;
+// unlike /metrics they name queues and files, so with authentication on
+// they need describe on the cluster, like the native API's calls.
+func mountAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
+	s.RegisterHTTP("GET "+CorruptionPath, api.GuardHTTP(store, auth.Describe, auth.Resource{Kind: auth.Cluster}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		rep := CorruptionReport{CorruptBatchesTotal: b.StorageStats().CorruptBatches,
 			Batches: []CorruptRecord{}, Unavailable: b.UnavailableQueues()}
 		for _, c := range b.Corruption() {
@@ -49,5 +53,5 @@ func mountAdmin(s *server.Server, b *broker.Broker) {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
-	}))
+	})))
 }

@@ -70,7 +70,7 @@ func Setup(opts Options) server.Setup {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		mountAPI(s, b, store)
-		mountAdmin(s, b)
+		mountAdmin(s, b, store)
 		if err := mountKafka(s, b, store); err != nil {
 			return err
 		}
