@@ -81,6 +81,12 @@ func TestUserAddedByTheCLIWorksOnARunningServer(t *testing.T) {
 	mustCLI(t, u, "", "queue", "create", "jobs2")
 	t.Setenv("SLUICE_TOKEN", "")
 
+	// The operator's report needs describe on the cluster, like the API.
+	if _, _, err := cli(t, u, "", "admin", "corruption"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("admin corruption without a token: %v, want 401", err)
+	}
+	mustCLI(t, u, "", "admin", "corruption", "--token", admin)
+
 	worker := addTokenUser(t, path, "worker")
 	mustAuthCLI(t, path, "", "acl", "add", "--user", "worker", "--allow", "send,consume", "--resource", "queue:jobs")
 	eventually(t, "the new user's send", func() error {

@@ -335,3 +335,26 @@ func TestGuardHTTP(t *testing.T) {
 		}
 	}
 }
+
+// A stream carries the token too: alice's Consume delivers.
+func TestConsumeStreamWithAToken(t *testing.T) {
+	f := startAuth(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := f.b.CreateQueue(broker.QueueSettings{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	alice := f.client(aliceToken)
+	if _, err := alice.Send(ctx, "orders", []byte("streamed")); err != nil {
+		t.Fatal(err)
+	}
+	for m, err := range alice.Consume(ctx, "orders") {
+		if err != nil {
+			t.Fatalf("alice's Consume: %v", err)
+		}
+		if string(m.GetBody()) != "streamed" {
+			t.Errorf("got %q", m.GetBody())
+		}
+		break
+	}
+}
