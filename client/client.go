@@ -8,6 +8,10 @@
 //	c := client.New("http://127.0.0.1:8080")
 //	if _, err := c.Send(ctx, "emails", []byte("hello")); errors.Is(err, client.ErrQueueNotFound) { … }
 //
+// A server with --auth-file wants a credential: WithToken sends a bearer
+// token, WithTLS a client certificate (docs/security.md); a refused call
+// matches ErrUnauthenticated or ErrPermissionDenied.
+//
 // Messages and configs are the schema's types (package sluicev1), aliased
 // here so one import suffices. This package owns the public Go contract; it
 // must never import sluice's internal packages, so programs outside the
