@@ -36,7 +36,7 @@ at start. docs/operations.md ("Corruption") says what to do about each.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, _ *client.Client, _ []string) error {
-		rep, err := fetchCorruption(ctx, f.server, f.token)
+		rep, err := fetchCorruption(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -67,15 +67,21 @@ at start. docs/operations.md ("Corruption") says what to do about each.`,
 	return cmd
 }
 
-func fetchCorruption(ctx context.Context, server, token string) (*node.CorruptionReport, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(server, "/")+node.CorruptionPath, nil)
+func fetchCorruption(ctx context.Context, f *clientFlags) (*node.CorruptionReport, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(f.server, "/")+node.CorruptionPath, nil)
 	if err != nil {
 		return nil, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if f.tls.config != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = f.tls.config
+		hc = &http.Client{Transport: t}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

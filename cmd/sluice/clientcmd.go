@@ -28,6 +28,7 @@ type clientFlags struct {
 	server string
 	output string
 	token  string
+	tls    clientTLS
 }
 
 // newClientGroup builds a parent command ("queue", "topic", …) whose
@@ -41,6 +42,7 @@ func newClientGroup(use, short string, f *clientFlags) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&f.server, "server", server, "broker `URL` [env SLUICE_SERVER]")
 	// The flag's default is not shown in --help: it would print the secret.
 	cmd.PersistentFlags().StringVar(&f.token, "token", "", "bearer `token` of the native API, when the server has --auth-file (`sluice user add --token` makes one) [env SLUICE_TOKEN]")
+	f.tls.addFlags(cmd)
 	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "table", "output `format`: table (for people) or json (for scripts)")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if f.token == "" {
@@ -49,16 +51,20 @@ func newClientGroup(use, short string, f *clientFlags) *cobra.Command {
 		if f.output != "table" && f.output != "json" {
 			return fmt.Errorf("--output: want table or json, got %q", f.output)
 		}
-		return nil
+		return f.tls.load()
 	}
 	return cmd
 }
 
 func (f *clientFlags) client() *client.Client {
+	var opts []client.Option
 	if f.token != "" {
-		return client.New(f.server, client.WithToken(f.token))
+		opts = append(opts, client.WithToken(f.token))
 	}
-	return client.New(f.server)
+	if f.tls.config != nil {
+		opts = append(opts, client.WithTLS(f.tls.config))
+	}
+	return client.New(f.server, opts...)
 }
 
 func (f *clientFlags) json() bool { return f.output == "json" }
