@@ -57,7 +57,8 @@ new access key are printed once, on creation: keep them then.`,
 		Args: cobra.NoArgs,
 	}
 	authFileFlag(cmd, &path)
-	cmd.AddCommand(userAddCmd(&path), userRemoveCmd(&path), userListCmd(&path), userPasswdCmd(&path))
+	cmd.AddCommand(userAddCmd(&path), userRemoveCmd(&path), userListCmd(&path), userPasswdCmd(&path),
+		userTokenCmd(&path), userAccessKeyCmd(&path))
 	return cmd
 }
 
@@ -278,4 +279,74 @@ func userPasswdCmd(path *string) *cobra.Command {
 	}
 	pw.add(cmd, false)
 	return cmd
+}
+
+// userTokenCmd and userAccessKeyCmd give an existing user a new credential
+// (printed once), and with --replace revoke the ones it had: rotation, or
+// the way back from a lost token, without touching its other credentials.
+func userTokenCmd(path *string) *cobra.Command {
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "token NAME",
+		Short: "Give a user a new API token (printed once); --replace revokes its other tokens",
+		Example: `  sluice user token billing --auth-file users.yaml
+  sluice user token billing --replace --auth-file users.yaml   # rotate: only the new one works`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tok, err := auth.NewToken()
+			if err != nil {
+				return err
+			}
+			if err := editUser(*path, args[0], func(u *auth.User) {
+				if replace {
+					u.Tokens = nil
+				}
+				u.Tokens = append(u.Tokens, auth.HashToken(tok))
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "token: %s\n", tok)
+			fmt.Fprintln(cmd.ErrOrStderr(), "(shown once: the file keeps the token only hashed; store it now)")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&replace, "replace", false, "revoke the user's other tokens")
+	return cmd
+}
+
+func userAccessKeyCmd(path *string) *cobra.Command {
+	var replace bool
+	cmd := &cobra.Command{
+		Use:     "access-key NAME",
+		Short:   "Give a user a new SQS access key (printed once); --replace revokes its other keys",
+		Example: `  sluice user access-key sqs-app --replace --auth-file users.yaml`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := newAccessKey()
+			if err := editUser(*path, args[0], func(u *auth.User) {
+				if replace {
+					u.AccessKeys = nil
+				}
+				u.AccessKeys = append(u.AccessKeys, key)
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "access key id: %s\nsecret access key: %s\n", key.ID, key.Secret)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&replace, "replace", false, "revoke the user's other access keys")
+	return cmd
+}
+
+// editUser applies fn to the named user of the file.
+func editUser(path, name string, fn func(*auth.User)) error {
+	return auth.Edit(path, func(f *auth.File) error {
+		u := f.User(name)
+		if u == nil {
+			return fmt.Errorf("no user %q in %s", name, path)
+		}
+		fn(u)
+		return nil
+	})
 }

@@ -167,8 +167,33 @@ func TestUserFileHoldsNoUsableSecretInClear(t *testing.T) {
 		t.Error("the new password does not work")
 	}
 
+	// Rotation: a new token works beside the old; --replace revokes the old.
+	second := tokenLine.FindStringSubmatch(mustAuthCLI(t, path, "", "user", "token", "api"))
+	third := tokenLine.FindStringSubmatch(mustAuthCLI(t, path, "", "user", "token", "api", "--replace"))
+	if second == nil || third == nil {
+		t.Fatal("user token printed no token")
+	}
+	if err := store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	for tk, want := range map[string]bool{tok: false, second[1]: false, third[1]: true} {
+		if _, ok := store.Token(tk); ok != want {
+			t.Errorf("after user token --replace, token %s… works: %v, want %v", tk[:8], ok, want)
+		}
+	}
+	if _, ok := store.Password("kafka", "n3w"); !ok {
+		t.Error("user token touched another user's password")
+	}
+	mustAuthCLI(t, path, "", "user", "access-key", "sqs", "--replace")
+	if err := store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := store.AccessKey(m[1]); ok {
+		t.Error("user access-key --replace left the old key working")
+	}
+
 	out = mustAuthCLI(t, path, "", "user", "list")
-	for _, want := range []string{"api", "kafka", "scram", m[1]} {
+	for _, want := range []string{"api", "kafka", "scram", "AKIA"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("user list lacks %q:\n%s", want, out)
 		}
