@@ -29,8 +29,14 @@ type ctxKey int
 
 const (
 	tlsKey ctxKey = iota
-	principalKey
+	callerKey
 )
+
+// caller is who made a call, for the checks a handler makes itself.
+type caller struct {
+	p    auth.Principal
+	peer string
+}
 
 // withConnState hands the request's TLS state to the interceptor, which
 // Connect does not show it.
@@ -57,8 +63,8 @@ func certPrincipal(cs *tls.ConnectionState) (auth.Principal, bool) {
 // principalOf is the caller authenticate found (Anonymous with
 // authentication off).
 func principalOf(ctx context.Context) auth.Principal {
-	p, _ := ctx.Value(principalKey).(auth.Principal)
-	return p
+	c, _ := ctx.Value(callerKey).(caller)
+	return c.p
 }
 
 // authenticate finds the caller. A token that is present must be good,
@@ -117,11 +123,11 @@ func (a *API) authorize(p auth.Principal, msg any, peer, procedure string) error
 // allowed is authorize for a handler that found its resource itself
 // (policy lookedUp).
 func (a *API) allowed(ctx context.Context, op auth.Operation, res auth.Resource) error {
-	p := principalOf(ctx)
-	if a.auth.Allowed(p, op, res) {
+	c, _ := ctx.Value(callerKey).(caller)
+	if a.auth.Allowed(c.p, op, res) {
 		return nil
 	}
-	return a.denied(p, "", need{op, res})
+	return a.denied(c.p, c.peer, need{op, res})
 }
 
 // visible reports whether the caller may see res in a listing.
@@ -150,7 +156,7 @@ func (i authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if err := i.a.authorize(p, req.Any(), peer, proc); err != nil {
 			return nil, err
 		}
-		return next(context.WithValue(ctx, principalKey, p), req)
+		return next(context.WithValue(ctx, callerKey, caller{p, peer}), req)
 	}
 }
 
@@ -165,7 +171,7 @@ func (i authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc)
 		if err != nil {
 			return err
 		}
-		return next(context.WithValue(ctx, principalKey, p), &authorizingConn{conn, i.a, p})
+		return next(context.WithValue(ctx, callerKey, caller{p, peer}), &authorizingConn{conn, i.a, p})
 	}
 }
 
