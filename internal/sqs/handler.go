@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/auth"
@@ -50,9 +49,8 @@ type Handler struct {
 	b        *broker.Broker
 	cfg      Config
 	log      *slog.Logger
-	attempts attempts   // FIFO ReceiveRequestAttemptId answers (receive_attempts.go)
-	keys     keyCache   // SigV4 signing keys of recent requests (auth.go)
-	rulesMu  sync.Mutex // serialises AddPermission/RemovePermission edits of the users file
+	attempts attempts // FIFO ReceiveRequestAttemptId answers (receive_attempts.go)
+	keys     keyCache // SigV4 signing keys of recent requests (auth.go)
 }
 
 // NewHandler returns the SQS front-end for b.

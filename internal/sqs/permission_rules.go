@@ -61,34 +61,24 @@ func grantee(f *auth.File, id string) (string, error) {
 // errUnchanged is what an edit returns to leave the file as it is.
 var errUnchanged = errors.New("no change")
 
-// editRules applies edit to the users file and writes it back atomically
-// (auth.WriteFile), then has the store reread it, so the caller's next
-// request already sees the change. Edits from this process are serialised;
-// one made by `sluice acl` at the same instant may be lost, as with any
-// two editors of one file.
+// editRules applies edit to the users file through auth.Edit (under the
+// file's lock, hardened, written atomically), then has the store reread
+// it, so the caller's next request already sees the change. An edit by
+// `sluice acl` at the same instant takes its turn instead of being lost.
 func (h *Handler) editRules(edit func(*auth.File) error) error {
 	path := h.cfg.Auth.Path()
 	if path == "" {
 		return newError(errInvalidAction, "Permissions cannot be changed: this server's users are not kept in a file.")
 	}
-	h.rulesMu.Lock()
-	defer h.rulesMu.Unlock()
-	f, err := auth.ReadFile(path)
-	if err != nil {
-		return newError(errInternal, "reading the users file: %v", err)
-	}
-	if err := edit(f); errors.Is(err, errUnchanged) {
+	err := auth.Edit(path, edit)
+	var ae *apiError
+	switch {
+	case errors.Is(err, errUnchanged):
 		return nil
-	} else if err != nil {
-		return err
-	}
-	// As every edit through the CLI does: nothing is written back in
-	// clear text.
-	if err := f.Harden(auth.DefaultIterations); err != nil {
-		return newError(errInternal, "%v", err)
-	}
-	if err := auth.WriteFile(path, f); err != nil {
-		return newError(errInternal, "writing the users file: %v", err)
+	case errors.As(err, &ae):
+		return ae
+	case err != nil:
+		return newError(errInternal, "editing the users file: %v", err)
 	}
 	if err := h.cfg.Auth.Reload(); err != nil {
 		return newError(errInternal, "%v", fmt.Errorf("rereading the users file: %w", err))
