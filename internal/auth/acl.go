@@ -201,3 +201,33 @@ func decide(rules []Rule, user string, op Operation, res Resource) bool {
 	}
 	return allowed
 }
+
+// decideSome reports whether some resource of kind is open to op for user:
+// a matching allow names op on a pattern of that kind (or "*"), and no
+// deny of op covers every resource of the kind ("*" or "kind:*"). A deny
+// of a narrower pattern is not weighed against a broader allow: this is
+// the coarse question Kafka's InitProducerId asks (KIP-679: WRITE on any
+// topic), not a decision about one resource.
+func decideSome(rules []Rule, user string, op Operation, kind Kind) bool {
+	allowed := false
+	for _, r := range rules {
+		if r.User != "*" && r.User != user {
+			continue
+		}
+		for _, p := range r.Resources {
+			s := string(p)
+			ofKind := s == "*" || strings.HasPrefix(s, string(kind)+":") || (kind == Cluster && s == string(Cluster))
+			if !ofKind {
+				continue
+			}
+			everything := s == "*" || s == string(kind)+":*" || (kind == Cluster && s == string(Cluster))
+			if everything && hasOp(r.Deny, op) {
+				return false
+			}
+			if hasOp(r.Allow, op) {
+				allowed = true
+			}
+		}
+	}
+	return allowed
+}

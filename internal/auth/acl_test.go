@@ -67,3 +67,40 @@ func mustRules(t *testing.T, y string) []Rule {
 	}
 	return f.ACLs
 }
+
+func TestDecideSome(t *testing.T) {
+	rules := mustRules(t, `
+acls:
+  - {user: writer, allow: [produce], resources: ["topic:orders*"]}
+  - {user: reader, allow: [consume], resources: ["topic:orders"]}
+  - {user: admin, allow: [all], resources: ["*"]}
+  - {user: fenced, allow: [produce], resources: ["topic:a"]}
+  - {user: fenced, deny: [produce], resources: ["topic:*"]}
+  - {user: idem, allow: [produce], resources: ["cluster"]}
+  - {user: q, allow: [produce], resources: ["queue:x"]}
+`)
+	cases := []struct {
+		user string
+		op   Operation
+		kind Kind
+		want bool
+	}{
+		{"writer", Produce, Topic, true},
+		{"reader", Produce, Topic, false},
+		{"admin", Produce, Topic, true},
+		{"fenced", Produce, Topic, false}, // a deny of every topic wins
+		{"idem", Produce, Cluster, true},
+		{"idem", Produce, Topic, false},
+		{"q", Produce, Topic, false}, // a queue is not a topic
+		{"nobody", Produce, Topic, false},
+	}
+	for _, c := range cases {
+		if got := decideSome(rules, c.user, c.op, c.kind); got != c.want {
+			t.Errorf("%s %s some %s: got %v, want %v", c.user, c.op, c.kind, got, c.want)
+		}
+	}
+	var nilStore *Store
+	if !nilStore.AllowedSome("", Produce, Topic) {
+		t.Error("a nil store refused")
+	}
+}

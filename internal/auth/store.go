@@ -273,3 +273,16 @@ func (s *Store) Path() string {
 	}
 	return s.path
 }
+
+// AllowedSome reports whether p may do op on at least one resource of
+// kind (see decideSome): Kafka's InitProducerId admits an idempotent
+// producer that may write to any topic.
+func (s *Store) AllowedSome(p Principal, op Operation, kind Kind) bool {
+	if s == nil {
+		return true
+	}
+	if p == Anonymous {
+		return false
+	}
+	return decideSome(s.cur.Load().rules, string(p), op, kind)
+}
