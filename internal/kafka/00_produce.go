@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
@@ -32,12 +33,17 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 		rt := &resp.Topics[i]
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		denied := refuse == nil && !c.may(auth.Produce, auth.Topic, t.Topic)
 		for j, p := range t.Partitions {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
-			if refuse != nil {
+			switch {
+			case refuse != nil:
 				rp.ErrorCode = refuse.Code
+				continue
+			case denied:
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			}
 			// Not cancelled by shutdown: an append that started must finish

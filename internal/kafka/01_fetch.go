@@ -6,8 +6,10 @@ import (
 	"math"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -81,6 +83,15 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 	urgent := false
 	for _, t := range req.Topics {
 		ft := fetchTopic{name: t.Topic}
+		if !c.mayFetch(t.Topic) {
+			for _, p := range t.Partitions {
+				ft.parts = append(ft.parts, fetchPart{partition: p.Partition, code: kerr.TopicAuthorizationFailed.Code,
+					st: broker.PartitionState{HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}})
+			}
+			rep.topics = append(rep.topics, ft)
+			urgent = true
+			continue
+		}
 		for _, p := range t.Partitions {
 			// Once the response is full, later partitions report their
 			// offsets only; the first non-empty one always gets one whole
@@ -95,6 +106,10 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 	}
 	return rep, total, urgent
 }
+
+// mayFetch: consume on the topic. A follower's fetch does not exist here
+// (one node), so every fetch is a consumer's.
+func (c *conn) mayFetch(topic string) bool { return c.may(auth.Consume, auth.Topic, topic) }
 
 func (c *conn) fetchPartition(version int16, topic string, p kmsg.FetchRequestTopicPartition, limit int64, first bool) fetchPart {
 	fp := fetchPart{partition: p.Partition}

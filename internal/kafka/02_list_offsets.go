@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
 )
 
 // offsetMaxTimestamp is ListOffsets v7's "offset of the record with the
@@ -18,7 +20,14 @@ func handleListOffsets(_ context.Context, c *conn, req *kmsg.ListOffsetsRequest)
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
+		denied := !c.may(auth.Describe, auth.Topic, t.Topic)
 		for _, p := range t.Partitions {
+			if denied {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			rt.Partitions = append(rt.Partitions, c.listOffset(req.Version, t.Topic, p))
 		}
 		resp.Topics = append(resp.Topics, rt)

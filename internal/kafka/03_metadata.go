@@ -8,12 +8,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleMetadata describes this one-node cluster: every partition's leader
 // is this node, at leader epoch 0 (there is no replication yet), and this
-// node is the controller.
+// node is the controller. As in Kafka, a listing of all topics leaves out
+// those the principal may not describe, a named one answers
+// TOPIC_AUTHORIZATION_FAILED, and auto-creation needs create on the topic
+// or the cluster (without it a missing topic is UNKNOWN_TOPIC_OR_PARTITION).
 func handleMetadata(_ context.Context, c *conn, req *kmsg.MetadataRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	adv := c.s.advertisedAddr()
@@ -24,7 +28,9 @@ func handleMetadata(_ context.Context, c *conn, req *kmsg.MetadataRequest) (repl
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, ts := range c.s.b.ListTopics("") {
-			resp.Topics = append(resp.Topics, c.topicMetadata(ts.Name))
+			if c.sees(auth.Topic, ts.Name) {
+				resp.Topics = append(resp.Topics, c.topicMetadata(ts.Name))
+			}
 		}
 		return msg(resp)
 	}
@@ -36,7 +42,11 @@ func handleMetadata(_ context.Context, c *conn, req *kmsg.MetadataRequest) (repl
 			resp.Topics = append(resp.Topics, c.topicMetadataByID(t.TopicID))
 			continue
 		}
-		if autoCreate {
+		if !c.may(auth.Describe, auth.Topic, *t.Topic) {
+			resp.Topics = append(resp.Topics, deniedTopic(*t.Topic))
+			continue
+		}
+		if autoCreate && c.mayCreateQuiet(*t.Topic) {
 			c.autoCreate(*t.Topic)
 		}
 		resp.Topics = append(resp.Topics, c.topicMetadata(*t.Topic))
@@ -51,6 +61,16 @@ func (c *conn) autoCreate(name string) {
 	if err != nil && !errors.Is(err, broker.ErrTopicExists) {
 		c.s.log.Info("auto-create topic failed", "topic", name, "err", err)
 	}
+}
+
+func deniedTopic(name string) kmsg.MetadataResponseTopic {
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic, t.ErrorCode = &name, kerr.TopicAuthorizationFailed.Code
+	return t
+}
+
+func (c *conn) mayCreateQuiet(topic string) bool {
+	return c.mayCluster(auth.Create) || c.mayQuiet(auth.Create, auth.Topic, topic)
 }
 
 func (c *conn) topicMetadata(name string) kmsg.MetadataResponseTopic {
@@ -81,7 +101,7 @@ func (c *conn) topicMetadata(name string) kmsg.MetadataResponseTopic {
 
 func (c *conn) topicMetadataByID(id [16]byte) kmsg.MetadataResponseTopic {
 	for _, ts := range c.s.b.ListTopics("") {
-		if topicID(ts) == id {
+		if topicID(ts) == id && c.sees(auth.Topic, ts.Name) {
 			return c.topicMetadata(ts.Name)
 		}
 	}

@@ -3,17 +3,28 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleOffsetCommit commits offsets, fenced by member id and generation
 // (see package group). v0 carries neither: it commits as a tool managing
 // offsets by hand (generation -1), which only an Empty group accepts.
-// Answers once the offsets are durable.
+// Answers once the offsets are durable. It needs consume on the group
+// (else GROUP_AUTHORIZATION_FAILED for every partition) and on each topic
+// (else TOPIC_AUTHORIZATION_FAILED for its partitions, the others commit).
 func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	groupOK := c.may(auth.Consume, auth.Group, req.Group)
+	denied := map[string]bool{}
+	for _, t := range req.Topics {
+		if _, seen := denied[t.Topic]; !seen && groupOK {
+			denied[t.Topic] = !c.may(auth.Consume, auth.Topic, t.Topic)
+		}
+	}
 	cr := broker.CommitRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
 	if req.Version == 0 {
 		cr.MemberID, cr.Generation = "", -1
@@ -22,6 +33,9 @@ func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequ
 		cr.InstanceID = *req.InstanceID
 	}
 	for _, t := range req.Topics {
+		if !groupOK || denied[t.Topic] {
+			continue
+		}
 		for _, p := range t.Partitions {
 			oc := broker.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch}
 			if req.Version < 6 {
@@ -33,7 +47,11 @@ func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequ
 			cr.Offsets = append(cr.Offsets, oc)
 		}
 	}
-	errs, err := c.s.b.CommitOffsets(ctx, cr)
+	var errs []error
+	var err error
+	if len(cr.Offsets) > 0 {
+		errs, err = c.s.b.CommitOffsets(ctx, cr)
+	}
 	i := 0
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
@@ -41,12 +59,18 @@ func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequ
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
-			if err != nil {
+			switch {
+			case !groupOK:
+				rp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			case denied[t.Topic]:
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case err != nil:
 				rp.ErrorCode = errCode(err, nil) // the whole request was refused
-			} else {
+				i++
+			default:
 				rp.ErrorCode = errCode(errs[i], nil)
+				i++
 			}
-			i++
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
 )
 
 // coordinatorTypeTxn is FindCoordinator's key type for transactional ids.
@@ -20,6 +22,11 @@ func handleFindCoordinator(_ context.Context, c *conn, req *kmsg.FindCoordinator
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		m := "sluice does not support transactions"
 		resp.ErrorMessage = &m
+		resp.NodeID, resp.Port = -1, -1
+		return msg(resp)
+	}
+	if !c.may(auth.Describe, auth.Group, req.CoordinatorKey) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		resp.NodeID, resp.Port = -1, -1
 		return msg(resp)
 	}

@@ -5,8 +5,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -17,6 +19,10 @@ import (
 // MEMBER_ID_REQUIRED with the id to rejoin with (KIP-394).
 func handleJoinGroup(ctx context.Context, c *conn, req *kmsg.JoinGroupRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	if !c.may(auth.Consume, auth.Group, req.Group) {
+		resp.ErrorCode, resp.Generation = kerr.GroupAuthorizationFailed.Code, -1
+		return msg(resp)
+	}
 	jr := broker.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, ClientID: c.clientID, ClientHost: c.clientHost(),
 		RequireKnownMemberID: req.Version >= 4, Mode: broker.LeaderAssigns, ProtocolType: req.ProtocolType,

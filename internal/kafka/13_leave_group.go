@@ -3,8 +3,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -13,6 +15,10 @@ import (
 // v3+ a batch, each answered on its own.
 func handleLeaveGroup(_ context.Context, c *conn, req *kmsg.LeaveGroupRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !c.may(auth.Consume, auth.Group, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return msg(resp)
+	}
 	refs := []broker.MemberRef{{MemberID: req.MemberID}}
 	if req.Version >= 3 {
 		refs = refs[:0]

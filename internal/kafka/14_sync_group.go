@@ -3,8 +3,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -12,6 +14,10 @@ import (
 // everyone's, every member (leader included) waits for its own.
 func handleSyncGroup(ctx context.Context, c *conn, req *kmsg.SyncGroupRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	if !c.may(auth.Consume, auth.Group, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return msg(resp)
+	}
 	sr := broker.SyncRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
 	if req.InstanceID != nil {
 		sr.InstanceID = *req.InstanceID

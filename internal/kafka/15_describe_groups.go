@@ -3,7 +3,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
 )
 
 // handleDescribeGroups describes groups: state, protocol, and each
@@ -12,6 +15,12 @@ import (
 func handleDescribeGroups(_ context.Context, c *conn, req *kmsg.DescribeGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
+		if !c.may(auth.Describe, auth.Group, id) {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
 		info, _ := c.s.b.DescribeGroup(id)
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.State = id, info.State.String()

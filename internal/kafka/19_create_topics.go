@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -19,6 +20,11 @@ func handleCreateTopics(_ context.Context, c *conn, req *kmsg.CreateTopicsReques
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
+		if !c.mayCreate(t.Topic) {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		s, code, err := c.createTopic(t, req.ValidateOnly)
 		rt.ErrorCode, rt.ErrorMessage = code, errMessage(err)
 		if code == 0 {
@@ -29,6 +35,11 @@ func handleCreateTopics(_ context.Context, c *conn, req *kmsg.CreateTopicsReques
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return msg(resp)
+}
+
+// mayCreate: create on the cluster (any topic) or on the topic, as Kafka.
+func (c *conn) mayCreate(topic string) bool {
+	return c.mayCluster(auth.Create) || c.may(auth.Create, auth.Topic, topic)
 }
 
 func (c *conn) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (broker.TopicSettings, int16, error) {

@@ -3,7 +3,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
 )
 
 // handleDeleteTopics deletes topics by name (v0-4 name them; ids came in
@@ -14,6 +17,11 @@ func handleDeleteTopics(_ context.Context, c *conn, req *kmsg.DeleteTopicsReques
 	for _, name := range req.TopicNames {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic = &name
+		if !c.may(auth.Delete, auth.Topic, name) {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		err := c.s.b.DeleteTopic(name)
 		rt.ErrorCode, rt.ErrorMessage = errCode(err, nil), errMessage(err)
 		resp.Topics = append(resp.Topics, rt)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
 )
 
 // handleOffsetForLeaderEpoch answers clients that check for log truncation
@@ -16,11 +18,14 @@ func handleOffsetForLeaderEpoch(_ context.Context, c *conn, req *kmsg.OffsetForL
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
+		denied := !c.may(auth.Describe, auth.Topic, t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LeaderEpoch, rp.EndOffset = -1, -1
 			switch {
+			case denied:
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p.CurrentLeaderEpoch > 0:
 				rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			case p.LeaderEpoch > 0:

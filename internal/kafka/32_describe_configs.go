@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -24,8 +25,16 @@ func handleDescribeConfigs(_ context.Context, c *conn, req *kmsg.DescribeConfigs
 		var err error
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
+			if !c.may(auth.Describe, auth.Topic, r.ResourceName) {
+				rr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				break
+			}
 			entries, err = c.topicConfigEntries(r.ResourceName)
 		case kmsg.ConfigResourceTypeBroker:
+			if !c.may(auth.Describe, auth.Cluster, "") {
+				rr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				break
+			}
 			entries = c.brokerConfigEntries()
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
 )
 
 // handleCreatePartitions raises a topic's partition count. Keys remap (the
@@ -17,6 +19,8 @@ func handleCreatePartitions(_ context.Context, c *conn, req *kmsg.CreatePartitio
 		rt.Topic = t.Topic
 		var err error
 		switch {
+		case !c.may(auth.Alter, auth.Topic, t.Topic):
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		case len(t.Assignment) > 0:
 			rt.ErrorCode = kerr.InvalidReplicaAssignment.Code
 			err = errors.New("manual replica assignment is not supported")

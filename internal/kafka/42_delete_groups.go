@@ -3,7 +3,10 @@ package kafka
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
 )
 
 // handleDeleteGroups deletes Empty groups and their committed offsets;
@@ -13,6 +16,11 @@ func handleDeleteGroups(_ context.Context, c *conn, req *kmsg.DeleteGroupsReques
 	for _, id := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group = id
+		if !c.may(auth.Delete, auth.Group, id) {
+			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
 		rg.ErrorCode = errCode(c.s.b.DeleteGroup(id), nil)
 		resp.Groups = append(resp.Groups, rg)
 	}

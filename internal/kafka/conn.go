@@ -29,6 +29,8 @@ type conn struct {
 	// stopped is set by stopReading, so the idle deadline, moved on every
 	// request, cannot undo Shutdown's.
 	stopped atomic.Bool
+	// sasl is the connection's authentication (sasl.go).
+	sasl saslState
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -72,16 +74,27 @@ func (c *conn) serve() {
 			c.logEnd(err)
 			return
 		}
-		if frames := c.producePipeline(frame); len(frames) > 1 {
-			err = c.handleProduces(frames)
-		} else {
-			err = c.handle(frame)
-		}
-		if err != nil {
+		if err := c.serveFrame(frame); err != nil {
 			c.logEnd(err)
 			return
 		}
 	}
+}
+
+// serveFrame handles one frame read: a raw SASL token after a v0
+// handshake, else a request the connection's authentication admits (with
+// the produce requests buffered behind it).
+func (c *conn) serveFrame(frame []byte) error {
+	if c.sasl.raw {
+		return c.handleRawSASL(frame)
+	}
+	if err := c.admit(frameKey(frame)); err != nil {
+		return err
+	}
+	if frames := c.producePipeline(frame); len(frames) > 1 {
+		return c.handleProduces(frames)
+	}
+	return c.handle(frame)
 }
 
 // logEnd logs why a connection ended, quietly for the ordinary reasons.
@@ -93,6 +106,10 @@ func (c *conn) logEnd(err error) {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, errConnReset):
 		return
 	case errors.As(err, &ne) && ne.Timeout() && (c.stopped.Load() || c.s.isClosing()):
+		return
+	case errors.Is(err, errUnauthenticated), errors.Is(err, errSASLFailed), errors.Is(err, errSessionExpired):
+		// Counted and logged, rate-limited, by the auth store.
+		c.s.log.Debug("closing kafka connection", "remote", c.peer(), "client_id", c.clientID, "err", err)
 		return
 	case errors.Is(err, errIdle):
 		c.s.cfg.OnIdleClose()
@@ -206,9 +223,11 @@ func (c *conn) handle(frame []byte) (err error) {
 		return nil
 	case rep.fetch != nil:
 		return c.writeFetch(h, rep.fetch)
-	default:
-		return c.writeMsg(h, req.IsFlexible(), rep.msg)
 	}
+	if err := c.writeMsg(h, req.IsFlexible(), rep.msg); err != nil {
+		return err
+	}
+	return rep.closeAfter
 }
 
 // writeMsg encodes a response with its header: the correlation id, and for

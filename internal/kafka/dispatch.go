@@ -14,6 +14,9 @@ type reply struct {
 	msg   kmsg.Response
 	fetch *fetchReply
 	none  bool
+	// closeAfter, when set, closes the connection once msg is written:
+	// a failed SASL exchange is answered, then ended.
+	closeAfter error
 }
 
 // handlerFunc handles one decoded request. An error closes the connection;
@@ -48,6 +51,7 @@ func init() {
 		2:  {0, 7, typed(handleListOffsets)},
 		3:  {0, 12, typed(handleMetadata)},
 		10: {0, 3, typed(handleFindCoordinator)},
+		17: {0, 1, typed(handleSASLHandshake)},
 		18: {0, 3, typed(handleApiVersions)},
 		19: {0, 5, typed(handleCreateTopics)},
 		20: {0, 4, typed(handleDeleteTopics)},
@@ -55,6 +59,7 @@ func init() {
 		23: {2, 4, typed(handleOffsetForLeaderEpoch)},
 		32: {0, 4, typed(handleDescribeConfigs)},
 		37: {0, 3, typed(handleCreatePartitions)},
+		36: {0, 2, typed(handleSASLAuthenticate)},
 		60: {0, 1, typed(handleDescribeCluster)},
 		// Classic consumer groups.
 		8:  {0, 8, typed(handleOffsetCommit)},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/batch"
 )
 
@@ -101,7 +102,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 	for _, f := range frames {
 		h, req, derr := decodeRequest(f)
 		pr, ok := req.(*kmsg.ProduceRequest)
-		if derr != nil || !ok || !pipelinable(pr) {
+		if derr != nil || !ok || !pipelinable(pr) || !c.mayProduceAll(pr) {
 			for _, f := range frames {
 				if err := c.handle(f); err != nil {
 					return err
@@ -167,6 +168,17 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 		}
 	}
 	return nil
+}
+
+// mayProduceAll: every topic of req may be written; otherwise the request
+// goes through handleProduce, which answers the refused partitions.
+func (c *conn) mayProduceAll(req *kmsg.ProduceRequest) bool {
+	for _, t := range req.Topics {
+		if !c.mayQuiet(auth.Produce, auth.Topic, t.Topic) {
+			return false
+		}
+	}
+	return true
 }
 
 // pipelinable: a request handleProduces may join with others. Only

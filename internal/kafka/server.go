@@ -46,6 +46,15 @@ type Config struct {
 	// OnIdleClose, when set, is called each time a connection is closed
 	// for idling (the sluice_connections_idle_closed_total metric).
 	OnIdleClose func()
+	// SessionLifetime is how long a SASL authentication holds (KIP-368):
+	// SaslAuthenticate v1+ reports it as session_lifetime_ms, the client
+	// re-authenticates before it ends, and a request after the end closes
+	// the connection, so a removed user or changed password takes effect
+	// on open connections too. Default 1 hour; negative: no end (Kafka's
+	// connections.max.reauth.ms=0).
+	SessionLifetime time.Duration
+	// Now is the clock of session lifetimes (tests inject one).
+	Now func() time.Time
 }
 
 const (
@@ -122,6 +131,15 @@ func New(b *broker.Broker, cfg Config) *Server {
 	}
 	if cfg.OnIdleClose == nil {
 		cfg.OnIdleClose = func() {}
+	}
+	switch {
+	case cfg.SessionLifetime == 0:
+		cfg.SessionLifetime = defaultReauth
+	case cfg.SessionLifetime < 0:
+		cfg.SessionLifetime = 0
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
