@@ -11,7 +11,9 @@ import (
 // handleSASLAuthenticate carries one token of the exchange a handshake v1
 // chose (sasl.go). On success v1+ reports the session's lifetime (KIP-368);
 // a failure answers SASL_AUTHENTICATION_FAILED with a message (and SCRAM's
-// e= bytes) and closes the connection.
+// e= bytes) and closes the connection. Out of order it answers
+// ILLEGAL_SASL_STATE: closing, unless the connection is already
+// authenticated (or authentication is off), as Kafka does.
 func handleSASLAuthenticate(_ context.Context, c *conn, req *kmsg.SASLAuthenticateRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	if c.s.cfg.Auth == nil || c.sasl.mech == "" || c.sasl.raw {
@@ -21,6 +23,9 @@ func handleSASLAuthenticate(_ context.Context, c *conn, req *kmsg.SASLAuthentica
 			m = "authentication is off on this listener"
 		}
 		resp.ErrorMessage = &m
+		if c.s.cfg.Auth == nil || (c.sasl.authenticated && c.sasl.mech == "") {
+			return msg(resp)
+		}
 		return reply{msg: resp, closeAfter: fmt.Errorf("%w: %s", errSASLState, m)}, nil
 	}
 	out, done, fail := c.saslStep(req.SASLAuthBytes)
