@@ -24,16 +24,19 @@ import (
 
 // testUsers is the users file of the SASL tests: alice produces and
 // consumes the orders* topics in g* groups, bob may only consume orders,
-// admin may do anything.
+// admin may do anything, admin2 may produce to and describe orders but not
+// consume it.
 const testUsers = `
 users:
   - {name: alice, password: alice-secret}
   - {name: bob, password: bob-secret}
   - {name: admin, password: admin-secret}
+  - {name: admin2, password: admin2-secret}
 acls:
   - {user: alice, allow: [produce, consume], resources: ["topic:orders*", "group:g*"]}
   - {user: bob, allow: [consume], resources: ["topic:orders", "group:*"]}
   - {user: admin, allow: [all], resources: ["*"]}
+  - {user: admin2, allow: [describe, produce], resources: ["topic:orders"]}
 `
 
 // authNode is a node whose front-end authenticates against a users file.
