@@ -31,6 +31,7 @@ type SCRAMServer struct {
 	known           bool
 	gs2Header       string
 	nonce           string // client nonce + server nonce
+	clientNonce     string
 	clientFirstBare string
 	serverFirst     string
 
@@ -163,6 +164,7 @@ func (s *SCRAMServer) clientFirst(msg string) (string, error) {
 	if err != nil {
 		return "", scramErr("other-error", "random nonce: %v", err)
 	}
+	s.clientNonce = attrs[1].val
 	s.nonce = attrs[1].val + snonce
 	s.serverFirst = "r=" + s.nonce + ",s=" + base64.StdEncoding.EncodeToString(s.cred.Salt) +
 		",i=" + strconv.Itoa(s.cred.Iterations)
@@ -187,7 +189,11 @@ func (s *SCRAMServer) clientFinal(msg string) (string, error) {
 	if err != nil || string(cb) != s.gs2Header {
 		return "", scramErr("channel-bindings-dont-match", "c= is not the gs2 header of the first message")
 	}
-	if attrs[1].val != s.nonce {
+	// librdkafka (through 2.0 at least, Debian's kcat and
+	// confluent-kafka) sends its own nonce before the combined one; Kafka
+	// accepts a nonce that ends with the combined one, so clients built on
+	// it work. Only that one repetition is accepted.
+	if n := attrs[1].val; n != s.nonce && n != s.clientNonce+s.nonce {
 		return "", scramErr("invalid-encoding", "nonce differs from the server's")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofAttr)

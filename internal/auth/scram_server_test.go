@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// scramClient computes a client's messages for tests: the client-final
-// message (with proof) for a server-first message, per RFC 5802 §3.
-func scramClientFinal(t testing.TB, m Mechanism, password, gs2, clientFirstBare, serverFirst string) string {
+// scramClientFinalNonce computes a client's final message (with proof)
+// for a server-first message, per RFC 5802 §3, sending nonce.
+func scramClientFinalNonce(t testing.TB, m Mechanism, password, gs2, clientFirstBare, serverFirst, nonce string) string {
 	t.Helper()
 	attrs, err := scramAttrs(serverFirst)
 	if err != nil || len(attrs) < 3 {
@@ -25,7 +25,7 @@ func scramClientFinal(t testing.TB, m Mechanism, password, gs2, clientFirstBare,
 		t.Fatal(err)
 	}
 	h := m.Hash()
-	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + attrs[0].val
+	withoutProof := "c=" + base64.StdEncoding.EncodeToString([]byte(gs2)) + ",r=" + nonce
 	authMessage := []byte(clientFirstBare + "," + serverFirst + "," + withoutProof)
 	// ClientKey is not kept by the server; recompute it from the password.
 	salted := derive(t, m, password, salt, iters)
@@ -114,8 +114,11 @@ func TestSCRAMServer(t *testing.T) {
 		password  string
 		mangle    func(final string) string // edits the client-final message
 		firstCode string                    // e= code expected at the first message
-		finalCode string                    // e= code expected at the final message
-		user      string
+		// clientFinalNonce, when set, is the nonce the client-final message
+		// sends (the proof is computed over it).
+		clientFinalNonce func(cnonce, nonce string) string
+		finalCode        string // e= code expected at the final message
+		user             string
 	}
 	cases := []tc{
 		{name: "sha256", mech: SCRAMSHA256, first: "n,,n=alice,r=abc", password: "secret-alice", user: "alice"},
@@ -127,6 +130,10 @@ func TestSCRAMServer(t *testing.T) {
 		{name: "wrong password", mech: SCRAMSHA256, first: "n,,n=alice,r=abc", password: "nope", finalCode: "invalid-proof"},
 		{name: "sha512 key for sha256", mech: SCRAMSHA512, first: "n,,n=alice,r=abc", password: "secret-bob", finalCode: "invalid-proof"},
 		{name: "unknown user", mech: SCRAMSHA256, first: "n,,n=mallory,r=abc", password: "x", finalCode: "invalid-proof"},
+		{name: "librdkafka nonce", mech: SCRAMSHA256, first: "n,,n=alice,r=abc", password: "secret-alice", user: "alice",
+			clientFinalNonce: func(cnonce, nonce string) string { return cnonce + nonce }},
+		{name: "nonce repeated twice", mech: SCRAMSHA256, first: "n,,n=alice,r=abc", password: "secret-alice",
+			clientFinalNonce: func(cnonce, nonce string) string { return cnonce + cnonce + nonce }, finalCode: "invalid-encoding"},
 		{name: "wrong nonce", mech: SCRAMSHA256, first: "n,,n=alice,r=abc", password: "secret-alice",
 			mangle: func(f string) string { return strings.Replace(f, "r=abc", "r=abd", 1) }, finalCode: "invalid-encoding"},
 		{name: "binding differs", mech: SCRAMSHA256, first: "n,,n=alice,r=abc", password: "secret-alice",
@@ -165,7 +172,11 @@ func TestSCRAMServer(t *testing.T) {
 			}
 			gs2, rest, _ := strings.Cut(c.first, ",")
 			az, bare, _ := strings.Cut(rest, ",")
-			final := scramClientFinal(t, c.mech, c.password, gs2+","+az+",", bare, string(serverFirst))
+			nonce, _, _ := strings.Cut(strings.TrimPrefix(string(serverFirst), "r="), ",")
+			if c.clientFinalNonce != nil {
+				nonce = c.clientFinalNonce("abc", nonce)
+			}
+			final := scramClientFinalNonce(t, c.mech, c.password, gs2+","+az+",", bare, string(serverFirst), nonce)
 			if c.mangle != nil {
 				final = c.mangle(final)
 			}

@@ -6,15 +6,35 @@ Produces COUNT records "key<i%7>" -> "<lib>-<i>", then consumes COUNT
 records with a consumer group from the earliest offset, committing, and
 prints each as "key:value" on stdout. Exits non-zero on any error or if
 fewer than COUNT records arrive within 60 seconds.
+
+With SASL_MECHANISM, SASL_USERNAME and SASL_PASSWORD in the environment
+the client authenticates (security.protocol SASL_PLAINTEXT).
 """
+import os
 import sys
 import time
+
+
+def sasl_confluent():
+    m = os.environ.get("SASL_MECHANISM")
+    if not m:
+        return {}
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": m,
+            "sasl.username": os.environ["SASL_USERNAME"], "sasl.password": os.environ["SASL_PASSWORD"]}
+
+
+def sasl_kafka_python():
+    m = os.environ.get("SASL_MECHANISM")
+    if not m:
+        return {}
+    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": m,
+            "sasl_plain_username": os.environ["SASL_USERNAME"], "sasl_plain_password": os.environ["SASL_PASSWORD"]}
 
 
 def confluent(bootstrap, topic, group, count):
     from confluent_kafka import Consumer, Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", **sasl_confluent()})
     errors = []
 
     def report(err, msg):
@@ -26,7 +46,7 @@ def confluent(bootstrap, topic, group, count):
     if p.flush(30) != 0 or errors:
         raise SystemExit("produce failed: %r" % errors)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False, **sasl_confluent()})
     c.subscribe([topic])
     got = 0
     deadline = time.time() + 60
@@ -46,14 +66,14 @@ def confluent(bootstrap, topic, group, count):
 def kafka_python(bootstrap, topic, group, count):
     from kafka import KafkaConsumer, KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **sasl_kafka_python())
     futures = [p.send(topic, key=b"key%d" % (i % 7), value=b"kafka-python-%d" % i) for i in range(count)]
     p.flush(30)
     for f in futures:
         f.get(timeout=30)
     p.close()
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                      auto_offset_reset="earliest", enable_auto_commit=False)
+                      auto_offset_reset="earliest", enable_auto_commit=False, **sasl_kafka_python())
     got = 0
     deadline = time.time() + 60
     while got < count and time.time() < deadline:
