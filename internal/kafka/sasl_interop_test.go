@@ -141,3 +141,8 @@ func TestSaramaSASLv0(t *testing.T) {
 		t.Fatal("a wrong password connected")
 	}
 }
+
+// execCommand is exec.CommandContext bounded by 60 s.
+func execCommand(t *testing.T, path string, args ...string) *exec.Cmd {
+	return exec.CommandContext(testCtx(t, 60*time.Second), path, args...)
+}
