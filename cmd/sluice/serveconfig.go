@@ -127,6 +127,8 @@ var serveSettings = []serveSetting{
 		func(c *server.Config) *time.Duration { return &c.HTTPIdleTimeout }),
 	durationSetting("kafka-connections-max-idle", "close a Kafka connection that sends no request this long (a `duration`; Kafka's connections.max.idle.ms)",
 		func(c *server.Config) *time.Duration { return &c.KafkaMaxIdle }),
+	durationSetting("kafka-sasl-session-lifetime", "a Kafka SASL login holds this long, then the client re-authenticates or is disconnected (a `duration`; KIP-368, Kafka's connections.max.reauth.ms; 0: no limit)",
+		func(c *server.Config) *time.Duration { return &c.KafkaSessionLifetime }),
 	maxConnSetting("http-max-connections", "native API", func(c *server.Config) *int { return &c.HTTPMaxConnections }),
 	maxConnSetting("kafka-max-connections", "Kafka", func(c *server.Config) *int { return &c.KafkaMaxConnections }),
 	maxConnSetting("sqs-max-connections", "SQS", func(c *server.Config) *int { return &c.SQSMaxConnections }),

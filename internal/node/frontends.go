@@ -31,7 +31,12 @@ func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store) error {
 	if err != nil {
 		return fmt.Errorf("--kafka-advertised-addr: %w", err)
 	}
+	lifetime := cfg.KafkaSessionLifetime
+	if lifetime == 0 {
+		lifetime = -1 // the front-end's "no end"
+	}
 	s.RegisterFrontend(server.Kafka, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(), Auth: store,
+		SessionLifetime:  lifetime,
 		AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
 		MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(server.Kafka).IdleClosed}))
 	return nil

@@ -54,6 +54,10 @@ type Config struct {
 	ReadBodyTimeout   time.Duration
 	HTTPIdleTimeout   time.Duration
 	KafkaMaxIdle      time.Duration
+	// KafkaSessionLifetime is how long a Kafka SASL authentication holds
+	// before the client must re-authenticate (KIP-368; Kafka's
+	// connections.max.reauth.ms); 0: for the connection's life.
+	KafkaSessionLifetime time.Duration
 
 	// Max*Connections cap the connections open at once on each listener;
 	// one more is refused at once (HTTP: a 503 and close; Kafka: closed).
@@ -110,6 +114,8 @@ func Defaults() Config {
 		ReadBodyTimeout:   30 * time.Second,
 		HTTPIdleTimeout:   2 * time.Minute,
 		KafkaMaxIdle:      10 * time.Minute,
+
+		KafkaSessionLifetime: time.Hour,
 
 		PreallocateBytes:  1 << 20,
 		DiskHeadroomBytes: 64 << 20,
@@ -207,6 +213,9 @@ func (c Config) validateConnections() error {
 		if d.v <= 0 {
 			return fmt.Errorf("%s: must be positive, got %s", d.flag, d.v)
 		}
+	}
+	if c.KafkaSessionLifetime < 0 {
+		return fmt.Errorf("--kafka-sasl-session-lifetime: must be 0 (no limit) or positive, got %s", c.KafkaSessionLifetime)
 	}
 	for _, n := range []struct {
 		flag string
