@@ -189,10 +189,10 @@ func (s *SCRAMServer) clientFinal(msg string) (string, error) {
 	if err != nil || string(cb) != s.gs2Header {
 		return "", scramErr("channel-bindings-dont-match", "c= is not the gs2 header of the first message")
 	}
-	// librdkafka (through 2.0 at least, Debian's kcat and
-	// confluent-kafka) sends its own nonce before the combined one; Kafka
-	// accepts a nonce that ends with the combined one, so clients built on
-	// it work. Only that one repetition is accepted.
+	// librdkafka 2.0 (Debian's kcat and confluent-kafka) sends its own
+	// nonce before the combined one; Kafka's broker has long accepted any
+	// nonce ending with the combined one, so clients built on it work.
+	// Only that one repetition is accepted.
 	if n := attrs[1].val; n != s.nonce && n != s.clientNonce+s.nonce {
 		return "", scramErr("invalid-encoding", "nonce differs from the server's")
 	}
