@@ -25,6 +25,7 @@ type benchFlags struct {
 	protocol   string
 	server     string // native API URL
 	kafkaAddr  string
+	kafkaSASL  kafkaSASL
 	sqsURL     string
 	partitions int
 	output     string
@@ -84,6 +85,9 @@ broker runs on this machine; "" skips the disk probe.`,
 	}
 	fl.StringVar(&f.server, "server", server, "native API `URL` [env SLUICE_SERVER]")
 	fl.StringVar(&f.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka listener `host:port`")
+	fl.StringVar(&f.kafkaSASL.mechanism, "kafka-sasl-mechanism", "", "Kafka SASL `mechanism`: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (\"\": none)")
+	fl.StringVar(&f.kafkaSASL.user, "kafka-sasl-user", "", "Kafka SASL user `name`")
+	fl.StringVar(&f.kafkaSASL.password, "kafka-sasl-password", "", "Kafka SASL `password` [env SLUICE_BENCH_KAFKA_PASSWORD]")
 	fl.StringVar(&f.sqsURL, "sqs-url", "http://127.0.0.1:9324", "SQS endpoint `URL`")
 	fl.IntVar(&c.Size, "size", 1024, "message size in `bytes` (at least 40)")
 	fl.Int64Var(&c.Count, "count", 1_000_000, "stop after this many `messages`")
@@ -149,7 +153,7 @@ func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
 	case "native":
 		return newNativeDriver(f.server, shape, f.gzip), nil
 	case "kafka":
-		return newKafkaDriver(ctx, f.kafkaAddr, shape)
+		return newKafkaDriver(ctx, f.kafkaAddr, shape, f.kafkaSASL)
 	case "sqs":
 		return newSQSDriver(ctx, f.sqsURL, f.cfg.Prefetch)
 	}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-mq/sluice/bench/compare/load"
 )
@@ -22,18 +26,48 @@ type kafkaDriver struct {
 	addr string
 	benchShape
 	prod *kgo.Client
+	sasl []kgo.Opt // authentication, for every client
 }
 
-func newKafkaDriver(_ context.Context, addr string, shape benchShape) (*kafkaDriver, error) {
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addr),
-		kgo.RequiredAcks(kgo.AllISRAcks()),                // acked means stored (and synced per --fsync)
-		kgo.ProducerBatchCompression(kgo.NoCompression()), // every peer sends bytes as they are
-		kgo.ProducerLinger(0),                             // no added wait: in-flight sends batch themselves
-	)
+// kafkaSASL is --kafka-sasl-*: how the clients authenticate, if at all
+// (to measure a broker with --auth-file).
+type kafkaSASL struct{ mechanism, user, password string }
+
+func (k kafkaSASL) opts() ([]kgo.Opt, error) {
+	pass := k.password
+	if pass == "" {
+		pass = os.Getenv("SLUICE_BENCH_KAFKA_PASSWORD")
+	}
+	var m sasl.Mechanism
+	switch k.mechanism {
+	case "":
+		return nil, nil
+	case "PLAIN":
+		m = plain.Auth{User: k.user, Pass: pass}.AsMechanism()
+	case "SCRAM-SHA-256":
+		m = scram.Auth{User: k.user, Pass: pass}.AsSha256Mechanism()
+	case "SCRAM-SHA-512":
+		m = scram.Auth{User: k.user, Pass: pass}.AsSha512Mechanism()
+	default:
+		return nil, fmt.Errorf("--kafka-sasl-mechanism: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", k.mechanism)
+	}
+	return []kgo.Opt{kgo.SASL(m)}, nil
+}
+
+func newKafkaDriver(_ context.Context, addr string, shape benchShape, auth kafkaSASL) (*kafkaDriver, error) {
+	sasl, err := auth.opts()
 	if err != nil {
 		return nil, err
 	}
-	return &kafkaDriver{addr: addr, benchShape: shape, prod: prod}, nil
+	prod, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
+		kgo.RequiredAcks(kgo.AllISRAcks()),                // acked means stored (and synced per --fsync)
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // every peer sends bytes as they are
+		kgo.ProducerLinger(0),                             // no added wait: in-flight sends batch themselves
+	}, sasl...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &kafkaDriver{addr: addr, benchShape: shape, prod: prod, sasl: sasl}, nil
 }
 
 func (d *kafkaDriver) Close() error {
@@ -91,9 +125,9 @@ func (d *kafkaDriver) Consumer(_ context.Context, name string, _ load.Kind, i in
 	if len(parts) == 0 {
 		return &kafkaConsumer{}, nil
 	}
-	c, err := kgo.NewClient(kgo.SeedBrokers(d.addr),
+	c, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.addr),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{name: parts}),
-		kgo.FetchMaxWait(100*time.Millisecond))
+		kgo.FetchMaxWait(100 * time.Millisecond)}, d.sasl...)...)
 	if err != nil {
 		return nil, err
 	}
