@@ -35,6 +35,18 @@
 // client can retry lower. A panic in a handler is recovered, logged and
 // closes only that connection.
 //
+// # Authentication and authorization
+//
+// With Config.Auth set, a connection authenticates with SASL (sasl.go,
+// 17_sasl_handshake.go, 36_sasl_authenticate.go) or a verified TLS client
+// certificate; until then only ApiVersions and the SASL requests are
+// decoded, and any other request closes the connection before reaching a
+// handler. Each handler then asks authz.go whether the principal may do
+// what its API does, and answers Kafka's own *_AUTHORIZATION_FAILED codes.
+// DescribeAcls, CreateAcls and DeleteAcls show and edit the users file's
+// rules (acl_binding.go). The package must never let an unauthenticated
+// request reach the broker, nor keep a credential.
+//
 // Shutdown stops accepting, cancels long-polls, lets each connection finish
 // the request it is handling, then closes every connection; every goroutine
 // the front-end starts is joined before Shutdown returns.
