@@ -79,6 +79,7 @@ func TestKcatSASL(t *testing.T) {
 
 // TestPythonSASL: confluent-kafka-python with SASL PLAIN and kafka-python
 // with SCRAM-SHA-256 produce and group-consume through testdata/pyclient.py.
+// kafka-python 2.0 sends SaslHandshake v0 and raw tokens: the old path.
 func TestPythonSASL(t *testing.T) {
 	python := needClient(t, "/usr/bin/python3", "python3")
 	for _, tc := range []struct{ lib, module, pkg, mech string }{
