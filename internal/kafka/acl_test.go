@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -18,6 +19,9 @@ const aclUsers = `
 users:
   - {name: admin, password: admin-secret}
   - {name: carol, password: carol-secret}
+  - name: sqs
+    access_keys: [{id: AKIDEXAMPLE, secret: wJalrXUtnFEMI}]
+    tokens: ["sl_clear_token"]
 acls:
   - {user: admin, allow: [all], resources: ["*"]}
   - {user: carol, allow: [redrive], resources: ["queue:carol"]}
@@ -64,6 +68,14 @@ func TestACLsKadm(t *testing.T) {
 	}
 	if f.User("carol").Password != "" || f.User("carol").SCRAMSHA256 == nil {
 		t.Fatal("the rewritten file keeps a clear-text password")
+	}
+	// Other users' credentials survive the rewrite (a clear token hashed).
+	if u := f.User("sqs"); u == nil || len(u.AccessKeys) != 1 || u.AccessKeys[0].Secret != "wJalrXUtnFEMI" ||
+		len(u.Tokens) != 1 || u.Tokens[0] != auth.HashToken("sl_clear_token") {
+		t.Fatalf("user sqs after the rewrite: %+v", u)
+	}
+	if fi, err := os.Stat(n.path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("users file mode: %v %v", fi.Mode(), err)
 	}
 	if err := produce(); err != nil {
 		t.Fatalf("after the grant: %v", err)
