@@ -38,6 +38,8 @@ const (
 	mechSCRAM512  = string(auth.SCRAMSHA512)
 	saslProtocol  = "kafka" // the auth-failure metric's protocol label
 	defaultReauth = time.Hour
+
+	defaultFailedAuthDelay = 100 * time.Millisecond
 )
 
 var saslMechanisms = []string{mechPlain, mechSCRAM256, mechSCRAM512}
@@ -193,9 +195,18 @@ func (c *conn) authenticated(user string) *saslFailure {
 	return nil
 }
 
-// failed records a failed exchange (counted and logged by the store).
+// failed records a failed exchange (counted and logged by the store) and
+// holds the answer for FailedAuthDelay, or until shutdown.
 func (c *conn) failed(f *saslFailure) {
 	c.s.cfg.Auth.Fail(saslProtocol, f.reason, auth.Principal(f.user), c.peer(), "SASL "+c.sasl.mech)
+	if d := c.s.cfg.FailedAuthDelay; d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.s.ctx.Done():
+		}
+	}
 }
 
 // sessionLifetimeMillis is what SaslAuthenticate v1+ reports: the time

@@ -26,7 +26,7 @@ func FuzzSASL(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	srv := New(nil, Config{Logger: quietLogger(), Auth: st})
+	srv := New(nil, Config{Logger: quietLogger(), Auth: st, FailedAuthDelay: -1})
 	authBody := func(version int16, b []byte) []byte {
 		r := kmsg.NewPtrSASLAuthenticateRequest()
 		r.SetVersion(version)

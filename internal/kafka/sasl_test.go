@@ -464,3 +464,23 @@ func TestSASLHandshakeV0Raw(t *testing.T) {
 		metadataOK(r)
 	}
 }
+
+// TestFailedAuthDelay: a failed login is answered after FailedAuthDelay
+// (Kafka's connection.failed.authentication.delay.ms), a good one at once.
+func TestFailedAuthDelay(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	n := startAuthNode(t, testUsers, Config{FailedAuthDelay: delay}, "orders")
+	for _, c := range []struct {
+		pass   string
+		code   int16
+		slower bool
+	}{{"alice-secret", 0, false}, {"wrong", kerr.SaslAuthenticationFailed.Code, true}} {
+		r := n.raw()
+		start := time.Now()
+		resp := r.saslPlainV1("alice", c.pass)
+		took := time.Since(start)
+		if resp.ErrorCode != c.code || (took >= delay) != c.slower {
+			t.Errorf("password %q: code %d after %v", c.pass, resp.ErrorCode, took)
+		}
+	}
+}

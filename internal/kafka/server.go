@@ -55,6 +55,11 @@ type Config struct {
 	SessionLifetime time.Duration
 	// Now is the clock of session lifetimes (tests inject one).
 	Now func() time.Time
+	// FailedAuthDelay holds the answer to a failed SASL login this long,
+	// as Kafka's connection.failed.authentication.delay.ms does, so a
+	// client retrying a wrong password cannot spin. Default 100 ms
+	// (Kafka's); negative: none.
+	FailedAuthDelay time.Duration
 }
 
 const (
@@ -141,6 +146,12 @@ func New(b *broker.Broker, cfg Config) *Server {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.FailedAuthDelay == 0:
+		cfg.FailedAuthDelay = defaultFailedAuthDelay
+	case cfg.FailedAuthDelay < 0:
+		cfg.FailedAuthDelay = 0
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
