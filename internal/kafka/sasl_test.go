@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -482,5 +483,42 @@ func TestFailedAuthDelay(t *testing.T) {
 		if resp.ErrorCode != c.code || (took >= delay) != c.slower {
 			t.Errorf("password %q: code %d after %v", c.pass, resp.ErrorCode, took)
 		}
+	}
+}
+
+// TestUsersFileChangesReachOpenConnections: a rule added to the users
+// file applies to the next request of a connection already open; a user
+// removed from it keeps its connection only until the session ends and
+// cannot re-authenticate.
+func TestUsersFileChangesReachOpenConnections(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ns.Store(time.Now().UnixNano())
+	n := startAuthNode(t, testUsers, Config{SessionLifetime: time.Minute, Now: clock.now}, "orders")
+	bob, alice := n.asUser("bob"), n.asUser("alice")
+	produce := func() int16 {
+		return firstTopicCode(bob.do(produceReq(9, -1, "orders", 0, buildBatch(t, 1, nil))), "orders")
+	}
+	if code := produce(); code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("before the grant: %v", kerr.ErrorForCode(code))
+	}
+	edited := strings.Replace(testUsers, `{user: bob, allow: [consume]`, `{user: bob, allow: [consume, produce]`, 1)
+	edited = strings.Replace(edited, "  - {name: alice, password: alice-secret}\n", "", 1)
+	if err := os.WriteFile(n.path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.store.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if code := produce(); code != 0 {
+		t.Fatalf("after the grant, same connection: %v", kerr.ErrorForCode(code))
+	}
+	// alice was removed: her open connection lasts until its session ends.
+	metadataOK(alice)
+	clock.advance(time.Minute)
+	alice.send(kmsg.NewPtrMetadataRequest())
+	alice.expectClosed()
+	r := n.raw()
+	if resp := r.saslPlainV1("alice", "alice-secret"); resp.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("removed user logged in: %+v", resp)
 	}
 }
