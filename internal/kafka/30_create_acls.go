@@ -79,24 +79,19 @@ func (c *conn) aclAdmin() (int16, error) {
 	return 0, nil
 }
 
-// editACLs rewrites the users file's rules with edit, under aclMu, then
-// reloads the store. The file is read fresh (not the store's hardened
-// copy), so users, keys and tokens are written back as they are, except
-// that a clear-text password or token is stored salted or hashed, as
-// every edit through `sluice user` does.
+// editACLs rewrites the users file's rules with edit through auth.Edit
+// (under the file's lock, so a `sluice user|acl` run or an SQS
+// AddPermission at the same moment takes turns with it), then reloads the
+// store so the next request sees the change. The file is read fresh, not
+// from the store's copy, so users, keys and tokens are written back as
+// they are, except that a clear-text password or token is stored salted
+// or hashed, as every edit does.
 func (s *Server) editACLs(edit func([]auth.Rule) []auth.Rule) error {
-	s.aclMu.Lock()
-	defer s.aclMu.Unlock()
-	path := s.cfg.Auth.Path()
-	f, err := auth.ReadFile(path)
+	err := auth.Edit(s.cfg.Auth.Path(), func(f *auth.File) error {
+		f.ACLs = edit(slices.Clone(f.ACLs))
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	f.ACLs = edit(slices.Clone(f.ACLs))
-	if err := f.Harden(auth.DefaultIterations); err != nil {
-		return err
-	}
-	if err := auth.WriteFile(path, f); err != nil {
 		return err
 	}
 	return s.cfg.Auth.Reload()

@@ -104,7 +104,6 @@ type Server struct {
 	conns    map[*conn]struct{}
 	closing  bool
 	adv      advertised
-	aclMu    sync.Mutex     // serialises CreateAcls and DeleteAcls edits of the users file
 	connsWG  sync.WaitGroup // one per connection goroutine
 	acceptWG sync.WaitGroup // one per Serve call
 
