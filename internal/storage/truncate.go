@@ -179,3 +179,52 @@ func (s *segment) reindexTail(cut int64) (int64, error) {
 	}
 	return res.next, x.syncFiles()
 }
+
+// Reset removes every batch and restarts the log empty at offset, which
+// may lie anywhere, past the end included: a Raft group that installs a
+// snapshot discards its whole log and goes on at the index after the
+// snapshot. Appends waiting on removed batches fail with ErrTruncated. The
+// result is durable before Reset returns: a crash afterwards never brings
+// back a removed segment.
+func (l *Log) Reset(offset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.closing.Load() {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: reset at %d", ErrOffsetOutOfRange, offset)
+	}
+	l.pend.release()
+	l.pend = pending{}
+	for len(l.segs) > 1 {
+		s := l.segs[len(l.segs)-1]
+		l.segs = l.segs[:len(l.segs)-1]
+		if err := s.remove(); err != nil {
+			return l.truncateFailed(err)
+		}
+	}
+	seg, err := l.restartAt(offset)
+	if err != nil {
+		return l.truncateFailed(err)
+	}
+	// restartAt removed the last old segment and created the new one: both
+	// entries must be durable before anything is appended at offset.
+	if err := l.opts.FS.SyncDir(l.opts.Dir); err != nil {
+		return l.truncateFailed(err)
+	}
+	l.active, l.next, l.syncedNext = seg, offset, offset
+	l.stateMu.Lock()
+	seg.committed.Store(0)
+	l.hw.Store(offset)
+	l.dropLocked(offset, ErrTruncated)
+	l.stateMu.Unlock()
+	return nil
+}
