@@ -1,0 +1,48 @@
+// Package raftstore makes a node's Raft state durable: for each Raft group,
+// a raft.Storage (go.etcd.io/raft/v3) whose log is an internal/storage log,
+// a small state file (HardState and ConfState) and a snapshot file; for the
+// node, a Sync that makes the writes of many groups durable together.
+//
+// It owns the bytes under its directory and four promises, each checked by
+// the crash tests on vfs.MemFS:
+//
+//   - an entry, HardState or snapshot is durable once the call that made it
+//     so has returned (Sync, ApplySnapshot, CreateSnapshot, Compact);
+//   - a durable HardState never has a commit index past the durable log
+//     (Sync fdatasyncs a group's log before it writes the state file);
+//   - a term or vote, once Sync returned, is never forgotten, so a node
+//     never votes twice in one term;
+//   - what it serves through raft.Storage is what was appended: every entry
+//     read back passed storage's CRC-32C and sits at its own index, and a
+//     gap (a quarantined batch) is an error, never a silently shorter log.
+//
+// It must never import internal/broker or any front-end, never decide Raft
+// logic (when to vote, append, compact or snapshot is the caller's, driven by
+// RawNode's Ready), and never hold a group's snapshot bytes in memory.
+//
+// # Index and offset
+//
+// Raft index i is log offset i, and every entry is one record batch of one
+// record: its leader epoch is the entry's term, its key one byte of entry
+// type (normal, conf change, conf change v2), its value the entry's data (a
+// Kafka null for nil data, so empty entries stay empty). Equal numbers make
+// Term and Entries a lookup with no translation table, a conflicting suffix
+// is cut with storage.Log.TruncateSuffix at an entry boundary (never inside a
+// batch, which would make kept entries be rewritten), and compaction is
+// storage's DeleteBelow of whole segments. The price is a batch header (61
+// bytes) and a record frame (about 8 bytes) per entry; a run of entries is
+// still written with one write(2) and made durable with one fdatasync.
+//
+// # On disk
+//
+// One directory per group, g<id, 20 digits>, under Options.Dir:
+//
+//	log/        the group's storage.Log: offset = Raft index
+//	state       HardState, ConfState, first index, snapshot index (state.go)
+//	snapshot    snapshot metadata and the state machine's bytes (state.go)
+//
+// Both files are replaced with vfs.WriteFileAtomic and end in a CRC-32C; a
+// damaged one fails the group's Open rather than forget a vote or a
+// snapshot. docs/cluster.md, "## Storage", says how a crash at each step of
+// each operation is recovered and what every group costs in memory.
+package raftstore

@@ -1,0 +1,161 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// ErrClosed: the store or the group was closed.
+var ErrClosed = errors.New("raftstore: closed")
+
+// Options configure a Store. Zero values take the defaults listed.
+type Options struct {
+	FS  vfs.FS // default vfs.Default
+	Dir string // required: the node's Raft directory, one subdirectory per group
+
+	// SegmentBytes is the size at which a group's log rolls to a new
+	// segment; compaction deletes whole segments, so it is also how much
+	// compacted log a group may keep on disk. Default 64 MiB.
+	SegmentBytes int64
+	// PreallocateBytes: see storage.Options. Default 0 (off).
+	PreallocateBytes int64
+	// MaxEntryBytes is the largest entry data accepted. Default 8 MiB.
+	MaxEntryBytes int
+	// SyncConcurrency bounds how many groups one Sync makes durable at
+	// once (each a goroutine issuing its own fdatasyncs). Default 64.
+	SyncConcurrency int
+	// Files is the descriptor cache the groups' logs share; default
+	// storage.DefaultFileCache().
+	Files *storage.FileCache
+
+	Now    func() time.Time // default time.Now
+	Logger *slog.Logger     // default slog.Default()
+}
+
+func (o *Options) setDefaults() error {
+	if o.Dir == "" {
+		return fmt.Errorf("raftstore: Options.Dir is required")
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 64 << 20
+	}
+	if o.MaxEntryBytes <= 0 {
+		o.MaxEntryBytes = 8 << 20
+	}
+	if o.SyncConcurrency <= 0 {
+		o.SyncConcurrency = 64
+	}
+	if o.Files == nil {
+		o.Files = storage.DefaultFileCache()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Store is a node's Raft storage: the groups it holds replicas of, and the
+// Sync that makes many groups' writes durable together.
+type Store struct {
+	opts Options
+
+	mu     sync.Mutex
+	groups map[uint64]*Group
+	closed bool
+}
+
+// Open opens (creating if needed) the node's Raft directory. Groups are
+// opened one by one with Group; GroupIDs lists those on disk.
+func Open(opts Options) (*Store, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := vfs.MkdirAllDurable(opts.FS, opts.Dir); err != nil {
+		return nil, fmt.Errorf("raftstore: open %s: %w", opts.Dir, err)
+	}
+	return &Store{opts: opts, groups: map[uint64]*Group{}}, nil
+}
+
+// groupDirName is g followed by the id in 20 digits, so List sorts by id.
+func groupDirName(id uint64) string { return fmt.Sprintf("g%020d", id) }
+
+// GroupIDs lists the groups that have a directory, in id order.
+func (s *Store) GroupIDs() ([]uint64, error) {
+	names, err := s.opts.FS.List(s.opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: list %s: %w", s.opts.Dir, err)
+	}
+	var ids []uint64
+	for _, n := range names {
+		d, ok := strings.CutPrefix(n, "g")
+		if !ok || len(d) != 20 {
+			continue
+		}
+		if id, err := strconv.ParseUint(d, 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// Group opens the group id, creating it empty if it has no directory yet,
+// and recovers it (open.go). Opening a group that is open returns it.
+func (s *Store) Group(id uint64) (*Group, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if g, ok := s.groups[id]; ok {
+		return g, nil
+	}
+	g, err := openGroup(s, id, filepath.Join(s.opts.Dir, groupDirName(id)))
+	if err != nil {
+		return nil, err
+	}
+	s.groups[id] = g
+	return g, nil
+}
+
+// forget drops a closed group from the open set.
+func (s *Store) forget(g *Group) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.groups[g.id] == g {
+		delete(s.groups, g.id)
+	}
+}
+
+// Close closes every open group. Writes not yet made durable by Sync may
+// or may not survive (Close does not sync state files).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	gs := make([]*Group, 0, len(s.groups))
+	for _, g := range s.groups {
+		gs = append(gs, g)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, g := range gs {
+		if err := g.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

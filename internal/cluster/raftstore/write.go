@@ -1,0 +1,278 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// Append writes entries to the log, first cutting every entry at or after
+// entries[0].Index (a conflicting suffix, as raft.MemoryStorage.Append
+// does). Entries below FirstIndex are skipped. The entries are written to
+// the OS, and served by Entries, at once; they are durable after the next
+// Sync that covers the group. The cut is durable when Append returns.
+//
+// Entries must be consecutive and start at most at LastIndex+1.
+func (g *Group) Append(entries []pb.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.writableLocked(); err != nil {
+		return err
+	}
+	if entries[len(entries)-1].Index < g.first {
+		return nil
+	}
+	if entries[0].Index < g.first {
+		entries = entries[g.first-entries[0].Index:]
+	}
+	at := entries[0].Index
+	if at > g.last+1 {
+		return fmt.Errorf("raftstore: group %d: append at %d leaves a gap after %d", g.id, at, g.last)
+	}
+	batches := make([][]byte, len(entries))
+	for k, e := range entries {
+		if e.Index != at+uint64(k) {
+			return fmt.Errorf("raftstore: group %d: entry %d follows %d", g.id, e.Index, at+uint64(k)-1)
+		}
+		b, err := encodeEntry(e)
+		if err != nil {
+			return err
+		}
+		batches[k] = b
+	}
+	if at <= g.last {
+		if err := g.log.TruncateSuffix(int64(at)); err != nil {
+			return g.failLocked(fmt.Errorf("raftstore: group %d: cut at %d: %w", g.id, at, err))
+		}
+		g.runs.truncate(at)
+		g.last = at - 1
+		if at <= g.logStart {
+			g.logStart = at // the cut emptied the log, which restarts at at
+		}
+	}
+	offs, err := g.log.Append(context.Background(), batches...)
+	if err != nil {
+		if errors.Is(err, storage.ErrNeedsRecovery) {
+			return g.failLocked(fmt.Errorf("raftstore: group %d: %w", g.id, err))
+		}
+		return fmt.Errorf("raftstore: group %d: append: %w", g.id, err) // cut back by storage
+	}
+	if offs[0] != int64(at) {
+		return g.failLocked(fmt.Errorf("%w: group %d: entry %d stored at offset %d", ErrDamaged, g.id, at, offs[0]))
+	}
+	for _, e := range entries {
+		g.runs.add(e.Index, e.Term)
+	}
+	g.last = entries[len(entries)-1].Index
+	g.logDirty = true
+	return nil
+}
+
+// SetHardState stages hs; the next Sync makes it durable, after the log.
+// Its commit index may not pass LastIndex.
+func (g *Group) SetHardState(hs pb.HardState) error {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.writableLocked(); err != nil {
+		return err
+	}
+	if hs.Commit > g.last {
+		return fmt.Errorf("raftstore: group %d: commit %d past the last index %d", g.id, hs.Commit, g.last)
+	}
+	if hs != g.hs {
+		g.hs, g.dirty = hs, true
+	}
+	return nil
+}
+
+// SetConfState stages the ConfState InitialState returns, durable at the
+// next Sync. It must describe the configuration as of the applied index
+// the host restarts raft from (raft.Config.Applied): raft applies again
+// the conf changes it replays after that index. A host that restarts from
+// the snapshot alone never calls it (CreateSnapshot and ApplySnapshot set
+// the snapshot's ConfState).
+func (g *Group) SetConfState(cs pb.ConfState) error {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.writableLocked(); err != nil {
+		return err
+	}
+	g.cs, g.dirty = cs, true
+	return nil
+}
+
+// ApplySnapshot installs a snapshot received from the leader: the snapshot
+// file is written, the whole log discarded (it restarts after the
+// snapshot) and the state file rewritten, each durable before the next
+// step (recover says how every crash in between is resolved). Durable when
+// it returns. An older snapshot than the current one is
+// raft.ErrSnapOutOfDate.
+func (g *Group) ApplySnapshot(snap pb.Snapshot) error {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.writableLocked(); err != nil {
+		return err
+	}
+	S := snap.Metadata.Index
+	if S <= g.snap.Index {
+		return raft.ErrSnapOutOfDate
+	}
+	if err := g.writeSnapshotFile(snap); err != nil {
+		return err
+	}
+	g.snap = snap.Metadata
+	if err := g.log.Reset(int64(S + 1)); err != nil {
+		return g.failLocked(fmt.Errorf("raftstore: group %d: reset log after snapshot %d: %w", g.id, S, err))
+	}
+	g.runs = termRuns{}
+	g.first, g.last, g.logStart, g.logDirty = S+1, S, S+1, false
+	g.cs = snap.Metadata.ConfState
+	g.hs.Commit = max(g.hs.Commit, S)
+	return g.writeStateLocked(g.stateForFile(g.disk.hs))
+}
+
+// CreateSnapshot records a snapshot of the host's state machine at applied
+// index i, durable when it returns, and returns it; it is what Snapshot
+// serves from now on. cs, if not nil, is the configuration at i (the
+// result of the last ApplyConfChange); nil keeps the previous snapshot's.
+// The log is untouched: Compact trims it. i must lie in [FirstIndex-1,
+// LastIndex]; at or below the current snapshot it is raft.ErrSnapOutOfDate.
+func (g *Group) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (pb.Snapshot, error) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.writableLocked(); err != nil {
+		return pb.Snapshot{}, err
+	}
+	if i <= g.snap.Index {
+		return pb.Snapshot{}, raft.ErrSnapOutOfDate
+	}
+	term, err := g.termLocked(i)
+	if err != nil {
+		return pb.Snapshot{}, fmt.Errorf("raftstore: group %d: snapshot at %d: %w", g.id, i, err)
+	}
+	meta := pb.SnapshotMetadata{Index: i, Term: term, ConfState: g.snap.ConfState}
+	if cs != nil {
+		meta.ConfState = *cs
+	}
+	snap := pb.Snapshot{Data: data, Metadata: meta}
+	if err := g.writeSnapshotFile(snap); err != nil {
+		return pb.Snapshot{}, err
+	}
+	g.snap = meta
+	if cs != nil {
+		g.cs = *cs
+	}
+	return snap, g.writeStateLocked(g.stateForFile(g.disk.hs))
+}
+
+// Compact makes compactIndex the last index Entries no longer serves, and
+// deletes the log's segments that hold only entries below it (whole
+// segments: the bytes of the rest stay until the next roll). compactIndex
+// may not pass the snapshot, which must cover what the log no longer has.
+// Durable when it returns. At or below FirstIndex-1 it is
+// raft.ErrCompacted.
+func (g *Group) Compact(compactIndex uint64) error {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.writableLocked(); err != nil {
+		return err
+	}
+	switch {
+	case compactIndex < g.first:
+		return raft.ErrCompacted
+	case compactIndex > g.last:
+		return fmt.Errorf("raftstore: group %d: compact %d past the last index %d", g.id, compactIndex, g.last)
+	case compactIndex > g.snap.Index:
+		return fmt.Errorf("raftstore: group %d: compact %d past the snapshot at %d", g.id, compactIndex, g.snap.Index)
+	}
+	// The state file first: once it says first = compactIndex+1, deleting
+	// segments below compactIndex can never lose an entry it promises.
+	prev := g.first
+	g.first = compactIndex + 1
+	if err := g.writeStateLocked(g.stateForFile(g.disk.hs)); err != nil {
+		g.first = prev
+		return err
+	}
+	// Entry compactIndex is kept (its term answers Term(FirstIndex-1)).
+	if _, err := g.log.DeleteBelow(int64(compactIndex)); err != nil {
+		g.store.opts.Logger.Warn("raftstore: compaction left segments behind", "group", g.id, "err", err)
+	}
+	if p := uint64(g.log.LogStartOffset()); p > g.logStart {
+		g.logStart = p
+		g.runs.dropBelow(p)
+	}
+	return nil
+}
+
+// stateForFile is the state file's next contents with hs as its HardState:
+// the staged one (Sync, once the log is durable) or the durable one (every
+// other write, which must not make a staged commit durable before its
+// entries). Called with mu held.
+func (g *Group) stateForFile(hs pb.HardState) stateRec {
+	hs.Commit = max(hs.Commit, g.first-1)
+	return stateRec{hs: hs, cs: g.cs, first: g.first, snapIndex: g.snap.Index}
+}
+
+// writeStateLocked replaces the state file with r. Called with pmu and mu
+// held. A failure leaves the old or the new file (atomic replace) and the
+// group failed: which one is on disk is known again only after recovery.
+func (g *Group) writeStateLocked(r stateRec) error {
+	b, err := encodeState(r)
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileAtomic(g.fs, g.dir, stateFile, b); err != nil {
+		return g.failLocked(fmt.Errorf("raftstore: group %d: write state: %w", g.id, err))
+	}
+	g.disk = r
+	g.dirty = g.hs != r.hs || !confEqual(g.cs, r.cs)
+	return nil
+}
+
+func (g *Group) writeSnapshotFile(s pb.Snapshot) error {
+	b, err := encodeSnapshot(s)
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileAtomic(g.fs, g.dir, snapshotFile, b); err != nil {
+		return g.failLocked(fmt.Errorf("raftstore: group %d: write snapshot: %w", g.id, err))
+	}
+	return nil
+}
+
+// writableLocked refuses writes to a closed or failed group.
+func (g *Group) writableLocked() error {
+	if g.closed {
+		return ErrClosed
+	}
+	return g.failed
+}
+
+func (g *Group) failLocked(err error) error {
+	if g.failed == nil {
+		g.failed = err
+	}
+	return err
+}
+
+func confEqual(a, b pb.ConfState) bool { return a.Equivalent(b) == nil }
