@@ -41,6 +41,7 @@ type Group struct {
 	// mu guards the fields below: readers take it shared.
 	mu       sync.RWMutex
 	first    uint64 // first index served by Entries
+	prevTerm uint64 // term of entry first-1 (raft's "dummy entry"), kept past compaction
 	last     uint64 // last index in the log (first-1 when empty)
 	logStart uint64 // the log's first offset: runs cover [logStart, last]
 	runs     termRuns
@@ -136,16 +137,24 @@ func (g *Group) recover(st stateRec, snap pb.SnapshotMetadata) error {
 		}
 		start, next = S+1, S+1
 	}
-	first := max(st.first, start)
-	if first-1 < start && first-1 != S {
-		first = S + 1 // the term before first is unknown: compact to the snapshot
-	}
-	g.first, g.last, g.logStart, g.snap = first, next-1, start, snap
+	g.last, g.logStart, g.snap = next-1, start, snap
 	if next > start {
 		if err := g.runs.build(start, next-1, g.headerTerm); err != nil {
 			return err
 		}
 	}
+	g.first = max(st.first, start)
+	switch {
+	case g.first == st.first:
+		g.prevTerm = st.prevTerm
+	case g.first-1 == S:
+		g.prevTerm = snap.Term
+	case g.first-1 >= start:
+		g.prevTerm = g.runs.at(g.first - 1)
+	default: // the term before first is unknown: compact to the snapshot
+		g.first, g.prevTerm = S+1, snap.Term
+	}
+	first := g.first
 	g.hs, g.cs = st.hs, st.cs
 	if st.snapIndex < S {
 		g.cs = snap.ConfState // the state file predates the snapshot
@@ -157,7 +166,7 @@ func (g *Group) recover(st stateRec, snap pb.SnapshotMetadata) error {
 		return fmt.Errorf("%w: commit %d, last index %d", ErrCommitPastLog, g.hs.Commit, g.last)
 	}
 	g.disk = st
-	g.dirty = g.hs != st.hs || st.snapIndex < S || st.first != first
+	g.dirty = g.hs != st.hs || st.snapIndex < S || st.first != first || st.prevTerm != g.prevTerm
 	return nil
 }
 

@@ -50,10 +50,10 @@ func (g *Group) termLocked(i uint64) (uint64, error) {
 		return 0, raft.ErrCompacted
 	case i > g.last:
 		return 0, raft.ErrUnavailable
+	case i == g.first-1:
+		return g.prevTerm, nil
 	case i >= g.logStart && len(g.runs.runs) > 0:
 		return g.runs.at(i), nil
-	case i == g.snap.Index:
-		return g.snap.Term, nil
 	}
 	return 0, fmt.Errorf("%w: no term for index %d (log starts at %d, snapshot %d)", ErrDamaged, i, g.logStart, g.snap.Index)
 }

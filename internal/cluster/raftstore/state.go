@@ -13,7 +13,7 @@ import (
 // vfs.WriteFileAtomic, so after a crash it holds its old or its new bytes;
 // the CRC catches what atomic replacement cannot (bit rot, a bad sector).
 //
-//	state:    | "SLRS" | version 1 | term 8 | vote 8 | commit 8 | first 8 | snapIndex 8 |
+//	state:    | "SLRS" | version 1 | term 8 | vote 8 | commit 8 | first 8 | prevTerm 8 | snapIndex 8 |
 //	          | confStateLen 4 | ConfState (protobuf) | crc32c 4 |
 //	snapshot: | "SLRN" | version 1 | index 8 | term 8 | confStateLen 4 | ConfState |
 //	          | dataLen 8 | data | crc32c 4 |
@@ -42,6 +42,7 @@ type stateRec struct {
 	hs        pb.HardState
 	cs        pb.ConfState
 	first     uint64 // the first index Entries serves (compaction point + 1); 0: not set
+	prevTerm  uint64 // the term of entry first-1, which Term must answer
 	snapIndex uint64 // the snapshot cs was current at
 }
 
@@ -50,10 +51,10 @@ func encodeState(r stateRec) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 5+40+4+len(cs)+4)
+	b := make([]byte, 0, 5+48+4+len(cs)+4)
 	b = append(b, stateMagic[:]...)
 	b = append(b, fileVersion)
-	for _, v := range []uint64{r.hs.Term, r.hs.Vote, r.hs.Commit, r.first, r.snapIndex} {
+	for _, v := range []uint64{r.hs.Term, r.hs.Vote, r.hs.Commit, r.first, r.prevTerm, r.snapIndex} {
 		b = binary.BigEndian.AppendUint64(b, v)
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(cs)))
@@ -62,7 +63,7 @@ func encodeState(r stateRec) ([]byte, error) {
 }
 
 func decodeState(b []byte) (stateRec, error) {
-	body, err := checkFrame(b, stateMagic, 40+4)
+	body, err := checkFrame(b, stateMagic, 48+4)
 	if err != nil {
 		return stateRec{}, fmt.Errorf("state: %w", err)
 	}
@@ -70,9 +71,10 @@ func decodeState(b []byte) (stateRec, error) {
 	r := stateRec{
 		hs:        pb.HardState{Term: be.Uint64(body), Vote: be.Uint64(body[8:]), Commit: be.Uint64(body[16:])},
 		first:     be.Uint64(body[24:]),
-		snapIndex: be.Uint64(body[32:]),
+		prevTerm:  be.Uint64(body[32:]),
+		snapIndex: be.Uint64(body[40:]),
 	}
-	cs, rest, err := lengthPrefixed(body[40:], 4)
+	cs, rest, err := lengthPrefixed(body[48:], 4)
 	if err != nil || len(rest) != 0 {
 		return stateRec{}, fmt.Errorf("state: %w: ConfState length", ErrFileDamaged)
 	}

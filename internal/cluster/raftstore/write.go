@@ -141,7 +141,7 @@ func (g *Group) ApplySnapshot(snap pb.Snapshot) error {
 		return g.failLocked(fmt.Errorf("raftstore: group %d: reset log after snapshot %d: %w", g.id, S, err))
 	}
 	g.runs = termRuns{}
-	g.first, g.last, g.logStart, g.logDirty = S+1, S, S+1, false
+	g.first, g.prevTerm, g.last, g.logStart, g.logDirty = S+1, snap.Metadata.Term, S, S+1, false
 	g.cs = snap.Metadata.ConfState
 	g.hs.Commit = max(g.hs.Commit, S)
 	return g.writeStateLocked(g.stateForFile(g.disk.hs))
@@ -207,14 +207,18 @@ func (g *Group) Compact(compactIndex uint64) error {
 	}
 	// The state file first: once it says first = compactIndex+1, deleting
 	// segments below compactIndex can never lose an entry it promises.
-	prev := g.first
-	g.first = compactIndex + 1
-	if err := g.writeStateLocked(g.stateForFile(g.disk.hs)); err != nil {
-		g.first = prev
+	term, err := g.termLocked(compactIndex)
+	if err != nil {
 		return err
 	}
-	// Entry compactIndex is kept (its term answers Term(FirstIndex-1)).
-	if _, err := g.log.DeleteBelow(int64(compactIndex)); err != nil {
+	prev, prevTerm := g.first, g.prevTerm
+	g.first, g.prevTerm = compactIndex+1, term
+	if err := g.writeStateLocked(g.stateForFile(g.disk.hs)); err != nil {
+		g.first, g.prevTerm = prev, prevTerm
+		return err
+	}
+	// The state file keeps the term of compactIndex, so its entry may go too.
+	if _, err := g.log.DeleteBelow(int64(compactIndex) + 1); err != nil {
 		g.store.opts.Logger.Warn("raftstore: compaction left segments behind", "group", g.id, "err", err)
 	}
 	if p := uint64(g.log.LogStartOffset()); p > g.logStart {
@@ -230,7 +234,7 @@ func (g *Group) Compact(compactIndex uint64) error {
 // entries). Called with mu held.
 func (g *Group) stateForFile(hs pb.HardState) stateRec {
 	hs.Commit = max(hs.Commit, g.first-1)
-	return stateRec{hs: hs, cs: g.cs, first: g.first, snapIndex: g.snap.Index}
+	return stateRec{hs: hs, cs: g.cs, first: g.first, prevTerm: g.prevTerm, snapIndex: g.snap.Index}
 }
 
 // writeStateLocked replaces the state file with r. Called with pmu and mu
