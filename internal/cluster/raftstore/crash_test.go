@@ -100,6 +100,8 @@ func (r *crashRun) update(fn func()) {
 // written, a (term, vote) never forgotten nor invented, commit within the
 // log, a snapshot no older than the last one written.
 func TestCrashAtEveryPoint(t *testing.T) {
+	defer func(n int64) { walMinLimit = n }(walMinLimit)
+	walMinLimit = 400                  // rewrite the HardState log every few Syncs: crash inside those too
 	total := runCrashWorkload(t, 0, 1) // count the operations of a run without a crash
 	if total < 50 {
 		t.Fatalf("workload made only %d file-system operations", total)
@@ -331,4 +333,3 @@ func slicesContainsEntry(es []pb.Entry, x pb.Entry) bool {
 	}
 	return false
 }
-

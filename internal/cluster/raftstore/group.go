@@ -49,7 +49,8 @@ type Group struct {
 	hs       pb.HardState        // the latest SetHardState (durable after Sync)
 	cs       pb.ConfState
 	logDirty bool  // entries appended since the last log sync
-	dirty    bool  // hs or cs differ from disk
+	hsDirty  bool  // hs changed since the last Sync took it
+	csDirty  bool  // the state file's cs, first or snapshot index are stale
 	failed   error // sticky: the group needs Close and Open (recovery)
 	closed   bool
 }
@@ -155,6 +156,10 @@ func (g *Group) recover(st stateRec, snap pb.SnapshotMetadata) error {
 		g.first, g.prevTerm = S+1, snap.Term
 	}
 	first := g.first
+	g.store.seen(st.hsSeq)
+	if r, ok := g.store.wal.newest(g.id); ok && r.seq > st.hsSeq {
+		st.hs, st.hsSeq = r.hs, r.seq // newer than the state file's
+	}
 	g.hs, g.cs = st.hs, st.cs
 	if st.snapIndex < S {
 		g.cs = snap.ConfState // the state file predates the snapshot
@@ -166,7 +171,8 @@ func (g *Group) recover(st stateRec, snap pb.SnapshotMetadata) error {
 		return fmt.Errorf("%w: commit %d, last index %d", ErrCommitPastLog, g.hs.Commit, g.last)
 	}
 	g.disk = st
-	g.dirty = g.hs != st.hs || st.snapIndex < S || st.first != first || st.prevTerm != g.prevTerm
+	g.hsDirty = g.hs != st.hs
+	g.csDirty = st.snapIndex < S || st.first != first || st.prevTerm != g.prevTerm
 	return nil
 }
 

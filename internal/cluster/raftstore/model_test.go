@@ -39,6 +39,8 @@ type model struct {
 }
 
 func TestModelAgainstMemoryStorage(t *testing.T) {
+	defer func(n int64) { walMinLimit = n }(walMinLimit)
+	walMinLimit = 200
 	for seed := range uint64(8) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 99)), fs: vfs.NewMem(), ref: raft.NewMemoryStorage(), term: 1}

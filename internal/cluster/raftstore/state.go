@@ -13,7 +13,7 @@ import (
 // vfs.WriteFileAtomic, so after a crash it holds its old or its new bytes;
 // the CRC catches what atomic replacement cannot (bit rot, a bad sector).
 //
-//	state:    | "SLRS" | version 1 | term 8 | vote 8 | commit 8 | first 8 | prevTerm 8 | snapIndex 8 |
+//	state:    | "SLRS" | version 1 | term 8 | vote 8 | commit 8 | hsSeq 8 | first 8 | prevTerm 8 | snapIndex 8 |
 //	          | confStateLen 4 | ConfState (protobuf) | crc32c 4 |
 //	snapshot: | "SLRN" | version 1 | index 8 | term 8 | confStateLen 4 | ConfState |
 //	          | dataLen 8 | data | crc32c 4 |
@@ -21,7 +21,8 @@ import (
 // Integers are big-endian; the CRC-32C (Castagnoli) covers every byte
 // before it. state's snapIndex is the snapshot its ConfState was current
 // at: a state file older than the snapshot file (a crash between the two
-// writes) yields to the snapshot's ConfState.
+// writes) yields to the snapshot's ConfState. hsSeq orders its HardState
+// against the node's HardState log (hswal.go).
 const (
 	stateFile    = "state"
 	snapshotFile = "snapshot"
@@ -40,6 +41,7 @@ var ErrFileDamaged = errors.New("raftstore: damaged file")
 // stateRec is what the state file holds.
 type stateRec struct {
 	hs        pb.HardState
+	hsSeq     uint64 // the HardState log's sequence number of hs
 	cs        pb.ConfState
 	first     uint64 // the first index Entries serves (compaction point + 1); 0: not set
 	prevTerm  uint64 // the term of entry first-1, which Term must answer
@@ -51,10 +53,10 @@ func encodeState(r stateRec) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 5+48+4+len(cs)+4)
+	b := make([]byte, 0, 5+56+4+len(cs)+4)
 	b = append(b, stateMagic[:]...)
 	b = append(b, fileVersion)
-	for _, v := range []uint64{r.hs.Term, r.hs.Vote, r.hs.Commit, r.first, r.prevTerm, r.snapIndex} {
+	for _, v := range []uint64{r.hs.Term, r.hs.Vote, r.hs.Commit, r.hsSeq, r.first, r.prevTerm, r.snapIndex} {
 		b = binary.BigEndian.AppendUint64(b, v)
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(cs)))
@@ -63,18 +65,19 @@ func encodeState(r stateRec) ([]byte, error) {
 }
 
 func decodeState(b []byte) (stateRec, error) {
-	body, err := checkFrame(b, stateMagic, 48+4)
+	body, err := checkFrame(b, stateMagic, 56+4)
 	if err != nil {
 		return stateRec{}, fmt.Errorf("state: %w", err)
 	}
 	be := binary.BigEndian
 	r := stateRec{
 		hs:        pb.HardState{Term: be.Uint64(body), Vote: be.Uint64(body[8:]), Commit: be.Uint64(body[16:])},
-		first:     be.Uint64(body[24:]),
-		prevTerm:  be.Uint64(body[32:]),
-		snapIndex: be.Uint64(body[40:]),
+		hsSeq:     be.Uint64(body[24:]),
+		first:     be.Uint64(body[32:]),
+		prevTerm:  be.Uint64(body[40:]),
+		snapIndex: be.Uint64(body[48:]),
 	}
-	cs, rest, err := lengthPrefixed(body[48:], 4)
+	cs, rest, err := lengthPrefixed(body[56:], 4)
 	if err != nil || len(rest) != 0 {
 		return stateRec{}, fmt.Errorf("state: %w: ConfState length", ErrFileDamaged)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/storage"
@@ -74,9 +75,25 @@ func (o *Options) setDefaults() error {
 type Store struct {
 	opts Options
 
+	wal *hsWAL
+	seq atomic.Uint64 // the last HardState sequence number handed out
+
 	mu     sync.Mutex
 	groups map[uint64]*Group
 	closed bool
+}
+
+// nextSeq numbers a HardState; seen keeps the counter above seq, one read
+// from a group's state file.
+func (s *Store) nextSeq() uint64 { return s.seq.Add(1) }
+
+func (s *Store) seen(seq uint64) {
+	for {
+		cur := s.seq.Load()
+		if cur >= seq || s.seq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // Open opens (creating if needed) the node's Raft directory. Groups are
@@ -88,7 +105,13 @@ func Open(opts Options) (*Store, error) {
 	if err := vfs.MkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", opts.Dir, err)
 	}
-	return &Store{opts: opts, groups: map[uint64]*Group{}}, nil
+	w, err := openWAL(opts.FS, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{opts: opts, wal: w, groups: map[uint64]*Group{}}
+	s.seq.Store(w.maxSeq)
+	return s, nil
 }
 
 // groupDirName is g followed by the id in 20 digits, so List sorts by id.
@@ -156,6 +179,9 @@ func (s *Store) Close() error {
 		if err := g.Close(); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.wal.close(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

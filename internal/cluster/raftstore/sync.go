@@ -6,67 +6,119 @@ import (
 	"sync"
 )
 
-// Sync makes every write to the given groups durable: each group's log is
-// fdatasynced, then its state file replaced if its HardState or ConfState
-// changed, so a durable commit index never passes the durable log. Groups
-// are synced concurrently, at most Options.SyncConcurrency at a time, so a
-// Ready round over many groups costs about one fdatasync round trip on a
-// disk that serves concurrent syncs (see docs/benchmarks.md, "Raft
-// storage"), not one per group.
+// Sync makes every write to the given groups durable, in two steps:
+//
+//  1. each group's log is fdatasynced (and its state file replaced, if its
+//     ConfState changed), the groups concurrently, at most
+//     Options.SyncConcurrency at a time;
+//  2. the HardStates that changed, of all the groups at once, are appended
+//     to the node's HardState log with one write and one fdatasync
+//     (hswal.go).
+//
+// So a durable commit index never passes its durable log, and a Ready
+// round over many groups costs about one concurrent round of log
+// fdatasyncs plus one more (docs/benchmarks.md, "Raft storage").
 //
 // A group whose sync fails is failed (Err) and refuses writes until it is
-// closed and opened again: an fdatasync error is final. The error names
-// every group that failed; the others are durable.
+// closed and opened again: an fdatasync error is final. A failed write of
+// the HardState log fails every group of that Sync whose HardState it
+// held, and the log itself refuses writes until the Store is reopened.
+// The error names every group that failed; the others are durable.
 func (s *Store) Sync(groups ...*Group) error {
-	if len(groups) == 1 {
-		return groups[0].sync()
-	}
 	errs := make([]error, len(groups))
+	recs := make([]*walRec, len(groups))
+	if len(groups) == 1 {
+		recs[0], errs[0] = groups[0].syncLog()
+	} else {
+		s.forEach(len(groups), func(k int) { recs[k], errs[k] = groups[k].syncLog() })
+	}
+	var batch []walRec
+	for _, r := range recs {
+		if r != nil {
+			batch = append(batch, *r)
+		}
+	}
+	werr := s.wal.write(batch)
+	for k, r := range recs {
+		if r == nil {
+			continue
+		}
+		g := groups[k]
+		if werr != nil {
+			g.fail(fmt.Errorf("raftstore: group %d: %w", g.id, werr))
+			errs[k] = g.Err()
+			continue
+		}
+		g.noteDurable(*r)
+	}
+	return errors.Join(errs...)
+}
+
+// forEach runs fn(0…n-1) on at most SyncConcurrency goroutines.
+func (s *Store) forEach(n int, fn func(int)) {
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(s.opts.SyncConcurrency, len(groups)) {
+	for range min(s.opts.SyncConcurrency, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				errs[k] = groups[k].sync()
+				fn(k)
 			}
 		}()
 	}
-	for k := range groups {
+	for k := range n {
 		work <- k
 	}
 	close(work)
 	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // Sync is Store.Sync of this group alone.
-func (g *Group) Sync() error { return g.sync() }
+func (g *Group) Sync() error { return g.store.Sync(g) }
 
-func (g *Group) sync() error {
+// syncLog is a group's first step of Sync: it takes the staged HardState
+// (numbered, for the HardState log), then fdatasyncs the log, which covers
+// every entry appended before, so the HardState commits nothing that is
+// not durable once the log is.
+func (g *Group) syncLog() (*walRec, error) {
 	g.pmu.Lock()
 	defer g.pmu.Unlock()
 	g.mu.Lock()
 	if err := g.writableLocked(); err != nil {
 		g.mu.Unlock()
-		return err
+		return nil, err
 	}
-	// Everything appended before this point is covered by the log sync
-	// below, and hs was staged after the entries it commits.
-	logDirty, dirty := g.logDirty, g.dirty
+	var rec *walRec
+	if g.hsDirty {
+		rec = &walRec{group: g.id, seq: g.store.nextSeq(), hs: g.hs}
+		g.hsDirty = false
+	}
+	logDirty, csDirty := g.logDirty, g.csDirty
 	g.logDirty = false
 	g.mu.Unlock()
 	if logDirty {
 		if err := g.log.Sync(); err != nil {
 			g.fail(fmt.Errorf("raftstore: group %d: sync log: %w", g.id, err))
-			return g.Err()
+			return nil, g.Err()
 		}
 	}
-	if !dirty {
-		return nil
+	if csDirty {
+		g.mu.Lock()
+		err := g.writeStateLocked(g.stateForFile())
+		g.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.writeStateLocked(g.stateForFile(g.hs))
+	return rec, nil
+}
+
+// noteDurable records that the HardState log holds r.
+func (g *Group) noteDurable(r walRec) {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	if r.seq > g.disk.hsSeq {
+		g.disk.hs, g.disk.hsSeq = r.hs, r.seq
+	}
 }

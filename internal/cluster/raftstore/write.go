@@ -78,7 +78,8 @@ func (g *Group) Append(entries []pb.Entry) error {
 	return nil
 }
 
-// SetHardState stages hs; the next Sync makes it durable, after the log.
+// SetHardState stages hs; the next Sync makes it durable, after the log
+// (in the node's HardState log, hswal.go).
 // Its commit index may not pass LastIndex.
 func (g *Group) SetHardState(hs pb.HardState) error {
 	g.pmu.Lock()
@@ -92,7 +93,7 @@ func (g *Group) SetHardState(hs pb.HardState) error {
 		return fmt.Errorf("raftstore: group %d: commit %d past the last index %d", g.id, hs.Commit, g.last)
 	}
 	if hs != g.hs {
-		g.hs, g.dirty = hs, true
+		g.hs, g.hsDirty = hs, true
 	}
 	return nil
 }
@@ -111,7 +112,7 @@ func (g *Group) SetConfState(cs pb.ConfState) error {
 	if err := g.writableLocked(); err != nil {
 		return err
 	}
-	g.cs, g.dirty = cs, true
+	g.cs, g.csDirty = cs, true
 	return nil
 }
 
@@ -143,8 +144,10 @@ func (g *Group) ApplySnapshot(snap pb.Snapshot) error {
 	g.runs = termRuns{}
 	g.first, g.prevTerm, g.last, g.logStart, g.logDirty = S+1, snap.Metadata.Term, S, S+1, false
 	g.cs = snap.Metadata.ConfState
-	g.hs.Commit = max(g.hs.Commit, S)
-	return g.writeStateLocked(g.stateForFile(g.disk.hs))
+	if g.hs.Commit < S {
+		g.hs.Commit, g.hsDirty = S, true
+	}
+	return g.writeStateLocked(g.stateForFile())
 }
 
 // CreateSnapshot records a snapshot of the host's state machine at applied
@@ -180,7 +183,7 @@ func (g *Group) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (pb.Snap
 	if cs != nil {
 		g.cs = *cs
 	}
-	return snap, g.writeStateLocked(g.stateForFile(g.disk.hs))
+	return snap, g.writeStateLocked(g.stateForFile())
 }
 
 // Compact makes compactIndex the last index Entries no longer serves, and
@@ -213,7 +216,7 @@ func (g *Group) Compact(compactIndex uint64) error {
 	}
 	prev, prevTerm := g.first, g.prevTerm
 	g.first, g.prevTerm = compactIndex+1, term
-	if err := g.writeStateLocked(g.stateForFile(g.disk.hs)); err != nil {
+	if err := g.writeStateLocked(g.stateForFile()); err != nil {
 		g.first, g.prevTerm = prev, prevTerm
 		return err
 	}
@@ -228,13 +231,15 @@ func (g *Group) Compact(compactIndex uint64) error {
 	return nil
 }
 
-// stateForFile is the state file's next contents with hs as its HardState:
-// the staged one (Sync, once the log is durable) or the durable one (every
-// other write, which must not make a staged commit durable before its
-// entries). Called with mu held.
-func (g *Group) stateForFile(hs pb.HardState) stateRec {
+// stateForFile is the state file's next contents. Its HardState is the
+// durable one, with its sequence number: the staged one becomes durable
+// only through Sync, after its entries, and a HardState the HardState log
+// holds with a higher number still wins at Open. Called with pmu and mu
+// held.
+func (g *Group) stateForFile() stateRec {
+	hs := g.disk.hs
 	hs.Commit = max(hs.Commit, g.first-1)
-	return stateRec{hs: hs, cs: g.cs, first: g.first, prevTerm: g.prevTerm, snapIndex: g.snap.Index}
+	return stateRec{hs: hs, hsSeq: g.disk.hsSeq, cs: g.cs, first: g.first, prevTerm: g.prevTerm, snapIndex: g.snap.Index}
 }
 
 // writeStateLocked replaces the state file with r. Called with pmu and mu
@@ -249,7 +254,7 @@ func (g *Group) writeStateLocked(r stateRec) error {
 		return g.failLocked(fmt.Errorf("raftstore: group %d: write state: %w", g.id, err))
 	}
 	g.disk = r
-	g.dirty = g.hs != r.hs || !confEqual(g.cs, r.cs)
+	g.csDirty = false
 	return nil
 }
 
@@ -278,5 +283,3 @@ func (g *Group) failLocked(err error) error {
 	}
 	return err
 }
-
-func confEqual(a, b pb.ConfState) bool { return a.Equivalent(b) == nil }
