@@ -85,6 +85,9 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/broker": append([]string{"net/http"}, above...),
 		"internal/server": append(slices.Clone(frontEnds), mod+"internal/node"),
 		"client":          {mod + "internal/"},
+		// Raft storage: below the broker, beside storage; it decides no
+		// Raft logic and knows no state machine.
+		"internal/cluster/raftstore": append([]string{mod + "internal/broker", mod + "internal/queue", mod + "internal/group", mod + "internal/journal", "net/http"}, above...),
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/"},

@@ -25,24 +25,29 @@ const benchEntryBytes = 1024
 //
 // conc=1 syncs the groups one after another; conc=64 issues them
 // concurrently (the default). state=none appends only (a follower's round
-// whose commit did not move), state=commit also replaces each group's
-// state file, as a round that moves the commit index does.
+// whose commit did not move), state=commit also moves each group's commit
+// index (one more record per group in the HardState log). prealloc=1048576
+// preallocates the logs' active segments (storage.Options), so their
+// fdatasyncs flush data only.
 func BenchmarkSyncGroups(b *testing.B) {
 	if l, err := diskprobe.Measure(b.TempDir(), 500*time.Millisecond); err == nil {
 		b.Logf("%s", l)
 	}
 	for _, groups := range []int{1, 10, 100} {
-		for _, conc := range []int{1, 64} {
-			for _, state := range []bool{false, true} {
-				name := fmt.Sprintf("groups=%d/conc=%d/state=%s", groups, conc, map[bool]string{false: "none", true: "commit"}[state])
-				b.Run(name, func(b *testing.B) { benchSyncGroups(b, groups, conc, state) })
-			}
+		for _, v := range []struct {
+			conc     int
+			state    bool
+			prealloc int64
+		}{{1, false, 0}, {1, true, 0}, {64, false, 0}, {64, true, 0}, {64, true, 1 << 20}} {
+			name := fmt.Sprintf("groups=%d/conc=%d/state=%s/prealloc=%d", groups, v.conc,
+				map[bool]string{false: "none", true: "commit"}[v.state], v.prealloc)
+			b.Run(name, func(b *testing.B) { benchSyncGroups(b, groups, v.conc, v.state, v.prealloc) })
 		}
 	}
 }
 
-func benchSyncGroups(b *testing.B, n, conc int, state bool) {
-	s, err := Open(Options{Dir: b.TempDir(), SyncConcurrency: conc, Logger: quiet,
+func benchSyncGroups(b *testing.B, n, conc int, state bool, prealloc int64) {
+	s, err := Open(Options{Dir: b.TempDir(), SyncConcurrency: conc, PreallocateBytes: prealloc, Logger: quiet,
 		Files: storage.NewFileCache(storage.FileCacheOptions{ScrubBytesPerSec: -1})})
 	if err != nil {
 		b.Fatal(err)
