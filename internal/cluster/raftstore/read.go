@@ -108,13 +108,16 @@ func (g *Group) Entries(lo, hi, maxSize uint64) ([]pb.Entry, error) {
 // longer passes its checksum is ErrSnapshotTemporarilyUnavailable, so the
 // leader retries instead of the raft core panicking; Err reports it.
 func (g *Group) Snapshot() (pb.Snapshot, error) {
+	// Held while reading, so CreateSnapshot or ApplySnapshot cannot
+	// replace the file between taking meta and reading it.
 	g.mu.RLock()
 	meta := g.snap
-	g.mu.RUnlock()
 	if meta.Index == 0 {
+		g.mu.RUnlock()
 		return pb.Snapshot{}, nil
 	}
 	s, err := g.readSnapshot()
+	g.mu.RUnlock()
 	if err == nil && (s.Metadata.Index != meta.Index || s.Metadata.Term != meta.Term) {
 		err = fmt.Errorf("%w: snapshot file at %d/%d, want %d/%d", ErrFileDamaged, s.Metadata.Index, s.Metadata.Term, meta.Index, meta.Term)
 	}
