@@ -1,7 +1,9 @@
 // Package raftstore makes a node's Raft state durable: for each Raft group,
 // a raft.Storage (go.etcd.io/raft/v3) whose log is an internal/storage log,
-// a small state file (HardState and ConfState) and a snapshot file; for the
-// node, a Sync that makes the writes of many groups durable together.
+// a small state file (ConfState, compaction point) and a snapshot file; for
+// the node, one HardState log shared by every group and a Sync that makes
+// the writes of many groups durable together (one concurrent round of log
+// fdatasyncs, then one fdatasync of the HardState log).
 //
 // It owns the bytes under its directory and four promises, each checked by
 // the crash tests on vfs.MemFS:
@@ -35,14 +37,18 @@
 //
 // # On disk
 //
-// One directory per group, g<id, 20 digits>, under Options.Dir:
+// Under Options.Dir, the HardState log and one directory per group,
+// g<id, 20 digits>:
 //
-//	log/        the group's storage.Log: offset = Raft index
-//	state       HardState, ConfState, first index, snapshot index (state.go)
-//	snapshot    snapshot metadata and the state machine's bytes (state.go)
+//	hardstate.wal   every group's term, vote and commit (hswal.go)
+//	g…/log/         the group's storage.Log: offset = Raft index
+//	g…/state        ConfState, first index and its term, snapshot index, and
+//	                a HardState with its sequence number (state.go)
+//	g…/snapshot     snapshot metadata and the state machine's bytes (state.go)
 //
-// Both files are replaced with vfs.WriteFileAtomic and end in a CRC-32C; a
-// damaged one fails the group's Open rather than forget a vote or a
-// snapshot. docs/cluster.md, "## Storage", says how a crash at each step of
+// state and snapshot are replaced with vfs.WriteFileAtomic and end in a
+// CRC-32C; a damaged one fails the group's Open rather than forget a vote
+// or a snapshot. A group directory is created and removed whole (built or
+// moved aside under a temporary name, then renamed). docs/cluster.md, "## Storage", says how a crash at each step of
 // each operation is recovered and what every group costs in memory.
 package raftstore

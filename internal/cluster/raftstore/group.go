@@ -85,8 +85,10 @@ func (g *Group) Close() error {
 // parts after whatever crash ended the last run (see recover).
 func openGroup(s *Store, id uint64, dir string) (*Group, error) {
 	g := &Group{store: s, id: id, dir: dir, fs: s.opts.FS}
-	if err := vfs.MkdirAllDurable(g.fs, dir); err != nil {
-		return nil, fmt.Errorf("raftstore: group %d: %w", id, err)
+	if _, err := g.fs.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := g.create(); err != nil {
+			return nil, fmt.Errorf("raftstore: group %d: %w", id, err)
+		}
 	}
 	st, err := readOptional(g.fs, filepath.Join(dir, stateFile), decodeState)
 	if err != nil {
@@ -110,6 +112,33 @@ func openGroup(s *Store, id uint64, dir string) (*Group, error) {
 		return nil, fmt.Errorf("raftstore: group %d: %w", id, err)
 	}
 	return g, nil
+}
+
+// create makes the directory of a new group, whole or not at all: built
+// under a temporary name, then renamed into place. The HardState log may
+// still hold a record of a removed group of the same id (RemoveGroup does
+// not rewrite the shared log), so the new state file is numbered above
+// every record: that stale HardState never applies to the new replica,
+// even if the group crashes before its first Sync.
+func (g *Group) create() error {
+	tmp := g.dir + newSuffix
+	if err := vfs.RemoveAll(g.fs, tmp); err != nil {
+		return err
+	}
+	if err := vfs.MkdirAllDurable(g.fs, tmp); err != nil {
+		return err
+	}
+	b, err := encodeState(stateRec{hsSeq: g.store.nextSeq()})
+	if err != nil {
+		return err
+	}
+	if err := vfs.WriteFileAtomic(g.fs, tmp, stateFile, b); err != nil {
+		return err
+	}
+	if err := g.fs.Rename(tmp, g.dir); err != nil {
+		return err
+	}
+	return g.fs.SyncDir(filepath.Dir(g.dir))
 }
 
 // recover makes the log agree with the snapshot and derives the in-memory

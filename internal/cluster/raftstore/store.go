@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -105,6 +106,9 @@ func Open(opts Options) (*Store, error) {
 	if err := vfs.MkdirAllDurable(opts.FS, opts.Dir); err != nil {
 		return nil, fmt.Errorf("raftstore: open %s: %w", opts.Dir, err)
 	}
+	if err := removeLeftovers(opts.FS, opts.Dir); err != nil {
+		return nil, err
+	}
 	w, err := openWAL(opts.FS, opts.Dir)
 	if err != nil {
 		return nil, err
@@ -153,6 +157,62 @@ func (s *Store) Group(id uint64) (*Group, error) {
 	}
 	s.groups[id] = g
 	return g, nil
+}
+
+// removedSuffix marks a group directory being removed: renamed first, so
+// that removal is all or nothing, then deleted. Open finishes what a crash
+// interrupted.
+const removedSuffix = ".removed"
+
+// newSuffix marks a group directory being created (Group.create).
+const newSuffix = ".new"
+
+// RemoveGroup deletes group id from this node: its log, state and
+// snapshot, closing it first if it is open. Durable when it returns: the
+// node then holds no replica of the group, and Group(id) starts a new,
+// empty one (a replica added again after a remove-node, which must never
+// vote with the old one's term and vote).
+func (s *Store) RemoveGroup(id uint64) error {
+	s.mu.Lock()
+	g := s.groups[id]
+	s.mu.Unlock()
+	if g != nil {
+		g.Close() // a failed group's log reports its failure again; it goes anyway
+	}
+	dir := filepath.Join(s.opts.Dir, groupDirName(id))
+	if _, err := s.opts.FS.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	trash := dir + removedSuffix
+	if err := vfs.RemoveAll(s.opts.FS, trash); err != nil {
+		return fmt.Errorf("raftstore: remove group %d: %w", id, err)
+	}
+	if err := s.opts.FS.Rename(dir, trash); err != nil {
+		return fmt.Errorf("raftstore: remove group %d: %w", id, err)
+	}
+	if err := s.opts.FS.SyncDir(s.opts.Dir); err != nil {
+		return fmt.Errorf("raftstore: remove group %d: %w", id, err)
+	}
+	if err := vfs.RemoveAll(s.opts.FS, trash); err != nil {
+		return fmt.Errorf("raftstore: remove group %d: %w", id, err)
+	}
+	return s.opts.FS.SyncDir(s.opts.Dir)
+}
+
+// removeLeftovers deletes the directories of removals a crash cut short.
+func removeLeftovers(fsys vfs.FS, dir string) error {
+	names, err := fsys.List(dir)
+	if err != nil {
+		return fmt.Errorf("raftstore: list %s: %w", dir, err)
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, removedSuffix) || strings.HasSuffix(n, newSuffix) {
+			if err := vfs.RemoveAll(fsys, filepath.Join(dir, n)); err != nil {
+				return fmt.Errorf("raftstore: finish removing %s: %w", n, err)
+			}
+		}
+	}
+	return nil
 }
 
 // forget drops a closed group from the open set.
