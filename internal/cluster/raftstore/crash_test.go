@@ -282,6 +282,9 @@ func checkCrash(g *Group, e *expect) error {
 	if first-1 > S {
 		return fmt.Errorf("first index %d past the snapshot %d", first, S)
 	}
+	if hs.Commit < S {
+		return fmt.Errorf("commit %d below the snapshot %d: raft would refuse Applied = %d", hs.Commit, S, S)
+	}
 	if hs.Commit > last || hs.Commit+1 < first || hs.Commit < e.commit {
 		return fmt.Errorf("commit %d outside [%d, %d] or below the synced %d", hs.Commit, first-1, last, e.commit)
 	}

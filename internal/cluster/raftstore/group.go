@@ -193,9 +193,10 @@ func (g *Group) recover(st stateRec, snap pb.SnapshotMetadata) error {
 	if st.snapIndex < S {
 		g.cs = snap.ConfState // the state file predates the snapshot
 	}
-	if g.hs.Commit < first-1 {
-		g.hs.Commit = first - 1 // a snapshot's entries are committed
-	}
+	// A snapshot's entries are committed, and raft refuses to start with
+	// Applied (the snapshot's index, after a restart) past the commit: a
+	// crash between a snapshot and the next HardState leaves it below.
+	g.hs.Commit = max(g.hs.Commit, first-1, S)
 	if g.hs.Commit > g.last {
 		return fmt.Errorf("%w: commit %d, last index %d", ErrCommitPastLog, g.hs.Commit, g.last)
 	}

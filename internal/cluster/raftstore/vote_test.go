@@ -84,3 +84,29 @@ func TestVoteSurvivesCrash(t *testing.T) {
 		t.Fatal("a candidate of term 6 was refused")
 	}
 }
+
+// TestRestartAtSnapshotAboveDurableCommit: the host snapshots its state
+// machine at an index whose commit was not yet durable (the HardState that
+// moved it waits for the next Sync) and the power goes. A restarted raft
+// core with Applied at the snapshot must start, and it panics when the
+// commit it reads is below Applied: the snapshot's entries are committed.
+func TestRestartAtSnapshotAboveDurableCommit(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, testOptions(mem))
+	g := mustGroup(t, s, 1)
+	must(t, g.Append(ents(1, 5, 1)))
+	must(t, g.SetHardState(pb.HardState{Term: 1, Commit: 2}))
+	must(t, g.Sync())
+	must(t, g.SetHardState(pb.HardState{Term: 1, Commit: 5})) // staged, not synced
+	_, err := g.CreateSnapshot(5, &pb.ConfState{Voters: []uint64{1}}, []byte("applied 1-5"))
+	must(t, err)
+	mem.Crash()
+
+	s = mustOpen(t, testOptions(mem))
+	defer s.Close()
+	g = mustGroup(t, s, 1)
+	if hs, _, _ := g.InitialState(); hs.Commit < 5 {
+		t.Fatalf("commit %d below the snapshot at 5", hs.Commit)
+	}
+	rawNode(t, g) // Applied = 5
+}

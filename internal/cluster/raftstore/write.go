@@ -238,7 +238,7 @@ func (g *Group) Compact(compactIndex uint64) error {
 // held.
 func (g *Group) stateForFile() stateRec {
 	hs := g.disk.hs
-	hs.Commit = max(hs.Commit, g.first-1)
+	hs.Commit = max(hs.Commit, g.first-1, g.snap.Index) // see recover
 	return stateRec{hs: hs, hsSeq: g.disk.hsSeq, cs: g.cs, first: g.first, prevTerm: g.prevTerm, snapIndex: g.snap.Index}
 }
 
