@@ -102,7 +102,7 @@ func openGroup(s *Store, id uint64, dir string) (*Group, error) {
 	g.log, err = storage.Open(storage.Options{
 		FS: g.fs, Dir: filepath.Join(dir, "log"), SegmentBytes: o.SegmentBytes,
 		PreallocateBytes: o.PreallocateBytes, MaxBatchBytes: o.MaxEntryBytes + 1024,
-		Files: o.Files, Sync: storage.SyncPolicy{Mode: storage.SyncNever}, Now: o.Now, Logger: o.Logger,
+		Files: o.Files, Sync: storage.SyncPolicy{Mode: storage.SyncNever}, Now: o.Now, Logger: o.Logger, Observer: o.Observer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: group %d: %w", id, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
 	"go.etcd.io/raft/v3"
@@ -199,4 +200,33 @@ func TestCompactDeletesSegments(t *testing.T) {
 	s = mustOpen(t, testOptions(fs))
 	defer s.Close()
 	check(mustGroup(t, s, 1))
+}
+
+// countingObserver counts what an Observer hears.
+type countingObserver struct{ fsyncs, batches, appends int }
+
+func (o *countingObserver) ObserveFsync(time.Duration) { o.fsyncs++ }
+func (o *countingObserver) ObserveCommitBatch(n int)   { o.batches++; o.appends += n }
+
+// TestObserverHearsEverySync: one Sync of three groups with new entries
+// and hard states is three log fdatasyncs and one HardState-log fdatasync
+// covering the three groups, and the Observer hears each.
+func TestObserverHearsEverySync(t *testing.T) {
+	obs := &countingObserver{}
+	o := testOptions(vfs.NewMem())
+	o.Observer = obs
+	s := mustOpen(t, o)
+	defer s.Close()
+	var gs []*Group
+	for id := uint64(1); id <= 3; id++ {
+		g := mustGroup(t, s, id)
+		must(t, g.Append(ents(1, 2, 1)))
+		must(t, g.SetHardState(pb.HardState{Term: 1, Commit: 2}))
+		gs = append(gs, g)
+	}
+	*obs = countingObserver{}
+	must(t, s.Sync(gs...))
+	if obs.fsyncs != 4 || obs.batches != 1 || obs.appends != 3 {
+		t.Fatalf("observer heard %+v, want 4 fdatasyncs and one batch of 3", *obs)
+	}
 }

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -74,7 +76,8 @@ func decodeWAL(b []byte) []walRec {
 type hsWAL struct {
 	fs   vfs.FS
 	dir  string
-	mu   sync.Mutex // guards the fields below and serializes writes
+	obs  storage.Observer // may be nil
+	mu   sync.Mutex       // guards the fields below and serializes writes
 	f    vfs.File
 	size int64
 	// limit is the size that triggers a rewrite: at least walMinLimit and
@@ -87,8 +90,8 @@ type hsWAL struct {
 
 // openWAL reads the file, then rewrites it with the newest record of each
 // group: that drops a torn tail before anything is appended after it.
-func openWAL(fsys vfs.FS, dir string) (*hsWAL, error) {
-	w := &hsWAL{fs: fsys, dir: dir, latest: map[uint64]walRec{}}
+func openWAL(fsys vfs.FS, dir string, obs storage.Observer) (*hsWAL, error) {
+	w := &hsWAL{fs: fsys, dir: dir, obs: obs, latest: map[uint64]walRec{}}
 	b, err := vfs.ReadFile(fsys, filepath.Join(dir, walFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("raftstore: %w", err)
@@ -156,9 +159,14 @@ func (w *hsWAL) write(recs []walRec) error {
 		w.failed = fmt.Errorf("raftstore: append %s: %w", walFile, err)
 		return w.failed
 	}
+	began := time.Now()
 	if err := w.f.Sync(); err != nil {
 		w.failed = fmt.Errorf("raftstore: fdatasync %s: %w", walFile, err)
 		return w.failed
+	}
+	if w.obs != nil {
+		w.obs.ObserveFsync(time.Since(began))
+		w.obs.ObserveCommitBatch(len(recs))
 	}
 	w.size += int64(len(buf))
 	for _, r := range recs {

@@ -41,6 +41,10 @@ type Options struct {
 
 	Now    func() time.Time // default time.Now
 	Logger *slog.Logger     // default slog.Default()
+	// Observer, if set, hears of every fdatasync: the groups' logs' (with
+	// storage's commit batches) and the HardState log's (its batch: how
+	// many groups one fdatasync covered).
+	Observer storage.Observer
 }
 
 func (o *Options) setDefaults() error {
@@ -109,7 +113,7 @@ func Open(opts Options) (*Store, error) {
 	if err := removeLeftovers(opts.FS, opts.Dir); err != nil {
 		return nil, err
 	}
-	w, err := openWAL(opts.FS, opts.Dir)
+	w, err := openWAL(opts.FS, opts.Dir, opts.Observer)
 	if err != nil {
 		return nil, err
 	}
