@@ -11,7 +11,7 @@
 //   - an entry, HardState or snapshot is durable once the call that made it
 //     so has returned (Sync, ApplySnapshot, CreateSnapshot, Compact);
 //   - a durable HardState never has a commit index past the durable log
-//     (Sync fdatasyncs a group's log before it writes the state file);
+//     (Sync fdatasyncs a group's log before it writes its HardState);
 //   - a term or vote, once Sync returned, is never forgotten, so a node
 //     never votes twice in one term;
 //   - what it serves through raft.Storage is what was appended: every entry
@@ -20,7 +20,9 @@
 //
 // It must never import internal/broker or any front-end, never decide Raft
 // logic (when to vote, append, compact or snapshot is the caller's, driven by
-// RawNode's Ready), and never hold a group's snapshot bytes in memory.
+// RawNode's Ready), and never keep a group's snapshot bytes in memory (a
+// node holds thousands of groups; Snapshot reads the file when a leader
+// needs it).
 //
 // # Index and offset
 //
