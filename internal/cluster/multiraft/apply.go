@@ -1,0 +1,154 @@
+package multiraft
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// ErrOutcomeUnknown: a snapshot from the leader replaced this node's log past a proposal
+// of its own before the proposal was seen applied; it may or may not be in the state.
+var ErrOutcomeUnknown = errors.New("multiraft: proposal outcome unknown (log replaced by a snapshot)")
+
+// apply hands a Ready's snapshot and committed entries to the state machine, applies
+// configuration changes to raft, resolves this node's proposals and snapshots the group
+// when its log has grown enough.
+func (h *Host) apply(w readyWork) error {
+	g, rd := w.g, w.rd
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := h.restore(g, rd.Snapshot); err != nil {
+			return err
+		}
+	}
+	var run []Entry
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		err := g.sm.Apply(run)
+		run = nil
+		return err
+	}
+	for _, e := range rd.CommittedEntries {
+		switch e.Type {
+		case raftpb.EntryNormal:
+			if _, _, data, ok := decodeProposal(e.Data); ok {
+				run = append(run, Entry{Index: e.Index, Term: e.Term, Data: data})
+			}
+		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := h.applyConfChange(g, e); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.resolve(g, rd.CommittedEntries)
+	h.mu.Unlock()
+	if n := len(rd.CommittedEntries); n > 0 {
+		g.applied = rd.CommittedEntries[n-1].Index
+	}
+	return h.maybeSnapshot(g)
+}
+
+func (h *Host) restore(g *group, snap raftpb.Snapshot) error {
+	if err := g.sm.Restore(snap.Data); err != nil {
+		return fmt.Errorf("multiraft: group %d: restore snapshot at %d: %w", g.id, snap.Metadata.Index, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g.cs = snap.Metadata.ConfState
+	g.removed = !isMember(g.cs, h.cfg.Node)
+	g.applied, g.snapIndex = snap.Metadata.Index, snap.Metadata.Index
+	for i, p := range g.byIndex {
+		if i <= snap.Metadata.Index {
+			delete(g.byIndex, i)
+			delete(g.pending, p.seq)
+			p.finish(0, ErrOutcomeUnknown)
+		}
+	}
+	return nil
+}
+
+func (h *Host) applyConfChange(g *group, e raftpb.Entry) error {
+	var cc raftpb.ConfChangeI
+	if e.Type == raftpb.EntryConfChange {
+		var c raftpb.ConfChange
+		if err := c.Unmarshal(e.Data); err != nil {
+			return fmt.Errorf("multiraft: group %d: entry %d: %w", g.id, e.Index, err)
+		}
+		cc = c
+	} else {
+		var c raftpb.ConfChangeV2
+		if err := c.Unmarshal(e.Data); err != nil {
+			return fmt.Errorf("multiraft: group %d: entry %d: %w", g.id, e.Index, err)
+		}
+		cc = c
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g.cs = *g.rn.ApplyConfChange(cc)
+	if g.removed = !isMember(g.cs, h.cfg.Node); g.removed {
+		// Out of the group: nothing left to tick for. Messages still wake it, and raft
+		// answers them as a non-member would.
+		g.quiesced = true
+		delete(h.active, g.id)
+	}
+	return nil
+}
+
+// resolve finishes this node's proposals among the applied entries, and fails a proposal
+// whose log position another entry took.
+func (h *Host) resolve(g *group, ents []raftpb.Entry) {
+	for _, e := range ents {
+		if node, seq, ok := entryHeader(e); ok && node == h.cfg.Node {
+			if p := g.pending[seq]; p != nil {
+				delete(g.pending, seq)
+				if g.byIndex[p.index] == p {
+					delete(g.byIndex, p.index)
+				}
+				p.finish(e.Index, nil)
+				continue
+			}
+		}
+		if p := g.byIndex[e.Index]; p != nil {
+			delete(g.byIndex, e.Index)
+			delete(g.pending, p.seq)
+			p.finish(0, ErrProposalDropped)
+		}
+	}
+}
+
+// maybeSnapshot snapshots the state machine once SnapshotEntries entries were applied since
+// the last snapshot, and compacts the log to half that behind it, so a follower a little
+// behind still catches up from the log rather than a snapshot.
+func (h *Host) maybeSnapshot(g *group) error {
+	every := h.cfg.SnapshotEntries
+	if g.applied < g.snapIndex+every {
+		return nil
+	}
+	data, err := g.sm.Snapshot()
+	if err != nil {
+		return fmt.Errorf("multiraft: group %d: snapshot: %w", g.id, err)
+	}
+	h.mu.Lock()
+	cs := g.cs
+	h.mu.Unlock()
+	if _, err := g.store.CreateSnapshot(g.applied, &cs, data); err != nil && err != raft.ErrSnapOutOfDate {
+		return fmt.Errorf("multiraft: group %d: create snapshot: %w", g.id, err)
+	}
+	g.snapIndex = g.applied
+	if keep := every / 2; g.applied > keep+1 {
+		if err := g.store.Compact(g.applied - keep); err != nil && err != raft.ErrCompacted {
+			return fmt.Errorf("multiraft: group %d: compact: %w", g.id, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,24 @@
+// Package multiraft runs many Raft groups on one node: the engine room of sluice's cluster.
+//
+// It owns, for every group hosted on this node, a go.etcd.io/raft RawNode, the Ready loop
+// that drives it (gather the Readys of every group with work, persist them all, sync the
+// storage engine once for all of them, send, apply, advance), proposal tracking (a Propose
+// returns once its entry is committed and applied here, with its index, or with a clear
+// error), membership changes (ConfChangeV2), leadership transfer, quiescing of idle groups
+// and a node-pair liveness signal that wakes quiesced groups whose leader's node went quiet.
+//
+// It defines the two interfaces it is driven through and does not implement them for
+// production: Engine/Storage (the durable Raft log, HardState and snapshots of every group,
+// with one Sync for many groups; internal/cluster/raftstore implements it over sluice's
+// storage) and Transport (batches of raft messages for many groups to one peer node;
+// internal/cluster/memnet is the in-memory network the tests use). MemEngine is an in-memory
+// Engine that can lose its unsynced writes, for tests and benchmarks.
+//
+// Time is ticks, from whoever calls Tick: Run drives Tick from a Ticker (time.Ticker in
+// production, a hand-driven one in tests), and deterministic tests call Tick and
+// ProcessReady themselves.
+//
+// It must never import internal/broker, a front-end, the server or the node: it knows groups,
+// entries and bytes, never topics, queues or protocols. State machines are the caller's; the
+// host hands them committed entries in log order and never interprets their bytes.
+package multiraft

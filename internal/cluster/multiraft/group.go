@@ -1,0 +1,92 @@
+package multiraft
+
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// group is one Raft group on this node. Its fields are guarded by Host.mu, except what the
+// Ready loop alone touches (sm, applied, snapIndex), which readyMu serialises.
+type group struct {
+	id    GroupID
+	rn    *raft.RawNode
+	store Storage
+	sm    StateMachine
+	cs    raftpb.ConfState // as of the last applied configuration change
+
+	applied   uint64
+	snapIndex uint64 // index of the last snapshot taken here
+	failed    error  // the state machine refused an entry: the group is stopped here
+
+	quiesced bool
+	idle     int // ticks since the last proposal, wake or entry
+	removed  bool
+
+	pending map[uint64]*Proposal // by sequence, until applied or failed
+	byIndex map[uint64]*Proposal // by log index, once the proposal is in the log
+}
+
+// GroupStatus is a group's state as this node sees it.
+type GroupStatus struct {
+	Group    GroupID
+	Leader   NodeID // 0: none known
+	Role     raft.StateType
+	Term     uint64
+	Commit   uint64
+	Applied  uint64
+	Quiesced bool
+	Removed  bool // this node was taken out of the group
+	Voters   []NodeID
+	Learners []NodeID
+}
+
+// Status returns group id's status on this node.
+func (h *Host) Status(id GroupID) (GroupStatus, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.groups[id]
+	if g == nil {
+		return GroupStatus{}, ErrGroupUnknown
+	}
+	bs := g.rn.BasicStatus()
+	st := GroupStatus{Group: id, Leader: NodeID(bs.Lead), Role: bs.RaftState, Term: bs.Term,
+		Commit: bs.Commit, Applied: bs.Applied, Quiesced: g.quiesced, Removed: g.removed}
+	for _, v := range g.cs.Voters {
+		st.Voters = append(st.Voters, NodeID(v))
+	}
+	for _, v := range g.cs.Learners {
+		st.Learners = append(st.Learners, NodeID(v))
+	}
+	return st, nil
+}
+
+// wake makes a quiesced group tick again.
+func (h *Host) wake(g *group) {
+	g.idle = 0
+	if !g.quiesced {
+		return
+	}
+	g.quiesced = false
+	h.active[g.id] = g
+	h.stats.Wakes++
+}
+
+// failAll fails every waiting proposal of g.
+func (g *group) failAll(err error) {
+	for _, p := range g.pending {
+		p.finish(0, err)
+	}
+	g.pending = map[uint64]*Proposal{}
+	g.byIndex = map[uint64]*Proposal{}
+}
+
+func isMember(cs raftpb.ConfState, n NodeID) bool {
+	for _, set := range [][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext} {
+		for _, v := range set {
+			if v == uint64(n) {
+				return true
+			}
+		}
+	}
+	return false
+}

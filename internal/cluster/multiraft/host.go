@@ -1,0 +1,340 @@
+package multiraft
+
+import (
+	"fmt"
+	"log"
+	"slices"
+	"sync"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Config is a host's configuration. Zero values take the defaults in parentheses.
+type Config struct {
+	Node      NodeID    // this node; never 0
+	Peers     []NodeID  // the other nodes, beaten to for liveness (liveness.go)
+	Engine    Engine    // every group's storage
+	Transport Transport // batches to other nodes
+
+	ElectionTicks  int // raft's ElectionTick (10): a follower campaigns after 10..19 ticks without a leader
+	HeartbeatTicks int // raft's HeartbeatTick (1)
+	// QuiesceAfterTicks is how many ticks a leader's group stays idle before it quiesces (6).
+	QuiesceAfterTicks int
+	DisableQuiesce    bool
+	// LivenessTicks is how often (in ticks) a node beats every peer it sent nothing else to
+	// (2); NodeTimeoutTicks is how long a peer may stay silent before it counts as down
+	// (ElectionTicks).
+	LivenessTicks    int
+	NodeTimeoutTicks int
+	// SnapshotEntries: after this many applied entries a group snapshots its state machine
+	// and compacts its log (10000).
+	SnapshotEntries uint64
+	// MaxSizePerMsg (1 MiB) and MaxInflightMsgs (256) are raft's flow control per follower.
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	Logger          raft.Logger // raft's logger (errors only, to the standard logger)
+}
+
+func (c *Config) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.ElectionTicks, 10)
+	def(&c.HeartbeatTicks, 1)
+	def(&c.QuiesceAfterTicks, 6)
+	def(&c.LivenessTicks, 2)
+	def(&c.NodeTimeoutTicks, c.ElectionTicks)
+	def(&c.MaxInflightMsgs, 256)
+	if c.SnapshotEntries == 0 {
+		c.SnapshotEntries = 10000
+	}
+	if c.MaxSizePerMsg == 0 {
+		c.MaxSizePerMsg = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = quietLogger{}
+	}
+}
+
+// StateMachine is a group's replicated state on this node. The host calls it from its Ready
+// loop only, one call at a time per group, in log order.
+type StateMachine interface {
+	// Apply applies committed entries, in index order. An error stops the group on this
+	// node: a state machine that cannot apply an entry cannot skip it either.
+	Apply(entries []Entry) error
+	// Snapshot returns the state as of the last applied entry.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state by a snapshot's (nil: the empty state).
+	Restore(data []byte) error
+}
+
+// Entry is one committed application entry: Data is what was proposed.
+type Entry struct {
+	Index, Term uint64
+	Data        []byte
+}
+
+// Host runs the Raft groups of one node.
+type Host struct {
+	cfg Config
+
+	readyMu sync.Mutex // serialises ProcessReady: a RawNode takes one Ready at a time
+
+	mu      sync.Mutex // guards everything below, and every group's RawNode and fields
+	closed  bool
+	now     uint64 // ticks so far
+	groups  map[GroupID]*group
+	active  map[GroupID]*group   // not quiesced: ticked
+	dirty   map[GroupID]struct{} // may have a Ready
+	outbox  []Message            // host-made messages (quiesce heartbeats) for the next round
+	peers   map[NodeID]*peer
+	nextSeq uint64
+	beatAt  uint64 // the tick of the last liveness beat
+	stats   Stats
+
+	work chan struct{} // a ProcessReady may have something to do
+}
+
+// Stats are a host's counters since it started.
+type Stats struct {
+	GroupTicks uint64 // RawNode.Tick calls: what idle groups must not cost
+	Rounds     uint64 // ProcessReady rounds that did work
+	Syncs      uint64 // Engine.Sync calls
+	Readys     uint64 // group Readys handled (Readys/Syncs is the group commit)
+	Batches    uint64 // batches sent
+	Messages   uint64 // raft messages sent
+	Quiesces   uint64
+	Wakes      uint64
+}
+
+// New returns a host with no groups.
+func New(cfg Config) (*Host, error) {
+	if cfg.Node == 0 || cfg.Engine == nil || cfg.Transport == nil {
+		return nil, fmt.Errorf("multiraft: Config needs Node (non-zero), Engine and Transport")
+	}
+	cfg.defaults()
+	h := &Host{cfg: cfg, groups: map[GroupID]*group{}, active: map[GroupID]*group{},
+		dirty: map[GroupID]struct{}{}, peers: map[NodeID]*peer{}, work: make(chan struct{}, 1)}
+	for _, p := range cfg.Peers {
+		if p != cfg.Node {
+			h.peers[p] = &peer{alive: true}
+		}
+	}
+	return h, nil
+}
+
+// Node is the host's node ID.
+func (h *Host) Node() NodeID { return h.cfg.Node }
+
+// CreateGroup starts hosting group id with state machine sm. If this node has no state for
+// the group yet and voters is not empty, the group is bootstrapped with those voters (every
+// initial member must be created with the same list); with no voters it starts empty and
+// waits for its leader to send it the log (a node being added). If the engine already holds
+// the group, its state is reopened (after a restart) and voters is ignored.
+func (h *Host) CreateGroup(id GroupID, voters []NodeID, sm StateMachine) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ErrStopped
+	}
+	if h.groups[id] != nil {
+		return ErrGroupExists
+	}
+	st, err := h.cfg.Engine.Group(id)
+	if err != nil {
+		return fmt.Errorf("multiraft: open group %d: %w", id, err)
+	}
+	snap, err := h.openStorage(id, st, voters)
+	if err != nil {
+		return err
+	}
+	if err := sm.Restore(snap.Data); err != nil {
+		return fmt.Errorf("multiraft: group %d: restore snapshot at %d: %w", id, snap.Metadata.Index, err)
+	}
+	rn, err := raft.NewRawNode(h.raftConfig(st, snap.Metadata.Index))
+	if err != nil {
+		return fmt.Errorf("multiraft: group %d: %w", id, err)
+	}
+	g := &group{id: id, rn: rn, store: st, sm: sm, cs: snap.Metadata.ConfState,
+		applied: snap.Metadata.Index, snapIndex: snap.Metadata.Index,
+		pending: map[uint64]*Proposal{}, byIndex: map[uint64]*Proposal{}}
+	h.groups[id], h.active[id] = g, g
+	h.markDirty(g)
+	return nil
+}
+
+// openStorage bootstraps an empty group's storage with an initial snapshot (index 1, term
+// 1, the voters) and returns the storage's snapshot.
+func (h *Host) openStorage(id GroupID, st Storage, voters []NodeID) (raftpb.Snapshot, error) {
+	snap, err := st.Snapshot()
+	if err != nil {
+		return snap, fmt.Errorf("multiraft: group %d: read snapshot: %w", id, err)
+	}
+	hs, _, err := st.InitialState()
+	if err != nil {
+		return snap, fmt.Errorf("multiraft: group %d: read state: %w", id, err)
+	}
+	last, err := st.LastIndex()
+	if err != nil {
+		return snap, fmt.Errorf("multiraft: group %d: read last index: %w", id, err)
+	}
+	fresh := raft.IsEmptyHardState(hs) && raft.IsEmptySnap(snap) && last == 0
+	if !fresh || len(voters) == 0 {
+		return snap, nil
+	}
+	cs := raftpb.ConfState{}
+	for _, v := range voters {
+		cs.Voters = append(cs.Voters, uint64(v))
+	}
+	snap = raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: 1, Term: 1, ConfState: cs}}
+	if err := st.ApplySnapshot(snap); err != nil {
+		return snap, fmt.Errorf("multiraft: group %d: bootstrap: %w", id, err)
+	}
+	if err := st.SetHardState(raftpb.HardState{Term: 1, Commit: 1}); err != nil {
+		return snap, fmt.Errorf("multiraft: group %d: bootstrap: %w", id, err)
+	}
+	if err := h.cfg.Engine.Sync(); err != nil {
+		return snap, fmt.Errorf("multiraft: group %d: bootstrap sync: %w", id, err)
+	}
+	return snap, nil
+}
+
+func (h *Host) raftConfig(st Storage, applied uint64) *raft.Config {
+	return &raft.Config{
+		ID: uint64(h.cfg.Node), ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
+		Storage: st, Applied: applied,
+		MaxSizePerMsg: h.cfg.MaxSizePerMsg, MaxInflightMsgs: h.cfg.MaxInflightMsgs,
+		MaxUncommittedEntriesSize: 64 << 20,
+		CheckQuorum:               true, PreVote: true,
+		// A proposal is made on the leader or refused with the leader's ID: the caller
+		// forwards, so it learns where the group is led.
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    h.cfg.Logger,
+	}
+}
+
+// RemoveGroup stops hosting group id on this node and deletes its storage. Waiting
+// proposals fail with ErrRemoved. (Taking the node out of the group's membership first is
+// the caller's business: ChangeMembership.)
+func (h *Host) RemoveGroup(id GroupID) error {
+	h.mu.Lock()
+	g := h.groups[id]
+	if g == nil {
+		h.mu.Unlock()
+		return ErrGroupUnknown
+	}
+	delete(h.groups, id)
+	delete(h.active, id)
+	delete(h.dirty, id)
+	g.failAll(ErrRemoved)
+	h.mu.Unlock()
+	// Wait out a round that may still hold the group's Ready before dropping its storage.
+	h.readyMu.Lock()
+	defer h.readyMu.Unlock()
+	return h.cfg.Engine.RemoveGroup(id)
+}
+
+// Close stops the host: waiting proposals fail with ErrStopped and every call after it
+// fails or does nothing. The engine is the caller's to close.
+func (h *Host) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for _, g := range h.groups {
+		g.failAll(ErrStopped)
+	}
+}
+
+// Tick advances the host's clock by one tick: every active group's RawNode ticks, idle
+// leaders may quiesce their groups, and peer liveness is checked.
+func (h *Host) Tick() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return
+	}
+	h.now++
+	for _, g := range h.active {
+		g.rn.Tick()
+		h.stats.GroupTicks++
+		g.idle++
+		h.maybeQuiesce(g)
+		h.markDirty(g)
+	}
+	h.checkLiveness()
+	h.signal()
+}
+
+// Receive hands the host a batch from the transport. Messages for groups this node does not
+// host are dropped (the group is created here by CreateGroup, never by a message).
+func (h *Host) Receive(b Batch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || b.To != h.cfg.Node {
+		return
+	}
+	h.heard(b.From)
+	for _, m := range b.Messages {
+		g := h.groups[m.Group]
+		if g == nil || m.Msg.To != uint64(h.cfg.Node) || m.Msg.From != uint64(b.From) {
+			continue
+		}
+		if m.Quiesce && h.quiesceFollower(g, m.Msg) {
+			continue
+		}
+		h.wake(g)
+		// Step refuses local message types and messages of unknown peers; dropping them
+		// is all a receiver can do.
+		_ = g.rn.Step(m.Msg)
+		h.markDirty(g)
+	}
+	h.signal()
+}
+
+// Stats returns the host's counters.
+func (h *Host) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stats
+}
+
+// Groups lists the groups hosted here, in ID order.
+func (h *Host) Groups() []GroupID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]GroupID, 0, len(h.groups))
+	for id := range h.groups {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (h *Host) markDirty(g *group) { h.dirty[g.id] = struct{}{} }
+
+func (h *Host) signal() {
+	select {
+	case h.work <- struct{}{}:
+	default:
+	}
+}
+
+// quietLogger reports raft's errors and panics on its panics; raft's chatter is dropped.
+type quietLogger struct{}
+
+func (quietLogger) Debug(...any)              {}
+func (quietLogger) Debugf(string, ...any)     {}
+func (quietLogger) Info(...any)               {}
+func (quietLogger) Infof(string, ...any)      {}
+func (quietLogger) Warning(...any)            {}
+func (quietLogger) Warningf(string, ...any)   {}
+func (quietLogger) Error(v ...any)            { log.Print(append([]any{"raft: "}, v...)...) }
+func (quietLogger) Errorf(f string, v ...any) { log.Printf("raft: "+f, v...) }
+func (quietLogger) Fatal(v ...any)            { log.Fatal(v...) }
+func (quietLogger) Fatalf(f string, v ...any) { log.Fatalf(f, v...) }
+func (quietLogger) Panic(v ...any)            { log.Panic(v...) }
+func (quietLogger) Panicf(f string, v ...any) { log.Panicf(f, v...) }

@@ -1,0 +1,198 @@
+package multiraft
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// readyWork is one group's Ready taken in a round.
+type readyWork struct {
+	g  *group
+	rd raft.Ready
+}
+
+// ProcessReady runs one round of the Ready loop: it takes the Ready of every group with
+// work, writes them all to storage, syncs the engine once for all of them, sends their
+// messages (one batch per peer node), applies their committed entries and advances them.
+// It reports whether there was anything to do. Rounds are serialised; Run calls it, and
+// deterministic tests call it themselves.
+func (h *Host) ProcessReady() (bool, error) {
+	h.readyMu.Lock()
+	defer h.readyMu.Unlock()
+	work, out, beat := h.takeReadys()
+	if len(work) == 0 && len(out) == 0 && !beat {
+		return false, nil
+	}
+	if err := h.persist(work); err != nil {
+		return true, err
+	}
+	h.send(work, out, beat)
+	for _, w := range work {
+		if err := h.apply(w); err != nil {
+			h.mu.Lock()
+			w.g.failed = err
+			w.g.failAll(err)
+			h.mu.Unlock()
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range work {
+		if w.g.failed != nil {
+			continue // never advanced: it stops taking Readys here
+		}
+		w.g.rn.Advance(w.rd)
+		if w.g.rn.HasReady() {
+			h.markDirty(w.g)
+		}
+	}
+	h.stats.Rounds++
+	return true, nil
+}
+
+// takeReadys takes, under the lock, the Ready of every dirty group (in group order, so a
+// round's batches are the same on every run), the host's own messages, and whether the
+// liveness beat is due.
+func (h *Host) takeReadys() (work []readyWork, out []Message, beat bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]GroupID, 0, len(h.dirty))
+	for id := range h.dirty {
+		ids = append(ids, id)
+	}
+	clear(h.dirty)
+	slices.Sort(ids)
+	for _, id := range ids {
+		g := h.groups[id]
+		if g == nil || g.failed != nil || !g.rn.HasReady() {
+			continue
+		}
+		rd := g.rn.Ready()
+		h.track(g, rd.Entries)
+		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
+			g.idle = 0
+		}
+		work = append(work, readyWork{g, rd})
+	}
+	out, h.outbox = h.outbox, nil
+	slices.SortStableFunc(out, func(a, b Message) int { return cmp.Compare(a.Group, b.Group) })
+	if beat = h.beatDue(); beat {
+		h.beatAt = h.now
+	}
+	h.stats.Readys += uint64(len(work))
+	return work, out, beat
+}
+
+// track notes the log index of this node's proposals as they enter its log.
+func (h *Host) track(g *group, ents []raftpb.Entry) {
+	for _, e := range ents {
+		node, seq, ok := entryHeader(e)
+		if !ok || node != h.cfg.Node {
+			continue
+		}
+		if p := g.pending[seq]; p != nil {
+			if old := g.byIndex[p.index]; p.index != 0 && old == p {
+				delete(g.byIndex, p.index)
+			}
+			p.index, p.term = e.Index, e.Term
+			g.byIndex[e.Index] = p
+		}
+	}
+}
+
+func entryHeader(e raftpb.Entry) (NodeID, uint64, bool) {
+	b := e.Data
+	if e.Type == raftpb.EntryConfChangeV2 {
+		var cc raftpb.ConfChangeV2
+		if err := cc.Unmarshal(e.Data); err != nil {
+			return 0, 0, false
+		}
+		b = cc.Context
+	} else if e.Type != raftpb.EntryNormal {
+		return 0, 0, false
+	}
+	node, seq, _, ok := decodeProposal(b)
+	return node, seq, ok
+}
+
+// persist writes every Ready's snapshot, entries and HardState, then syncs once.
+func (h *Host) persist(work []readyWork) error {
+	sync := false
+	for _, w := range work {
+		rd, st := w.rd, w.g.store
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := st.ApplySnapshot(rd.Snapshot); err != nil {
+				return fmt.Errorf("multiraft: group %d: apply snapshot: %w", w.g.id, err)
+			}
+			sync = true
+		}
+		if len(rd.Entries) > 0 {
+			if err := st.Append(rd.Entries); err != nil {
+				return fmt.Errorf("multiraft: group %d: append: %w", w.g.id, err)
+			}
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			if err := st.SetHardState(rd.HardState); err != nil {
+				return fmt.Errorf("multiraft: group %d: hard state: %w", w.g.id, err)
+			}
+		}
+		sync = sync || rd.MustSync
+	}
+	if !sync {
+		return nil
+	}
+	if err := h.cfg.Engine.Sync(); err != nil {
+		return fmt.Errorf("multiraft: sync: %w", err)
+	}
+	h.mu.Lock()
+	h.stats.Syncs++
+	h.mu.Unlock()
+	return nil
+}
+
+// send batches every message of the round per destination node, and beats the peers that
+// get nothing else when the liveness beat is due.
+func (h *Host) send(work []readyWork, out []Message, beat bool) {
+	byNode := map[NodeID]*Batch{}
+	var order []NodeID
+	add := func(m Message) {
+		to := NodeID(m.Msg.To)
+		b := byNode[to]
+		if b == nil {
+			b = &Batch{From: h.cfg.Node, To: to}
+			byNode[to] = b
+			order = append(order, to)
+		}
+		b.Messages = append(b.Messages, m)
+	}
+	for _, w := range work {
+		for _, m := range w.rd.Messages {
+			add(Message{Group: w.g.id, Msg: m})
+		}
+	}
+	for _, m := range out {
+		add(m)
+	}
+	if beat {
+		for _, p := range h.peerIDs() {
+			if byNode[p] == nil {
+				byNode[p] = &Batch{From: h.cfg.Node, To: p}
+				order = append(order, p)
+			}
+		}
+	}
+	slices.Sort(order)
+	msgs := 0
+	for _, to := range order {
+		msgs += len(byNode[to].Messages)
+		h.cfg.Transport.Send(*byNode[to])
+	}
+	h.mu.Lock()
+	h.stats.Batches += uint64(len(order))
+	h.stats.Messages += uint64(msgs)
+	h.mu.Unlock()
+}

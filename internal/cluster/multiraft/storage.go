@@ -1,0 +1,40 @@
+package multiraft
+
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Storage is one group's Raft state on this node. Reads are raft.Storage's (raft reads them
+// from the host's goroutines while the Ready loop writes). Writes are the three a Ready
+// needs, plus snapshot creation and log compaction; none is durable until the Engine's next
+// Sync returns, and the host sends no message and applies nothing of a Ready before that.
+//
+// Contract for implementations (internal/cluster/raftstore, MemEngine):
+//   - Append replaces any entries at and after the first entry's index (a new leader's log
+//     wins) and must accept entries that overlap the log's end.
+//   - ApplySnapshot replaces the whole log by the snapshot (ErrSnapOutOfDate if older).
+//   - After a crash, everything written before the last successful Sync is there, and
+//     nothing written after it is partly there in a way raft.Storage would expose: a torn
+//     append is cut back to whole entries.
+type Storage interface {
+	raft.Storage
+	Append(entries []raftpb.Entry) error
+	SetHardState(st raftpb.HardState) error
+	ApplySnapshot(snap raftpb.Snapshot) error
+	// CreateSnapshot records data, the state machine as of index i (i <= applied), with
+	// the configuration cs; Compact then discards the log before index i.
+	CreateSnapshot(i uint64, cs *raftpb.ConfState, data []byte) (raftpb.Snapshot, error)
+	Compact(i uint64) error
+}
+
+// Engine is a node's storage for all its groups. One Sync makes every write of every group
+// before it durable: the host calls it once per Ready round, for all the groups in it
+// (group commit across groups, as a shared WAL does).
+type Engine interface {
+	// Group opens group g's storage, creating it empty if it does not exist.
+	Group(g GroupID) (Storage, error)
+	// RemoveGroup deletes group g's storage.
+	RemoveGroup(g GroupID) error
+	Sync() error
+}
