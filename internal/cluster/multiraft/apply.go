@@ -52,10 +52,14 @@ func (h *Host) apply(w readyWork) error {
 	h.mu.Lock()
 	h.resolve(g, rd.CommittedEntries)
 	h.mu.Unlock()
+	confChanged := false
+	for _, e := range rd.CommittedEntries {
+		confChanged = confChanged || e.Type != raftpb.EntryNormal
+	}
 	if n := len(rd.CommittedEntries); n > 0 {
 		g.applied = rd.CommittedEntries[n-1].Index
 	}
-	return h.maybeSnapshot(g)
+	return h.maybeSnapshot(g, confChanged)
 }
 
 func (h *Host) restore(g *group, snap raftpb.Snapshot) error {
@@ -128,10 +132,12 @@ func (h *Host) resolve(g *group, ents []raftpb.Entry) {
 
 // maybeSnapshot snapshots the state machine once SnapshotEntries entries were applied since
 // the last snapshot, and compacts the log to half that behind it, so a follower a little
-// behind still catches up from the log rather than a snapshot.
-func (h *Host) maybeSnapshot(g *group) error {
+// behind still catches up from the log rather than a snapshot. A configuration change
+// forces a snapshot (without compaction): raft refuses a snapshot whose configuration does
+// not name the receiver, so a node just added must be sent one taken after its addition.
+func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
 	every := h.cfg.SnapshotEntries
-	if g.applied < g.snapIndex+every {
+	if g.applied <= g.snapIndex || (!confChanged && g.applied < g.snapIndex+every) {
 		return nil
 	}
 	data, err := g.sm.Snapshot()
@@ -145,7 +151,7 @@ func (h *Host) maybeSnapshot(g *group) error {
 		return fmt.Errorf("multiraft: group %d: create snapshot: %w", g.id, err)
 	}
 	g.snapIndex = g.applied
-	if keep := every / 2; g.applied > keep+1 {
+	if keep := every / 2; !confChanged && g.applied > keep+1 {
 		if err := g.store.Compact(g.applied - keep); err != nil && err != raft.ErrCompacted {
 			return fmt.Errorf("multiraft: group %d: compact: %w", g.id, err)
 		}

@@ -60,12 +60,12 @@ func (h *Host) Status(id GroupID) (GroupStatus, error) {
 	return st, nil
 }
 
-// wake makes a quiesced group tick again.
+// wake makes a quiesced group tick again, for at least QuiesceAfterTicks.
 func (h *Host) wake(g *group) {
-	g.idle = 0
 	if !g.quiesced {
 		return
 	}
+	g.idle = 0
 	g.quiesced = false
 	h.active[g.id] = g
 	h.stats.Wakes++

@@ -259,10 +259,13 @@ func (h *Host) Tick() {
 	}
 	h.now++
 	for _, g := range h.active {
+		// Decide before ticking: a tick makes a leader's heartbeats, which is a Ready.
+		if h.maybeQuiesce(g) {
+			continue
+		}
 		g.rn.Tick()
 		h.stats.GroupTicks++
 		g.idle++
-		h.maybeQuiesce(g)
 		h.markDirty(g)
 	}
 	h.checkLiveness()

@@ -145,6 +145,7 @@ func (h *Host) propose(id GroupID, do func(*group, []byte) error) (*Proposal, er
 	h.nextSeq++
 	p := &Proposal{seq: h.nextSeq, done: make(chan struct{})}
 	h.wake(g)
+	g.idle = 0
 	if err := do(g, encodeProposal(h.cfg.Node, p.seq, nil)); err != nil {
 		if err == raft.ErrProposalDropped {
 			return nil, ErrProposalDropped

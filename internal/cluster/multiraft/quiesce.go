@@ -30,16 +30,16 @@ import (
 //     leader's heartbeats bring it back.
 
 // maybeQuiesce quiesces g if this node leads it and it is idle and fully replicated.
-func (h *Host) maybeQuiesce(g *group) {
+func (h *Host) maybeQuiesce(g *group) bool {
 	if h.cfg.DisableQuiesce || g.idle < h.cfg.QuiesceAfterTicks || len(g.pending) > 0 {
-		return
+		return false
 	}
 	bs := g.rn.BasicStatus()
 	if bs.RaftState != raft.StateLeader || bs.LeadTransferee != 0 || bs.Applied != bs.Commit {
-		return
+		return false
 	}
 	if g.rn.HasReady() {
-		return
+		return false
 	}
 	self := uint64(h.cfg.Node)
 	last, ok := uint64(0), true
@@ -49,7 +49,7 @@ func (h *Host) maybeQuiesce(g *group) {
 		}
 	})
 	if last != bs.Commit {
-		return
+		return false
 	}
 	var to []uint64
 	g.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
@@ -65,7 +65,7 @@ func (h *Host) maybeQuiesce(g *group) {
 		to = append(to, id)
 	})
 	if !ok {
-		return
+		return false
 	}
 	g.quiesced = true
 	delete(h.active, g.id)
@@ -74,6 +74,7 @@ func (h *Host) maybeQuiesce(g *group) {
 		h.outbox = append(h.outbox, Message{Group: g.id, Quiesce: true, Msg: raftpb.Message{
 			Type: raftpb.MsgHeartbeat, From: self, To: id, Term: bs.Term, Commit: bs.Commit}})
 	}
+	return true
 }
 
 // quiesceFollower handles a leader's quiesce heartbeat; it reports whether the follower

@@ -192,7 +192,16 @@ func (h *Host) send(work []readyWork, out []Message, beat bool) {
 		h.cfg.Transport.Send(*byNode[to])
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.stats.Batches += uint64(len(order))
 	h.stats.Messages += uint64(msgs)
-	h.mu.Unlock()
+	// A snapshot handed to the transport is reported sent: the follower's progress goes back
+	// to probing, so a lost (or refused, stale) snapshot is simply sent again, the latest one.
+	for _, w := range work {
+		for _, m := range w.rd.Messages {
+			if m.Type == raftpb.MsgSnap {
+				w.g.rn.ReportSnapshot(m.To, raft.SnapshotFinish)
+			}
+		}
+	}
 }
