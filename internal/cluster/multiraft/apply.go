@@ -112,8 +112,10 @@ func (h *Host) applyConfChange(g *group, e raftpb.Entry) error {
 // whose log position another entry took.
 func (h *Host) resolve(g *group, ents []raftpb.Entry) {
 	for _, e := range ents {
+		// Ours if the header names this host's proposal and the entry sits where the
+		// proposal entered this node's log: same index and term is the same entry.
 		if node, seq, ok := entryHeader(e); ok && node == h.cfg.Node {
-			if p := g.pending[seq]; p != nil {
+			if p := g.pending[seq]; p != nil && p.index == e.Index && p.term == e.Term {
 				delete(g.pending, seq)
 				if g.byIndex[p.index] == p {
 					delete(g.byIndex, p.index)

@@ -3,6 +3,7 @@ package multiraft
 import (
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"slices"
 	"sync"
 
@@ -118,6 +119,9 @@ func New(cfg Config) (*Host, error) {
 	cfg.defaults()
 	h := &Host{cfg: cfg, groups: map[GroupID]*group{}, active: map[GroupID]*group{},
 		dirty: map[GroupID]struct{}{}, peers: map[NodeID]*peer{}, work: make(chan struct{}, 1)}
+	// Sequence numbers start at random, so a restarted node's proposals never carry the
+	// header of an entry its previous run left in the log.
+	h.nextSeq = rand.Uint64() >> 1
 	for _, p := range cfg.Peers {
 		if p != cfg.Node {
 			h.peers[p] = &peer{alive: true}

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
