@@ -1,0 +1,173 @@
+package multiraft_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/memnet"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// liveCluster is hosts on their own Run goroutines over a live network, ticked by time:
+// how production drives a host.
+type liveCluster struct {
+	hosts  []*multiraft.Host
+	engs   []*multiraft.MemEngine
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newLiveCluster(tb testing.TB, n, groups int, tick time.Duration, cfg multiraft.Config) *liveCluster {
+	net := memnet.NewLive(1)
+	lc := &liveCluster{}
+	var ids []multiraft.NodeID
+	for i := 1; i <= n; i++ {
+		ids = append(ids, multiraft.NodeID(i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	lc.cancel = cancel
+	for _, id := range ids {
+		eng := multiraft.NewMemEngine()
+		c := cfg
+		c.Node, c.Peers, c.Engine, c.Transport = id, ids, eng, net.Transport(id)
+		h, err := multiraft.New(c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for g := 1; g <= groups; g++ {
+			if err := h.CreateGroup(multiraft.GroupID(g), ids, &recorder{}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		net.Attach(id, h)
+		lc.hosts, lc.engs = append(lc.hosts, h), append(lc.engs, eng)
+	}
+	for _, h := range lc.hosts {
+		t := multiraft.NewTimeTicker(tick)
+		lc.wg.Add(1)
+		go func() {
+			defer lc.wg.Done()
+			defer t.Stop()
+			_ = h.Run(ctx, t)
+		}()
+	}
+	tb.Cleanup(lc.stop)
+	// n1 leads every group
+	for g := 1; g <= groups; g++ {
+		if err := lc.hosts[0].Campaign(multiraft.GroupID(g)); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for g := 1; g <= groups; g++ {
+		for {
+			st, _ := lc.hosts[0].Status(multiraft.GroupID(g))
+			if st.Leader == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("group %d: no leader in 10s", g)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return lc
+}
+
+func (lc *liveCluster) stop() {
+	lc.cancel()
+	lc.wg.Wait()
+	for _, h := range lc.hosts {
+		h.Close()
+	}
+}
+
+// TestProposeWaitsForApply: Propose returns with the entry applied on the proposing node,
+// and its errors say why in the host's terms.
+func TestProposeWaitsForApply(t *testing.T) {
+	lc := newLiveCluster(t, 3, 1, 5*time.Millisecond, multiraft.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	idx, err := lc.hosts[0].Propose(ctx, 1, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := lc.hosts[0].Status(1)
+	if st.Applied < idx {
+		t.Fatalf("Propose returned index %d before applying it (applied %d)", idx, st.Applied)
+	}
+	var nl *multiraft.NotLeaderError
+	if _, err := lc.hosts[1].Propose(ctx, 1, []byte("y")); !errors.As(err, &nl) || nl.Leader != 1 {
+		t.Fatalf("propose on a follower: %v, want NotLeaderError naming node 1", err)
+	}
+	if _, err := lc.hosts[0].Propose(ctx, 99, []byte("y")); !errors.Is(err, multiraft.ErrGroupUnknown) {
+		t.Fatalf("propose to an unknown group: %v", err)
+	}
+	done, cancelNow := context.WithCancel(ctx)
+	cancelNow()
+	if _, err := lc.hosts[0].Propose(done, 1, []byte("z")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("propose with a done context: %v", err)
+	}
+	if _, err := lc.hosts[0].ChangeMembership(ctx, 1, multiraft.Change{Kind: multiraft.AddLearner, Node: 9}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = lc.hosts[0].Status(1)
+	if fmt.Sprint(st.Learners) != "[9]" {
+		t.Fatalf("learners %v after adding node 9", st.Learners)
+	}
+}
+
+// TestCloseFailsWaiters: a proposal waiting when its host closes gets ErrStopped.
+func TestCloseFailsWaiters(t *testing.T) {
+	c := newCluster(t, 1, 3, multiraft.Config{})
+	c.createGroup(1, c.ids, c.ids)
+	_ = c.nodes[1].host.Campaign(1)
+	c.tick()
+	c.net.Partition([]multiraft.NodeID{1}, []multiraft.NodeID{2, 3})
+	p, err := c.nodes[1].host.ProposeAsync(1, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.tick()
+	c.nodes[1].host.Close()
+	<-p.Done()
+	if _, err := p.Result(); !errors.Is(err, multiraft.ErrStopped) {
+		t.Fatalf("waiting proposal after Close: %v", err)
+	}
+}
+
+// TestMissedQuiesceHeartbeat: a follower that never hears the leader's quiesce heartbeat
+// keeps ticking and campaigns; its PreVote wakes the quiet leader, whose lease holds, and
+// the group settles under the same leader and term.
+func TestMissedQuiesceHeartbeat(t *testing.T) {
+	c := newCluster(t, 1, 3, multiraft.Config{})
+	c.createGroup(1, c.ids, c.ids)
+	_ = c.nodes[1].host.Campaign(1)
+	c.tick()
+	for range 5 {
+		c.tick()
+	}
+	c.net.SetLink(1, 3, memnet.Faults{Cut: true}) // n3 misses everything from n1 for a while
+	for range 5 {
+		c.tick()
+	}
+	s1, _ := c.nodes[1].host.Status(1)
+	s3, _ := c.nodes[3].host.Status(1)
+	if !s1.Quiesced || s3.Quiesced {
+		t.Fatalf("before healing: n1 quiesced %v, n3 quiesced %v; the test needs true, false", s1.Quiesced, s3.Quiesced)
+	}
+	c.net.Heal()
+	for range 60 {
+		c.tick()
+	}
+	for _, id := range c.ids {
+		st, _ := c.nodes[id].host.Status(1)
+		if st.Leader != 1 || st.Term != 2 || !st.Quiesced {
+			t.Errorf("n%d: leader n%d term %d quiesced %v; want n1, term 2, quiesced", id, st.Leader, st.Term, st.Quiesced)
+		}
+	}
+}
