@@ -1,6 +1,7 @@
 package multiraft_test
 
 import (
+	"errors"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -80,7 +81,8 @@ type cluster struct {
 	cfg   multiraft.Config
 	ticks uint64
 	// noChecks skips the per-round leader check (benchmarks measure the hosts alone).
-	noChecks bool
+	noChecks  bool
+	syncKills int // nodes stopped by an injected sync failure
 
 	leaders map[multiraft.GroupID]map[uint64]multiraft.NodeID // term -> the leader seen
 	acked   map[multiraft.GroupID]map[uint64]ack              // index -> what was acknowledged
@@ -172,6 +174,12 @@ func (c *cluster) settle() {
 		moved := c.net.Deliver() > 0
 		for _, nd := range c.up() {
 			worked, err := nd.host.ProcessReady()
+			if errors.Is(err, multiraft.ErrInjectedSync) {
+				// a failed sync stops the node; it restarts from what was synced before
+				c.kill(nd.id)
+				c.syncKills++
+				continue
+			}
 			if err != nil {
 				c.t.Fatalf("n%d: %v", nd.id, err)
 			}

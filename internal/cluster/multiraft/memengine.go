@@ -1,6 +1,7 @@
 package multiraft
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -16,9 +17,22 @@ type MemEngine struct {
 	// SyncDelay, when set, is slept in every Sync, to stand for an fdatasync's cost.
 	SyncDelay time.Duration
 
-	mu     sync.Mutex // guards groups, syncs
-	groups map[GroupID]*memGroup
-	syncs  int
+	mu       sync.Mutex // guards groups, syncs, failSync
+	groups   map[GroupID]*memGroup
+	syncs    int
+	failSync int
+}
+
+// ErrInjectedSync is what a Sync armed by FailNextSync returns.
+var ErrInjectedSync = errors.New("multiraft: injected sync failure")
+
+// FailNextSync makes the next Sync fail and make nothing durable, as a disk error would:
+// the host stops (ProcessReady returns the error) and the node must restart from what was
+// synced before.
+func (e *MemEngine) FailNextSync() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.failSync++
 }
 
 // NewMemEngine returns an empty engine.
@@ -60,6 +74,10 @@ func (e *MemEngine) Sync() error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.failSync > 0 {
+		e.failSync--
+		return ErrInjectedSync
+	}
 	e.syncs++
 	for _, s := range e.groups {
 		s.mu.Lock()
@@ -73,6 +91,13 @@ func (e *MemEngine) Sync() error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// ClearSyncFailures disarms FailNextSync.
+func (e *MemEngine) ClearSyncFailures() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.failSync = 0
 }
 
 // Syncs counts the Sync calls so far.

@@ -14,7 +14,8 @@ import (
 // TestRandomizedSafety runs seeded random schedules over five nodes and two groups (one of
 // five voters, one of three) on a lossy network that drops, duplicates, delays and
 // reorders batches: proposals, partitions, heals, kills (losing what was not synced),
-// restarts and leadership transfers. Throughout, no two nodes may lead a group in one
+// restarts, syncs that fail mid-round (the node stops with that round's writes lost) and
+// leadership transfers. Throughout, no two nodes may lead a group in one
 // term and no acknowledged entry may be missing or different on any node that applied
 // that far; after healing, every voter must hold every acknowledged entry.
 //
@@ -33,8 +34,8 @@ func TestRandomizedSafety(t *testing.T) {
 				r.step(i)
 			}
 			r.converge()
-			t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d partitions; network %+v",
-				len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.partitions, r.c.net.Stats())
+			t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d failed syncs, %d partitions; network %+v",
+				len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.c.syncKills, r.partitions, r.c.net.Stats())
 		})
 	}
 }
@@ -65,8 +66,13 @@ func (r *randomRun) step(i int) {
 		r.partition()
 	case n < 43:
 		c.net.Heal()
-	case n < 45:
+	case n < 44:
 		r.kill()
+	case n < 46:
+		// a sync that fails mid-round: the node stops with the round's writes unsynced
+		if up := c.up(); len(up) >= len(c.ids)-1 {
+			up[r.rng.Intn(len(up))].eng.FailNextSync()
+		}
 	case n < 50:
 		r.restart()
 	case n < 51:
@@ -159,6 +165,7 @@ func (r *randomRun) converge() {
 	c.net.Heal()
 	c.net.SetDefault(memnet.Faults{})
 	for _, id := range c.ids {
+		c.nodes[id].eng.ClearSyncFailures()
 		if !c.nodes[id].up {
 			c.restart(id)
 		}
