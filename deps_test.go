@@ -63,7 +63,8 @@ func banned(d string, bans []string) bool {
 // journal -> storage -> vfs), the core never imports a front-end, the server, the node
 // or net/http, the server imports no front-end, the serving binary links no
 // client library of another protocol, the public client never imports
-// internal packages, and non-test code never imports "testing" (but for the
+// internal packages, internal/cluster never imports the broker or anything above it, and
+// non-test code never imports "testing" (but for the
 // test-support packages sluicetest and internal/testproc).
 func TestDependencyDirection(t *testing.T) {
 	frontEnds := []string{mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs"}
@@ -84,13 +85,17 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/group":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
 		"internal/broker": append([]string{"net/http"}, above...),
 		"internal/server": append(slices.Clone(frontEnds), mod+"internal/node"),
+		// Replication sits between the broker and storage: it knows groups and entries,
+		// never topics, queues or a protocol (docs/cluster.md).
+		"internal/cluster": append([]string{mod + "internal/broker"}, above...),
 		"client":          {mod + "internal/"},
 		// Raft storage: below the broker, beside storage; it decides no
 		// Raft logic and knows no state machine.
 		"internal/cluster/raftstore": append([]string{mod + "internal/broker", mod + "internal/queue", mod + "internal/group", mod + "internal/journal", "net/http"}, above...),
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
-		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/"},
+		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/",
+			mod + "internal/cluster/memnet"},
 	}
 	for _, p := range listPackages(t) {
 		for _, d := range p.Deps {

@@ -1,8 +1,8 @@
 package multiraft_test
 
 import (
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
