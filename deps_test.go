@@ -88,7 +88,7 @@ func TestDependencyDirection(t *testing.T) {
 		// Replication sits between the broker and storage: it knows groups and entries,
 		// never topics, queues or a protocol (docs/cluster.md).
 		"internal/cluster": append([]string{mod + "internal/broker"}, above...),
-		"client":          {mod + "internal/"},
+		"client":           {mod + "internal/"},
 		// Raft storage: below the broker, beside storage; it decides no
 		// Raft logic and knows no state machine.
 		"internal/cluster/raftstore": append([]string{mod + "internal/broker", mod + "internal/queue", mod + "internal/group", mod + "internal/journal", "net/http"}, above...),
