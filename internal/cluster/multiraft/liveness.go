@@ -56,6 +56,12 @@ func (h *Host) peerDown(n NodeID) {
 		if bs.RaftState == raft.StateFollower && bs.Lead == uint64(n) {
 			h.wake(g)
 			_ = g.rn.ForgetLeader()
+			// The leader has been silent for NodeTimeoutTicks already: count them on the
+			// election clock (frozen while quiesced), so the follower campaigns within
+			// raft's randomised spread of what is left rather than a whole timeout later.
+			for range h.cfg.NodeTimeoutTicks {
+				g.rn.TickQuiesced()
+			}
 			h.markDirty(g)
 		}
 	}

@@ -24,6 +24,8 @@ import (
 //	propose n1 x [within=50] [as=p]   the proposal's index, error, or "pending" (then: await p)
 //	await p [within=50]    wait-leader [not=n1] [within=100]   status   applied   quiesced
 //	kill n1    restart n1  transfer n2   add-learner n4   promote n4   remove n3   ticks   check
+//	change +n4 -n3 ~n5     one ConfChangeV2 (voter, removal, learner): joint consensus
+//	remove-group n1        the node stops hosting the group
 func TestScripts(t *testing.T) {
 	files, _ := filepath.Glob("testdata/script/*.txt")
 	if len(files) == 0 {
@@ -167,7 +169,10 @@ func (s *script) do(line string) string {
 		if err != nil {
 			return "error: " + err.Error()
 		}
-		return fmt.Sprintf("%s leader=n%d", role(st.Role), st.Leader)
+		if st.Role == raft.StateLeader { // follower, candidate or precandidate is timing
+			return "leader"
+		}
+		return "not leader"
 	case "applied":
 		return s.applied(g)
 	case "quiesced":
@@ -180,6 +185,13 @@ func (s *script) do(line string) string {
 		return ""
 	case "transfer", "add-learner", "promote", "remove":
 		return s.membership(f[0], g, s.node(pos[0]), s.num(kv, "within", 100))
+	case "change":
+		return s.change(g, pos, s.num(kv, "within", 100))
+	case "remove-group":
+		nd := s.c.nodes[s.node(pos[0])]
+		delete(nd.sms, g)
+		nd.groups = slices.DeleteFunc(nd.groups, func(x multiraft.GroupID) bool { return x == g })
+		return errString(nd.host.RemoveGroup(g))
 	case "ticks":
 		return s.groupTicks()
 	case "check":
@@ -405,6 +417,46 @@ func (s *script) membership(op string, g multiraft.GroupID, target multiraft.Nod
 		if errors.As(err, &nl) {
 			return "error: not leader"
 		}
+		return "error: " + err.Error()
+	}
+	return fmt.Sprintf("index=%d", idx)
+}
+
+// change proposes several membership changes in one ConfChangeV2 (joint consensus, left
+// automatically): +n adds a voter, ~n a learner, -n removes.
+func (s *script) change(g multiraft.GroupID, pos []string, within int) string {
+	lead, _ := s.c.leader(g)
+	if lead == 0 {
+		return "no leader"
+	}
+	var chs []multiraft.Change
+	for _, w := range pos {
+		id := s.node(w[1:])
+		switch w[0] {
+		case '+', '~':
+			if nd := s.c.nodes[id]; !slices.Contains(nd.groups, g) {
+				s.c.createGroup(g, []multiraft.NodeID{id}, nil)
+			}
+			k := multiraft.AddVoter
+			if w[0] == '~' {
+				k = multiraft.AddLearner
+			}
+			chs = append(chs, multiraft.Change{Kind: k, Node: id})
+		case '-':
+			chs = append(chs, multiraft.Change{Kind: multiraft.RemoveNode, Node: id})
+		default:
+			s.t.Fatalf("change: %q is not +n, ~n or -n", w)
+		}
+	}
+	p, err := s.c.nodes[lead].host.ChangeMembershipAsync(g, chs...)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	if !s.c.await(p, within) {
+		return "pending"
+	}
+	idx, err := p.Result()
+	if err != nil {
 		return "error: " + err.Error()
 	}
 	return fmt.Sprintf("index=%d", idx)
