@@ -24,6 +24,10 @@ type group struct {
 
 	pending map[uint64]*Proposal // by sequence, until applied or failed
 	byIndex map[uint64]*Proposal // by log index, once the proposal is in the log
+	// fresh are the proposals made since the group's last Ready. The next Ready carries
+	// their entries, unless a new leader's append overwrote them first: then nothing ever
+	// will, and they fail as dropped.
+	fresh []*Proposal
 }
 
 // GroupStatus is a group's state as this node sees it.
@@ -78,6 +82,7 @@ func (g *group) failAll(err error) {
 	}
 	g.pending = map[uint64]*Proposal{}
 	g.byIndex = map[uint64]*Proposal{}
+	g.fresh = nil
 }
 
 func isMember(cs raftpb.ConfState, n NodeID) bool {

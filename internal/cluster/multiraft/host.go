@@ -251,6 +251,7 @@ func (h *Host) Close() {
 	for _, g := range h.groups {
 		g.failAll(ErrStopped)
 	}
+	h.signal() // a Run waiting for work sees it closed
 }
 
 // Tick advances the host's clock by one tick: every active group's RawNode ticks, idle

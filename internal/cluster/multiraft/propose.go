@@ -153,6 +153,7 @@ func (h *Host) propose(id GroupID, do func(*group, []byte) error) (*Proposal, er
 		return nil, fmt.Errorf("multiraft: group %d: %w", id, err)
 	}
 	g.pending[p.seq] = p
+	g.fresh = append(g.fresh, p)
 	h.markDirty(g)
 	h.signal()
 	return p, nil

@@ -31,6 +31,11 @@ import (
 
 // maybeQuiesce quiesces g if this node leads it and it is idle and fully replicated.
 func (h *Host) maybeQuiesce(g *group) bool {
+	if g.removed { // woken by a message after its removal: nothing to tick for
+		g.quiesced = true
+		delete(h.active, g.id)
+		return true
+	}
 	if h.cfg.DisableQuiesce || g.idle < h.cfg.QuiesceAfterTicks || len(g.pending) > 0 {
 		return false
 	}

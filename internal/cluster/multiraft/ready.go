@@ -68,11 +68,16 @@ func (h *Host) takeReadys() (work []readyWork, out []Message, beat bool) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		g := h.groups[id]
-		if g == nil || g.failed != nil || !g.rn.HasReady() {
+		if g == nil || g.failed != nil {
+			continue
+		}
+		if !g.rn.HasReady() {
+			h.dropUnlogged(g)
 			continue
 		}
 		rd := g.rn.Ready()
 		h.track(g, rd.Entries)
+		h.dropUnlogged(g)
 		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
 			g.idle = 0
 		}
@@ -102,6 +107,18 @@ func (h *Host) track(g *group, ents []raftpb.Entry) {
 			g.byIndex[e.Index] = p
 		}
 	}
+}
+
+// dropUnlogged fails the proposals made since the group's last Ready that this Ready did
+// not carry: their entries were overwritten before they were ever handed out.
+func (h *Host) dropUnlogged(g *group) {
+	for _, p := range g.fresh {
+		if p.index == 0 && g.pending[p.seq] == p {
+			delete(g.pending, p.seq)
+			p.finish(0, ErrProposalDropped)
+		}
+	}
+	g.fresh = g.fresh[:0]
 }
 
 func entryHeader(e raftpb.Entry) (NodeID, uint64, bool) {

@@ -2,12 +2,15 @@ package multiraft
 
 import "context"
 
-// Run drives the host until ctx is done or storage fails: a tick per Ticker value, and
-// Ready rounds whenever there is work (a proposal, a received batch, a tick). It returns
-// ctx's error, or the storage error that stopped it (the node must then restart from what
-// its storage holds). One Run per host.
+// Run drives the host until ctx is done, the host is closed or storage fails: a tick per
+// Ticker value, and Ready rounds whenever there is work (a proposal, a received batch, a
+// tick). It returns ctx's error, ErrStopped, or the storage error that stopped it (the node
+// must then restart from what its storage holds). One Run per host.
 func (h *Host) Run(ctx context.Context, t Ticker) error {
 	for {
+		if h.isClosed() {
+			return ErrStopped
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -30,4 +33,10 @@ func (h *Host) Run(ctx context.Context, t Ticker) error {
 			}
 		}
 	}
+}
+
+func (h *Host) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/memnet"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // liveCluster is hosts on their own Run goroutines over a live network, ticked by time:
@@ -169,5 +170,54 @@ func TestMissedQuiesceHeartbeat(t *testing.T) {
 		if st.Leader != 1 || st.Term != 2 || !st.Quiesced {
 			t.Errorf("n%d: leader n%d term %d quiesced %v; want n1, term 2, quiesced", id, st.Leader, st.Term, st.Quiesced)
 		}
+	}
+}
+
+// TestProposalOverwrittenBeforeReady: a leader's proposal whose entry a newer leader's
+// append overwrites before the host ever took a Ready with it fails as dropped, rather
+// than waiting for ever.
+func TestProposalOverwrittenBeforeReady(t *testing.T) {
+	c := newCluster(t, 1, 3, multiraft.Config{DisableQuiesce: true})
+	c.createGroup(1, c.ids, c.ids)
+	_ = c.nodes[1].host.Campaign(1)
+	c.tick()                                                  // n1 leads term 2; its empty entry is index 2
+	p, err := c.nodes[1].host.ProposeAsync(1, []byte("mine")) // index 3, term 2
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before n1's next round, an append from a leader of term 3 takes index 3.
+	c.nodes[1].host.Receive(multiraft.Batch{From: 2, To: 1, Messages: []multiraft.Message{{Group: 1,
+		Msg: raftpb.Message{Type: raftpb.MsgApp, From: 2, To: 1, Term: 3, LogTerm: 2, Index: 2, Commit: 2,
+			Entries: []raftpb.Entry{{Index: 3, Term: 3}}}}}})
+	if _, err := c.nodes[1].host.ProcessReady(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+		if _, err := p.Result(); !errors.Is(err, multiraft.ErrProposalDropped) {
+			t.Fatalf("overwritten proposal: %v, want ErrProposalDropped", err)
+		}
+	default:
+		t.Fatal("the overwritten proposal is still waiting after the Ready that replaced it")
+	}
+}
+
+// TestRunStopsOnClose: Run returns ErrStopped once its host is closed, even with no tick
+// and no work to wake it otherwise.
+func TestRunStopsOnClose(t *testing.T) {
+	h, err := multiraft.New(multiraft.Config{Node: 1, Engine: multiraft.NewMemEngine(), Transport: memnet.New(1).Transport(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Run(context.Background(), multiraft.NewManualTicker()) }()
+	h.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, multiraft.ErrStopped) {
+			t.Fatalf("Run after Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still running 10s after Close")
 	}
 }
