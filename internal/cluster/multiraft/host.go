@@ -31,10 +31,14 @@ type Config struct {
 	// SnapshotEntries: after this many applied entries a group snapshots its state machine
 	// and compacts its log (10000).
 	SnapshotEntries uint64
-	// MaxSizePerMsg (1 MiB) and MaxInflightMsgs (256) are raft's flow control per follower.
-	MaxSizePerMsg   uint64
-	MaxInflightMsgs int
-	Logger          raft.Logger // raft's logger (errors only, to the standard logger)
+	// MaxSizePerMsg (1 MiB), MaxInflightMsgs (256) and MaxInflightBytes (32 MiB) are raft's
+	// flow control per follower: at most that much unacknowledged log in flight to each, so a
+	// slow follower costs the leader a bounded amount of memory (CockroachDB's cap after
+	// 128 × 16 MB appends took 2 GB per range, cockroach #90314).
+	MaxSizePerMsg    uint64
+	MaxInflightMsgs  int
+	MaxInflightBytes uint64
+	Logger           raft.Logger // raft's logger (errors only, to the standard logger)
 }
 
 func (c *Config) defaults() {
@@ -54,6 +58,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxSizePerMsg == 0 {
 		c.MaxSizePerMsg = 1 << 20
+	}
+	if c.MaxInflightBytes == 0 {
+		c.MaxInflightBytes = max(32<<20, c.MaxSizePerMsg)
 	}
 	if c.Logger == nil {
 		c.Logger = quietLogger{}
@@ -208,11 +215,21 @@ func (h *Host) openStorage(id GroupID, st Storage, voters []NodeID) (raftpb.Snap
 
 func (h *Host) raftConfig(st Storage, applied uint64) *raft.Config {
 	return &raft.Config{
-		ID: uint64(h.cfg.Node), ElectionTick: h.cfg.ElectionTicks, HeartbeatTick: h.cfg.HeartbeatTicks,
-		Storage: st, Applied: applied,
-		MaxSizePerMsg: h.cfg.MaxSizePerMsg, MaxInflightMsgs: h.cfg.MaxInflightMsgs,
+		ID:            uint64(h.cfg.Node),
+		ElectionTick:  h.cfg.ElectionTicks,
+		HeartbeatTick: h.cfg.HeartbeatTicks,
+		Storage:       st,
+		Applied:       applied,
+
+		MaxSizePerMsg:    h.cfg.MaxSizePerMsg,
+		MaxInflightMsgs:  h.cfg.MaxInflightMsgs,
+		MaxInflightBytes: h.cfg.MaxInflightBytes,
+		// A leader refuses proposals past 64 MiB of uncommitted log (ErrProposalDropped)
+		// rather than growing without bound while it cannot commit.
 		MaxUncommittedEntriesSize: 64 << 20,
-		CheckQuorum:               true, PreVote: true,
+
+		CheckQuorum: true,
+		PreVote:     true,
 		// A proposal is made on the leader or refused with the leader's ID: the caller
 		// forwards, so it learns where the group is led.
 		DisableProposalForwarding: true,
