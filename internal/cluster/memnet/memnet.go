@@ -60,6 +60,7 @@ type Network struct {
 	nodes map[multiraft.NodeID]Receiver
 	def   Faults
 	links map[link]Faults
+	sides map[multiraft.NodeID]int // the partition in force (nil: none); 0 is no side
 	queue []inflight
 	stats Stats
 }
@@ -122,32 +123,26 @@ func (n *Network) SetLink(from, to multiraft.NodeID, f Faults) {
 	n.links[link{from, to}] = f
 }
 
-// Partition cuts every link between nodes of different sides, both ways; links within a
-// side keep their faults. Nodes on no side are cut from everyone.
+// Partition cuts every link between nodes of different sides, both ways, until Heal;
+// links within a side keep their faults. A node on no side (one attached later included)
+// is cut from everyone. A later Partition replaces this one.
 func (n *Network) Partition(sides ...[]multiraft.NodeID) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	side := map[multiraft.NodeID]int{}
+	n.sides = map[multiraft.NodeID]int{}
 	for i, s := range sides {
 		for _, id := range s {
-			side[id] = i + 1
-		}
-	}
-	for a := range n.nodes {
-		for b := range n.nodes {
-			if a != b && (side[a] == 0 || side[a] != side[b]) {
-				f := n.faults(a, b)
-				f.Cut = true
-				n.links[link{a, b}] = f
-			}
+			n.sides[id] = i + 1
 		}
 	}
 }
 
-// Heal removes every per-link setting: all links go back to the default faults.
+// Heal ends the partition and removes every per-link setting: all links go back to the
+// default faults.
 func (n *Network) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.sides = nil
 	clear(n.links)
 }
 
@@ -173,10 +168,14 @@ func (n *Network) Stats() Stats {
 }
 
 func (n *Network) faults(from, to multiraft.NodeID) Faults {
-	if f, ok := n.links[link{from, to}]; ok {
-		return f
+	f, ok := n.links[link{from, to}]
+	if !ok {
+		f = n.def
 	}
-	return n.def
+	if n.sides != nil && (n.sides[from] == 0 || n.sides[from] != n.sides[to]) {
+		f.Cut = true
+	}
+	return f
 }
 
 func (n *Network) send(b multiraft.Batch) {

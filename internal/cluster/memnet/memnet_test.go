@@ -119,3 +119,19 @@ func TestPartitionAndHeal(t *testing.T) {
 		t.Fatalf("a detached node received: %v", s[3].got)
 	}
 }
+
+// TestPartitionHoldsForLateNodes: a node attached after the partition (a restart) is on
+// the side the partition named, not connected to everyone.
+func TestPartitionHoldsForLateNodes(t *testing.T) {
+	n := New(1)
+	a, b := &sink{}, &sink{}
+	n.Attach(1, a)
+	n.Partition([]multiraft.NodeID{1}, []multiraft.NodeID{2})
+	n.Attach(2, b) // n2 restarts after the partition began
+	n.Transport(1).Send(multiraft.Batch{To: 2})
+	n.Transport(2).Send(multiraft.Batch{To: 1})
+	n.Deliver()
+	if len(a.got)+len(b.got) != 0 {
+		t.Fatalf("across the partition: n1 got %v, n2 got %v", a.got, b.got)
+	}
+}

@@ -91,17 +91,18 @@ type Host struct {
 
 	readyMu sync.Mutex // serialises ProcessReady: a RawNode takes one Ready at a time
 
-	mu      sync.Mutex // guards everything below, and every group's RawNode and fields
-	closed  bool
-	now     uint64 // ticks so far
-	groups  map[GroupID]*group
-	active  map[GroupID]*group   // not quiesced: ticked
-	dirty   map[GroupID]struct{} // may have a Ready
-	outbox  []Message            // host-made messages (quiesce heartbeats) for the next round
-	peers   map[NodeID]*peer
-	nextSeq uint64
-	beatAt  uint64 // the tick of the last liveness beat
-	stats   Stats
+	mu         sync.Mutex // guards everything below, and every group's RawNode and fields
+	closed     bool
+	storageErr error  // a round failed to persist: the host takes no more rounds or proposals
+	now        uint64 // ticks so far
+	groups     map[GroupID]*group
+	active     map[GroupID]*group   // not quiesced: ticked
+	dirty      map[GroupID]struct{} // may have a Ready
+	outbox     []Message            // host-made messages (quiesce heartbeats) for the next round
+	peers      map[NodeID]*peer
+	nextSeq    uint64
+	beatAt     uint64 // the tick of the last liveness beat
+	stats      Stats
 
 	work chan struct{} // a ProcessReady may have something to do
 }

@@ -129,6 +129,9 @@ func (h *Host) propose(id GroupID, do func(*group, []byte) error) (*Proposal, er
 	if h.closed {
 		return nil, ErrStopped
 	}
+	if h.storageErr != nil {
+		return nil, h.storageErr
+	}
 	g := h.groups[id]
 	if g == nil {
 		return nil, ErrGroupUnknown

@@ -23,11 +23,22 @@ type readyWork struct {
 func (h *Host) ProcessReady() (bool, error) {
 	h.readyMu.Lock()
 	defer h.readyMu.Unlock()
+	if err := h.storageError(); err != nil {
+		return false, err
+	}
 	work, out, beat := h.takeReadys()
 	if len(work) == 0 && len(out) == 0 && !beat {
 		return false, nil
 	}
 	if err := h.persist(work); err != nil {
+		// The groups took Readys they will never advance: raft would panic on the next
+		// one. The host is done; the node restarts from what its storage holds.
+		h.mu.Lock()
+		h.storageErr = err
+		for _, g := range h.groups {
+			g.failAll(err)
+		}
+		h.mu.Unlock()
 		return true, err
 	}
 	h.send(work, out, beat)
@@ -221,4 +232,10 @@ func (h *Host) send(work []readyWork, out []Message, beat bool) {
 			}
 		}
 	}
+}
+
+func (h *Host) storageError() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.storageErr
 }

@@ -221,3 +221,37 @@ func TestRunStopsOnClose(t *testing.T) {
 		t.Fatal("Run still running 10s after Close")
 	}
 }
+
+// TestFailedSyncStopsTheHost: after a round fails to sync, the host refuses further rounds
+// and proposals with the storage error (raft would panic on a second Ready without an
+// Advance), and the proposal that was waiting fails with it.
+func TestFailedSyncStopsTheHost(t *testing.T) {
+	c := newCluster(t, 1, 3, multiraft.Config{})
+	c.createGroup(1, c.ids, c.ids)
+	_ = c.nodes[1].host.Campaign(1)
+	c.tick()
+	h := c.nodes[1].host
+	p, err := h.ProposeAsync(1, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[1].eng.FailNextSync()
+	if _, err := h.ProcessReady(); !errors.Is(err, multiraft.ErrInjectedSync) {
+		t.Fatalf("round with a failing sync: %v", err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("the proposal still waits on a host that can take no more rounds")
+	}
+	if _, err := p.Result(); !errors.Is(err, multiraft.ErrInjectedSync) {
+		t.Fatalf("waiting proposal: %v", err)
+	}
+	h.Tick()
+	if _, err := h.ProcessReady(); !errors.Is(err, multiraft.ErrInjectedSync) {
+		t.Fatalf("round after the failure: %v", err)
+	}
+	if _, err := h.ProposeAsync(1, []byte("y")); !errors.Is(err, multiraft.ErrInjectedSync) {
+		t.Fatalf("proposal after the failure: %v", err)
+	}
+}
