@@ -306,7 +306,7 @@ func (h *Host) Receive(b Batch) {
 	h.heard(b.From)
 	for _, m := range b.Messages {
 		g := h.groups[m.Group]
-		if g == nil || m.Msg.To != uint64(h.cfg.Node) || m.Msg.From != uint64(b.From) {
+		if g == nil || g.failed != nil || m.Msg.To != uint64(h.cfg.Node) || m.Msg.From != uint64(b.From) {
 			continue
 		}
 		if m.Quiesce && h.quiesceFollower(g, m.Msg) {

@@ -44,9 +44,12 @@ func (h *Host) ProcessReady() (bool, error) {
 	h.send(work, out, beat)
 	for _, w := range work {
 		if err := h.apply(w); err != nil {
+			// The group stops here: no more ticks, messages or Readys (the state machine
+			// cannot skip the entry it refused). Its peers carry on without this replica.
 			h.mu.Lock()
 			w.g.failed = err
 			w.g.failAll(err)
+			delete(h.active, w.g.id)
 			h.mu.Unlock()
 		}
 	}

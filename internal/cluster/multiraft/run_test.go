@@ -255,3 +255,53 @@ func TestFailedSyncStopsTheHost(t *testing.T) {
 		t.Fatalf("proposal after the failure: %v", err)
 	}
 }
+
+// refuser is a state machine that refuses every entry.
+type refuser struct{ recorder }
+
+func (*refuser) Apply([]multiraft.Entry) error { return errors.New("refused") }
+
+// TestApplyErrorStopsTheGroup: a state machine that refuses an entry stops its group on
+// that node (the proposal waiting there fails with the error, the group neither ticks nor
+// answers), and the other replicas carry on.
+func TestApplyErrorStopsTheGroup(t *testing.T) {
+	c := newCluster(t, 1, 3, multiraft.Config{DisableQuiesce: true})
+	c.createGroup(1, c.ids[:2], c.ids)
+	nd := c.nodes[3]
+	nd.sms[1] = &recorder{}
+	if err := nd.host.CreateGroup(1, c.ids, &refuser{}); err != nil {
+		t.Fatal(err)
+	}
+	nd.groups = append(nd.groups, 1)
+	_ = c.nodes[3].host.Campaign(1)
+	c.tick()
+	p, err := nd.host.ProposeAsync(1, []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.await(p, 20) {
+		t.Fatal("proposal on the refusing node still waiting")
+	}
+	if _, err := p.Result(); err == nil || err.Error() != "refused" {
+		t.Fatalf("proposal on the refusing node: %v", err)
+	}
+	before := nd.host.Stats().GroupTicks
+	for range 40 {
+		c.tick()
+	}
+	if n := nd.host.Stats().GroupTicks - before; n != 0 {
+		t.Fatalf("the stopped group ticked %d times", n)
+	}
+	// n1 and n2 elect a leader without n3 and go on committing
+	lead, _ := c.leader(1)
+	if lead == 0 || lead == 3 {
+		t.Fatalf("leader %d after n3 stopped", lead)
+	}
+	p, err = c.nodes[lead].host.ProposeAsync(1, []byte("y"))
+	if err != nil || !c.await(p, 50) {
+		t.Fatalf("proposal on n%d: %v", lead, err)
+	}
+	if _, err := p.Result(); err != nil {
+		t.Fatal(err)
+	}
+}
