@@ -68,6 +68,7 @@ func (h *Host) restore(g *group, snap raftpb.Snapshot) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.stats.SnapsTaken++
 	g.cs = snap.Metadata.ConfState
 	g.removed = !isMember(g.cs, h.cfg.Node)
 	g.applied, g.snapIndex = snap.Metadata.Index, snap.Metadata.Index

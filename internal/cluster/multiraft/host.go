@@ -117,6 +117,8 @@ type Stats struct {
 	Messages   uint64 // raft messages sent
 	Quiesces   uint64
 	Wakes      uint64
+	SnapsSent  uint64 // snapshots handed to the transport (a follower too far behind the log)
+	SnapsTaken uint64 // snapshots received and restored
 }
 
 // New returns a host with no groups.

@@ -34,8 +34,12 @@ func TestRandomizedSafety(t *testing.T) {
 				r.step(i)
 			}
 			r.converge()
-			t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d failed syncs, %d partitions; network %+v",
-				len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.c.syncKills, r.partitions, r.c.net.Stats())
+			snaps := 0
+			for _, nd := range r.c.up() {
+				snaps += int(nd.host.Stats().SnapsTaken)
+			}
+			t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d failed syncs, %d partitions, %d snapshots restored since the last restarts; network %+v",
+				len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.c.syncKills, r.partitions, snaps, r.c.net.Stats())
 		})
 	}
 }

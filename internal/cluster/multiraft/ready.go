@@ -232,6 +232,7 @@ func (h *Host) send(work []readyWork, out []Message, beat bool) {
 		for _, m := range w.rd.Messages {
 			if m.Type == raftpb.MsgSnap {
 				w.g.rn.ReportSnapshot(m.To, raft.SnapshotFinish)
+				h.stats.SnapsSent++
 			}
 		}
 	}

@@ -30,7 +30,9 @@ type Storage interface {
 
 // Engine is a node's storage for all its groups. One Sync makes every write of every group
 // before it durable: the host calls it once per Ready round, for all the groups in it
-// (group commit across groups, as a shared WAL does).
+// (group commit across groups, as a shared WAL does), and once more when CreateGroup
+// bootstraps a group, possibly at the same time. Its methods may be called from several
+// goroutines.
 type Engine interface {
 	// Group opens group g's storage, creating it empty if it does not exist.
 	Group(g GroupID) (Storage, error)
