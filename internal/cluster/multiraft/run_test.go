@@ -305,3 +305,27 @@ func TestApplyErrorStopsTheGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOneBatchPerPeerPerRound: a tick's heartbeats of many groups leave a leader as one
+// batch per peer node, not one message stream per group.
+func TestOneBatchPerPeerPerRound(t *testing.T) {
+	const groups = 50
+	c := newCluster(t, 1, 3, multiraft.Config{DisableQuiesce: true})
+	for g := 1; g <= groups; g++ {
+		c.createGroup(multiraft.GroupID(g), c.ids, c.ids)
+		_ = c.nodes[1].host.Campaign(multiraft.GroupID(g))
+	}
+	for range 5 {
+		c.tick()
+	}
+	h := c.nodes[1].host
+	before := h.Stats()
+	h.Tick()
+	if _, err := h.ProcessReady(); err != nil {
+		t.Fatal(err)
+	}
+	after := h.Stats()
+	if b, m := after.Batches-before.Batches, after.Messages-before.Messages; b != 2 || m != 2*groups {
+		t.Fatalf("one tick of %d groups sent %d batches with %d messages; want 2 batches, %d heartbeats", groups, b, m, 2*groups)
+	}
+}
