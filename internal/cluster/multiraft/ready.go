@@ -30,9 +30,11 @@ func (h *Host) ProcessReady() (bool, error) {
 	if len(work) == 0 && len(out) == 0 && !beat {
 		return false, nil
 	}
+	h.send(work, out, beat, false)
 	if err := h.persist(work); err != nil {
 		// The groups took Readys they will never advance: raft would panic on the next
-		// one. The host is done; the node restarts from what its storage holds.
+		// one. The host is done; the node restarts from what its storage holds. (The
+		// waiting proposals' outcome is unknown: their appends may have left already.)
 		h.mu.Lock()
 		h.storageErr = err
 		for _, g := range h.groups {
@@ -41,7 +43,7 @@ func (h *Host) ProcessReady() (bool, error) {
 		h.mu.Unlock()
 		return true, err
 	}
-	h.send(work, out, beat)
+	h.send(work, nil, false, true)
 	for _, w := range work {
 		if err := h.apply(w); err != nil {
 			// The group stops here: no more ticks, messages or Readys (the state machine
@@ -185,9 +187,21 @@ func (h *Host) persist(work []readyWork) error {
 	return nil
 }
 
-// send batches every message of the round per destination node, and beats the peers that
-// get nothing else when the liveness beat is due.
-func (h *Host) send(work []readyWork, out []Message, beat bool) {
+// afterSync reports whether a message speaks for this node's persisted state (the answer
+// to an append or a vote) and so must wait for the round's sync. Everything else (appends,
+// heartbeats, vote requests, snapshots) leaves before the sync: a leader counts its own
+// copy of an entry only once synced (raft steps its own append response on Advance), so
+// replicating while it syncs is safe, and a commit costs one sync on the leader and one on
+// a follower in parallel instead of one after the other (Raft thesis §10.2.1). These are
+// the types raft itself holds back until the append (its msgsAfterAppend).
+func afterSync(t raftpb.MessageType) bool {
+	return t == raftpb.MsgAppResp || t == raftpb.MsgVoteResp || t == raftpb.MsgPreVoteResp
+}
+
+// send batches the round's messages that may leave now (late: those that had to wait for
+// the sync) per destination node, and beats the peers that get nothing else when the
+// liveness beat is due.
+func (h *Host) send(work []readyWork, out []Message, beat, late bool) {
 	byNode := map[NodeID]*Batch{}
 	var order []NodeID
 	add := func(m Message) {
@@ -202,7 +216,9 @@ func (h *Host) send(work []readyWork, out []Message, beat bool) {
 	}
 	for _, w := range work {
 		for _, m := range w.rd.Messages {
-			add(Message{Group: w.g.id, Msg: m})
+			if afterSync(m.Type) == late {
+				add(Message{Group: w.g.id, Msg: m})
+			}
 		}
 	}
 	for _, m := range out {
@@ -230,7 +246,7 @@ func (h *Host) send(work []readyWork, out []Message, beat bool) {
 	// to probing, so a lost (or refused, stale) snapshot is simply sent again, the latest one.
 	for _, w := range work {
 		for _, m := range w.rd.Messages {
-			if m.Type == raftpb.MsgSnap {
+			if m.Type == raftpb.MsgSnap && !late {
 				w.g.rn.ReportSnapshot(m.To, raft.SnapshotFinish)
 				h.stats.SnapsSent++
 			}
