@@ -16,8 +16,10 @@ type readyWork struct {
 }
 
 // ProcessReady runs one round of the Ready loop: it takes the Ready of every group with
-// work, writes them all to storage, syncs the engine once for all of them, sends their
-// messages (one batch per peer node), applies their committed entries and advances them.
+// work, sends the messages that need not wait (appends, heartbeats, vote requests: one
+// batch per peer node), writes every Ready to storage, syncs the engine once for all of
+// them, sends the answers that had to wait for the sync, applies the committed entries and
+// advances the groups.
 // It reports whether there was anything to do. Rounds are serialised; Run calls it, and
 // deterministic tests call it themselves.
 func (h *Host) ProcessReady() (bool, error) {
