@@ -268,9 +268,16 @@ func (c *cluster) leader(g multiraft.GroupID) (multiraft.NodeID, uint64) {
 
 // checkSafety: every acknowledged entry is applied, at its index with its data, on every
 // live member that applied that far, and live members' applied logs agree where they
-// overlap. With converged, every live voter must also have applied every acknowledged entry.
+// overlap. With converged, every voter of the current leader's configuration must also
+// have applied every acknowledged entry (a node removed while cut off never learns it was,
+// and rightly never catches up).
 func (c *cluster) checkSafety(converged bool) error {
 	for g, acks := range c.acked {
+		var voters []multiraft.NodeID
+		if lead, _ := c.leader(g); lead != 0 {
+			st, _ := c.nodes[lead].host.Status(g)
+			voters = st.Voters
+		}
 		var ref map[uint64]string
 		for _, nd := range c.up() {
 			sm := nd.sms[g]
@@ -293,7 +300,7 @@ func (c *cluster) checkSafety(converged bool) error {
 					return fmt.Errorf("group %d n%d: index %d holds %q, acknowledged %q", g, nd.id, i, d, a.data)
 				case !ok && i <= last:
 					return fmt.Errorf("group %d n%d: acknowledged index %d (%q) missing", g, nd.id, i, a.data)
-				case !ok && converged && slices.Contains(st.Voters, nd.id):
+				case !ok && converged && slices.Contains(voters, nd.id):
 					return fmt.Errorf("group %d n%d: acknowledged index %d (%q) not applied after healing (applied %d)", g, nd.id, i, a.data, last)
 				}
 			}

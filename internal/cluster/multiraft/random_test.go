@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -14,8 +15,9 @@ import (
 // TestRandomizedSafety runs seeded random schedules over five nodes and two groups (one of
 // five voters, one of three) on a lossy network that drops, duplicates, delays and
 // reorders batches: proposals, partitions, heals, kills (losing what was not synced),
-// restarts, syncs that fail mid-round (the node stops with that round's writes lost) and
-// leadership transfers. Throughout, no two nodes may lead a group in one
+// restarts, syncs that fail mid-round (the node stops with that round's writes lost),
+// leadership transfers and, in group 2, membership changes (learners added and promoted,
+// voters removed). Throughout, no two nodes may lead a group in one
 // term and no acknowledged entry may be missing or different on any node that applied
 // that far; after healing, every voter must hold every acknowledged entry.
 //
@@ -38,8 +40,8 @@ func TestRandomizedSafety(t *testing.T) {
 			for _, nd := range r.c.up() {
 				snaps += int(nd.host.Stats().SnapsTaken)
 			}
-			t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d failed syncs, %d partitions, %d snapshots restored since the last restarts; network %+v",
-				len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.c.syncKills, r.partitions, snaps, r.c.net.Stats())
+			t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d failed syncs, %d partitions, %d of %d membership changes, %d snapshots restored since the last restarts; network %+v",
+				len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.c.syncKills, r.partitions, r.stage, len(stages), snaps, r.c.net.Stats())
 		})
 	}
 }
@@ -57,6 +59,11 @@ type randomRun struct {
 	c       *cluster
 	pending []*pending
 	seq     int
+
+	// group 2's membership walks through these changes, one at a time: n4 joins as a
+	// learner, is promoted, n3 leaves; then n5 joins and n1 leaves.
+	stage   int
+	confing *multiraft.Proposal
 
 	failed, kills, partitions int
 }
@@ -79,7 +86,9 @@ func (r *randomRun) step(i int) {
 		}
 	case n < 50:
 		r.restart()
-	case n < 51:
+	case n < 52:
+		r.changeMembership()
+	case n < 53:
 		g := multiraft.GroupID(1 + r.rng.Intn(2))
 		if lead, _ := c.leader(g); lead != 0 {
 			to := c.ids[r.rng.Intn(3)]
@@ -109,6 +118,44 @@ func (r *randomRun) propose() {
 		return
 	}
 	r.pending = append(r.pending, &pending{p: p, g: g, node: lead, data: data})
+}
+
+var stages = []multiraft.Change{
+	{Kind: multiraft.AddLearner, Node: 4}, {Kind: multiraft.AddVoter, Node: 4}, {Kind: multiraft.RemoveNode, Node: 3},
+	{Kind: multiraft.AddLearner, Node: 5}, {Kind: multiraft.AddVoter, Node: 5}, {Kind: multiraft.RemoveNode, Node: 1},
+}
+
+// changeMembership moves group 2 to its next membership once the last change is applied
+// (a change refused or dropped is tried again later).
+func (r *randomRun) changeMembership() {
+	if r.confing != nil {
+		select {
+		case <-r.confing.Done():
+			if _, err := r.confing.Result(); err == nil {
+				r.stage++
+			}
+			r.confing = nil
+		default:
+			return
+		}
+	}
+	if r.stage == len(stages) {
+		return
+	}
+	lead, _ := r.c.leader(2)
+	if lead == 0 {
+		return
+	}
+	ch := stages[r.stage]
+	if nd := r.c.nodes[ch.Node]; ch.Kind == multiraft.AddLearner && !slices.Contains(nd.groups, 2) {
+		if !nd.up {
+			return
+		}
+		r.c.createGroup(2, []multiraft.NodeID{ch.Node}, nil)
+	}
+	if p, err := r.c.nodes[lead].host.ChangeMembershipAsync(2, ch); err == nil {
+		r.confing = p
+	}
 }
 
 // collect records the proposals that finished.
