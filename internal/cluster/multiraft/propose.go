@@ -168,6 +168,12 @@ func (h *Host) wait(ctx context.Context, id GroupID, p *Proposal) (uint64, error
 		return p.Result()
 	case <-ctx.Done():
 		h.mu.Lock()
+		select {
+		case <-p.Done(): // finished as the context ended: the answer is known
+			h.mu.Unlock()
+			return p.Result()
+		default:
+		}
 		if g := h.groups[id]; g != nil {
 			delete(g.pending, p.seq)
 			if p.index != 0 && g.byIndex[p.index] == p {
