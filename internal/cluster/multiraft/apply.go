@@ -8,9 +8,11 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// ErrOutcomeUnknown: a snapshot from the leader replaced this node's log past a proposal
-// of its own before the proposal was seen applied; it may or may not be in the state.
-var ErrOutcomeUnknown = errors.New("multiraft: proposal outcome unknown (log replaced by a snapshot)")
+// ErrOutcomeUnknown: this node lost sight of its proposal's entry before seeing it applied
+// (a snapshot from the leader replaced its log past the entry, or a newer leader overwrote
+// the entry before this node logged it). It may or may not be committed; only reading the
+// state can tell.
+var ErrOutcomeUnknown = errors.New("multiraft: proposal outcome unknown (its entry was replaced before it was seen applied)")
 
 // apply hands a Ready's snapshot and committed entries to the state machine, applies
 // configuration changes to raft, resolves this node's proposals and snapshots the group

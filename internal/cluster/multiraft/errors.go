@@ -10,8 +10,8 @@ var (
 	ErrGroupUnknown = errors.New("multiraft: group unknown on this node")
 	// ErrGroupExists: CreateGroup of a group this node already hosts.
 	ErrGroupExists = errors.New("multiraft: group already exists on this node")
-	// ErrProposalDropped: the proposal did not make it into the log, or its log position was
-	// taken by another leader's entry. It was not applied; retrying may succeed.
+	// ErrProposalDropped: raft refused the proposal, or an entry of another term was
+	// committed at its index. It was not applied; retrying may succeed.
 	ErrProposalDropped = errors.New("multiraft: proposal dropped")
 	// ErrStopped: the host is closed.
 	ErrStopped = errors.New("multiraft: host stopped")

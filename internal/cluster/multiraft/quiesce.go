@@ -10,7 +10,7 @@ import (
 // every node, so it sends no heartbeats and holds no elections, and costs nothing per tick.
 //
 //   - The leader decides. After QuiesceAfterTicks ticks with no proposal and no entry, if
-//     it has no proposal waiting, no Ready, no leadership transfer, everything committed
+//     it has no Ready, no leadership transfer, everything committed
 //     and applied, and every follower on a live node matched to its last index and recently
 //     active, it stops ticking the group and sends each follower a heartbeat marked
 //     Quiesce, carrying its term and commit index.
@@ -36,7 +36,10 @@ func (h *Host) maybeQuiesce(g *group) bool {
 		delete(h.active, g.id)
 		return true
 	}
-	if h.cfg.DisableQuiesce || g.idle < h.cfg.QuiesceAfterTicks || len(g.pending) > 0 {
+	// (Waiting proposals do not keep a group awake: with everything committed and applied,
+	// any still waiting sits past the log's end, where a new leader overwrote it, and is
+	// decided when the log reaches its index, however long that takes.)
+	if h.cfg.DisableQuiesce || g.idle < h.cfg.QuiesceAfterTicks {
 		return false
 	}
 	bs := g.rn.BasicStatus()
@@ -87,7 +90,7 @@ func (h *Host) maybeQuiesce(g *group) bool {
 func (h *Host) quiesceFollower(g *group, m raftpb.Message) bool {
 	bs := g.rn.BasicStatus()
 	if bs.RaftState != raft.StateFollower || bs.Lead != m.From || bs.Term != m.Term ||
-		bs.Commit != m.Commit || bs.Applied != bs.Commit || len(g.pending) > 0 || g.rn.HasReady() {
+		bs.Commit != m.Commit || bs.Applied != bs.Commit || g.rn.HasReady() {
 		return false
 	}
 	if !g.quiesced {

@@ -127,13 +127,16 @@ func (h *Host) track(g *group, ents []raftpb.Entry) {
 	}
 }
 
-// dropUnlogged fails the proposals made since the group's last Ready that this Ready did
-// not carry: their entries were overwritten before they were ever handed out.
+// dropUnlogged gives up on the proposals made since the group's last Ready that this
+// Ready did not carry: a newer leader's append overwrote their entries before this node
+// logged them, so it can never match them to an applied entry. Their outcome is unknown,
+// not "dropped": the appends raft made when they were proposed may still have reached a
+// follower of the old term, whose copy a later leader could yet commit.
 func (h *Host) dropUnlogged(g *group) {
 	for _, p := range g.fresh {
 		if p.index == 0 && g.pending[p.seq] == p {
 			delete(g.pending, p.seq)
-			p.finish(0, ErrProposalDropped)
+			p.finish(0, ErrOutcomeUnknown)
 		}
 	}
 	g.fresh = g.fresh[:0]

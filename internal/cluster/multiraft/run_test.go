@@ -174,8 +174,9 @@ func TestMissedQuiesceHeartbeat(t *testing.T) {
 }
 
 // TestProposalOverwrittenBeforeReady: a leader's proposal whose entry a newer leader's
-// append overwrites before the host ever took a Ready with it fails as dropped, rather
-// than waiting for ever.
+// append overwrites before the host ever took a Ready with it ends with ErrOutcomeUnknown
+// (the appends made when it was proposed may have reached someone), rather than waiting
+// for ever.
 func TestProposalOverwrittenBeforeReady(t *testing.T) {
 	c := newCluster(t, 1, 3, multiraft.Config{DisableQuiesce: true})
 	c.createGroup(1, c.ids, c.ids)
@@ -194,8 +195,8 @@ func TestProposalOverwrittenBeforeReady(t *testing.T) {
 	}
 	select {
 	case <-p.Done():
-		if _, err := p.Result(); !errors.Is(err, multiraft.ErrProposalDropped) {
-			t.Fatalf("overwritten proposal: %v, want ErrProposalDropped", err)
+		if _, err := p.Result(); !errors.Is(err, multiraft.ErrOutcomeUnknown) {
+			t.Fatalf("overwritten proposal: %v, want ErrOutcomeUnknown", err)
 		}
 	default:
 		t.Fatal("the overwritten proposal is still waiting after the Ready that replaced it")
