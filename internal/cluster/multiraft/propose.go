@@ -34,6 +34,7 @@ func decodeProposal(b []byte) (node NodeID, seq uint64, data []byte, ok bool) {
 // Proposal is a proposal in flight: Done closes once it is applied on this node or failed.
 type Proposal struct {
 	seq   uint64
+	asked uint64 // the leader's term when it was proposed
 	term  uint64 // of its entry, once in the log
 	index uint64
 	err   error
@@ -142,11 +143,12 @@ func (h *Host) propose(id GroupID, do func(*group, []byte) error) (*Proposal, er
 	if g.removed {
 		return nil, ErrRemoved
 	}
-	if bs := g.rn.BasicStatus(); bs.RaftState != raft.StateLeader {
+	bs := g.rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader {
 		return nil, &NotLeaderError{Group: id, Leader: NodeID(bs.Lead)}
 	}
 	h.nextSeq++
-	p := &Proposal{seq: h.nextSeq, done: make(chan struct{})}
+	p := &Proposal{seq: h.nextSeq, asked: bs.Term, done: make(chan struct{})}
 	h.wake(g)
 	g.idle = 0
 	if err := do(g, encodeProposal(h.cfg.Node, p.seq, nil)); err != nil {

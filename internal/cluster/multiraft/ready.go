@@ -128,14 +128,24 @@ func (h *Host) track(g *group, ents []raftpb.Entry) {
 }
 
 // dropUnlogged gives up on the proposals made since the group's last Ready that this
-// Ready did not carry: a newer leader's append overwrote their entries before this node
-// logged them, so it can never match them to an applied entry. Their outcome is unknown,
-// not "dropped": the appends raft made when they were proposed may still have reached a
-// follower of the old term, whose copy a later leader could yet commit.
+// Ready did not carry. If this node still leads in the term it was asked in, raft itself
+// replaced the entry (a configuration change while another is pending becomes an empty
+// entry): dropped. Otherwise a newer leader's append overwrote it before this node logged
+// it, and its outcome is unknown: the appends raft made when it was proposed may have
+// reached a follower of the old term, whose copy a later leader could yet commit.
 func (h *Host) dropUnlogged(g *group) {
+	if len(g.fresh) == 0 {
+		return
+	}
+	bs := g.rn.BasicStatus()
 	for _, p := range g.fresh {
-		if p.index == 0 && g.pending[p.seq] == p {
-			delete(g.pending, p.seq)
+		if p.index != 0 || g.pending[p.seq] != p {
+			continue
+		}
+		delete(g.pending, p.seq)
+		if bs.RaftState == raft.StateLeader && bs.Term == p.asked {
+			p.finish(0, ErrProposalDropped)
+		} else {
 			p.finish(0, ErrOutcomeUnknown)
 		}
 	}

@@ -330,3 +330,34 @@ func TestOneBatchPerPeerPerRound(t *testing.T) {
 		t.Fatalf("one tick of %d groups sent %d batches with %d messages; want 2 batches, %d heartbeats", groups, b, m, 2*groups)
 	}
 }
+
+// TestSecondConfChangeDropped: raft takes one configuration change at a time; a second
+// proposed while the first is pending is replaced by an empty entry, and the host reports
+// it dropped (a certainty: this leader never logged it), while the first is applied.
+func TestSecondConfChangeDropped(t *testing.T) {
+	c := newCluster(t, 1, 3, multiraft.Config{})
+	c.createGroup(1, c.ids, c.ids)
+	_ = c.nodes[1].host.Campaign(1)
+	c.tick()
+	h := c.nodes[1].host
+	first, err := h.ChangeMembershipAsync(1, multiraft.Change{Kind: multiraft.AddLearner, Node: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := h.ChangeMembershipAsync(1, multiraft.Change{Kind: multiraft.AddLearner, Node: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.await(first, 20) || !c.await(second, 20) {
+		t.Fatal("configuration changes still waiting")
+	}
+	if _, err := first.Result(); err != nil {
+		t.Fatalf("first change: %v", err)
+	}
+	if _, err := second.Result(); !errors.Is(err, multiraft.ErrProposalDropped) {
+		t.Fatalf("second change: %v, want ErrProposalDropped", err)
+	}
+	if st, _ := h.Status(1); fmt.Sprint(st.Learners) != "[7]" {
+		t.Fatalf("learners %v, want [7]", st.Learners)
+	}
+}
