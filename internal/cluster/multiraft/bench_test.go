@@ -3,6 +3,7 @@ package multiraft_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -83,6 +84,7 @@ func BenchmarkIdleQuiesced(b *testing.B) {
 
 func benchIdle(b *testing.B, noQuiesce bool) {
 	const groups = 1000
+	heap0 := liveHeap()
 	c := newCluster(b, 1, 3, multiraft.Config{DisableQuiesce: noQuiesce})
 	for g := 1; g <= groups; g++ {
 		c.createGroup(multiraft.GroupID(g), c.ids, c.ids)
@@ -98,6 +100,9 @@ func benchIdle(b *testing.B, noQuiesce bool) {
 			}
 		}
 	}
+	// what one replica of an idle group costs in memory: RawNode, in-memory log (a few
+	// entries), the test state machine
+	perReplica := float64(liveHeap()-heap0) / float64(3*groups)
 	var before uint64
 	for _, id := range c.ids {
 		before += c.nodes[id].host.Stats().GroupTicks
@@ -115,6 +120,7 @@ func benchIdle(b *testing.B, noQuiesce bool) {
 	}
 	b.ReportMetric(float64(after-before)/float64(b.N), "group-ticks/op")
 	b.ReportMetric(float64(c.net.Stats().Sent-msgs)/float64(b.N), "batches/op")
+	b.ReportMetric(perReplica, "heap-B/replica")
 }
 
 // BenchmarkIdleCPU: three hosts on their own Run goroutines, ticking every 10ms (ten
@@ -156,4 +162,11 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
