@@ -210,7 +210,7 @@ func (h *Host) openStorage(id GroupID, st Storage, voters []NodeID) (raftpb.Snap
 	if err := st.SetHardState(raftpb.HardState{Term: 1, Commit: 1}); err != nil {
 		return snap, fmt.Errorf("multiraft: group %d: bootstrap: %w", id, err)
 	}
-	if err := h.cfg.Engine.Sync(); err != nil {
+	if err := h.cfg.Engine.Sync([]Storage{st}); err != nil {
 		return snap, fmt.Errorf("multiraft: group %d: bootstrap sync: %w", id, err)
 	}
 	return snap, nil

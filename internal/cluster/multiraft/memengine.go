@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -67,8 +68,8 @@ func (e *MemEngine) RemoveGroup(g GroupID) error {
 	return nil
 }
 
-// Sync makes every group's writes so far durable.
-func (e *MemEngine) Sync() error {
+// Sync makes the given groups' writes so far durable; other groups' stay unsynced.
+func (e *MemEngine) Sync(written []Storage) error {
 	if e.SyncDelay > 0 {
 		time.Sleep(e.SyncDelay)
 	}
@@ -79,7 +80,11 @@ func (e *MemEngine) Sync() error {
 		return ErrInjectedSync
 	}
 	e.syncs++
-	for _, s := range e.groups {
+	for _, st := range written {
+		s, ok := st.(*memGroup)
+		if !ok {
+			return fmt.Errorf("multiraft: MemEngine.Sync of a %T, not one of its groups", st)
+		}
 		s.mu.Lock()
 		for _, op := range s.pending {
 			if err := op(s.durable); err != nil {

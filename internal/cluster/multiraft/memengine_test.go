@@ -30,11 +30,11 @@ func TestMemEngineCrash(t *testing.T) {
 	must(a.Append(ents(1, 3, 1)))
 	must(b.Append(ents(1, 2, 1)))
 	must(a.SetHardState(raftpb.HardState{Term: 1, Vote: 1, Commit: 2}))
-	must(e.Sync())
+	must(e.Sync([]multiraft.Storage{a, b}))
 	must(a.Append(ents(3, 5, 2))) // overwrites index 3 with term 2
 	must(b.SetHardState(raftpb.HardState{Term: 3, Vote: 2}))
 	e.FailNextSync()
-	if err := e.Sync(); !errors.Is(err, multiraft.ErrInjectedSync) {
+	if err := e.Sync([]multiraft.Storage{a, b}); !errors.Is(err, multiraft.ErrInjectedSync) {
 		t.Fatalf("armed Sync: %v", err)
 	}
 	must(e.Crash())
@@ -51,5 +51,32 @@ func TestMemEngineCrash(t *testing.T) {
 	}
 	if e.Syncs() != 1 {
 		t.Fatalf("Syncs %d, want 1 (the failed one does not count)", e.Syncs())
+	}
+}
+
+// TestMemEngineSyncsOnlyTheGivenGroups: Sync makes the groups it is given durable, and
+// only those.
+func TestMemEngineSyncsOnlyTheGivenGroups(t *testing.T) {
+	e := multiraft.NewMemEngine()
+	a, _ := e.Group(1)
+	b, _ := e.Group(2)
+	if err := a.SetHardState(raftpb.HardState{Term: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetHardState(raftpb.HardState{Term: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync([]multiraft.Storage{b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	a, _ = e.Group(1)
+	b, _ = e.Group(2)
+	ha, _, _ := a.InitialState()
+	hb, _, _ := b.InitialState()
+	if ha.Term != 0 || hb.Term != 5 {
+		t.Fatalf("after syncing group 2 alone and crashing: terms %d and %d, want 0 and 5", ha.Term, hb.Term)
 	}
 }

@@ -170,6 +170,7 @@ func entryHeader(e raftpb.Entry) (NodeID, uint64, bool) {
 // persist writes every Ready's snapshot, entries and HardState, then syncs once.
 func (h *Host) persist(work []readyWork) error {
 	sync := false
+	written := make([]Storage, 0, len(work))
 	for _, w := range work {
 		rd, st := w.rd, w.g.store
 		if !raft.IsEmptySnap(rd.Snapshot) {
@@ -189,11 +190,14 @@ func (h *Host) persist(work []readyWork) error {
 			}
 		}
 		sync = sync || rd.MustSync
+		if !raft.IsEmptySnap(rd.Snapshot) || len(rd.Entries) > 0 || !raft.IsEmptyHardState(rd.HardState) {
+			written = append(written, st)
+		}
 	}
 	if !sync {
 		return nil
 	}
-	if err := h.cfg.Engine.Sync(); err != nil {
+	if err := h.cfg.Engine.Sync(written); err != nil {
 		return fmt.Errorf("multiraft: sync: %w", err)
 	}
 	h.mu.Lock()

@@ -28,15 +28,20 @@ type Storage interface {
 	Compact(i uint64) error
 }
 
-// Engine is a node's storage for all its groups. One Sync makes every write of every group
-// before it durable: the host calls it once per Ready round, for all the groups in it
-// (group commit across groups, as a shared WAL does), and once more when CreateGroup
-// bootstraps a group, possibly at the same time. Its methods may be called from several
-// goroutines.
+// Engine is a node's storage for all its groups. One Sync makes the writes of many groups
+// durable: the host calls it once per Ready round with every group that round wrote (group
+// commit across groups, as a shared WAL does), and once when CreateGroup bootstraps a
+// group, possibly at the same time. Its methods may be called from several goroutines.
+//
+// internal/cluster/raftstore's Store has this shape (Group, RemoveGroup, Sync of the given
+// groups) over uint64 ids and its own *Group, which has Storage's methods: an adapter is
+// a type conversion per call.
 type Engine interface {
 	// Group opens group g's storage, creating it empty if it does not exist.
 	Group(g GroupID) (Storage, error)
 	// RemoveGroup deletes group g's storage.
 	RemoveGroup(g GroupID) error
-	Sync() error
+	// Sync makes every write so far to the given groups' storages (each one Group
+	// returned) durable, or fails: then none of it may be counted on.
+	Sync(written []Storage) error
 }
