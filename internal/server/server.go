@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/metrics"
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Frontend is a protocol server on its own listener. *http.Server satisfies
@@ -234,7 +235,7 @@ func (s *Server) Start(ctx context.Context, setups ...Setup) error {
 	s.started = true
 	s.mu.Unlock()
 
-	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(s.cfg.DataDir, vfs.DirPerm); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
 	if err := s.listen(HTTP, s.http); err != nil {

@@ -42,7 +42,7 @@ func LockDir(fsys FS, dir string) (*DirLock, error) {
 		return nil, nil
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FilePerm)
 	if err != nil {
 		return nil, fmt.Errorf("lock data directory: %w", err)
 	}

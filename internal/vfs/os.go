@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -77,8 +78,17 @@ func (f *osFile) Size() (int64, error) {
 	return st.Size(), nil
 }
 
+// FilePerm and DirPerm are what the data directory's files and directories
+// are created with: only the broker's own user may read messages
+// (docs/security.md, "Safe defaults"). Existing files and directories keep
+// whatever mode they have.
+const (
+	FilePerm fs.FileMode = 0o600
+	DirPerm  fs.FileMode = 0o700
+)
+
 func (osFS) Create(name string) (File, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, FilePerm)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +113,7 @@ func (osFS) Open(name string) (File, error) {
 
 func (osFS) Remove(name string) error              { return os.Remove(name) }
 func (osFS) Rename(oldname, newname string) error  { return os.Rename(oldname, newname) }
-func (osFS) MkdirAll(dir string) error             { return os.MkdirAll(dir, 0o755) }
+func (osFS) MkdirAll(dir string) error             { return os.MkdirAll(dir, DirPerm) }
 func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
 
 func (osFS) List(dir string) ([]string, error) {
