@@ -1,0 +1,270 @@
+// Package tlsconf owns sluice's server-side TLS (docs/security.md, "TLS"):
+// it loads the certificate and key named by --tls-cert and --tls-key, and
+// the optional client CA of --tls-client-ca, into the *tls.Config every
+// TLS listener serves; it reloads them, without a restart, on SIGHUP and
+// when the files change; and it names the principal of a verified client
+// certificate (Principal), for the front-ends' authentication.
+//
+// A listener's config picks the current certificate at each handshake
+// (GetConfigForClient), so a reload reaches new connections at once and
+// leaves open ones as they are. A new file that does not load keeps the
+// old certificate serving; the failure is logged and reported through
+// Options.OnReload (the sluice_tls_reloads_total metric).
+//
+// It must never listen, know a protocol, or decide what a principal may
+// do: the server wraps its listeners with these configs, the front-ends
+// map a principal to their own authentication, and internal/auth decides.
+package tlsconf
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options name the files and where reloads are reported.
+type Options struct {
+	CertFile string // PEM certificate chain, leaf first (--tls-cert)
+	KeyFile  string // PEM private key of the leaf (--tls-key)
+	// ClientCAFile, when set, is a PEM bundle of the CAs a client
+	// certificate must chain to (--tls-client-ca). Clients may still
+	// connect without one (tls.VerifyClientCertIfGiven), so a listener
+	// serves certificate and password clients alike; one that presents a
+	// certificate that does not chain is refused in the handshake.
+	ClientCAFile string
+	Logger       *slog.Logger // default slog.Default()
+	// OnReload, when set, is told the outcome of each reload that found
+	// changed files (err nil: the new certificate serves) and of each
+	// SIGHUP. leaf is the certificate now serving either way.
+	OnReload func(leaf *x509.Certificate, err error)
+}
+
+// material is one loaded set of files; it is never changed once stored.
+type material struct {
+	cert      tls.Certificate
+	clientCAs *x509.CertPool // nil: no client certificates asked for
+	sum       [sha256.Size]byte
+}
+
+// Reloader serves the current certificate to every config it made.
+type Reloader struct {
+	opts Options
+	log  *slog.Logger
+	cur  atomic.Pointer[material]
+
+	mu sync.Mutex // serialises loads, and guards the failure state below
+	// failSum is the content that last failed to load while polling, and
+	// failReported whether that failure was logged: a poll that finds the
+	// cert written but not yet the key waits one more poll before it
+	// reports, and a broken file is reported once, not every poll.
+	failSum      [sha256.Size]byte
+	failReported bool
+}
+
+// New loads the files once; it fails if they do not load, so a server
+// with a bad certificate does not start.
+func New(opts Options) (*Reloader, error) {
+	if opts.CertFile == "" || opts.KeyFile == "" {
+		return nil, errors.New("tls: both a certificate and a key file are needed")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.OnReload == nil {
+		opts.OnReload = func(*x509.Certificate, error) {}
+	}
+	r := &Reloader{opts: opts, log: opts.Logger}
+	raw, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	m, err := parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	r.cur.Store(m)
+	r.log.Info("tls certificate loaded", certAttrs(m.cert.Leaf)...)
+	return r, nil
+}
+
+// Leaf is the certificate being served now.
+func (r *Reloader) Leaf() *x509.Certificate { return r.cur.Load().cert.Leaf }
+
+// ServerConfig returns a config for one listener: TLS 1.2 at least, Go's
+// defaults otherwise, offering nextProtos in ALPN ("h2", "http/1.1" for an
+// HTTP listener; none for Kafka). Each handshake gets the certificate (and
+// client CAs) current at that moment.
+func (r *Reloader) ServerConfig(nextProtos ...string) *tls.Config {
+	var derived atomic.Pointer[derivedConfig]
+	get := func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		m := r.cur.Load()
+		if d := derived.Load(); d != nil && d.from == m {
+			return d.cfg, nil
+		}
+		d := &derivedConfig{from: m, cfg: m.config(nextProtos)}
+		derived.Store(d) // two handshakes racing here build the same thing
+		return d.cfg, nil
+	}
+	base := r.cur.Load().config(nextProtos)
+	base.GetConfigForClient = get
+	return base
+}
+
+// derivedConfig caches the config built from one material, so a handshake
+// does not build one.
+type derivedConfig struct {
+	from *material
+	cfg  *tls.Config
+}
+
+func (m *material) config(nextProtos []string) *tls.Config {
+	c := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{m.cert},
+		NextProtos:   append([]string(nil), nextProtos...),
+	}
+	if m.clientCAs != nil {
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+		c.ClientCAs = m.clientCAs
+	}
+	return c
+}
+
+// files are the raw bytes of one read of the configured files.
+type files struct{ cert, key, ca []byte }
+
+func (f files) sum() [sha256.Size]byte {
+	h := sha256.New()
+	for _, b := range [][]byte{f.cert, f.key, f.ca} {
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	var s [sha256.Size]byte
+	h.Sum(s[:0])
+	return s
+}
+
+func (r *Reloader) read() (files, error) {
+	var f files
+	var err error
+	if f.cert, err = os.ReadFile(r.opts.CertFile); err != nil {
+		return f, fmt.Errorf("--tls-cert: %w", err)
+	}
+	if f.key, err = os.ReadFile(r.opts.KeyFile); err != nil {
+		return f, fmt.Errorf("--tls-key: %w", err)
+	}
+	if r.opts.ClientCAFile != "" {
+		if f.ca, err = os.ReadFile(r.opts.ClientCAFile); err != nil {
+			return f, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// parse turns the files' bytes into material, or says which file is wrong.
+func parse(f files) (*material, error) {
+	cert, err := tls.X509KeyPair(f.cert, f.key)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	// X509KeyPair fills Leaf since Go 1.23; parse it anyway if not.
+	if cert.Leaf == nil {
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("--tls-cert: %w", err)
+		}
+	}
+	m := &material{cert: cert, sum: f.sum()}
+	if f.ca != nil {
+		m.clientCAs = x509.NewCertPool()
+		if !m.clientCAs.AppendCertsFromPEM(f.ca) {
+			return nil, errors.New("--tls-client-ca: no PEM certificate in the file")
+		}
+	}
+	return m, nil
+}
+
+// Reload loads the files now (what SIGHUP does). On failure the old
+// certificate keeps serving, and the error is logged, reported and
+// returned.
+func (r *Reloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failSum, r.failReported = [sha256.Size]byte{}, false
+	raw, err := r.read()
+	if err == nil {
+		var m *material
+		if m, err = parse(raw); err == nil {
+			r.swap(m)
+			return nil
+		}
+	}
+	r.reportFailure(err)
+	return err
+}
+
+// Poll reloads if the files changed since the certificate serving now was
+// loaded. A change that does not load is reported only if it is still
+// there, unchanged, at the next poll: files are rarely replaced in one
+// step (the certificate, then the key), and a half-written pair must not
+// count as a failure.
+func (r *Reloader) Poll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	raw, err := r.read()
+	sum := raw.sum()
+	if err != nil {
+		// A missing file's "content" includes the error, so the same
+		// missing file twice in a row is reported once.
+		sum = sha256.Sum256(append(sum[:], err.Error()...))
+	}
+	if err == nil && sum == r.cur.Load().sum {
+		r.failSum, r.failReported = [sha256.Size]byte{}, false
+		return
+	}
+	if sum == r.failSum && r.failReported {
+		return // already said; nothing changed since
+	}
+	if err == nil {
+		var m *material
+		if m, err = parse(raw); err == nil {
+			r.failSum, r.failReported = [sha256.Size]byte{}, false
+			r.swap(m)
+			return
+		}
+	}
+	if sum != r.failSum {
+		r.failSum, r.failReported = sum, false // first sight: wait a poll
+		return
+	}
+	r.failReported = true
+	r.reportFailure(err)
+}
+
+// swap makes m serve. Called with mu held.
+func (r *Reloader) swap(m *material) {
+	old := r.cur.Swap(m)
+	if !bytes.Equal(old.sum[:], m.sum[:]) {
+		r.log.Info("tls certificate reloaded", certAttrs(m.cert.Leaf)...)
+	}
+	r.opts.OnReload(m.cert.Leaf, nil)
+}
+
+func (r *Reloader) reportFailure(err error) {
+	leaf := r.cur.Load().cert.Leaf
+	r.log.Error("tls certificate reload failed; the previous certificate is still served",
+		append([]any{"err", err}, certAttrs(leaf)...)...)
+	r.opts.OnReload(leaf, err)
+}
+
+func certAttrs(c *x509.Certificate) []any {
+	return []any{"subject", c.Subject.String(), "serial", c.SerialNumber.String(),
+		"not_after", c.NotAfter.UTC().Format(time.RFC3339)}
+}
