@@ -46,6 +46,28 @@ var serveSettings = []serveSetting{
 	setting("kafka-advertised-addr", "`host:port` Kafka clients are told in metadata (default: the bound address)", func(c *server.Config) *string { return &c.KafkaAdvertisedAddr }),
 	setting("sqs-advertised-addr", "`host:port` used in SQS queue URLs (default: the bound address)", func(c *server.Config) *string { return &c.SQSAdvertisedAddr }),
 	setting("auth-file", "users `file` (YAML) every protocol authenticates against and whose ACLs it enforces; reread on change and on SIGHUP (docs/security.md; \"\": no authentication)", func(c *server.Config) *string { return &c.AuthFile }),
+	// TLS and safe defaults: docs/security.md.
+	setting("http-tls-addr", "`host:port` for the native API over TLS (HTTPS, HTTP/2 by ALPN; \"\" disables)", func(c *server.Config) *string { return &c.HTTPTLSAddr }),
+	setting("kafka-tls-addr", "`host:port` for the Kafka protocol over TLS (\"\" disables)", func(c *server.Config) *string { return &c.KafkaTLSAddr }),
+	setting("sqs-tls-addr", "`host:port` for the SQS API over HTTPS (\"\" disables)", func(c *server.Config) *string { return &c.SQSTLSAddr }),
+	setting("http-tls-advertised-addr", "`host:port` clients are told for the native TLS listener (default: the bound address)", func(c *server.Config) *string { return &c.HTTPTLSAdvertisedAddr }),
+	setting("kafka-tls-advertised-addr", "`host:port` Kafka clients on the TLS listener are told in metadata (default: the bound address)", func(c *server.Config) *string { return &c.KafkaTLSAdvertisedAddr }),
+	setting("sqs-tls-advertised-addr", "`host:port` used in the https:// queue URLs of the SQS TLS listener (default: the request's Host)", func(c *server.Config) *string { return &c.SQSTLSAdvertisedAddr }),
+	setting("tls-cert", "PEM certificate chain `file` (leaf first) of every TLS listener; reloaded on SIGHUP or change", func(c *server.Config) *string { return &c.TLSCertFile }),
+	setting("tls-key", "PEM private key `file` of --tls-cert", func(c *server.Config) *string { return &c.TLSKeyFile }),
+	setting("tls-client-ca", "PEM `file` of the CAs client certificates must chain to (mutual TLS, optional: clients without one still connect); the CN is the principal", func(c *server.Config) *string { return &c.TLSClientCAFile }),
+	durationSetting("tls-reload-interval", "how often the TLS files are checked for changes (a `duration`)",
+		func(c *server.Config) *time.Duration { return &c.TLSReloadInterval }),
+	setting("metrics-addr", "`host:port` for /metrics, /healthz and /readyz alone; when set they leave the --http-addr listener", func(c *server.Config) *string { return &c.MetricsAddr }),
+	{
+		name:  "insecure-allow-anonymous",
+		usage: "`bool`: without --auth-file, let listeners bind beyond loopback anyway: anyone who can reach them can do anything (logged at every start)",
+		get:   func(c *server.Config) string { return strconv.FormatBool(c.InsecureAllowAnonymous) },
+		set: func(c *server.Config, v string) (err error) {
+			c.InsecureAllowAnonymous, err = strconv.ParseBool(v)
+			return err
+		},
+	},
 	setting("fsync", "`policy` for syncing writes before acknowledging them: always, a duration such as 10ms, or never", func(c *server.Config) *string { return &c.Fsync }),
 	setting("log-level", "log `level`: debug, info, warn or error", func(c *server.Config) *string { return &c.LogLevel }),
 	setting("log-format", "log `format`: text (for people) or json (for log pipelines)", func(c *server.Config) *string { return &c.LogFormat }),
@@ -179,6 +201,9 @@ func addServeFlags(fs *pflag.FlagSet) {
 	def := server.Defaults()
 	for _, s := range serveSettings {
 		fs.String(s.name, s.get(&def), fmt.Sprintf("%s [env %s]", s.usage, envName(s.name)))
+		if strings.HasPrefix(s.usage, "`bool`") {
+			fs.Lookup(s.name).NoOptDefVal = "true" // --insecure-allow-anonymous alone means true
+		}
 	}
 	fs.String(configFlag, "", fmt.Sprintf("YAML `file` whose keys are these flag names [env %s]", envName(configFlag)))
 	fs.SortFlags = false // keep the order above: most used first

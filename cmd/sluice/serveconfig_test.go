@@ -52,9 +52,22 @@ func TestServeConfigPrecedence(t *testing.T) {
 			map[string]string{"SLUICE_FSYNC": "never", "SLUICE_LOG_LEVEL": "warn"}, func(c *server.Config) {
 				c.DataDir, c.Fsync, c.LogLevel, c.MaxRequestBytes, c.KafkaAddr = "/from/file", "never", "error", 1024, ""
 			}},
-		{"env only", nil, map[string]string{"SLUICE_HTTP_ADDR": "0.0.0.0:80", "SLUICE_SHUTDOWN_TIMEOUT": "3s"}, func(c *server.Config) {
-			c.HTTPAddr, c.ShutdownTimeout = "0.0.0.0:80", 3*time.Second
+		{"env only", nil, map[string]string{"SLUICE_HTTP_ADDR": "0.0.0.0:80", "SLUICE_SHUTDOWN_TIMEOUT": "3s",
+			"SLUICE_INSECURE_ALLOW_ANONYMOUS": "true"}, func(c *server.Config) {
+			c.HTTPAddr, c.ShutdownTimeout, c.InsecureAllowAnonymous = "0.0.0.0:80", 3*time.Second, true
 		}},
+		{"bare bool flag", []string{"--kafka-addr", "[::]:9092", "--insecure-allow-anonymous"}, nil, func(c *server.Config) {
+			c.KafkaAddr, c.InsecureAllowAnonymous = "[::]:9092", true
+		}},
+		{"tls listeners", []string{"--kafka-tls-addr", "127.0.0.1:9093", "--tls-cert", "/c.pem", "--tls-key", "/k.pem",
+			"--metrics-addr", "localhost:9100"},
+			map[string]string{"SLUICE_SQS_TLS_ADDR": "127.0.0.1:9325", "SLUICE_TLS_CLIENT_CA": "/ca.pem",
+				"SLUICE_KAFKA_TLS_ADVERTISED_ADDR": "kafka.internal:9093", "SLUICE_TLS_RELOAD_INTERVAL": "1m"},
+			func(c *server.Config) {
+				c.KafkaTLSAddr, c.SQSTLSAddr, c.MetricsAddr = "127.0.0.1:9093", "127.0.0.1:9325", "localhost:9100"
+				c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "/c.pem", "/k.pem", "/ca.pem"
+				c.KafkaTLSAdvertisedAddr, c.TLSReloadInterval = "kafka.internal:9093", time.Minute
+			}},
 		{"preallocation off", []string{"--preallocate", "0"}, nil, func(c *server.Config) { c.PreallocateBytes = 0 }},
 		{"preallocation from env", nil, map[string]string{"SLUICE_PREALLOCATE": "4MiB"}, func(c *server.Config) { c.PreallocateBytes = 4 << 20 }},
 		{"advertised addresses", []string{"--kafka-advertised-addr", "kafka.internal:9092"},

@@ -10,6 +10,7 @@ type connMetrics struct {
 	refused      *prometheus.CounterVec
 	idleClosed   *prometheus.CounterVec
 	acceptErrors *prometheus.CounterVec
+	handshakes   *prometheus.CounterVec // failed TLS handshakes
 }
 
 func newConnMetrics() connMetrics {
@@ -29,11 +30,13 @@ func newConnMetrics() connMetrics {
 			"Connections the server closed because no request came within the listener's idle timeout."),
 		acceptErrors: counter("accept_errors_total",
 			"Failed accepts from running out of file descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM); the listener backs off and retries."),
+		handshakes: counter("tls_handshake_errors_total",
+			"TLS handshakes that failed or timed out (the read-header timeout) on a TLS listener; the connection is closed."),
 	}
 }
 
 func (c connMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{c.open, c.accepted, c.refused, c.idleClosed, c.acceptErrors}
+	return []prometheus.Collector{c.open, c.accepted, c.refused, c.idleClosed, c.acceptErrors, c.handshakes}
 }
 
 // Listener is one listener's connection instruments. Its methods are safe
@@ -42,6 +45,7 @@ func (c connMetrics) collectors() []prometheus.Collector {
 type Listener struct {
 	open                                        prometheus.Gauge
 	accepted, refused, idleClosed, acceptErrors prometheus.Counter
+	handshakes                                  prometheus.Counter // nil but on TLS listeners
 }
 
 // Listener returns the instruments of the listener called name, creating
@@ -52,6 +56,21 @@ func (m *Metrics) Listener(name string) *Listener {
 		open: c.open.WithLabelValues(name), accepted: c.accepted.WithLabelValues(name),
 		refused: c.refused.WithLabelValues(name), idleClosed: c.idleClosed.WithLabelValues(name),
 		acceptErrors: c.acceptErrors.WithLabelValues(name),
+	}
+}
+
+// TLSListener is Listener for a TLS listener: it also counts failed
+// handshakes.
+func (m *Metrics) TLSListener(name string) *Listener {
+	l := m.Listener(name)
+	l.handshakes = m.conns.handshakes.WithLabelValues(name)
+	return l
+}
+
+// HandshakeFailed counts a TLS handshake that failed or timed out.
+func (l *Listener) HandshakeFailed() {
+	if l != nil && l.handshakes != nil {
+		l.handshakes.Inc()
 	}
 }
 

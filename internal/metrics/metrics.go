@@ -17,6 +17,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,9 @@ type Metrics struct {
 	commitBatch  prometheus.Histogram
 	authFailures *prometheus.CounterVec
 	conns        connMetrics
+
+	tlsOnce sync.Once // registers tls on first use (tls.go)
+	tls     tlsMetrics
 }
 
 // New returns a Metrics with its own registry holding the Go runtime and

@@ -11,8 +11,9 @@ import (
 	"github.com/sluice-mq/sluice/internal/sqs"
 )
 
-// mountAPI serves the native ConnectRPC API on the HTTP listener's mux,
-// beside /healthz, /readyz and /metrics.
+// mountAPI serves the native ConnectRPC API on the HTTP listeners' mux
+// (plaintext and TLS), beside /healthz, /readyz and /metrics unless those
+// have a listener of their own.
 func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store) {
 	cfg := s.Config()
 	a := api.New(api.Options{
@@ -24,32 +25,56 @@ func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store) {
 	}
 }
 
-// mountKafka attaches the Kafka front-end to the kafka listener.
+// mountKafka attaches the Kafka front-end to the kafka listener and, when
+// configured, a second instance to the kafka-tls listener. Two instances
+// over one broker, because Metadata and FindCoordinator must answer each
+// client with the address of the listener it came in on, as Kafka does per
+// listener name: a TLS client told the plaintext port would connect there
+// in clear text. A front-end holds no broker state, so nothing is split.
 func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store) error {
 	cfg := s.Config()
-	host, port, err := kafka.SplitAdvertised(cfg.KafkaAdvertisedAddr)
-	if err != nil {
-		return fmt.Errorf("--kafka-advertised-addr: %w", err)
-	}
 	lifetime := cfg.KafkaSessionLifetime
 	if lifetime == 0 {
 		lifetime = -1 // the front-end's "no end"
 	}
-	s.RegisterFrontend(server.Kafka, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(), Auth: store,
-		SessionLifetime:  lifetime,
-		AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
-		MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(server.Kafka).IdleClosed}))
+	for _, l := range []struct{ name, addr, advertised string }{
+		{server.Kafka, cfg.KafkaAddr, cfg.KafkaAdvertisedAddr},
+		{server.KafkaTLS, cfg.KafkaTLSAddr, cfg.KafkaTLSAdvertisedAddr},
+	} {
+		host, port, err := kafka.SplitAdvertised(l.advertised)
+		if err != nil {
+			return fmt.Errorf("--%s-advertised-addr: %w", l.name, err)
+		}
+		if l.addr == "" {
+			continue
+		}
+		s.RegisterFrontend(l.name, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(), Auth: store,
+			SessionLifetime:  lifetime,
+			AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
+			MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(l.name).IdleClosed}))
+	}
 	return nil
 }
 
-// mountSQS serves the SQS API (JSON 1.0 and query) on the sqs listener,
-// with the timeouts and connection cap every HTTP listener has (no write
-// timeout: a ReceiveMessage long poll may wait 20 s).
+// mountSQS serves the SQS API (JSON 1.0 and query) on the sqs listener and
+// its TLS twin, with the timeouts and connection cap every HTTP listener
+// has (no write timeout: a ReceiveMessage long poll may wait 20 s). Each
+// has its own handler only so that queue URLs name the listener asked:
+// http:// or https://, and its advertised address.
 func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store) {
-	url := ""
-	if adv := s.Config().SQSAdvertisedAddr; adv != "" {
-		url = "http://" + adv
+	cfg := s.Config()
+	for _, l := range []struct{ name, addr, scheme, advertised string }{
+		{server.SQS, cfg.SQSAddr, "http://", cfg.SQSAdvertisedAddr},
+		{server.SQSTLS, cfg.SQSTLSAddr, "https://", cfg.SQSTLSAdvertisedAddr},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		url := "" // from each request's Host, and https when it came over TLS
+		if l.advertised != "" {
+			url = l.scheme + l.advertised
+		}
+		h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger(), Auth: store})
+		s.RegisterFrontend(l.name, s.HTTPFrontend(l.name, h))
 	}
-	h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger(), Auth: store})
-	s.RegisterFrontend(server.SQS, s.HTTPFrontend(server.SQS, h))
 }

@@ -4,16 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
-)
-
-// Listener names, as used by Addr, AdvertisedAddr and RegisterFrontend.
-const (
-	HTTP  = "http"  // native API (Connect, gRPC, gRPC-Web), metrics and health
-	Kafka = "kafka" // Kafka wire protocol
-	SQS   = "sqs"   // Amazon SQS API
 )
 
 // Config is everything the server needs to start. The zero value is not
@@ -32,6 +24,37 @@ type Config struct {
 	HTTPAdvertisedAddr  string
 	KafkaAdvertisedAddr string
 	SQSAdvertisedAddr   string
+
+	// TLS twins of the three listeners (docs/security.md, "TLS"): each
+	// serves what its plaintext twin serves, with the same connection cap
+	// and timeouts, over TLS with TLSCertFile and TLSKeyFile. "" disables.
+	// A plaintext and a TLS listener can run side by side.
+	HTTPTLSAddr  string
+	KafkaTLSAddr string
+	SQSTLSAddr   string
+
+	HTTPTLSAdvertisedAddr  string
+	KafkaTLSAdvertisedAddr string
+	SQSTLSAdvertisedAddr   string
+
+	// TLSCertFile and TLSKeyFile are the PEM certificate chain and key
+	// every TLS listener serves; TLSClientCAFile, optional, the CAs a
+	// client certificate must chain to (mutual TLS; the certificate's CN is
+	// then a principal). They are reloaded on SIGHUP and checked for
+	// changes every TLSReloadInterval.
+	TLSCertFile       string
+	TLSKeyFile        string
+	TLSClientCAFile   string
+	TLSReloadInterval time.Duration
+
+	// MetricsAddr, when set, serves /metrics, /healthz and /readyz on a
+	// listener of their own, and no longer on the HTTP (API) listeners.
+	MetricsAddr string
+
+	// InsecureAllowAnonymous lets listeners bind beyond loopback without
+	// an AuthFile, which Validate otherwise refuses (docs/security.md,
+	// "Safe defaults"); it is logged as a warning at every start.
+	InsecureAllowAnonymous bool
 
 	// Fsync is the durability policy: "always", a Go duration such as
 	// "10ms" (sync at most that often), or "never". See ParseFsync.
@@ -83,7 +106,9 @@ type Config struct {
 
 	// AuthFile is the users file (internal/auth, docs/security.md): when
 	// set, every protocol authenticates its clients against it and applies
-	// its access rules; it is reread on change. "": no authentication.
+	// its access rules; it is reread on change. "": no authentication,
+	// and then every listener must bind a loopback address unless
+	// InsecureAllowAnonymous.
 	AuthFile string
 
 	// KafkaAutoCreateTopics lets a Kafka client's metadata request create a
@@ -122,6 +147,8 @@ func Defaults() Config {
 
 		KafkaAutoCreateTopics:  true,
 		KafkaDefaultPartitions: 1,
+
+		TLSReloadInterval: 5 * time.Second,
 	}
 }
 
@@ -164,22 +191,8 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.DataDir) == "" {
 		return errors.New("--data-dir: must not be empty")
 	}
-	addrs := []struct{ flag, v string }{
-		{"--http-addr", c.HTTPAddr}, {"--kafka-addr", c.KafkaAddr}, {"--sqs-addr", c.SQSAddr},
-		{"--http-advertised-addr", c.HTTPAdvertisedAddr},
-		{"--kafka-advertised-addr", c.KafkaAdvertisedAddr},
-		{"--sqs-advertised-addr", c.SQSAdvertisedAddr},
-	}
-	for _, a := range addrs {
-		if a.v == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(a.v); err != nil {
-			return fmt.Errorf("%s: want host:port, got %q", a.flag, a.v)
-		}
-	}
-	if c.HTTPAddr == "" {
-		return errors.New("--http-addr: must not be empty (health, metrics and the native API live there)")
+	if err := c.validateListeners(); err != nil {
+		return err
 	}
 	if _, err := ParseFsync(c.Fsync); err != nil {
 		return fmt.Errorf("--fsync: %w", err)
@@ -238,59 +251,4 @@ func ParseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
 	}
 	return l, nil
-}
-
-// listenAddr and advertised map a listener name to its settings.
-func (c Config) listenAddr(name string) string {
-	switch name {
-	case HTTP:
-		return c.HTTPAddr
-	case Kafka:
-		return c.KafkaAddr
-	case SQS:
-		return c.SQSAddr
-	}
-	return ""
-}
-
-// MaxConnections is the connection cap of listener name: the configured
-// count, or AutoMaxConnections.
-func (c Config) MaxConnections(name string) int {
-	n := 0
-	switch name {
-	case HTTP:
-		n = c.HTTPMaxConnections
-	case Kafka:
-		n = c.KafkaMaxConnections
-	case SQS:
-		n = c.SQSMaxConnections
-	}
-	if n > 0 {
-		return n
-	}
-	return AutoMaxConnections()
-}
-
-// AutoMaxConnections is the default cap of each listener: a quarter of the
-// process's open-file limit (so the three listeners together leave at
-// least a quarter of the descriptors for logs, journals and the rest), at
-// least 64, and 4096 where the limit cannot be read.
-func AutoMaxConnections() int {
-	n, ok := openFileLimit()
-	if !ok {
-		return 4096
-	}
-	return int(max(64, min(n/4, 1<<20)))
-}
-
-func (c Config) advertised(name string) string {
-	switch name {
-	case HTTP:
-		return c.HTTPAdvertisedAddr
-	case Kafka:
-		return c.KafkaAdvertisedAddr
-	case SQS:
-		return c.SQSAdvertisedAddr
-	}
-	return ""
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,14 +14,20 @@ import (
 	"github.com/sluice-mq/sluice/internal/metrics"
 )
 
-// newHTTPServer is how every HTTP listener is served: cleartext HTTP/2
-// beside HTTP/1.1 (gRPC clients speak h2c), the header, body and idle
+// newHTTPServer is how every HTTP listener is served: HTTP/2 beside
+// HTTP/1.1 (in clear text, h2c, as gRPC clients speak it; over TLS by
+// ALPN on a TLS listener, whose handshake the header timeout bounds too,
+// as net/http does), the header, body and idle
 // timeouts of the configuration, request contexts under the server's base
 // (cancelled at the end of shutdown), and idle closes counted.
 func (s *Server) newHTTPServer(name string, h http.Handler) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	if isTLS(name) {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	m := s.metrics.Listener(name)
 	idle := s.cfg.HTTPIdleTimeout
 	return &http.Server{
@@ -44,6 +51,9 @@ func (s *Server) newHTTPServer(name string, h http.Handler) *http.Server {
 // connection; one closed at least that long after it went idle was closed
 // for it (the idle deadline is set after the connection is reported idle).
 func countIdleClose(nc net.Conn, st http.ConnState, idle time.Duration, m *metrics.Listener) {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
 	gc, ok := nc.(*guardedConn)
 	if !ok {
 		return
@@ -61,7 +71,7 @@ func countIdleClose(nc net.Conn, st http.ConnState, idle time.Duration, m *metri
 	}
 }
 
-// HTTPFrontend serves h on listener name (SQS) the way the native listener
+// HTTPFrontend serves h on listener name (SQS, SQSTLS) the way the native listener
 // is served: the same timeouts, connection cap and accounting. h guards
 // request sizes and panics itself; only the body's time bound is added.
 func (s *Server) HTTPFrontend(name string, h http.Handler) Frontend {

@@ -26,12 +26,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/metrics"
-	"github.com/sluice-mq/sluice/internal/vfs"
+	"github.com/sluice-mq/sluice/internal/tlsconf"
 )
 
 // Frontend is a protocol server on its own listener. *http.Server satisfies
@@ -59,8 +58,9 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics.Metrics
-	mux     *http.ServeMux
-	http    *http.Server
+	mux     *http.ServeMux          // the native API's, served on HTTP and HTTPTLS
+	https   map[string]*http.Server // the server's own HTTP listeners: HTTP, HTTPTLS, Metrics
+	tls     *tlsconf.Reloader       // nil without --tls-cert
 
 	ready    atomic.Bool
 	draining chan struct{} // closed when shutdown begins
@@ -95,13 +95,24 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 		cfg: cfg, log: log, metrics: metrics.New(version), mux: http.NewServeMux(),
 		draining: make(chan struct{}), base: base, cancelBase: cancel,
 		frontends: map[string]Frontend{}, listeners: map[string]net.Listener{},
-		running: map[string]Frontend{}, routes: map[string]bool{}, errc: make(chan error, 3),
+		running: map[string]Frontend{}, routes: map[string]bool{}, errc: make(chan error, len(listenerNames)),
 	}
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", s.metrics.Handler())
+	// Health and metrics live on the API's mux unless they have a
+	// listener of their own.
+	ops := s.mux
+	if cfg.MetricsAddr != "" {
+		ops = http.NewServeMux()
+	}
+	ops.HandleFunc("GET /healthz", s.healthz)
+	ops.HandleFunc("GET /readyz", s.readyz)
+	ops.Handle("GET /metrics", s.metrics.Handler())
 
-	s.http = s.newHTTPServer(HTTP, s.wrap(s.mux, cfg.MaxRequestBytes))
+	api := s.wrap(s.mux, cfg.MaxRequestBytes)
+	s.https = map[string]*http.Server{HTTP: s.newHTTPServer(HTTP, api), HTTPTLS: s.newHTTPServer(HTTPTLS, api),
+		Metrics: s.newHTTPServer(Metrics, s.wrap(ops, cfg.MaxRequestBytes))}
+	if err := s.loadTLS(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -114,8 +125,9 @@ func (s *Server) Logger() *slog.Logger { return s.log }
 // Metrics returns the registry served on /metrics.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
-// RegisterHTTP mounts h on the HTTP listener's mux (net/http pattern syntax).
-// Safe to call while serving; the Connect API is mounted this way.
+// RegisterHTTP mounts h on the HTTP listeners' mux (net/http pattern
+// syntax): plaintext and TLS serve the same routes. Safe to call while
+// serving; the Connect API is mounted this way.
 func (s *Server) RegisterHTTP(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, h)
 	s.mu.Lock()
@@ -123,7 +135,9 @@ func (s *Server) RegisterHTTP(pattern string, h http.Handler) {
 	s.routes[pattern] = true
 }
 
-// RegisterFrontend attaches the front-end for listener name (Kafka or SQS).
+// RegisterFrontend attaches the front-end for listener name (Kafka, SQS or
+// their TLS twins; a TLS twin is a front-end instance of its own, so that
+// it can advertise its own address).
 // Call it before Start or from a Setup; a listener with no front-end is not
 // opened.
 func (s *Server) RegisterFrontend(name string, f Frontend) {
@@ -222,9 +236,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, version string, setu
 	return s.Wait(ctx)
 }
 
-// Start creates the data directory, binds and serves the HTTP listener (so
-// /healthz answers during recovery), runs setups in order, opens the
-// listeners that have a front-end, and marks the server ready. On error,
+// Start creates the data directory, binds and serves the HTTP listeners
+// (so /healthz answers during recovery), starts watching the TLS
+// certificate, runs setups in order, opens the listeners that have a
+// front-end, and marks the server ready. On error,
 // whatever was started is shut down again before Start returns.
 func (s *Server) Start(ctx context.Context, setups ...Setup) error {
 	s.mu.Lock()
@@ -235,18 +250,25 @@ func (s *Server) Start(ctx context.Context, setups ...Setup) error {
 	s.started = true
 	s.mu.Unlock()
 
-	if err := os.MkdirAll(s.cfg.DataDir, vfs.DirPerm); err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
-	}
-	if err := s.listen(HTTP, s.http); err != nil {
+	if err := s.prepareDataDir(); err != nil {
 		return err
 	}
+	s.warnExposure()
+	for _, name := range []string{Metrics, HTTP, HTTPTLS} {
+		if s.cfg.listenAddr(name) == "" {
+			continue
+		}
+		if err := s.listen(name, s.https[name]); err != nil {
+			return errors.Join(err, s.shutdown())
+		}
+	}
+	s.watchTLS()
 	for _, setup := range setups {
 		if err := setup(ctx, s); err != nil {
 			return errors.Join(fmt.Errorf("setup: %w", err), s.shutdown())
 		}
 	}
-	for _, name := range []string{Kafka, SQS} {
+	for _, name := range []string{Kafka, KafkaTLS, SQS, SQSTLS} {
 		if err := s.startFrontend(name); err != nil {
 			return errors.Join(err, s.shutdown())
 		}
@@ -273,25 +295,41 @@ func (s *Server) startFrontend(name string) error {
 }
 
 // listen binds name's address and starts f serving it on a goroutine owned
-// by the server (joined in Wait).
+// by the server (joined in Wait). A TLS listener's handshake runs inside
+// the connection cap: the guarded listener counts TCP connections, and
+// handshakeListener does the handshake of each one it lets through.
 func (s *Server) listen(name string, f Frontend) error {
 	raw, err := net.Listen("tcp", s.cfg.listenAddr(name))
 	if err != nil {
 		return fmt.Errorf("--%s-addr: %w", name, err)
 	}
+	_, isHTTP := f.(*http.Server)
+	if _, ok := f.(*httpFrontend); ok {
+		isHTTP = true
+	}
 	var refuse func(net.Conn) // Kafka has no way to say "busy": just close
-	switch f.(type) {
-	case *http.Server, *httpFrontend:
-		refuse = refuseHTTP
+	if isHTTP && !isTLS(name) {
+		refuse = refuseHTTP // a 503 in clear text means nothing to a TLS client: it is closed
 	}
 	maxConns := s.cfg.MaxConnections(name)
-	ln := newGuardedListener(raw, name, int64(maxConns), refuse, s.metrics.Listener(name), s.log)
+	m := s.metrics.Listener(name)
+	if isTLS(name) {
+		m = s.metrics.TLSListener(name)
+	}
+	var ln net.Listener = newGuardedListener(raw, name, int64(maxConns), refuse, m, s.log)
+	if isTLS(name) {
+		var alpn []string
+		if isHTTP {
+			alpn = []string{"h2", "http/1.1"}
+		}
+		ln = newHandshakeListener(ln, s.tls.ServerConfig(alpn...), s.cfg.ReadHeaderTimeout, name, s.log, m.HandshakeFailed)
+	}
 	s.mu.Lock()
 	s.listeners[name] = ln
 	s.running[name] = f
 	s.mu.Unlock()
 	s.log.Info("listening", "listener", name, "addr", ln.Addr().String(), "advertised", s.AdvertisedAddr(name),
-		"max_connections", maxConns)
+		"max_connections", maxConns, "tls", isTLS(name))
 	s.serveWG.Go(func() {
 		err := f.Serve(ln)
 		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/sluice-mq/sluice/internal/tlsconf"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// loadTLS loads the certificate every TLS listener serves, so a server
+// whose files do not load does not start.
+func (s *Server) loadTLS() error {
+	if s.cfg.TLSCertFile == "" {
+		return nil
+	}
+	r, err := tlsconf.New(tlsconf.Options{
+		CertFile: s.cfg.TLSCertFile, KeyFile: s.cfg.TLSKeyFile, ClientCAFile: s.cfg.TLSClientCAFile,
+		Logger: s.log,
+		OnReload: func(leaf *x509.Certificate, err error) {
+			s.metrics.ObserveTLSReload(leaf.NotAfter, err)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	s.tls = r
+	s.metrics.ObserveTLSCertificate(r.Leaf().NotAfter)
+	return nil
+}
+
+// TLS is the reloader behind every TLS listener, nil without --tls-cert.
+// Front-ends need nothing from it (tlsconf.Principal reads a connection);
+// it is the seam for a future cluster listener and its client side.
+func (s *Server) TLS() *tlsconf.Reloader { return s.tls }
+
+// watchTLS reloads the certificate on SIGHUP and when its files change,
+// until the shutdown's end.
+func (s *Server) watchTLS() {
+	if s.tls == nil {
+		return
+	}
+	s.serveWG.Go(func() { s.tls.Watch(s.base, s.cfg.TLSReloadInterval) })
+}
+
+// prepareDataDir creates the data directory private (0700), and warns if
+// an existing one lets other users in: its files hold every message.
+func (s *Server) prepareDataDir() error {
+	if err := os.MkdirAll(s.cfg.DataDir, vfs.DirPerm); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	st, err := os.Stat(s.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		s.log.Warn("data directory is open to other users; chmod 700 it (new files are created 0600 anyway)",
+			"data_dir", s.cfg.DataDir, "mode", fmt.Sprintf("%#o", perm))
+	}
+	return nil
+}
+
+// warnExposure logs, at every start, what --insecure-allow-anonymous lets
+// through: listeners beyond loopback with no authentication.
+func (s *Server) warnExposure() {
+	if !s.cfg.InsecureAllowAnonymous || s.cfg.AuthFile != "" {
+		return
+	}
+	exposed := s.cfg.exposed()
+	if len(exposed) == 0 {
+		s.log.Warn("--insecure-allow-anonymous is set but every listener is on loopback; it changes nothing")
+		return
+	}
+	s.log.Warn("--insecure-allow-anonymous: no --auth-file, so anyone who can reach these listeners can read, "+
+		"write and delete every queue and topic", "listeners", strings.Join(exposed, " "))
+}
