@@ -2,6 +2,8 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -22,6 +24,10 @@ type handshakeListener struct {
 	name    string
 	log     *slog.Logger
 	failed  func() // counts a failed handshake
+	// plainAnswer, on an HTTP listener, is written to a client that sent a
+	// clear-text request instead of a handshake, as net/http's own TLS
+	// serving does, so curl http:// says why rather than "empty reply".
+	plainAnswer string
 
 	conns     chan net.Conn
 	errc      chan error // the inner Accept's final error
@@ -29,8 +35,9 @@ type handshakeListener struct {
 	closeOnce sync.Once
 }
 
-func newHandshakeListener(inner net.Listener, cfg *tls.Config, timeout time.Duration, name string, log *slog.Logger, failed func()) *handshakeListener {
-	l := &handshakeListener{inner: inner, cfg: cfg, timeout: timeout, name: name, log: log, failed: failed,
+func newHandshakeListener(inner net.Listener, cfg *tls.Config, timeout time.Duration, name, plainAnswer string,
+	log *slog.Logger, failed func()) *handshakeListener {
+	l := &handshakeListener{inner: inner, cfg: cfg, timeout: timeout, name: name, plainAnswer: plainAnswer, log: log, failed: failed,
 		conns: make(chan net.Conn), errc: make(chan error, 1), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
@@ -52,6 +59,10 @@ func (l *handshakeListener) handshake(nc net.Conn) {
 	tc := tls.Server(nc, l.cfg)
 	_ = tc.SetDeadline(time.Now().Add(l.timeout))
 	if err := tc.Handshake(); err != nil {
+		var re tls.RecordHeaderError
+		if l.plainAnswer != "" && errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			_, _ = io.WriteString(re.Conn, l.plainAnswer)
+		}
 		l.failed()
 		l.log.Debug("tls handshake failed", "listener", l.name, "remote", nc.RemoteAddr().String(), "err", err)
 		nc.Close()
@@ -63,6 +74,20 @@ func (l *handshakeListener) handshake(nc net.Conn) {
 	case <-l.done:
 		tc.Close()
 	}
+}
+
+// plainToTLSAnswer is what an HTTP TLS listener tells a clear-text client.
+const plainToTLSAnswer = "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n" +
+	"Client sent an HTTP request to an HTTPS server.\n"
+
+// looksLikeHTTP reports whether a TLS record header is the start of an
+// HTTP/1 request line, the way net/http tells.
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH":
+		return true
+	}
+	return false
 }
 
 func (l *handshakeListener) Accept() (net.Conn, error) {

@@ -322,7 +322,11 @@ func (s *Server) listen(name string, f Frontend) error {
 		if isHTTP {
 			alpn = []string{"h2", "http/1.1"}
 		}
-		ln = newHandshakeListener(ln, s.tls.ServerConfig(alpn...), s.cfg.ReadHeaderTimeout, name, s.log, m.HandshakeFailed)
+		plain := ""
+		if isHTTP {
+			plain = plainToTLSAnswer
+		}
+		ln = newHandshakeListener(ln, s.tls.ServerConfig(alpn...), s.cfg.ReadHeaderTimeout, name, plain, s.log, m.HandshakeFailed)
 	}
 	s.mu.Lock()
 	s.listeners[name] = ln
