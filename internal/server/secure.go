@@ -42,7 +42,7 @@ func (s *Server) watchTLS() {
 	if s.tls == nil {
 		return
 	}
-	s.serveWG.Go(func() { s.tls.Watch(s.base, s.cfg.TLSReloadInterval) })
+	s.serveWG.Go(s.tls.Watch(s.base, s.cfg.TLSReloadInterval))
 }
 
 // prepareDataDir creates the data directory private (0700), and warns if

@@ -145,6 +145,14 @@ func (p *Proc) Stop() {
 	}
 }
 
+// Signal sends sig to the process (SIGHUP: reload the TLS certificate).
+func (p *Proc) Signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 // Kill sends SIGKILL, a crash at whatever moment the process is in, and
 // waits for it to be gone.
 func (p *Proc) Kill() {

@@ -373,20 +373,18 @@ func TestWatchReloadsOnSIGHUPAndPoll(t *testing.T) {
 	defer signal.Stop(keep)
 
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { r.Watch(ctx, time.Hour); close(done) }()
-	defer func() { cancel(); <-done }()
+	wait := r.Watch(ctx, time.Hour)
+	defer func() { cancel(); wait() }()
 	if err := tlstest.Install(f.two, f.cert, f.key); err != nil {
 		t.Fatal(err)
 	}
 	waitSerial(t, r, 2, func() { _ = syscall.Kill(os.Getpid(), syscall.SIGHUP) })
 	cancel()
-	<-done
+	wait()
 
 	ctx2, cancel2 := context.WithCancel(t.Context())
-	done2 := make(chan struct{})
-	go func() { r.Watch(ctx2, 20*time.Millisecond); close(done2) }()
-	defer func() { cancel2(); <-done2 }()
+	wait2 := r.Watch(ctx2, 20*time.Millisecond)
+	defer func() { cancel2(); wait2() }()
 	if err := tlstest.Install(f.one, f.cert, f.key); err != nil {
 		t.Fatal(err)
 	}

@@ -12,16 +12,28 @@ import (
 const DefaultPollInterval = 5 * time.Second
 
 // Watch reloads on SIGHUP and polls the files every interval (<= 0:
-// DefaultPollInterval) until ctx ends. Polling reads the files' bytes, so
-// a change is seen whatever the editor or the certificate tool does to
-// mtimes and inodes (a Kubernetes secret's symlink swap included).
-func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
+// DefaultPollInterval) until ctx ends, on a goroutine of its own; wait
+// returns once that goroutine has stopped. SIGHUP is caught from the
+// moment Watch returns (a SIGHUP nobody catches ends a Go process).
+// Polling reads the files' bytes, so a change is seen whatever the editor
+// or the certificate tool does to mtimes and inodes (a Kubernetes
+// secret's symlink swap included).
+func (r *Reloader) Watch(ctx context.Context, interval time.Duration) (wait func()) {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer signal.Stop(hup)
+		r.watch(ctx, interval, hup)
+	}()
+	return func() { <-done }
+}
+
+func (r *Reloader) watch(ctx context.Context, interval time.Duration, hup <-chan os.Signal) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
