@@ -1,7 +1,8 @@
 // Package metrics owns sluice's Prometheus instrumentation: one dedicated
 // registry, the histograms the serving path observes (request latency, fsync
 // latency, group-commit batch size), the network edge's connection counters
-// (per listener: open, accepted, refused, idle-closed, accept errors), and
+// (per listener: open, accepted, refused, idle-closed, accept errors, TLS
+// handshake errors), the TLS certificate's reloads and expiry (tls.go), and
 // the scrape-time collector that turns the broker's per-queue, per-group and
 // per-topic state into metrics.
 //

@@ -1,8 +1,16 @@
 // Package server owns the sluice process's network edge and lifecycle: it
-// binds the listeners (native HTTP API, Kafka, SQS), serves health, readiness
+// binds the listeners (native HTTP API, Kafka, SQS, each with an optional
+// TLS twin, and an optional metrics listener), serves health, readiness
 // and metrics, mounts the front-ends' handlers, recovers handler panics, and
 // shuts down in order — stop accepting, let in-flight requests finish within
 // a bound, then run the registered closers (the broker's flush-and-sync).
+//
+// It also enforces the safe defaults of docs/security.md: without an auth
+// file no listener may bind beyond loopback (config_listeners.go), and the
+// data directory is created private (secure.go). A TLS listener is its
+// plaintext twin behind a handshake done before the front-end sees the
+// connection (handshake.go), with the certificate internal/tlsconf loads
+// and reloads.
 //
 // It also keeps connections from taking the process offline
 // (docs/operations.md, "Connections"): every listener caps its open
