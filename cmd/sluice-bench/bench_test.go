@@ -146,7 +146,7 @@ func checkBenchResult(t *testing.T, rep benchReport, proto, w string) {
 func TestSQSConsumerHoldsPrefetch(t *testing.T) {
 	srv := startAllFrontends(t, "never")
 	ctx := t.Context()
-	d, err := newSQSDriver(ctx, "http://"+srv.Addr(server.SQS), 12)
+	d, err := newSQSDriver(ctx, "http://"+srv.Addr(server.SQS), 12, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

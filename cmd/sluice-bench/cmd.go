@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,6 +35,7 @@ type benchFlags struct {
 	probeTime  time.Duration
 	quiet      bool
 	gzip       bool
+	tlsCA      string // PEM CA to trust: connect over TLS
 }
 
 // benchReport is what --output json prints.
@@ -104,6 +107,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.StringVar(&f.probeDir, "probe-dir", os.TempDir(), "measure the disk under this `folder` first (\"\" skips)")
 	fl.DurationVar(&f.probeTime, "probe-time", time.Second, "length of each disk probe")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress line on stderr")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM `file` of the CA to trust: connect over TLS (point --kafka-addr, --sqs-url https://, --server https:// at the TLS listeners)")
 	fl.BoolVar(&f.gzip, "gzip", true, "native: accept gzip-compressed responses (the Go client's default)")
 	return cmd
 }
@@ -149,13 +153,24 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 
 func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
 	shape := benchShape{partitions: int32(max(f.partitions, 1)), consumers: f.cfg.Consumers, prefetch: f.cfg.Prefetch}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: no PEM certificate in %s", f.tlsCA)
+		}
+		shape.tls = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	switch f.protocol {
 	case "native":
 		return newNativeDriver(f.server, shape, f.gzip), nil
 	case "kafka":
 		return newKafkaDriver(ctx, f.kafkaAddr, shape, f.kafkaSASL)
 	case "sqs":
-		return newSQSDriver(ctx, f.sqsURL, f.cfg.Prefetch)
+		return newSQSDriver(ctx, f.sqsURL, f.cfg.Prefetch, shape.tls)
 	}
 	return nil, fmt.Errorf("--protocol: want native, kafka or sqs, got %q", f.protocol)
 }

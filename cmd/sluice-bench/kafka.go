@@ -26,7 +26,7 @@ type kafkaDriver struct {
 	addr string
 	benchShape
 	prod *kgo.Client
-	sasl []kgo.Opt // authentication, for every client
+	sasl []kgo.Opt // authentication and TLS (--tls-ca), for every client
 }
 
 // kafkaSASL is --kafka-sasl-*: how the clients authenticate, if at all
@@ -56,6 +56,9 @@ func (k kafkaSASL) opts() ([]kgo.Opt, error) {
 
 func newKafkaDriver(_ context.Context, addr string, shape benchShape, auth kafkaSASL) (*kafkaDriver, error) {
 	sasl, err := auth.opts()
+	if err == nil && shape.tls != nil {
+		sasl = append(sasl, kgo.DialTLSConfig(shape.tls.Clone()))
+	}
 	if err != nil {
 		return nil, err
 	}

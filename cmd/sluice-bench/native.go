@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net/http"
 	"sync"
@@ -26,6 +27,9 @@ type benchShape struct {
 	partitions int32 // of a topic the driver creates
 	consumers  int   // consumer i reads partitions i, i+consumers, …
 	prefetch   int   // unacked deliveries a queue consumer holds
+	// tls, when set, is the client side of every connection (--tls-ca):
+	// the run goes to the broker's TLS listeners.
+	tls *tls.Config
 }
 
 func newNativeDriver(server string, shape benchShape, gzip bool) *nativeDriver {
@@ -34,6 +38,9 @@ func newNativeDriver(server string, shape benchShape, gzip bool) *nativeDriver {
 	// otherwise open and close connections all run long.
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024 // 0: no cap on idle connections overall
+	if shape.tls != nil {
+		t.TLSClientConfig = shape.tls.Clone()
+	}
 	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: t})}
 	if !gzip {
 		// Without gzip among the accepted encodings the server sends

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,10 +30,17 @@ type sqsDriver struct {
 	prefetch int    // messages a consumer holds received and not yet deleted
 }
 
-func newSQSDriver(ctx context.Context, endpoint string, prefetch int) (*sqsDriver, error) {
+func newSQSDriver(ctx context.Context, endpoint string, prefetch int, tc *tls.Config) (*sqsDriver, error) {
 	// Keep a connection per message in flight: the default transport keeps
 	// few idle per host, and reconnecting would be what the run measures.
-	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024 })
+	// Over TLS, HTTP/1.1 as in clear text (AWS's SQS endpoints speak it),
+	// so the two runs differ by TLS alone.
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 1024
+		if tc != nil {
+			t.TLSClientConfig, t.ForceAttemptHTTP2 = tc.Clone(), false
+		}
+	})
 	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY sign for a server with
 	// --auth-file; without them any key does.
 	id, secret := os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
