@@ -39,9 +39,16 @@ Precedence: flags, then environment, then the config file, then the defaults.
 A listener address of "" disables it; port 0 picks a free port, and the bound
 address is logged on a "listening" line. Each listener holds at most its
 --*-max-connections and refuses more at once (HTTP with a 503); slow or idle
-clients are cut off by the timeouts below (docs/operations.md, "Connections"). SIGTERM or SIGINT shut down
-gracefully: in-flight requests finish (within --shutdown-timeout), data is
-flushed and synced, and the exit code is 0.`,
+clients are cut off by the timeouts below (docs/operations.md, "Connections").
+
+Each listener has a TLS twin (--http-tls-addr, --kafka-tls-addr, --sqs-tls-addr)
+serving the same API with --tls-cert and --tls-key, reloaded on SIGHUP and when
+the files change (docs/security.md, "TLS"). Without --auth-file every listener
+must bind a loopback address; --insecure-allow-anonymous overrides that, with a
+warning at every start (docs/security.md, "Safe defaults").
+
+SIGTERM or SIGINT shut down gracefully: in-flight requests finish (within
+--shutdown-timeout), data is flushed and synced, and the exit code is 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := resolveServeConfig(cmd.Flags(), os.LookupEnv)

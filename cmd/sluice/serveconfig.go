@@ -39,7 +39,7 @@ func setting(name, usage string, p func(*server.Config) *string) serveSetting {
 
 var serveSettings = []serveSetting{
 	setting("data-dir", "`directory` for logs, journals and metadata; created if missing", func(c *server.Config) *string { return &c.DataDir }),
-	setting("http-addr", "`host:port` for the native API, /metrics, /healthz and /readyz", func(c *server.Config) *string { return &c.HTTPAddr }),
+	setting("http-addr", "`host:port` for the native API, and /metrics, /healthz and /readyz unless --metrics-addr is set", func(c *server.Config) *string { return &c.HTTPAddr }),
 	setting("kafka-addr", "`host:port` for the Kafka protocol (\"\" disables)", func(c *server.Config) *string { return &c.KafkaAddr }),
 	setting("sqs-addr", "`host:port` for the SQS API (\"\" disables)", func(c *server.Config) *string { return &c.SQSAddr }),
 	setting("http-advertised-addr", "`host:port` clients are told for the HTTP listener (default: the bound address)", func(c *server.Config) *string { return &c.HTTPAdvertisedAddr }),
