@@ -52,20 +52,28 @@ done
 
 W1=(produce --size 1024 --in-flight 256 --batch 1 --duration "$DUR" --count 100000000)
 W2=(queue --size 1024 --in-flight 256 --batch 1 --consumers 4 --prefetch 64 --duration "$DUR" --count 100000000)
+# cpu: the broker's user+system CPU ticks so far (1/100 s). CPU per message
+# is what TLS costs the broker, and unlike msgs/s it holds still when the
+# machine is shared.
+cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 run() { # label, sluice-bench args…
   local label=$1; shift
-  local json
+  local json before after
+  before=$(cpu)
   json=$(./sluice-bench "$@" --server http://127.0.0.1:18080 --probe-dir "" --quiet -o json)
+  after=$(cpu)
   [ -n "${OUT:-}" ] && echo "$json" | tr -d '\n' >> "$OUT" && echo >> "$OUT"
   echo "$json" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["result"]
 l = r["latency"]
-print("| %s | %s | %.0f | %.2f | %.2f |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"], l["p99_ms"]))
-' "$label" "$(cut -d' ' -f1 /proc/loadavg)"
+msgs = max(r["sent"] if sys.argv[3] == "produce" else r["received"], 1)
+cpu_us = (int(sys.argv[5]) - int(sys.argv[4])) * 10000 / msgs
+print("| %s | %s | %.0f | %.2f | %.2f | %.1f |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"], l["p99_ms"], cpu_us))
+' "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$1" "$before" "$after"
 }
-echo "| run | load avg | msgs/s | p50 ms | p99 ms |"
-echo "|---|---|---|---|---|"
+echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg |"
+echo "|---|---|---|---|---|---|"
 for r in $(seq "$ROUNDS"); do
   run "W1 Kafka plaintext #$r" "${W1[@]}" --protocol kafka --kafka-addr 127.0.0.1:19092 --name w1-plain
   run "W1 Kafka TLS #$r" "${W1[@]}" --protocol kafka --kafka-addr 127.0.0.1:19093 --tls-ca ca.crt --name w1-tls
