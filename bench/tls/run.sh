@@ -80,3 +80,7 @@ for r in $(seq "$ROUNDS"); do
   run "W2 SQS plaintext #$r" "${W2[@]}" --protocol sqs --sqs-url http://127.0.0.1:19324 --name w2-plain
   run "W2 SQS TLS #$r" "${W2[@]}" --protocol sqs --sqs-url https://127.0.0.1:19325 --tls-ca ca.crt --name w2-tls
 done
+# Connections each listener accepted over the whole run: a TLS row that
+# opened many more than its plaintext twin paid for handshakes.
+echo
+curl -fsS http://127.0.0.1:18080/metrics | grep -E '^sluice_(connections_accepted_total|tls_handshake_errors_total)\{listener="(kafka|sqs)'
