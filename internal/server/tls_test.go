@@ -263,3 +263,79 @@ func TestInsecureAllowAnonymousWarns(t *testing.T) {
 		t.Errorf("want a warning naming kafka=0.0.0.0:9092, got:\n%s", got)
 	}
 }
+
+// TestTLSListenerHasItsTwinsGuards: a TLS listener has its plaintext
+// twin's connection cap (its own count of that size) and idle timeout, and
+// its idle closes are counted as the twin's are.
+func TestTLSListenerHasItsTwinsGuards(t *testing.T) {
+	c := newCerts(t)
+	cfg := testConfig(t)
+	cfg.HTTPTLSAddr, cfg.HTTPMaxConnections, cfg.HTTPIdleTimeout = "127.0.0.1:0", 1, 200*time.Millisecond
+	c.apply(&cfg, false)
+	s, _ := newTestServer(t, cfg)
+	start(t, s)
+	cc, err := c.ca.ClientConfig(tlstest.Pair{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := net.Dial("tcp", s.Addr(HTTP)) // the twin's slot: not the TLS listener's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+
+	first := dialTLSHTTP(t, s.Addr(HTTPTLS), cc)
+	second, err := tls.Dial("tcp", s.Addr(HTTPTLS), cc)
+	if err == nil {
+		_ = second.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = second.Read(make([]byte, 1))
+		second.Close()
+	}
+	if err == nil {
+		t.Error("a second TLS connection was served over a cap of 1")
+	}
+	waitFor(t, "the refusal counted", func() bool {
+		return metricValue(t, s.Metrics(), "sluice_connections_refused_total", "http-tls") == 1
+	})
+
+	begin := time.Now()
+	if _, err := first.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read on an idle keep-alive connection returned data")
+	}
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Errorf("closed after %s idle, want about 200ms", took)
+	}
+	waitFor(t, "the idle close counted", func() bool {
+		return metricValue(t, s.Metrics(), "sluice_connections_idle_closed_total", "http-tls") == 1
+	})
+}
+
+// dialTLSHTTP opens a TLS connection to addr and completes one keep-alive
+// /healthz request on it, leaving it idle.
+func dialTLSHTTP(t *testing.T, addr string, cc *tls.Config) *tls.Conn {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	want := "HTTP/1.1 200 OK"
+	buf := make([]byte, len(want))
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != want {
+		t.Fatalf("healthz over tls: %q %v", buf, err)
+	}
+	// Drain the rest of the answer (headers and "ok\n").
+	rest := make([]byte, 4096)
+	_ = conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	for {
+		if _, err := conn.Read(rest); err != nil {
+			break
+		}
+	}
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	return conn
+}
