@@ -3,9 +3,11 @@ package server
 import (
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 
+	"github.com/sluice-mq/sluice/internal/metrics"
 	"github.com/sluice-mq/sluice/internal/tlsconf"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -29,6 +31,19 @@ func (s *Server) loadTLS() error {
 	s.tls = r
 	s.metrics.ObserveTLSCertificate(r.Leaf().NotAfter)
 	return nil
+}
+
+// tlsListener puts TLS on a guarded listener: ALPN offers HTTP/2 and
+// HTTP/1.1 on an HTTP listener (nothing on Kafka's), a clear-text HTTP
+// request gets net/http's 400, and handshakes are bounded by the
+// read-header timeout and counted when they fail.
+func (s *Server) tlsListener(name string, ln net.Listener, isHTTP bool, m *metrics.Listener) net.Listener {
+	var alpn []string
+	plain := ""
+	if isHTTP {
+		alpn, plain = []string{"h2", "http/1.1"}, plainToTLSAnswer
+	}
+	return newHandshakeListener(ln, s.tls.ServerConfig(alpn...), s.cfg.ReadHeaderTimeout, name, plain, s.log, m.HandshakeFailed)
 }
 
 // TLS is the reloader behind every TLS listener, nil without --tls-cert.

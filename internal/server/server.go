@@ -326,15 +326,7 @@ func (s *Server) listen(name string, f Frontend) error {
 	}
 	var ln net.Listener = newGuardedListener(raw, name, int64(maxConns), refuse, m, s.log)
 	if isTLS(name) {
-		var alpn []string
-		if isHTTP {
-			alpn = []string{"h2", "http/1.1"}
-		}
-		plain := ""
-		if isHTTP {
-			plain = plainToTLSAnswer
-		}
-		ln = newHandshakeListener(ln, s.tls.ServerConfig(alpn...), s.cfg.ReadHeaderTimeout, name, plain, s.log, m.HandshakeFailed)
+		ln = s.tlsListener(name, ln, isHTTP, m)
 	}
 	s.mu.Lock()
 	s.listeners[name] = ln
