@@ -144,9 +144,13 @@ func TestSQSOverHTTPSBesidePlaintext(t *testing.T) {
 		return awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
 			Credentials: credentials.NewStaticCredentialsProvider("AKIDTLS", "secret", ""), RetryMaxAttempts: 1})
 	}
-	tr := &http.Transport{TLSClientConfig: tc}
+	// HTTP/2, as the SDK's own transport negotiates it by ALPN (the AWS CLI
+	// test in e2e speaks HTTP/1.1): long polls and the body guards hold on
+	// either.
+	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
-	https := sdk("https://"+srv.Addr(server.SQSTLS), &http.Client{Transport: tr})
+	hc := &http.Client{Transport: tr}
+	https := sdk("https://"+srv.Addr(server.SQSTLS), hc)
 	plain := sdk("http://"+srv.Addr(server.SQS), http.DefaultClient)
 
 	q, err := https.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("jobs")})
@@ -169,6 +173,20 @@ func TestSQSOverHTTPSBesidePlaintext(t *testing.T) {
 	got, err := plain.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: pq.QueueUrl, WaitTimeSeconds: 5})
 	if err != nil || len(got.Messages) != 1 || aws.ToString(got.Messages[0].Body) != "hi" {
 		t.Fatalf("receive in clear text: %v %+v", err, got)
+	}
+	// An empty long poll over HTTPS waits and answers.
+	began := time.Now()
+	empty, err := https.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 1})
+	if err != nil || len(empty.Messages) != 0 || time.Since(began) < 900*time.Millisecond {
+		t.Errorf("empty long poll over https: %v, %d messages after %s", err, len(empty.Messages), time.Since(began))
+	}
+	resp, err := hc.Get("https://" + srv.Addr(server.SQSTLS) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Errorf("the SQS TLS listener spoke %s, want HTTP/2 by ALPN", resp.Proto)
 	}
 }
 
