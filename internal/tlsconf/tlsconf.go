@@ -193,21 +193,33 @@ func parse(f files) (*material, error) {
 
 // Reload loads the files now (what SIGHUP does). On failure the old
 // certificate keeps serving, and the error is logged, reported and
-// returned.
+// returned (once: polls that find the same files say nothing more).
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.failSum, r.failReported = [sha256.Size]byte{}, false
-	raw, err := r.read()
+	raw, sum, err := r.readSum()
 	if err == nil {
 		var m *material
 		if m, err = parse(raw); err == nil {
+			r.failSum, r.failReported = [sha256.Size]byte{}, false
 			r.swap(m)
 			return nil
 		}
 	}
+	r.failSum, r.failReported = sum, true
 	r.reportFailure(err)
 	return err
+}
+
+// readSum reads the files and sums what it read; a read error is part of
+// the sum, so the same missing file twice in a row is one state.
+func (r *Reloader) readSum() (files, [sha256.Size]byte, error) {
+	raw, err := r.read()
+	sum := raw.sum()
+	if err != nil {
+		sum = sha256.Sum256(append(sum[:], err.Error()...))
+	}
+	return raw, sum, err
 }
 
 // Poll reloads if the files changed since the certificate serving now was
@@ -218,13 +230,7 @@ func (r *Reloader) Reload() error {
 func (r *Reloader) Poll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	raw, err := r.read()
-	sum := raw.sum()
-	if err != nil {
-		// A missing file's "content" includes the error, so the same
-		// missing file twice in a row is reported once.
-		sum = sha256.Sum256(append(sum[:], err.Error()...))
-	}
+	raw, sum, err := r.readSum()
 	if err == nil && sum == r.cur.Load().sum {
 		r.failSum, r.failReported = [sha256.Size]byte{}, false
 		return

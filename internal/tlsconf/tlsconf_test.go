@@ -257,6 +257,11 @@ func TestReloadReportsAtOnce(t *testing.T) {
 	if n := f.failureCount(); n != 1 || r.Leaf().SerialNumber.Int64() != 1 {
 		t.Errorf("%d failures, serving serial %s; want 1 and 1", n, r.Leaf().SerialNumber)
 	}
+	r.Poll()
+	r.Poll() // the same missing key: already reported
+	if n := f.failureCount(); n != 1 {
+		t.Errorf("%d failures after polls of the state SIGHUP reported, want 1", n)
+	}
 }
 
 // TestNewRefusesBadFiles: a server does not start on files that do not
