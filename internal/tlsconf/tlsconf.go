@@ -17,7 +17,6 @@
 package tlsconf
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -257,7 +256,7 @@ func (r *Reloader) Poll() {
 // swap makes m serve. Called with mu held.
 func (r *Reloader) swap(m *material) {
 	old := r.cur.Swap(m)
-	if !bytes.Equal(old.sum[:], m.sum[:]) {
+	if old.sum != m.sum {
 		r.log.Info("tls certificate reloaded", certAttrs(m.cert.Leaf)...)
 	}
 	r.opts.OnReload(m.cert.Leaf, nil)
