@@ -18,14 +18,14 @@ import (
 // docs/security.md ("Certificates with openssl") says — curl with
 // --cacert (and a client certificate), kcat with security.protocol=SSL,
 // the AWS CLI with --ca-bundle — work against `sluice serve`'s TLS
-// listeners. Each client is skipped if it is not installed (CI installs
-// them all: .ci/run).
+// listeners. A client that is not installed fails its subtest
+// (testproc.Missing; scripts/test-deps.sh installs them all).
 func TestCLIClientsOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the sluice binary")
 	}
 	if err := tlstest.Available(); err != nil {
-		t.Skip("openssl not installed:", err)
+		testproc.Missing(t, "openssl is not installed ("+err.Error()+"): apt-get install openssl")
 	}
 	dir := t.TempDir()
 	ca, err := tlstest.NewCA(dir, "cli")
@@ -60,7 +60,7 @@ func TestCLIClientsOverTLS(t *testing.T) {
 
 	t.Run("curl", func(t *testing.T) {
 		if _, err := exec.LookPath("curl"); err != nil {
-			t.Skip("no curl")
+			testproc.Missing(t, "curl is not installed: apt-get install curl")
 		}
 		if got := run(t, nil, "curl", "-sS", "--cacert", ca.Cert, "https://"+httpsAddr+"/healthz"); got != "ok\n" {
 			t.Errorf("curl https: %q", got)
@@ -76,7 +76,7 @@ func TestCLIClientsOverTLS(t *testing.T) {
 
 	t.Run("kcat", func(t *testing.T) {
 		if _, err := exec.LookPath("kcat"); err != nil {
-			t.Skip("no kcat")
+			testproc.Missing(t, "kcat is not installed: apt-get install kcat")
 		}
 		ssl := []string{"-b", kafkaAddr, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca.Cert}
 		md := run(t, nil, "kcat", append(ssl, "-L")...)
@@ -99,7 +99,7 @@ func TestCLIClientsOverTLS(t *testing.T) {
 		cli := "/usr/bin/aws"
 		if _, err := os.Stat(cli); err != nil {
 			if cli, err = exec.LookPath("aws"); err != nil {
-				t.Skip("no AWS CLI")
+				testproc.Missing(t, "the AWS CLI is not installed: apt-get install awscli")
 			}
 		}
 		home := t.TempDir()

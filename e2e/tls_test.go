@@ -25,7 +25,7 @@ func TestBinaryTLSReloadOnSIGHUP(t *testing.T) {
 		t.Skip("starts the sluice binary")
 	}
 	if err := tlstest.Available(); err != nil {
-		t.Skip("openssl not installed:", err)
+		testproc.Missing(t, "openssl is not installed ("+err.Error()+"): apt-get install openssl")
 	}
 	dir := t.TempDir()
 	ca, err := tlstest.NewCA(dir, "e2e")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/node"
 	"github.com/sluice-mq/sluice/internal/server"
+	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/sluice-mq/sluice/internal/tlsconf/tlstest"
 )
 
@@ -19,7 +20,7 @@ func TestBenchOverTLS(t *testing.T) {
 		t.Skip("runs a broker under load")
 	}
 	if err := tlstest.Available(); err != nil {
-		t.Skip("openssl not installed:", err)
+		testproc.Missing(t, "openssl is not installed ("+err.Error()+"): apt-get install openssl")
 	}
 	ca, err := tlstest.NewCA(t.TempDir(), "bench")
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/node"
 	"github.com/sluice-mq/sluice/internal/server"
+	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/sluice-mq/sluice/internal/tlsconf/tlstest"
 )
 
@@ -30,7 +31,7 @@ import (
 func startTLSNode(t *testing.T) (*server.Server, *tlstest.CA) {
 	t.Helper()
 	if err := tlstest.Available(); err != nil {
-		t.Skip("openssl not installed:", err)
+		testproc.Missing(t, "openssl is not installed ("+err.Error()+"): apt-get install openssl")
 	}
 	dir := t.TempDir()
 	ca, err := tlstest.NewCA(dir, "node")

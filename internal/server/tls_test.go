@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/metrics"
+	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/sluice-mq/sluice/internal/tlsconf"
 	"github.com/sluice-mq/sluice/internal/tlsconf/tlstest"
 )
@@ -33,7 +34,7 @@ type certs struct {
 func newCerts(t *testing.T) *certs {
 	t.Helper()
 	if err := tlstest.Available(); err != nil {
-		t.Skip("openssl not installed:", err)
+		testproc.Missing(t, "openssl is not installed ("+err.Error()+"): apt-get install openssl")
 	}
 	dir := t.TempDir()
 	ca, err := tlstest.NewCA(dir, "test")

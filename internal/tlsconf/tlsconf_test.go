@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/sluice-mq/sluice/internal/tlsconf/tlstest"
 )
 
@@ -33,7 +34,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	if err := tlstest.Available(); err != nil {
-		t.Skip("openssl not installed:", err)
+		testproc.Missing(t, "openssl is not installed ("+err.Error()+"): apt-get install openssl")
 	}
 	dir := t.TempDir()
 	ca, err := tlstest.NewCA(dir, "test")

@@ -29,8 +29,9 @@ type Pair struct {
 	Cert, Key string
 }
 
-// Available reports whether openssl can be run; tests skip without it
-// (CI installs it: .ci/run).
+// Available reports whether openssl can be run; without it a test calls
+// testproc.Missing (it fails unless SLUICE_ALLOW_MISSING_CLIENTS=1;
+// scripts/test-deps.sh installs openssl).
 func Available() error {
 	_, err := exec.LookPath("openssl")
 	return err
