@@ -74,6 +74,14 @@ func TestCLIClientsOverTLS(t *testing.T) {
 		}
 	})
 
+	t.Run("sluice CLI", func(t *testing.T) {
+		run(t, nil, binary, "queue", "create", "tls-cli", "--server", "https://"+httpsAddr, "--tls-ca", ca.Cert,
+			"--tls-client-cert", billing.Cert, "--tls-client-key", billing.Key)
+		if got := run(t, nil, binary, "queue", "list", "--server", "https://"+httpsAddr, "--tls-ca", ca.Cert); !strings.Contains(got, "tls-cli") {
+			t.Errorf("sluice queue list over https: %q", got)
+		}
+	})
+
 	t.Run("kcat", func(t *testing.T) {
 		if _, err := exec.LookPath("kcat"); err != nil {
 			testproc.Missing(t, "kcat is not installed: apt-get install kcat")

@@ -192,7 +192,8 @@ func TestSQSOverHTTPSBesidePlaintext(t *testing.T) {
 }
 
 // TestNativeClientOverHTTPS: the Go client works against the native TLS
-// listener (HTTPS, HTTP/2 by ALPN) as against the plaintext one, and the
+// listener (Connect and gRPC over HTTP/2 by ALPN, with WithTLS) as
+// against the plaintext one, one that does not trust the CA fails, and the
 // data directory it wrote holds nothing other users can read.
 func TestNativeClientOverHTTPS(t *testing.T) {
 	srv, ca := startTLSNode(t)
@@ -201,11 +202,17 @@ func TestNativeClientOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}
-	defer tr.CloseIdleConnections()
-	c := client.New("https://"+srv.Addr(server.HTTPTLS), client.WithHTTPClient(&http.Client{Transport: tr}))
+	c := client.New("https://"+srv.Addr(server.HTTPTLS), client.WithTLS(tc))
 	if _, err := c.CreateQueue(ctx, "mail", nil); err != nil {
 		t.Fatalf("CreateQueue over https: %v", err)
+	}
+	grpc := client.New("https://"+srv.Addr(server.HTTPTLS), client.WithTLS(tc), client.WithProtocol(client.ProtocolGRPC))
+	if _, err := grpc.GetQueue(ctx, "mail"); err != nil {
+		t.Fatalf("gRPC over TLS: %v", err)
+	}
+	untrusted := client.New("https://" + srv.Addr(server.HTTPTLS))
+	if _, err := untrusted.GetQueue(ctx, "mail"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client that does not trust the CA: %v, want a certificate error", err)
 	}
 	if _, err := c.CreateTopic(ctx, "events", nil); err != nil {
 		t.Fatal(err)
