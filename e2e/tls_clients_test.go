@@ -16,8 +16,9 @@ import (
 
 // TestCLIClientsOverTLS: the clients operators reach for, configured as
 // docs/security.md ("Certificates with openssl") says — curl with
-// --cacert (and a client certificate), kcat with security.protocol=SSL,
-// the AWS CLI with --ca-bundle — work against `sluice serve`'s TLS
+// --cacert (and a client certificate), the sluice CLI with --tls-ca (and
+// one), kcat with security.protocol=SSL, the AWS CLI with --ca-bundle —
+// work against `sluice serve`'s TLS
 // listeners. A client that is not installed fails its subtest
 // (testproc.Missing; scripts/test-deps.sh installs them all).
 func TestCLIClientsOverTLS(t *testing.T) {
