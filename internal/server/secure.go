@@ -57,6 +57,9 @@ func (s *Server) watchTLS() {
 	if s.tls == nil {
 		return
 	}
+	if s.cfg.HTTPTLSAddr == "" && s.cfg.KafkaTLSAddr == "" && s.cfg.SQSTLSAddr == "" {
+		s.log.Warn("--tls-cert is set but no TLS listener is: give --http-tls-addr, --kafka-tls-addr or --sqs-tls-addr")
+	}
 	s.serveWG.Go(s.tls.Watch(s.base, s.cfg.TLSReloadInterval))
 }
 
