@@ -56,11 +56,11 @@ func (k kafkaSASL) opts() ([]kgo.Opt, error) {
 
 func newKafkaDriver(_ context.Context, addr string, shape benchShape, auth kafkaSASL) (*kafkaDriver, error) {
 	sasl, err := auth.opts()
-	if err == nil && shape.tls != nil {
-		sasl = append(sasl, kgo.DialTLSConfig(shape.tls.Clone()))
-	}
 	if err != nil {
 		return nil, err
+	}
+	if shape.tls != nil {
+		sasl = append(sasl, kgo.DialTLSConfig(shape.tls.Clone()))
 	}
 	prod, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
 		kgo.RequiredAcks(kgo.AllISRAcks()),                // acked means stored (and synced per --fsync)
