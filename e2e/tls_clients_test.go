@@ -136,7 +136,8 @@ func TestCLIClientsOverTLS(t *testing.T) {
 // with a client CA — lets a client certificate's CN act as its user: the
 // CLI over HTTPS with billing's certificate may create a queue billing's
 // rule allows, is refused one it does not, and without a credential is
-// refused as unauthenticated.
+// refused as unauthenticated; kcat over the Kafka TLS listener with the
+// same certificate produces and consumes billing's topic.
 func TestSecureSetupEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the sluice binary")
@@ -164,13 +165,16 @@ func TestSecureSetupEndToEnd(t *testing.T) {
 		out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
 		return string(out), err
 	}
-	if out, err := sluice("acl", "add", "--auth-file", users, "--user", "billing", "--allow", "all", "--resource", "queue:billing-*"); err != nil {
+	if out, err := sluice("acl", "add", "--auth-file", users, "--user", "billing", "--allow", "all",
+		"--resource", "queue:billing-*", "--resource", "topic:billing-*"); err != nil {
 		t.Fatalf("acl add: %v\n%s", err, out)
 	}
 	p := testproc.Serve(t, binary, "--data-dir", filepath.Join(dir, "data"), "--auth-file", users,
 		"--http-addr", "127.0.0.1:0", "--kafka-addr", "", "--sqs-addr", "", "--http-tls-addr", "127.0.0.1:0",
+		"--kafka-tls-addr", "127.0.0.1:0",
 		"--tls-cert", srv.Cert, "--tls-key", srv.Key, "--tls-client-ca", ca.Cert)
 	https := "https://" + p.Addr("http-tls")
+	kafkaAddr := p.Addr("kafka-tls")
 	asBilling := []string{"--server", https, "--tls-ca", ca.Cert, "--tls-client-cert", billing.Cert, "--tls-client-key", billing.Key}
 
 	if out, err := sluice(append([]string{"queue", "create", "billing-invoices"}, asBilling...)...); err != nil {
@@ -181,6 +185,22 @@ func TestSecureSetupEndToEnd(t *testing.T) {
 	}
 	if out, err := sluice("queue", "list", "--server", https, "--tls-ca", ca.Cert); err == nil || !strings.Contains(strings.ToLower(out), "unauthenticated") {
 		t.Errorf("no credential over TLS: %v\n%s (want unauthenticated)", err, out)
+	}
+
+	// Kafka over the TLS listener: the same certificate is the same user.
+	if _, err := exec.LookPath("kcat"); err != nil {
+		testproc.Missing(t, "kcat is not installed: apt-get install kcat")
+	}
+	mtls := []string{"-b", kafkaAddr, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca.Cert,
+		"-X", "ssl.certificate.location=" + billing.Cert, "-X", "ssl.key.location=" + billing.Key}
+	produce := exec.CommandContext(ctx, "kcat", append(mtls, "-P", "-t", "billing-events")...)
+	produce.Stdin = strings.NewReader("paid\n")
+	if out, err := produce.CombinedOutput(); err != nil {
+		t.Fatalf("kcat -P as billing over mTLS: %v\n%s", err, out)
+	}
+	got, err := exec.CommandContext(ctx, "kcat", append(mtls, "-C", "-t", "billing-events", "-o", "beginning", "-c", "1", "-e")...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != "paid" {
+		t.Errorf("kcat -C as billing over mTLS: %v %q", err, got)
 	}
 	p.Stop()
 }
