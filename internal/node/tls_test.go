@@ -27,8 +27,9 @@ import (
 )
 
 // startTLSNode runs a node with every listener and its TLS twin on free
-// 127.0.0.1 ports, serving a certificate of a fresh test CA.
-func startTLSNode(t *testing.T) (*server.Server, *tlstest.CA) {
+// 127.0.0.1 ports, serving a certificate of a fresh test CA (serial 7),
+// with tune applied to its configuration.
+func startTLSNode(t *testing.T, tune ...func(*server.Config)) (*server.Server, *tlstest.CA) {
 	t.Helper()
 	if err := tlstest.Available(); err != nil {
 		testproc.Missing(t, "openssl is not installed ("+err.Error()+"): apt-get install openssl")
@@ -47,6 +48,9 @@ func startTLSNode(t *testing.T) (*server.Server, *tlstest.CA) {
 	cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.HTTPTLSAddr, cfg.KafkaTLSAddr, cfg.SQSTLSAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.TLSCertFile, cfg.TLSKeyFile = pair.Cert, pair.Key
+	for _, f := range tune {
+		f(&cfg)
+	}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "nodetest")
 	if err != nil {
 		t.Fatal(err)
