@@ -70,6 +70,10 @@ func TestKafkaCertificateRotationUnderLoad(t *testing.T) {
 			failures = append(failures, fmt.Sprintf(format, a...))
 		}
 	}
+	// halt stops the load and waits for it, once: at the end, or when a
+	// t.Fatal below returns early.
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer halt()
 	wg.Go(func() { // the old connection keeps producing
 		for {
 			select {
@@ -111,7 +115,20 @@ func TestKafkaCertificateRotationUnderLoad(t *testing.T) {
 		}
 	})
 
-	time.Sleep(200 * time.Millisecond)
+	// waitFor waits (10 s at most) until n more clients connected and n
+	// more produces went through on the old one: load, not a fixed sleep.
+	waitFor := func(n int64) {
+		t.Helper()
+		c0, p0 := clients.Load(), produced.Load()
+		deadline := time.Now().Add(10 * time.Second)
+		for clients.Load() < c0+n || produced.Load() < p0+n {
+			if time.Now().After(deadline) {
+				t.Fatalf("no load: %d new clients, %d produces", clients.Load()-c0, produced.Load()-p0)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor(2)
 	if err := tlstest.Install(next, srv.Config().TLSCertFile, srv.Config().TLSKeyFile); err != nil {
 		t.Fatal(err)
 	}
@@ -123,18 +140,14 @@ func TestKafkaCertificateRotationUnderLoad(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	serving.Store(8)
-	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	waitFor(3)
+	halt()
 
 	for _, f := range failures {
 		t.Error(f)
 	}
 	if oldSerial.Load() != 7 {
 		t.Errorf("the old client's connection saw serial %d, want 7 (it should not have reconnected)", oldSerial.Load())
-	}
-	if produced.Load() < 10 || clients.Load() < 3 {
-		t.Errorf("only %d produces on the old client and %d new clients: not under load", produced.Load(), clients.Load())
 	}
 	t.Logf("%d produces on the old client, %d new clients", produced.Load(), clients.Load())
 }

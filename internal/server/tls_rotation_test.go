@@ -64,6 +64,10 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 		}
 		return resp.TLS.PeerCertificates[0].SerialNumber.Int64(), nil
 	}
+	// halt stops the load and waits for it, once: at the end, or when a
+	// t.Fatal below returns early.
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer halt()
 	// New clients: a fresh connection per request.
 	for range 3 {
 		wg.Go(func() {
@@ -111,11 +115,24 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 		})
 	}
 
+	// progress waits (10 s at most) until n more new connections and n
+	// more requests on old ones went through: load, not a fixed sleep.
+	progress := func(n int64) {
+		t.Helper()
+		c0, r0 := newConns.Load(), oldReqs.Load()
+		deadline := time.Now().Add(10 * time.Second)
+		for newConns.Load() < c0+n || oldReqs.Load() < r0+n {
+			if time.Now().After(deadline) {
+				t.Fatalf("no load: %d new connections, %d old requests", newConns.Load()-c0, oldReqs.Load()-r0)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	for _, next := range []struct {
 		pair   tlstest.Pair
 		serial int64
 	}{{c.two, 2}, {c.three, 3}} {
-		time.Sleep(100 * time.Millisecond) // let load build on the current certificate
+		progress(10) // load on the current certificate
 		if err := tlstest.Install(next.pair, c.liveCert, c.liveKey); err != nil {
 			t.Fatal(err)
 		}
@@ -128,9 +145,8 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 		}
 		serving.Store(next.serial)
 	}
-	time.Sleep(100 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	progress(10)
+	halt()
 
 	for _, f := range failures {
 		t.Error(f)
@@ -140,9 +156,6 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 	}
 	if n := scrape(s.Metrics(), `sluice_tls_reloads_total{result="error"}`); n != 0 {
 		t.Errorf("reload errors %v, want 0 (a pair caught between its renames is not one)", n)
-	}
-	if newConns.Load() < 10 || oldReqs.Load() < 10 {
-		t.Errorf("only %d new connections and %d requests on old ones: not under load", newConns.Load(), oldReqs.Load())
 	}
 	t.Logf("%d new connections, %d requests on 2 old ones", newConns.Load(), oldReqs.Load())
 }
