@@ -61,6 +61,16 @@ SIGTERM or SIGINT shut down gracefully: in-flight requests finish (within
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// SIGHUP means "reread the users file and certificates" (the
+			// watchers catch it too); caught here from the start, so one
+			// that arrives before they exist, or with neither configured,
+			// does not end the process as its default action would.
+			ignoreHUP := make(chan os.Signal, 1)
+			signal.Notify(ignoreHUP, syscall.SIGHUP)
+			go func() {
+				for range ignoreHUP {
+				}
+			}()
 			// After the first signal, restore the default handling so a
 			// second Ctrl-C kills a shutdown that hangs.
 			context.AfterFunc(ctx, stop)

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/tlsconf"
 )
 
 // Authentication and authorization of every call, before its handler runs:
@@ -53,11 +54,8 @@ func withConnState(h http.Handler) http.Handler {
 // subject's Common Name. An unverified certificate (a listener that asks
 // for one but does not check it) is no principal.
 func certPrincipal(cs *tls.ConnectionState) (auth.Principal, bool) {
-	if cs == nil || len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
-		return auth.Anonymous, false
-	}
-	cn := cs.VerifiedChains[0][0].Subject.CommonName
-	return auth.Principal(cn), cn != ""
+	cn, ok := tlsconf.Principal(cs)
+	return auth.Principal(cn), ok
 }
 
 // principalOf is the caller authenticate found (Anonymous with

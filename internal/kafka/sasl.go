@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"bytes"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/tlsconf"
 )
 
 // Authentication of a connection (docs/security.md, ## Kafka).
@@ -106,15 +106,8 @@ func (c *conn) peer() string { return c.nc.RemoteAddr().String() }
 // anonymous. Called after the first request was read, so the handshake is
 // complete.
 func tlsPrincipal(nc net.Conn) auth.Principal {
-	tc, ok := nc.(*tls.Conn)
-	if !ok {
-		return auth.Anonymous
-	}
-	cs := tc.ConnectionState()
-	if !cs.HandshakeComplete || len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
-		return auth.Anonymous
-	}
-	return auth.Principal(cs.VerifiedChains[0][0].Subject.CommonName)
+	cn, _ := tlsconf.ConnPrincipal(nc)
+	return auth.Principal(cn)
 }
 
 // saslFailure is a failed exchange: msg for SaslAuthenticate's
