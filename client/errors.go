@@ -79,8 +79,13 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Reason == "" {
+	switch {
+	case e.Reason == "":
 		return fmt.Sprintf("sluice: %s: %s", e.Code, e.Message)
+	case e.Message == "" || e.Message == e.Reason:
+		// A batch item's failure carries a reason and no message: say the
+		// reason once, not "RECEIPT_STALE: RECEIPT_STALE".
+		return "sluice: " + e.Reason
 	}
 	return fmt.Sprintf("sluice: %s: %s", e.Reason, e.Message)
 }
@@ -146,5 +151,5 @@ func itemError(info *sluicev1.ErrorInfo) error {
 	if info == nil {
 		return nil
 	}
-	return &Error{Code: connect.CodeUnknown, Reason: info.GetReason(), Metadata: info.GetMetadata(), Message: info.GetReason()}
+	return &Error{Code: connect.CodeUnknown, Reason: info.GetReason(), Metadata: info.GetMetadata()}
 }

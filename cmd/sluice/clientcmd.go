@@ -3,19 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-mq/sluice/client"
 )
@@ -41,15 +37,19 @@ func newClientGroup(use, short string, f *clientFlags) *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&f.server, "server", server, "broker `URL` [env SLUICE_SERVER]")
 	// The flag's default is not shown in --help: it would print the secret.
-	cmd.PersistentFlags().StringVar(&f.token, "token", "", "bearer `token` of the native API, when the server has --auth-file (`sluice user add --token` makes one) [env SLUICE_TOKEN]")
+	cmd.PersistentFlags().StringVar(&f.token, "token", "", "bearer `token` of the native API, when the server has --auth-file (\"sluice user add --token\" makes one) [env SLUICE_TOKEN]")
 	f.tls.addFlags(cmd)
-	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "table", "output `format`: table (for people) or json (for scripts)")
+	cmd.PersistentFlags().StringVarP(&f.output, "output", "o", "table", "output `format`: table (for people) or json (one document, for scripts; docs/cli.md)")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if f.token == "" {
 			f.token = os.Getenv("SLUICE_TOKEN")
 		}
 		if f.output != "table" && f.output != "json" {
 			return fmt.Errorf("--output: want table or json, got %q", f.output)
+		}
+		var err error
+		if f.server, err = serverURL(f.server); err != nil {
+			return err
 		}
 		return f.tls.load()
 	}
@@ -75,63 +75,28 @@ func runE(f *clientFlags, fn func(ctx context.Context, cmd *cobra.Command, c *cl
 	return func(cmd *cobra.Command, args []string) error {
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return cliError(fn(ctx, cmd, f.client(), args), f.server)
+		return cliError(fn(ctx, cmd, f.client(), args), f.server, cmd)
 	}
 }
 
-// cliError makes err one line: the server's reason and message, or why the
-// server could not be reached.
-func cliError(err error, server string) error {
-	if err == nil {
-		return nil
-	}
-	var e *client.Error
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host"):
-		msg = fmt.Sprintf("cannot reach the broker at %s (is `sluice serve` running? set --server or SLUICE_SERVER)", server)
-	case errors.As(err, &e) && e.Reason != "":
-		msg = e.Reason + ": " + e.Message
-	case errors.As(err, &e):
-		msg = e.Message
-	}
-	return errors.New(strings.ReplaceAll(msg, "\n", " "))
-}
-
-// printJSON writes m as the API's JSON, one document per line.
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{UseProtoNames: false}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
-}
-
-// table prints aligned columns with a header row.
-func table(w io.Writer, header []string, rows [][]string) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	return tw.Flush()
-}
-
-// lines returns args, or, when there are none, the non-empty lines of in.
-func lines(args []string, in io.Reader) ([]string, error) {
+// lines returns args, or, when there are none, the non-empty lines of in
+// and how many empty ones it skipped.
+func lines(args []string, in io.Reader) ([]string, int, error) {
 	if len(args) > 0 {
-		return args, nil
+		return args, 0, nil
 	}
 	var out []string
+	skipped := 0
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
 		if l := strings.TrimRight(sc.Text(), "\r"); l != "" {
 			out = append(out, l)
+		} else {
+			skipped++
 		}
 	}
-	return out, sc.Err()
+	return out, skipped, sc.Err()
 }
 
 // progressMin is the smallest job worth a progress line.
@@ -179,15 +144,4 @@ func fmtDur(d time.Duration) string {
 		return "0s"
 	}
 	return d.Round(time.Millisecond).String()
-}
-
-// printable shows a body as text when it is, quoted otherwise.
-func printable(b []byte) string {
-	s := string(b)
-	for _, r := range s {
-		if r < 0x20 || r == 0xfffd {
-			return fmt.Sprintf("%q", s)
-		}
-	}
-	return s
 }

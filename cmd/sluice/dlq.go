@@ -18,7 +18,7 @@ func init() { subcommands = append(subcommands, newDLQCmd) }
 func newDLQCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("dlq", "Inspect dead-letter queues and redrive their messages", f)
-	cmd.AddCommand(dlqListCmd(f), dlqRedriveCmd(f), dlqCancelCmd(f))
+	cmd.AddCommand(dlqListCmd(f), dlqSourcesCmd(f), dlqRedriveCmd(f), dlqRedrivesCmd(f), dlqStatusCmd(f), dlqCancelCmd(f))
 	return cmd
 }
 
@@ -44,10 +44,16 @@ func dlqListCmd(f *clientFlags) *cobra.Command {
 			}
 		}
 		if f.json() {
-			if err := printJSON(cmd.OutOrStdout(), &sluicev1.ListQueuesResponse{Queues: dlqs}); err != nil {
+			// One document: the dead-letter queues and the redrives.
+			qs, err := protoList(dlqs)
+			if err != nil {
 				return err
 			}
-			return printJSON(cmd.OutOrStdout(), &sluicev1.ListRedrivesResponse{Redrives: redrives})
+			rs, err := protoList(redrives)
+			if err != nil {
+				return err
+			}
+			return printJSONObject(cmd.OutOrStdout(), "deadLetterQueues", qs, "redrives", rs)
 		}
 		rows := make([][]string, len(dlqs))
 		for i, q := range dlqs {
@@ -85,8 +91,11 @@ func dlqRedriveCmd(f *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&source, "source-queue", "", "only messages dead-lettered from this `queue`")
 	cmd.Flags().Int32Var(&rate, "rate", 0, "at most this many messages per second (0: unlimited)")
 	cmd.Flags().Int64Var(&limit, "limit", 0, "stop after this many (0: all)")
-	cmd.Flags().BoolVar(&detach, "detach", false, "start the redrive and return; follow it with `sluice dlq list`")
+	cmd.Flags().BoolVar(&detach, "detach", false, `start the redrive and return; follow it with "sluice dlq status ID"`)
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		if err := firstErr(intRange("rate", rate, 0, 1<<31-1), intRange("limit", limit, 0, 1<<63-1)); err != nil {
+			return err
+		}
 		req := &client.StartRedriveRequest{DeadLetterQueue: args[0], DestinationQueue: to, MaxPerSecond: rate, Limit: limit}
 		if source != "" {
 			req.Filter = &client.RedriveFilter{SourceQueue: source}
@@ -102,7 +111,7 @@ func dlqRedriveCmd(f *clientFlags) *cobra.Command {
 		}
 		return printRedrive(cmd, f, r)
 	})
-	return cmd
+	return withFields(cmd, "destination_queue=to,max_per_second=rate,source_queue=source-queue")
 }
 
 // followRedrive polls a redrive's progress until it ends; Ctrl-C stops
@@ -135,13 +144,70 @@ func printRedrive(cmd *cobra.Command, f *clientFlags, r *client.Redrive) error {
 	if f.json() {
 		return printJSON(cmd.OutOrStdout(), r)
 	}
-	dest := r.GetDestinationQueue()
-	if dest == "" {
-		dest = "(source queues)"
+	return printRedrives(cmd, []*client.Redrive{r})
+}
+
+func printRedrives(cmd *cobra.Command, rs []*client.Redrive) error {
+	rows := make([][]string, len(rs))
+	for i, r := range rs {
+		dest := r.GetDestinationQueue()
+		if dest == "" {
+			dest = "(source queues)"
+		}
+		rows[i] = []string{r.GetId(), r.GetDeadLetterQueue(), dest, redriveState(r),
+			strconv.FormatInt(r.GetMoved(), 10), strconv.FormatInt(r.GetToMove(), 10)}
 	}
-	return table(cmd.OutOrStdout(), []string{"REDRIVE", "FROM", "TO", "STATE", "MOVED", "TO MOVE"}, [][]string{{
-		r.GetId(), r.GetDeadLetterQueue(), dest, redriveState(r), strconv.FormatInt(r.GetMoved(), 10), strconv.FormatInt(r.GetToMove(), 10),
-	}})
+	return table(cmd.OutOrStdout(), []string{"REDRIVE", "FROM", "TO", "STATE", "MOVED", "TO MOVE"}, rows)
+}
+
+func dlqRedrivesCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "redrives [DEAD_LETTER_QUEUE]",
+		Short: "List redrives, newest first: all, or those of one dead-letter queue",
+		Args:  cobra.MaximumNArgs(1),
+	}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		rs, err := c.ListRedrives(ctx, strings.Join(args, ""))
+		if err != nil {
+			return err
+		}
+		if f.json() {
+			return printJSON(cmd.OutOrStdout(), &sluicev1.ListRedrivesResponse{Redrives: rs})
+		}
+		return printRedrives(cmd, rs)
+	})
+	return cmd
+}
+
+func dlqStatusCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "status REDRIVE_ID", Short: "Show one redrive's progress", Args: cobra.ExactArgs(1)}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		r, err := c.GetRedrive(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return printRedrive(cmd, f, r)
+	})
+	return cmd
+}
+
+func dlqSourcesCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "sources QUEUE", Short: "List the queues whose dead-letter queue is QUEUE", Args: cobra.ExactArgs(1)}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		srcs, err := c.DeadLetterSources(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		if f.json() {
+			return printJSON(cmd.OutOrStdout(), &sluicev1.ListDeadLetterSourcesResponse{SourceQueues: srcs})
+		}
+		rows := make([][]string, len(srcs))
+		for i, s := range srcs {
+			rows[i] = []string{s}
+		}
+		return table(cmd.OutOrStdout(), []string{"SOURCE QUEUE"}, rows)
+	})
+	return cmd
 }
 
 func dlqCancelCmd(f *clientFlags) *cobra.Command {

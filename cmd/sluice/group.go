@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func groupDescribeCmd(f *clientFlags) *cobra.Command {
 
 func groupResetCmd(f *clientFlags) *cobra.Command {
 	var topic, datetime string
-	var earliest, latest, dryRun bool
+	var earliest, latest, dryRun, create bool
 	var offset int64
 	var partitions []int32
 	cmd := &cobra.Command{
@@ -83,9 +84,13 @@ func groupResetCmd(f *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&datetime, "to-datetime", "", "to the first record at or after this RFC 3339 `time`, e.g. 2026-11-29T00:00:00Z")
 	cmd.Flags().Int32SliceVar(&partitions, "partitions", nil, "only these partitions (default all)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the new offsets without committing them")
+	cmd.Flags().BoolVar(&create, "create", false, "the group may be new: position it before its first consumer starts")
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 		if topic == "" {
-			return errors.New("--topic is required")
+			return errors.New("--topic is required: the topic whose offsets to move")
+		}
+		if cmd.Flags().Changed("to-offset") && offset < 0 {
+			return fmt.Errorf("--to-offset %d: must not be negative", offset)
 		}
 		req := &client.ResetOffsetsRequest{Group: args[0], Topic: topic, Partitions: partitions, DryRun: dryRun}
 		n := 0
@@ -107,6 +112,17 @@ func groupResetCmd(f *clientFlags) *cobra.Command {
 		}
 		if n != 1 {
 			return errors.New("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+		}
+		// Committing offsets creates a group, so a typo in its name would
+		// make a new group instead of moving the one meant: only --create
+		// may do that.
+		if !create {
+			if _, err := c.DescribeGroup(ctx, args[0]); err != nil {
+				if errors.Is(err, client.ErrGroupNotFound) {
+					return fmt.Errorf("group %s does not exist (`sluice group list` shows the groups; pass --create to position a new group)", args[0])
+				}
+				return err
+			}
 		}
 		offs, err := c.ResetOffsets(ctx, req)
 		if err != nil {

@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/client"
+	"github.com/sluice-mq/sluice/internal/queue"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 )
 
@@ -19,8 +23,9 @@ func init() { subcommands = append(subcommands, newQueueCmd) }
 func newQueueCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("queue", "Create queues, send, receive and ack messages", f)
-	cmd.AddCommand(queueCreateCmd(f), queueListCmd(f), queueDescribeCmd(f), queueSendCmd(f),
-		queueReceiveCmd(f), queueAckCmd(f), queuePurgeCmd(f), queueDeleteCmd(f))
+	cmd.AddCommand(queueCreateCmd(f), queueUpdateCmd(f), queueListCmd(f), queueDescribeCmd(f), queueSendCmd(f),
+		queueReceiveCmd(f), queueConsumeCmd(f), queueAckCmd(f), queueNackCmd(f), queueExtendCmd(f),
+		queuePurgeCmd(f), queueDeleteCmd(f))
 	return cmd
 }
 
@@ -31,35 +36,96 @@ func durOrNil(d time.Duration, set bool) *durationpb.Duration {
 	return durationpb.New(d)
 }
 
+// queueSettings are the settings flags of queue create and queue update.
+type queueSettings struct {
+	vis, ret, delay, wait, dedupWindow, maxExtension time.Duration
+	maxBytes                                         int64
+	dlq                                              string
+	maxReceives                                      int32
+	fifo, dedup, noDLQ                               bool
+}
+
+// settingFields maps each settings flag to the QueueConfig field
+// (UpdateQueue's update_mask) it sets.
+var settingFields = []struct{ flag, field string }{
+	{"visibility-timeout", "visibility_timeout"}, {"retention", "retention"}, {"delay", "delay"},
+	{"receive-wait", "receive_wait"}, {"max-message-bytes", "max_message_bytes"},
+	{"dead-letter-queue", "dead_letter"}, {"max-receives", "dead_letter"}, {"no-dead-letter", "dead_letter"},
+	{"content-dedup", "content_based_deduplication"}, {"dedup-window", "deduplication_window"},
+	{"max-extension", "max_visibility_extension"},
+}
+
+// queueSettingsFieldMap is the annotation naming the flags of fields
+// whose flag is not their kebab-case name.
+const queueSettingsFieldMap = "default_delay=delay,dead_letter_queue=dead-letter-queue,content_based_dedup=content-dedup," +
+	"content_based_deduplication=content-dedup,dedup_window=dedup-window,deduplication_window=dedup-window," +
+	"max_extension=max-extension,max_visibility_extension=max-extension"
+
+func (s *queueSettings) addFlags(fl *pflag.FlagSet, create bool) {
+	fl.DurationVar(&s.vis, "visibility-timeout", 0, fmt.Sprintf("how long a delivery stays hidden (default 30s, at most %v)", fmtDur(maxVisibility)))
+	fl.DurationVar(&s.ret, "retention", 0, "how long an unacked message is kept (default 96h; 60s to 8760h)")
+	fl.DurationVar(&s.delay, "delay", 0, "delay applied to every message sent without its own")
+	fl.DurationVar(&s.wait, "receive-wait", 0, "default long-poll wait of a receive (at most 20s)")
+	fl.Int64Var(&s.maxBytes, "max-message-bytes", 0, "largest message accepted (default and at most 1 MiB)")
+	fl.StringVar(&s.dlq, "dead-letter-queue", "", "`queue` that receives messages after --max-receives deliveries")
+	fl.Int32Var(&s.maxReceives, "max-receives", 0, fmt.Sprintf("deliveries before a message is dead-lettered (1 to %d, with --dead-letter-queue)", queue.MaxReceivesLimit))
+	fl.BoolVar(&s.dedup, "content-dedup", false, "FIFO: deduplicate by body when a send has no deduplication id")
+	fl.DurationVar(&s.dedupWindow, "dedup-window", 0, "FIFO: how long a deduplication id is remembered (default 5m)")
+	fl.DurationVar(&s.maxExtension, "max-extension", 0, "bound on a delivery's total visibility through extend (default 12h)")
+	if create {
+		fl.BoolVar(&s.fifo, "fifo", false, "FIFO queue (its name must end in .fifo)")
+	} else {
+		fl.BoolVar(&s.noDLQ, "no-dead-letter", false, "remove the dead-letter policy")
+	}
+}
+
+// config builds the QueueConfig of the flags given; cur is the queue's
+// current config on update (a new --max-receives keeps the current
+// dead-letter queue and the other way round), nil on create.
+func (s *queueSettings) config(fl *pflag.FlagSet, cur *client.QueueConfig) (*client.QueueConfig, error) {
+	if err := queueFlagErr(fl, s); err != nil {
+		return nil, err
+	}
+	cfg := &client.QueueConfig{
+		VisibilityTimeout: durOrNil(s.vis, fl.Changed("visibility-timeout")), Retention: durOrNil(s.ret, fl.Changed("retention")),
+		Delay: durOrNil(s.delay, fl.Changed("delay")), ReceiveWait: durOrNil(s.wait, fl.Changed("receive-wait")),
+		DeduplicationWindow:    durOrNil(s.dedupWindow, fl.Changed("dedup-window")),
+		MaxVisibilityExtension: durOrNil(s.maxExtension, fl.Changed("max-extension")),
+		MaxMessageBytes:        s.maxBytes, Fifo: s.fifo, ContentBasedDeduplication: s.dedup,
+	}
+	dlq, maxReceives := s.dlq, s.maxReceives
+	if cur != nil {
+		if !fl.Changed("dead-letter-queue") {
+			dlq = cur.GetDeadLetter().GetQueue()
+		}
+		if !fl.Changed("max-receives") {
+			maxReceives = cur.GetDeadLetter().GetMaxReceives()
+		}
+	}
+	switch {
+	case s.noDLQ && (fl.Changed("dead-letter-queue") || fl.Changed("max-receives")):
+		return nil, errors.New("--no-dead-letter removes the policy: give it without --dead-letter-queue and --max-receives")
+	case s.noDLQ:
+	case (dlq != "") != (maxReceives > 0):
+		return nil, errors.New("--dead-letter-queue and --max-receives go together: give both, e.g. --dead-letter-queue jobs-dlq --max-receives 5")
+	case dlq != "":
+		cfg.DeadLetter = &client.DeadLetterPolicy{Queue: dlq, MaxReceives: maxReceives}
+	}
+	return cfg, nil
+}
+
 func queueCreateCmd(f *clientFlags) *cobra.Command {
-	var vis, ret, delay, wait time.Duration
-	var maxBytes int64
-	var dlq string
-	var maxReceives int32
-	var fifo, dedup bool
+	var s queueSettings
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a queue (again with the same settings is not an error)",
 		Args:  cobra.ExactArgs(1),
 	}
-	fl := cmd.Flags()
-	fl.DurationVar(&vis, "visibility-timeout", 0, "how long a delivery stays hidden (default 30s)")
-	fl.DurationVar(&ret, "retention", 0, "how long an unacked message is kept (default 96h)")
-	fl.DurationVar(&delay, "delay", 0, "delay applied to every message")
-	fl.DurationVar(&wait, "receive-wait", 0, "default long-poll wait of a receive")
-	fl.Int64Var(&maxBytes, "max-message-bytes", 0, "largest message accepted (default 1 MiB)")
-	fl.StringVar(&dlq, "dead-letter-queue", "", "`queue` that receives messages after --max-receives deliveries")
-	fl.Int32Var(&maxReceives, "max-receives", 0, "deliveries before a message is dead-lettered")
-	fl.BoolVar(&fifo, "fifo", false, "FIFO queue (its name must end in .fifo)")
-	fl.BoolVar(&dedup, "content-dedup", false, "FIFO: deduplicate by body when a send has no deduplication id")
+	s.addFlags(cmd.Flags(), true)
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
-		cfg := &client.QueueConfig{
-			VisibilityTimeout: durOrNil(vis, fl.Changed("visibility-timeout")), Retention: durOrNil(ret, fl.Changed("retention")),
-			Delay: durOrNil(delay, fl.Changed("delay")), ReceiveWait: durOrNil(wait, fl.Changed("receive-wait")),
-			MaxMessageBytes: maxBytes, Fifo: fifo, ContentBasedDeduplication: dedup,
-		}
-		if dlq != "" || maxReceives > 0 {
-			cfg.DeadLetter = &client.DeadLetterPolicy{Queue: dlq, MaxReceives: maxReceives}
+		cfg, err := s.config(cmd.Flags(), nil)
+		if err != nil {
+			return err
 		}
 		q, err := c.CreateQueue(ctx, args[0], cfg)
 		if err != nil {
@@ -67,7 +133,49 @@ func queueCreateCmd(f *clientFlags) *cobra.Command {
 		}
 		return printQueues(cmd, f, []*client.Queue{q})
 	})
-	return cmd
+	return withFields(cmd, queueSettingsFieldMap)
+}
+
+func queueUpdateCmd(f *clientFlags) *cobra.Command {
+	var s queueSettings
+	cmd := &cobra.Command{
+		Use:   "update NAME --SETTING VALUE...",
+		Short: "Change a queue's settings: only the flags given change (fifo cannot)",
+		Example: `  sluice queue update jobs --visibility-timeout 2m
+  sluice queue update jobs --dead-letter-queue jobs-dlq --max-receives 5
+  sluice queue update jobs --no-dead-letter`,
+		Args: cobra.ExactArgs(1),
+	}
+	s.addFlags(cmd.Flags(), false)
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		var mask []string
+		for _, sf := range settingFields {
+			if cmd.Flags().Changed(sf.flag) && !slices.Contains(mask, sf.field) {
+				mask = append(mask, sf.field)
+			}
+		}
+		if len(mask) == 0 {
+			return errors.New("name at least one setting to change, e.g. --visibility-timeout 2m (see --help)")
+		}
+		var cur *client.QueueConfig
+		if slices.Contains(mask, "dead_letter") {
+			q, err := c.GetQueue(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			cur = q.GetConfig()
+		}
+		cfg, err := s.config(cmd.Flags(), cur)
+		if err != nil {
+			return err
+		}
+		q, err := c.UpdateQueue(ctx, args[0], cfg, mask...)
+		if err != nil {
+			return err
+		}
+		return printQueues(cmd, f, []*client.Queue{q})
+	})
+	return withFields(cmd, queueSettingsFieldMap)
 }
 
 func printQueues(cmd *cobra.Command, f *clientFlags, qs []*client.Queue) error {
@@ -134,162 +242,6 @@ func queueDescribeCmd(f *clientFlags) *cobra.Command {
 	return cmd
 }
 
-func queueSendCmd(f *clientFlags) *cobra.Command {
-	var groupID, dedupID string
-	var delay time.Duration
-	var attrs []string
-	cmd := &cobra.Command{
-		Use:   "send QUEUE [BODY...]",
-		Short: "Send messages: each argument, or else each line of stdin, is one message",
-		Args:  cobra.MinimumNArgs(1),
-	}
-	cmd.Flags().StringVar(&groupID, "group-id", "", "FIFO message group")
-	cmd.Flags().StringVar(&dedupID, "dedup-id", "", "FIFO deduplication id (one message only)")
-	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the messages invisible this long")
-	cmd.Flags().StringArrayVar(&attrs, "attr", nil, "string attribute `name=value` (repeatable)")
-	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
-		bodies, err := lines(args[1:], cmd.InOrStdin())
-		if err != nil {
-			return err
-		}
-		var opts []client.SendOption
-		for _, a := range attrs {
-			k, v, ok := strings.Cut(a, "=")
-			if !ok {
-				return fmt.Errorf("--attr %q: want name=value", a)
-			}
-			opts = append(opts, client.WithAttribute(k, "String", []byte(v)))
-		}
-		if groupID != "" {
-			opts = append(opts, client.WithGroupID(groupID))
-		}
-		if dedupID != "" {
-			opts = append(opts, client.WithDeduplicationID(dedupID))
-		}
-		if cmd.Flags().Changed("delay") {
-			opts = append(opts, client.WithDelay(delay))
-		}
-		return sendAll(ctx, cmd, f, c, args[0], bodies, opts)
-	})
-	return cmd
-}
-
-// sendAll sends bodies in batches of 100, showing progress on stderr.
-func sendAll(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *client.Client, queue string, bodies []string, opts []client.SendOption) error {
-	var results []*client.SendResult
-	p := newProgress(cmd, "sent", int64(len(bodies)))
-	for start := 0; start < len(bodies); start += 100 {
-		batch := make([]*client.SendEntry, 0, 100)
-		for _, b := range bodies[start:min(start+100, len(bodies))] {
-			batch = append(batch, client.Entry([]byte(b), opts...))
-		}
-		res, err := c.SendBatch(ctx, queue, batch)
-		if err != nil {
-			p.done(int64(len(results)))
-			return fmt.Errorf("after %d of %d sent: %w", len(results), len(bodies), err)
-		}
-		results = append(results, res...)
-		p.update(int64(len(results)))
-	}
-	p.done(int64(len(results)))
-	if f.json() {
-		return printJSON(cmd.OutOrStdout(), &sluicev1.SendBatchResponse{Results: results})
-	}
-	rows := make([][]string, len(results))
-	for i, r := range results {
-		rows[i] = []string{r.GetMessageId(), strconv.FormatUint(r.GetSequence(), 10), strconv.FormatBool(r.GetDuplicate())}
-	}
-	return table(cmd.OutOrStdout(), []string{"MESSAGE ID", "SEQUENCE", "DUPLICATE"}, rows)
-}
-
-func queueReceiveCmd(f *clientFlags) *cobra.Command {
-	var max int
-	var wait, vis time.Duration
-	var ack, quiet bool
-	cmd := &cobra.Command{
-		Use:   "receive QUEUE",
-		Short: "Receive messages (they stay hidden for the visibility timeout until acked)",
-		Args:  cobra.ExactArgs(1),
-	}
-	cmd.Flags().IntVarP(&max, "max", "n", 1, "receive up to this many (1-100)")
-	cmd.Flags().DurationVar(&wait, "wait", 0, "long-poll: wait up to this long for a first message (at most 20s)")
-	cmd.Flags().DurationVar(&vis, "visibility-timeout", 0, "hide the deliveries this long instead of the queue's timeout")
-	cmd.Flags().BoolVar(&ack, "ack", false, "ack each message right after receiving it")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the receipts, one per line (pipe them to `sluice queue ack`)")
-	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
-		opts := []client.ReceiveOption{client.MaxMessages(max), client.Wait(wait)}
-		if vis > 0 {
-			opts = append(opts, client.Visibility(vis))
-		}
-		msgs, err := c.Receive(ctx, args[0], opts...)
-		if err != nil {
-			return err
-		}
-		if ack {
-			for _, m := range msgs {
-				if err := c.Ack(ctx, args[0], m.GetReceipt()); err != nil {
-					return err
-				}
-			}
-		}
-		return printMessages(cmd, f, msgs, quiet)
-	})
-	return cmd
-}
-
-func printMessages(cmd *cobra.Command, f *clientFlags, msgs []*client.Message, quiet bool) error {
-	w := cmd.OutOrStdout()
-	switch {
-	case quiet:
-		for _, m := range msgs {
-			fmt.Fprintln(w, m.GetReceipt())
-		}
-		return nil
-	case f.json():
-		return printJSON(w, &sluicev1.ReceiveResponse{Messages: msgs})
-	}
-	rows := make([][]string, len(msgs))
-	for i, m := range msgs {
-		rows[i] = []string{m.GetId(), strconv.Itoa(int(m.GetReceiveCount())), printable(m.GetBody()), m.GetReceipt()}
-	}
-	return table(w, []string{"MESSAGE ID", "RECEIVES", "BODY", "RECEIPT"}, rows)
-}
-
-func queueAckCmd(f *clientFlags) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "ack QUEUE [RECEIPT...]",
-		Short: "Ack (delete) received messages by receipt: arguments, or else lines of stdin",
-		Args:  cobra.MinimumNArgs(1),
-	}
-	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
-		receipts, err := lines(args[1:], cmd.InOrStdin())
-		if err != nil {
-			return err
-		}
-		acked := 0
-		for start := 0; start < len(receipts); start += 100 {
-			chunk := receipts[start:min(start+100, len(receipts))]
-			errs, err := c.AckBatch(ctx, args[0], chunk)
-			if err != nil {
-				return err
-			}
-			for i, e := range errs {
-				if e != nil {
-					return fmt.Errorf("receipt %d (%s): %w (%d acked before it)", start+i+1, chunk[i], e, acked)
-				}
-				acked++
-			}
-		}
-		if f.json() {
-			fmt.Fprintf(cmd.OutOrStdout(), "{\"acked\":%d}\n", acked)
-			return nil
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "acked %d\n", acked)
-		return nil
-	})
-	return cmd
-}
-
 func queuePurgeCmd(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "purge QUEUE", Short: "Delete every message of a queue, in flight or not", Args: cobra.ExactArgs(1)}
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
@@ -312,9 +264,10 @@ func queueDeleteCmd(f *clientFlags) *cobra.Command {
 		if err := c.DeleteQueue(ctx, args[0]); err != nil {
 			return err
 		}
-		if !f.json() {
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
+		if f.json() {
+			return printJSONObject(cmd.OutOrStdout(), "deleted", args[0])
 		}
+		fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
 		return nil
 	})
 	return cmd

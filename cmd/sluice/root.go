@@ -6,9 +6,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is stamped by the release build (-ldflags "-X main.version=v1.2.3").
-var version = "dev"
-
 // subcommands holds one constructor per subcommand file (serve.go, and later
 // queue.go, topic.go, …). Each file appends its own in init(), so adding a
 // subcommand is adding a file: parallel work on different subcommands never
@@ -30,7 +27,10 @@ environment variable SLUICE_<FLAG> (e.g. SLUICE_DATA_DIR) and a YAML file.`,
 		SilenceUsage:  true, // an error is one line, not the usage text
 		SilenceErrors: true, // main prints it, prefixed "sluice:"
 	}
-	root.CompletionOptions.HiddenDefaultCmd = true
+	// "sluice completion bash|zsh|fish|powershell" is cobra's, listed in
+	// --help so that people find it.
+	root.Version = versionString()
+	root.SetVersionTemplate("sluice {{.Version}}\n")
 	root.AddCommand(newVersionCmd())
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd())
@@ -41,10 +41,10 @@ environment variable SLUICE_<FLAG> (e.g. SLUICE_DATA_DIR) and a YAML file.`,
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
+		Short: "Print the version and the build it comes from",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "sluice", version)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "sluice", versionString())
 			return err
 		},
 	}

@@ -19,7 +19,8 @@ func init() { subcommands = append(subcommands, newTopicCmd) }
 func newTopicCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("topic", "Create topics, produce and consume records", f)
-	cmd.AddCommand(topicCreateCmd(f), topicListCmd(f), topicDescribeCmd(f), topicProduceCmd(f), topicConsumeCmd(f))
+	cmd.AddCommand(topicCreateCmd(f), topicListCmd(f), topicDescribeCmd(f), topicDeleteCmd(f), topicAddPartitionsCmd(f),
+		topicOffsetsCmd(f), topicProduceCmd(f), topicConsumeCmd(f), subscriptionCmd(f))
 	return cmd
 }
 
@@ -28,11 +29,27 @@ func topicCreateCmd(f *clientFlags) *cobra.Command {
 	var retention time.Duration
 	var retentionBytes, maxBytes int64
 	cmd := &cobra.Command{Use: "create NAME", Short: "Create a topic", Args: cobra.ExactArgs(1)}
-	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, "number of partitions")
+	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, fmt.Sprintf("number of partitions (1 to %d)", maxPartitions))
 	cmd.Flags().DurationVar(&retention, "retention", 0, "delete records older than this (default 168h; 0 keeps them forever)")
 	cmd.Flags().Int64Var(&retentionBytes, "retention-bytes", 0, "per partition, delete the oldest segments beyond this size (0: no limit)")
-	cmd.Flags().Int64Var(&maxBytes, "max-message-bytes", 0, "largest record batch accepted (default 1 MiB)")
+	cmd.Flags().Int64Var(&maxBytes, "max-message-bytes", 0, fmt.Sprintf("largest record batch accepted (default 1 MiB; %d to %d)", minTopicMessageBytes, maxTopicMessageBytes))
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+		fl := cmd.Flags()
+		if err := firstErr(
+			intRange("partitions", partitions, 1, maxPartitions),
+			changed(fl, "retention", func() error {
+				if retention < 0 {
+					return fmt.Errorf("--retention %v: must not be negative (0 keeps records forever)", retention)
+				}
+				return nil
+			}),
+			intRange("retention-bytes", retentionBytes, 0, 1<<63-1),
+			changed(fl, "max-message-bytes", func() error {
+				return intRange("max-message-bytes", maxBytes, minTopicMessageBytes, maxTopicMessageBytes)
+			}),
+		); err != nil {
+			return err
+		}
 		cfg := &client.TopicConfig{Partitions: partitions, RetentionBytes: retentionBytes, MaxMessageBytes: maxBytes}
 		if cmd.Flags().Changed("retention") {
 			cfg.Retention = durationpb.New(retention)
@@ -110,15 +127,25 @@ func orDash(s string) string {
 func topicProduceCmd(f *clientFlags) *cobra.Command {
 	var key string
 	var partition int32
+	var files []string
 	cmd := &cobra.Command{
 		Use:   "produce TOPIC [VALUE...]",
-		Short: "Produce records: each argument, or else each line of stdin, is one record's value",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Produce records: each argument, each --file, or else each non-empty line of stdin is one record's value",
+		Example: `  sluice topic produce orders --key cust-1 '{"total":42}' '{"total":7}'
+  sluice topic produce images --file cat.png      # one record, the whole file
+  seq 100 | sluice topic produce numbers          # 100 records`,
+		Args: cobra.MinimumNArgs(1),
 	}
 	cmd.Flags().StringVarP(&key, "key", "k", "", "record key (records of a key land in one partition, in order)")
 	cmd.Flags().Int32Var(&partition, "partition", -1, "write to this partition instead of the key's")
+	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "produce this `file` whole as one record's value; - is stdin (repeatable)")
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
-		values, err := lines(args[1:], cmd.InOrStdin())
+		if cmd.Flags().Changed("partition") {
+			if err := intRange("partition", partition, 0, maxPartitions-1); err != nil {
+				return err
+			}
+		}
+		values, err := sendBodies(cmd, args[1:], files)
 		if err != nil {
 			return err
 		}
@@ -127,7 +154,7 @@ func topicProduceCmd(f *clientFlags) *cobra.Command {
 		for start := 0; start < len(values); start += 500 {
 			var recs []*client.ProduceRecord
 			for _, v := range values[start:min(start+500, len(values))] {
-				r := &client.ProduceRecord{Value: []byte(v)}
+				r := &client.ProduceRecord{Value: v}
 				if key != "" {
 					r.Key = []byte(key)
 				}

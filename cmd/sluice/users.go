@@ -28,7 +28,7 @@ func init() { subcommands = append(subcommands, newUserCmd, newACLCmd) }
 // authFileFlag adds the --auth-file flag every user and acl command needs.
 func authFileFlag(cmd *cobra.Command, path *string) {
 	cmd.PersistentFlags().StringVar(path, "auth-file", os.Getenv("SLUICE_AUTH_FILE"),
-		"the users `file` `sluice serve --auth-file` reads [env SLUICE_AUTH_FILE]")
+		"the users `file` \"sluice serve --auth-file\" reads [env SLUICE_AUTH_FILE]")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
 		if *path == "" {
 			return errors.New("--auth-file is required (or set SLUICE_AUTH_FILE): the users file the server reads")
