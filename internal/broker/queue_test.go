@@ -405,3 +405,21 @@ func TestDedupScopeMessageGroup(t *testing.T) {
 		t.Fatal("a standard queue took a deduplication scope")
 	}
 }
+
+// TestMaxReceivesOverTheCursorLimit: a receive limit the cursor would
+// refuse is refused as an invalid max_receives, not an internal error
+// (the API answered INTERNAL for --max-receives 1001).
+func TestMaxReceivesOverTheCursorLimit(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createQueue(QueueSettings{Name: "dlq"})
+	for _, n := range []int{-1, 1001} {
+		_, err := e.b.CreateQueue(QueueSettings{Name: "q", MaxReceives: n, DeadLetterQueue: "dlq"})
+		var inv *InvalidArgumentError
+		if !errors.As(err, &inv) || inv.Field != "max_receives" {
+			t.Errorf("MaxReceives %d: %v; want an invalid max_receives", n, err)
+		}
+	}
+	if _, err := e.b.CreateQueue(QueueSettings{Name: "q", MaxReceives: 1000, DeadLetterQueue: "dlq"}); err != nil {
+		t.Errorf("MaxReceives 1000 (the limit): %v", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"regexp"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/queue"
 )
 
 // QueueSettings are a queue's attributes. Zero values mean "the default"
@@ -110,8 +112,10 @@ func (s *QueueSettings) Validate() error {
 		return invalid("max_extension", "%v: must be at least the visibility timeout", s.MaxExtension)
 	case s.MaxExtension > s.Retention:
 		return invalid("max_extension", "%v: must not exceed the retention period %v", s.MaxExtension, s.Retention)
-	case s.MaxReceives < 0:
-		return invalid("max_receives", "%d: must not be negative", s.MaxReceives)
+	case s.MaxReceives < 0 || s.MaxReceives > queue.MaxReceivesLimit:
+		// The cursor refuses more than its limit too, but as a config
+		// error the API can only call internal: refuse it here, by field.
+		return invalid("max_receives", "%d: want 0 to %d", s.MaxReceives, queue.MaxReceivesLimit)
 	case (s.MaxReceives > 0) != (s.DeadLetterQueue != ""):
 		return invalid("max_receives", "a receive limit and a dead-letter queue go together")
 	case s.DeadLetterQueue == s.Name:
