@@ -67,7 +67,8 @@ func TestReadmeTour(t *testing.T) {
 	for _, want := range []string{
 		"hello", "world", "acked 3", // the CLI's receive and ack
 		`"messageId"`, "{}", // curl's send and ack
-		`cust-1  {"total":42}`, // produce and consume
+		`cust-1  {"total":42}`,                                                      // produce and consume
+		"\n{\"total\":42}\n{\"total\":7}\n",                                         // consume --follow -q: raw values, one per line
 		`sluice_queue_messages{queue="emails",state="inflight"} 2`,                  // hello and world, never acked
 		`sluice_queue_acked_total{queue="emails"} 4`,                                // three by the CLI, one by curl
 		`sluice_group_lag_messages{group="billing",partition="1",topic="orders"} 2`, // after the reset

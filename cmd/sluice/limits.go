@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -30,7 +31,7 @@ func intRange[N int | int32 | int64](name string, v, lo, hi N) error {
 // durRange refuses a duration flag outside [lo, hi].
 func durRange(name string, v, lo, hi time.Duration) error {
 	if v < lo || v > hi {
-		return fmt.Errorf("--%s %v: want %v to %v", name, v, fmtDur(lo), fmtDur(hi))
+		return fmt.Errorf("--%s %s: want %s to %s", name, shortDur(v), shortDur(lo), shortDur(hi))
 	}
 	return nil
 }
@@ -86,3 +87,15 @@ const (
 	minTopicMessageBytes = 1024
 	maxTopicMessageBytes = broker.MaxTopicMessageBytes
 )
+
+// shortDur writes a duration as people type it: 12h, not 12h0m0s.
+func shortDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -62,7 +62,7 @@ const queueSettingsFieldMap = "default_delay=delay,dead_letter_queue=dead-letter
 	"max_extension=max-extension,max_visibility_extension=max-extension"
 
 func (s *queueSettings) addFlags(fl *pflag.FlagSet, create bool) {
-	fl.DurationVar(&s.vis, "visibility-timeout", 0, fmt.Sprintf("how long a delivery stays hidden (default 30s, at most %v)", fmtDur(maxVisibility)))
+	fl.DurationVar(&s.vis, "visibility-timeout", 0, fmt.Sprintf("how long a delivery stays hidden (default 30s, at most %v)", shortDur(maxVisibility)))
 	fl.DurationVar(&s.ret, "retention", 0, "how long an unacked message is kept (default 96h; 60s to 8760h)")
 	fl.DurationVar(&s.delay, "delay", 0, "delay applied to every message sent without its own")
 	fl.DurationVar(&s.wait, "receive-wait", 0, "default long-poll wait of a receive (at most 20s)")
@@ -227,6 +227,9 @@ func queueDescribeCmd(f *clientFlags) *cobra.Command {
 			{"retention", fmtDur(cfg.GetRetention().AsDuration())}, {"delay", fmtDur(cfg.GetDelay().AsDuration())},
 			{"receive wait", fmtDur(cfg.GetReceiveWait().AsDuration())},
 			{"max message bytes", strconv.FormatInt(cfg.GetMaxMessageBytes(), 10)},
+			{"max extension", fmtDur(cfg.GetMaxVisibilityExtension().AsDuration())},
+			{"dedup window", fmtDur(cfg.GetDeduplicationWindow().AsDuration())},
+			{"content dedup", strconv.FormatBool(cfg.GetContentBasedDeduplication())},
 			{"dead-letter queue", cfg.GetDeadLetter().GetQueue()},
 			{"max receives", strconv.Itoa(int(cfg.GetDeadLetter().GetMaxReceives()))},
 			{"dead-letter sources", strings.Join(q.GetDeadLetterSources(), ",")},
@@ -235,7 +238,8 @@ func queueDescribeCmd(f *clientFlags) *cobra.Command {
 			{"dead-letter depth", strconv.FormatInt(st.GetDeadLetterDepth(), 10)},
 			{"sent", fmt.Sprint(st.GetSentTotal())}, {"received", fmt.Sprint(st.GetReceivedTotal())},
 			{"acked", fmt.Sprint(st.GetAckedTotal())}, {"redelivered", fmt.Sprint(st.GetRedeliveredTotal())},
-			{"dead-lettered", fmt.Sprint(st.GetDeadLetteredTotal())}, {"stale acks refused", fmt.Sprint(st.GetStaleAckRefusedTotal())},
+			{"dead-lettered", fmt.Sprint(st.GetDeadLetteredTotal())}, {"expired", fmt.Sprint(st.GetExpiredTotal())},
+			{"stale acks refused", fmt.Sprint(st.GetStaleAckRefusedTotal())},
 		}
 		return table(cmd.OutOrStdout(), []string{"FIELD", "VALUE"}, rows)
 	})

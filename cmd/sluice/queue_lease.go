@@ -51,7 +51,7 @@ func queueExtendCmd(f *clientFlags) *cobra.Command {
 		Short: "Keep deliveries hidden for --visibility-timeout from now (a heartbeat): receipts as arguments or lines of stdin",
 		Args:  cobra.MinimumNArgs(1),
 	}
-	cmd.Flags().DurationVar(&vis, "visibility-timeout", 0, fmt.Sprintf("new visibility, counted from now (required; at most %v)", fmtDur(maxVisibility)))
+	cmd.Flags().DurationVar(&vis, "visibility-timeout", 0, fmt.Sprintf("new visibility, counted from now (required; at most %v)", shortDur(maxVisibility)))
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 		if !cmd.Flags().Changed("visibility-timeout") {
 			return fmt.Errorf("--visibility-timeout is required: how long from now the deliveries stay hidden, e.g. --visibility-timeout 5m")

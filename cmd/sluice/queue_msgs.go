@@ -205,7 +205,13 @@ type ackRefused struct {
 }
 
 func (e *ackRefused) Error() string {
-	return fmt.Sprintf("%d of %d receipts refused (the others were acked); the first: %v", e.refused, e.acked+e.refused, e.first)
+	switch {
+	case e.acked == 0 && e.refused == 1:
+		return e.first.Error()
+	case e.acked == 0:
+		return fmt.Sprintf("all %d receipts refused; the first: %v", e.refused, e.first)
+	}
+	return fmt.Sprintf("%d of %d receipts refused, the others acked; the first: %v", e.refused, e.acked+e.refused, e.first)
 }
 
 func (e *ackRefused) Unwrap() error { return e.first }
