@@ -241,3 +241,21 @@ func receiveOne(t *testing.T, c *client.Client, q string) *client.Message {
 	}
 	return msgs[0]
 }
+
+// TestBatchItemErrorSaysItsReasonOnce: a refused receipt of AckBatch has a
+// reason and no message; its text was "RECEIPT_INVALID: RECEIPT_INVALID".
+func TestBatchItemErrorSaysItsReasonOnce(t *testing.T) {
+	srv := sluicetest.Start(t)
+	ctx := t.Context()
+	c := client.New(srv.URL)
+	if _, err := c.CreateQueue(ctx, "q", nil); err != nil {
+		t.Fatal(err)
+	}
+	errs, err := c.AckBatch(ctx, "q", []string{"bogus"})
+	if err != nil || len(errs) != 1 {
+		t.Fatalf("AckBatch: %v, %v", errs, err)
+	}
+	if !errors.Is(errs[0], client.ErrReceiptInvalid) || errs[0].Error() != "sluice: RECEIPT_INVALID" {
+		t.Errorf("item error %q (%v); want \"sluice: RECEIPT_INVALID\" matching ErrReceiptInvalid", errs[0], errs[0])
+	}
+}
