@@ -49,6 +49,11 @@ func cliError(err error, server string, cmd *cobra.Command) error {
 	msg := err.Error()
 	var e *client.Error
 	switch {
+	case errors.As(err, &e) && e.Reason != "":
+		// A refusal by the server (a transport failure has no reason).
+		// Keep what the command said around the server's error ("after 3
+		// of 10 sent: …"), and replace the client's wording of it.
+		msg = strings.Replace(msg, e.Error(), describe(e, cmd), 1)
 	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host"):
 		msg = fmt.Sprintf("cannot reach the broker at %s (is `sluice serve` running? set --server or SLUICE_SERVER)", server)
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
@@ -56,8 +61,6 @@ func cliError(err error, server string, cmd *cobra.Command) error {
 	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		msg = fmt.Sprintf("TLS with %s failed: %s (trust a private CA with --tls-ca FILE)", server, strings.TrimPrefix(msg, "sluice: "))
 	case errors.As(err, &e):
-		// Keep what the command said around the server's error ("after 3
-		// of 10 sent: …"), and replace the client's wording of it.
 		msg = strings.Replace(msg, e.Error(), describe(e, cmd), 1)
 	}
 	return errors.New(strings.ReplaceAll(msg, "\n", " "))
