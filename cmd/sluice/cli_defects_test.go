@@ -330,7 +330,7 @@ func TestCLIConsumeFollow(t *testing.T) {
 		t.Errorf("follow did not commit:\n%s", out)
 	}
 	// Ctrl-C (the context ending) ends a follow without an error.
-	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second) // ample for 4 records; the follow then waits
 	defer cancel()
 	out, err := cliCtx(ctx, t, u, "", "topic", "consume", "t", "--from-beginning", "--follow", "-o", "json")
 	if err != nil || strings.Count(out, "\n") != 4 {
