@@ -1,0 +1,168 @@
+package tcptransport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// Receiver is what arriving batches are handed to: a multiraft.Host.
+type Receiver interface {
+	Receive(multiraft.Batch)
+}
+
+// Config is a transport's configuration. Zero values take the defaults in parentheses.
+type Config struct {
+	Node      multiraft.NodeID // this node; never 0
+	ClusterID string           // every node of the cluster has the same; 1..64 bytes
+	// Peers maps every other node to the address it is dialled at. They are also the only
+	// nodes whose connections are accepted.
+	Peers map[multiraft.NodeID]string
+	// ServerTLS, when set, wraps every accepted connection in TLS; ClientTLS every dialled
+	// one. Mutual TLS between nodes is both, with ClientAuth RequireAndVerifyClientCert and
+	// each node's certificate and the cluster CA. A ClientTLS with no ServerName verifies
+	// the peer's certificate against the host part of its address.
+	ServerTLS, ClientTLS *tls.Config
+	Logger               *slog.Logger // (slog.Default())
+
+	QueueBatches int // batches waiting per peer before Send drops (1024)
+	QueueBytes   int // their estimated size, likewise (64 MiB)
+	MaxFrame     int // a frame's largest payload, both ways (64 MiB); larger messages are dropped
+
+	DialTimeout      time.Duration // one connection attempt (2s)
+	HandshakeTimeout time.Duration // TLS and hello, each way (5s)
+	WriteTimeout     time.Duration // one write: a peer that stops reading is cut after it (5s)
+	// IdleTimeout closes an inbound connection that carried nothing for this long (10s). It
+	// must be longer than the host's liveness beat (LivenessTicks × the tick), which every
+	// live peer sends whatever its groups do.
+	IdleTimeout time.Duration
+	// Reconnect backoff: after n failures in a row, wait about BackoffMin × 2^n, capped at
+	// BackoffMax, jittered to between half and all of it (50ms, 1s).
+	BackoffMin, BackoffMax time.Duration
+}
+
+func (c *Config) defaults() {
+	defInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defInt(&c.QueueBatches, 1024)
+	defInt(&c.QueueBytes, 64<<20)
+	defInt(&c.MaxFrame, 64<<20)
+	defDur(&c.DialTimeout, 2*time.Second)
+	defDur(&c.HandshakeTimeout, 5*time.Second)
+	defDur(&c.WriteTimeout, 5*time.Second)
+	defDur(&c.IdleTimeout, 10*time.Second)
+	defDur(&c.BackoffMin, 50*time.Millisecond)
+	defDur(&c.BackoffMax, time.Second)
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = c.BackoffMin
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Transport is the TCP transport of one node.
+type Transport struct {
+	cfg   Config
+	log   *slog.Logger
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	peers map[multiraft.NodeID]*peer // fixed after New
+	stats counters
+
+	mu      sync.Mutex // guards everything below
+	closed  bool
+	lns     []net.Listener
+	inbound map[multiraft.NodeID]net.Conn // the live accepted connection of each peer
+	conns   map[net.Conn]struct{}         // every accepted connection, to close them on Close
+}
+
+// New returns a transport that sends to cfg.Peers; Serve starts accepting.
+func New(cfg Config) (*Transport, error) {
+	if cfg.Node == 0 {
+		return nil, errors.New("tcptransport: Config.Node must not be 0")
+	}
+	if n := len(cfg.ClusterID); n == 0 || n > MaxClusterID {
+		return nil, fmt.Errorf("tcptransport: ClusterID must be 1..%d bytes, not %d", MaxClusterID, n)
+	}
+	cfg.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.Node)), ctx: ctx, stop: cancel,
+		peers: map[multiraft.NodeID]*peer{}, inbound: map[multiraft.NodeID]net.Conn{}, conns: map[net.Conn]struct{}{}}
+	for id, addr := range cfg.Peers {
+		if id == 0 || id == cfg.Node {
+			cancel()
+			return nil, fmt.Errorf("tcptransport: peer id %d is 0 or this node", id)
+		}
+		p := &peer{t: t, id: id, addr: addr, wake: make(chan struct{}, 1)}
+		t.peers[id] = p
+		t.wg.Add(1)
+		go p.run()
+	}
+	return t, nil
+}
+
+// Send queues b for its destination and returns at once; it drops b (and counts it) if
+// the destination is not a peer or its queue is full. It never blocks on the network.
+func (t *Transport) Send(b multiraft.Batch) {
+	p := t.peers[b.To]
+	if p == nil || b.From != t.cfg.Node {
+		t.stats.dropped.Add(1)
+		return
+	}
+	p.enqueue(b)
+}
+
+// Serve accepts peers' connections on ln and hands what they send to r, from one
+// goroutine per connection, until Close (which closes ln). It returns at once.
+func (t *Transport) Serve(ln net.Listener, r Receiver) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		_ = ln.Close()
+		return
+	}
+	t.lns = append(t.lns, ln)
+	t.wg.Add(1)
+	go t.accept(ln, r)
+}
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats { return t.stats.snapshot() }
+
+// Close stops the transport: listeners and connections are closed, queued batches are
+// lost, and every goroutine it started has returned when Close does.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.stop()
+	for _, ln := range t.lns {
+		_ = ln.Close()
+	}
+	for c := range t.conns {
+		_ = c.Close()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+	return nil
+}
