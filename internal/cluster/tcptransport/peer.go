@@ -27,8 +27,8 @@ type peer struct {
 	queued int // estimated bytes in queue
 
 	// Owned by run.
-	conn      net.Conn // what frames are written to (TLS, or raw)
-	raw       net.Conn // the TCP connection under it, which is what gets closed
+	conn      net.Conn      // what frames are written to (TLS, or raw)
+	raw       net.Conn      // the TCP connection under it, which is what gets closed
 	dead      chan struct{} // closed when conn's reader saw it end
 	failures  int           // failed connection attempts in a row
 	connected bool          // a connection was ever established (the next one is a reconnect)
