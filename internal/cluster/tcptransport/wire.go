@@ -140,7 +140,7 @@ func appendFrames(dst []byte, msgs []multiraft.Message, maxFrame int) (out []byt
 	for i := range msgs {
 		m := &msgs[i]
 		size := m.Msg.Size()
-		need := 2*binary.MaxVarintLen64 + 1 + size
+		need := uvarintLen(uint64(m.Group)) + 1 + uvarintLen(uint64(size)) + size
 		if need > maxFrame {
 			dropped++
 			continue
@@ -177,6 +177,14 @@ func sealFrame(dst []byte, start int) []byte {
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(payload)))
 	binary.BigEndian.PutUint32(dst[start+4:], crc32.Checksum(payload, castagnoli))
 	return dst
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }
 
 // readFrame reads one frame's payload into buf (grown as needed, and only as fast as bytes
