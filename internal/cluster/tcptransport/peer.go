@@ -98,12 +98,21 @@ func (p *peer) write(buf []byte, batches []multiraft.Batch) []byte {
 		p.t.stats.dropped.Add(uint64(len(batches)))
 		return buf
 	}
-	frames, dropped, msgs := 0, 0, 0
-	for _, b := range batches {
-		var f, d int
-		buf, f, d = appendFrames(buf, b.Messages, p.t.cfg.MaxFrame)
-		frames, dropped, msgs = frames+f, dropped+d, msgs+len(b.Messages)-d
+	// Every batch taken goes in one write, and their messages in as few frames as the
+	// frame limit allows: the receiver takes each frame as one Batch, so many batches
+	// cost it one Host.Receive (one lock, one wake-up) instead of one each.
+	msgs := batches[0].Messages
+	if len(batches) > 1 {
+		n := 0
+		for _, b := range batches {
+			n += len(b.Messages)
+		}
+		msgs = make([]multiraft.Message, 0, n)
+		for _, b := range batches {
+			msgs = append(msgs, b.Messages...)
+		}
 	}
+	buf, frames, dropped := appendFrames(buf, msgs, p.t.cfg.MaxFrame)
 	if dropped > 0 {
 		p.t.stats.droppedMessages.Add(uint64(dropped))
 		p.t.log.Warn("cluster transport: dropped messages larger than the frame limit",
@@ -122,7 +131,7 @@ func (p *peer) write(buf []byte, batches []multiraft.Batch) []byte {
 	s := &p.t.stats
 	s.writes.Add(1)
 	s.batchesSent.Add(uint64(len(batches)))
-	s.messagesSent.Add(uint64(msgs))
+	s.messagesSent.Add(uint64(len(msgs) - dropped))
 	s.framesSent.Add(uint64(frames))
 	s.bytesSent.Add(uint64(len(buf)))
 	return buf
@@ -151,9 +160,6 @@ func (p *peer) connect() bool {
 	if p.warned || !p.connected {
 		p.t.log.Info("cluster transport: connected to peer", "peer", uint64(p.id), "addr", p.addr)
 	}
-	if !p.t.track(raw) {
-		return false // closing
-	}
 	p.conn, p.raw, p.dead = conn, raw, make(chan struct{})
 	p.failures, p.connected, p.warned = 0, true, false
 	p.t.wg.Add(1)
@@ -176,6 +182,9 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if !t.track(raw) { // tracked from now on, so Close cuts a handshake short
+		return nil, nil, net.ErrClosed
+	}
 	conn = raw
 	if t.cfg.ClientTLS != nil {
 		cfg := t.cfg.ClientTLS
@@ -185,13 +194,13 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 		}
 		tc := tls.Client(raw, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			_ = raw.Close()
+			t.untrack(raw)
 			return nil, nil, fmt.Errorf("tls: %w", err)
 		}
 		conn = tc
 	}
 	if err := p.handshake(conn); err != nil {
-		_ = raw.Close()
+		t.untrack(raw)
 		return nil, nil, err
 	}
 	return conn, raw, nil
