@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -329,13 +328,4 @@ func (c *cluster) converged(timeout time.Duration) map[multiraft.GroupID][]strin
 func isNotLeader(err error) bool {
 	var nl *multiraft.NotLeaderError
 	return errors.As(err, &nl)
-}
-
-func contains(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

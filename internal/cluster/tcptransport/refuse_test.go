@@ -40,15 +40,6 @@ func (r *recorder) all() []multiraft.Batch {
 	return append([]multiraft.Batch(nil), r.batches...)
 }
 
-// messages counts the messages received so far.
-func (r *recorder) messages() int {
-	n := 0
-	for _, b := range r.all() {
-		n += len(b.Messages)
-	}
-	return n
-}
-
 type logBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer

@@ -1,0 +1,125 @@
+package tcptransport_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
+)
+
+// pki is a CA and node certificates made by openssl in a temporary directory, as an
+// operator would make them.
+type pki struct {
+	dir  string
+	pool *x509.CertPool
+}
+
+func openssl(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("openssl", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("openssl %v: %v\n%s", args, err, out)
+	}
+}
+
+// newPKI makes a CA named name and a certificate per node (CN node-N, SAN 127.0.0.1,
+// usable as server and client).
+func newPKI(t *testing.T, name string, nodes int) *pki {
+	t.Helper()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Fatal("openssl is not installed (apt-get install openssl): the TLS test makes its certificates with it")
+	}
+	dir := t.TempDir()
+	ec := []string{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"}
+	openssl(t, dir, append([]string{"req", "-x509"}, append(ec, "-keyout", "ca.key", "-out", "ca.pem",
+		"-days", "1", "-subj", "/CN="+name)...)...)
+	ext := "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"
+	if err := os.WriteFile(filepath.Join(dir, "node.ext"), []byte(ext), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= nodes; i++ {
+		n := fmt.Sprintf("n%d", i)
+		openssl(t, dir, append([]string{"req"}, append(ec, "-keyout", n+".key", "-out", n+".csr",
+			"-subj", "/CN=node-"+fmt.Sprint(i))...)...)
+		openssl(t, dir, "x509", "-req", "-in", n+".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+			"-CAcreateserial", "-out", n+".pem", "-days", "1", "-extfile", "node.ext")
+	}
+	pem, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pki{dir: dir, pool: x509.NewCertPool()}
+	if !p.pool.AppendCertsFromPEM(pem) {
+		t.Fatal("ca.pem holds no certificate")
+	}
+	return p
+}
+
+func (p *pki) cert(t testing.TB, id multiraft.NodeID) tls.Certificate {
+	c, err := tls.LoadX509KeyPair(filepath.Join(p.dir, fmt.Sprintf("n%d.pem", id)), filepath.Join(p.dir, fmt.Sprintf("n%d.key", id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// server and client are the two halves of mutual TLS between nodes: each side presents
+// its node certificate and verifies the other's against the cluster CA.
+func (p *pki) server(t testing.TB, id multiraft.NodeID) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{p.cert(t, id)}, ClientCAs: p.pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+}
+
+func (p *pki) client(t testing.TB, id multiraft.NodeID) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{p.cert(t, id)}, RootCAs: p.pool, MinVersion: tls.VersionTLS13}
+}
+
+// TestMutualTLS: three hosts over mutual TLS with openssl-made certificates commit in
+// every group; a dialler without a certificate, with one of another CA, or without TLS at
+// all is refused at the listener and delivers nothing.
+func TestMutualTLS(t *testing.T) {
+	ca := newPKI(t, "sluice test CA", 3)
+	c := newCluster(t, opts{nodes: 3, groups: 4,
+		serverTLS: func(id multiraft.NodeID) *tls.Config { return ca.server(t, id) },
+		clientTLS: func(id multiraft.NodeID) *tls.Config { return ca.client(t, id) }})
+	checkCommitsEverywhere(t, c, 2)
+
+	other := newPKI(t, "another CA", 3)
+	for _, tc := range []struct {
+		name   string
+		client *tls.Config
+	}{
+		{"no client certificate", &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13}},
+		{"certificate of another CA", &tls.Config{Certificates: []tls.Certificate{other.cert(t, 2)}, RootCAs: ca.pool, MinVersion: tls.VersionTLS13}},
+		{"no TLS", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, logged := c.nodes[1].tr.Stats(), strings.Count(c.logs.String(), "TLS handshake failed")
+			tr, err := tcptransport.New(tcptransport.Config{Node: 2, ClusterID: "test", ClientTLS: tc.client,
+				Peers: map[multiraft.NodeID]string{1: c.nodes[1].addr}, Logger: c.log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			tr.Send(multiraft.Batch{From: 2, To: 1})
+			waitFor(t, 5*time.Second, "the listener refuses the dialler", func() bool {
+				return c.nodes[1].tr.Stats().Refused > before.Refused
+			})
+			if strings.Count(c.logs.String(), "TLS handshake failed") == logged {
+				t.Fatal("no log line for the refused TLS handshake")
+			}
+			if st := tr.Stats(); st.BatchesSent != 0 || st.DialFailures == 0 {
+				t.Fatalf("refused dialler: %+v", st)
+			}
+		})
+	}
+}
