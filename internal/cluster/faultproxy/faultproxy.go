@@ -271,15 +271,34 @@ func (p *Proxy) pump(d Direction, src, dst net.Conn, end <-chan struct{}) {
 			}
 		}
 		n, err := src.Read(buf)
-		if n > 0 {
-			if mode, _, _ = p.state(d); mode == Blackhole {
-				p.Discarded[d].Add(uint64(n))
-			} else {
-				line <- chunk{at: time.Now(), data: append([]byte(nil), buf[:n]...)}
-			}
+		if n > 0 && !p.pass(d, buf[:n], line, end) {
+			return
 		}
 		if err != nil {
 			return
 		}
+	}
+}
+
+// pass disposes of bytes read under the mode in force now: a read already waiting when
+// the direction stalled holds its bytes until the mode changes. It reports false if the
+// connection ended meanwhile.
+func (p *Proxy) pass(d Direction, b []byte, line chan<- chunk, end <-chan struct{}) bool {
+	for {
+		mode, _, wake := p.state(d)
+		switch mode {
+		case Stall:
+			select {
+			case <-wake:
+				continue
+			case <-end:
+				return false
+			}
+		case Blackhole:
+			p.Discarded[d].Add(uint64(len(b)))
+		default:
+			line <- chunk{at: time.Now(), data: append([]byte(nil), b...)}
+		}
+		return true
 	}
 }
