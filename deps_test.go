@@ -95,7 +95,7 @@ func TestDependencyDirection(t *testing.T) {
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/",
-			mod + "internal/cluster/memnet"},
+			mod + "internal/cluster/memnet", mod + "internal/cluster/faultproxy"},
 	}
 	for _, p := range listPackages(t) {
 		for _, d := range p.Deps {
