@@ -82,6 +82,7 @@ type opts struct {
 	tick          time.Duration
 	serverTLS     func(multiraft.NodeID) *tls.Config
 	clientTLS     func(multiraft.NodeID) *tls.Config
+	verifyPeer    func(multiraft.NodeID, tls.ConnectionState) error
 }
 
 // node is one member of a test cluster.
@@ -180,6 +181,7 @@ func (c *cluster) start(id multiraft.NodeID, ln net.Listener) {
 		Logger: c.log, BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond}
 	if c.o.serverTLS != nil {
 		cfg.ServerTLS, cfg.ClientTLS = c.o.serverTLS(id), c.o.clientTLS(id)
+		cfg.VerifyPeer = c.o.verifyPeer
 	}
 	tr, err := tcptransport.New(cfg)
 	if err != nil {

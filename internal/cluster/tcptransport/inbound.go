@@ -113,6 +113,13 @@ func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Co
 		return 0, nil, false
 	}
 	code := t.judge(h)
+	if tc, ok := c.(*tls.Conn); ok && code == Accepted && t.cfg.VerifyPeer != nil {
+		if err := t.cfg.VerifyPeer(h.From, tc.ConnectionState()); err != nil {
+			code = NotAuthorized
+			t.log.Warn("cluster transport: peer's certificate refused", "remote", remote,
+				"claims_node", uint64(h.From), "err", err)
+		}
+	}
 	answer := appendHello(nil, hello{Version: version, Code: code, Cluster: t.cfg.ClusterID, From: t.cfg.Node, To: h.From})
 	if _, err := c.Write(answer); err != nil {
 		t.refuse("could not answer the handshake", remote, "err", err)

@@ -198,6 +198,12 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 			return nil, nil, fmt.Errorf("tls: %w", err)
 		}
 		conn = tc
+		if t.cfg.VerifyPeer != nil {
+			if err := t.cfg.VerifyPeer(p.id, tc.ConnectionState()); err != nil {
+				t.untrack(raw)
+				return nil, nil, fmt.Errorf("peer's certificate refused: %w", err)
+			}
+		}
 	}
 	if err := p.handshake(conn); err != nil {
 		t.untrack(raw)

@@ -3,6 +3,7 @@ package tcptransport_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -83,12 +84,24 @@ func (p *pki) client(t testing.TB, id multiraft.NodeID) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{p.cert(t, id)}, RootCAs: p.pool, MinVersion: tls.VersionTLS13}
 }
 
-// TestMutualTLS: three hosts over mutual TLS with openssl-made certificates commit in
-// every group; a dialler without a certificate, with one of another CA, or without TLS at
-// all is refused at the listener and delivers nothing.
+// nodeCN binds a certificate to a node id: its common name must be node-N.
+func nodeCN(id multiraft.NodeID, cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("no certificate")
+	}
+	if cn, want := cs.PeerCertificates[0].Subject.CommonName, fmt.Sprintf("node-%d", id); cn != want {
+		return fmt.Errorf("certificate of %q, not %q", cn, want)
+	}
+	return nil
+}
+
+// TestMutualTLS: three hosts over mutual TLS with openssl-made certificates, each bound
+// to its node id, commit in every group; a dialler without a certificate, with one of
+// another CA, with another node's, or without TLS at all is refused at the listener and
+// delivers nothing.
 func TestMutualTLS(t *testing.T) {
 	ca := newPKI(t, "sluice test CA", 3)
-	c := newCluster(t, opts{nodes: 3, groups: 4,
+	c := newCluster(t, opts{nodes: 3, groups: 4, verifyPeer: nodeCN,
 		serverTLS: func(id multiraft.NodeID) *tls.Config { return ca.server(t, id) },
 		clientTLS: func(id multiraft.NodeID) *tls.Config { return ca.client(t, id) }})
 	checkCommitsEverywhere(t, c, 2)
@@ -97,13 +110,15 @@ func TestMutualTLS(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		client *tls.Config
+		log    string
 	}{
-		{"no client certificate", &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13}},
-		{"certificate of another CA", &tls.Config{Certificates: []tls.Certificate{other.cert(t, 2)}, RootCAs: ca.pool, MinVersion: tls.VersionTLS13}},
-		{"no TLS", nil},
+		{"no client certificate", &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS13}, "TLS handshake failed"},
+		{"certificate of another CA", &tls.Config{Certificates: []tls.Certificate{other.cert(t, 2)}, RootCAs: ca.pool, MinVersion: tls.VersionTLS13}, "TLS handshake failed"},
+		{"another node's certificate", ca.client(t, 3), "peer's certificate refused"},
+		{"no TLS", nil, "TLS handshake failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before, logged := c.nodes[1].tr.Stats(), strings.Count(c.logs.String(), "TLS handshake failed")
+			before, logged := c.nodes[1].tr.Stats(), strings.Count(c.logs.String(), tc.log)
 			tr, err := tcptransport.New(tcptransport.Config{Node: 2, ClusterID: "test", ClientTLS: tc.client,
 				Peers: map[multiraft.NodeID]string{1: c.nodes[1].addr}, Logger: c.log})
 			if err != nil {
@@ -114,8 +129,8 @@ func TestMutualTLS(t *testing.T) {
 			waitFor(t, 5*time.Second, "the listener refuses the dialler", func() bool {
 				return c.nodes[1].tr.Stats().Refused > before.Refused
 			})
-			if strings.Count(c.logs.String(), "TLS handshake failed") == logged {
-				t.Fatal("no log line for the refused TLS handshake")
+			if strings.Count(c.logs.String(), tc.log) == logged {
+				t.Fatalf("no log line %q for the refusal", tc.log)
 			}
 			if st := tr.Stats(); st.BatchesSent != 0 || st.DialFailures == 0 {
 				t.Fatalf("refused dialler: %+v", st)

@@ -30,6 +30,12 @@ type Config struct {
 	// each node's certificate and the cluster CA. A ClientTLS with no ServerName verifies
 	// the peer's certificate against the host part of its address.
 	ServerTLS, ClientTLS *tls.Config
+	// VerifyPeer, when set, is asked about every TLS connection once the handshake named
+	// the node at the other end (the dialler's claim on the listening side, the node
+	// dialled on the other): an error refuses it. It is where a node's certificate is
+	// bound to its node id (say, CN node-N), so a node of the cluster cannot speak as
+	// another; without it any certificate the CA signed may claim any peer id.
+	VerifyPeer func(id multiraft.NodeID, cs tls.ConnectionState) error
 	Logger               *slog.Logger // (slog.Default())
 
 	QueueBatches int // batches waiting per peer before Send drops (1024)

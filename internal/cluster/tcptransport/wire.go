@@ -38,6 +38,7 @@ const (
 	WrongNode       Code = 2 // the dialer meant to reach another node id at this address
 	UnknownPeer     Code = 3 // the dialer's node id is not one of the listener's peers
 	VersionMismatch Code = 4 // the listener does not speak the dialer's protocol version
+	NotAuthorized   Code = 5 // the dialler's certificate does not vouch for the node id it claims
 )
 
 func (c Code) String() string {
@@ -52,6 +53,8 @@ func (c Code) String() string {
 		return "unknown peer"
 	case VersionMismatch:
 		return "protocol version mismatch"
+	case NotAuthorized:
+		return "certificate does not match the node id"
 	}
 	return fmt.Sprintf("code %d", uint8(c))
 }
