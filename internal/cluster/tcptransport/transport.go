@@ -36,7 +36,7 @@ type Config struct {
 	// bound to its node id (say, CN node-N), so a node of the cluster cannot speak as
 	// another; without it any certificate the CA signed may claim any peer id.
 	VerifyPeer func(id multiraft.NodeID, cs tls.ConnectionState) error
-	Logger               *slog.Logger // (slog.Default())
+	Logger     *slog.Logger // (slog.Default())
 
 	QueueBatches int // batches waiting per peer before Send drops (1024)
 	QueueBytes   int // their estimated size, likewise (64 MiB)
