@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -177,7 +178,8 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 	t := p.t
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout+t.cfg.HandshakeTimeout)
 	defer cancel()
-	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 15 * time.Second}
+	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 15 * time.Second,
+		Control: func(_, _ string, c syscall.RawConn) error { return limitUnacked(c, t.cfg.WriteTimeout) }}
 	raw, err = d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, nil, err
