@@ -183,7 +183,7 @@ func TestCoalescing(t *testing.T) {
 	big.Messages[0].Msg = raftpb.Message{Type: raftpb.MsgApp, From: 1, To: 2,
 		Entries: []raftpb.Entry{{Data: bytes.Repeat([]byte{1}, 16<<20)}}} // more than the socket buffers hold
 	tr.Send(big)
-	p := tr.peers[2]
+	p := tr.peer(2)
 	for { // wait until the writer took it: it is now blocked writing it
 		p.mu.Lock()
 		n := len(p.queue)
@@ -214,5 +214,53 @@ func TestCoalescing(t *testing.T) {
 	}
 	if st := tr.Stats(); st.Writes != 2 || st.BatchesSent != 101 || st.FramesSent != 2 {
 		t.Fatalf("%+v: want 101 batches in 2 writes and 2 frames", st)
+	}
+}
+
+// TestSetPeer: a node added later is sent to once SetPeer names it, a node that moves is
+// followed to its new address, and a removed node is neither sent to nor accepted from.
+func TestSetPeer(t *testing.T) {
+	b1, addr1, rec1, _ := serving(t, Config{Node: 2, Peers: map[multiraft.NodeID]string{1: "127.0.0.1:1"}})
+	_, addr2, rec2, _ := serving(t, Config{Node: 2, Peers: map[multiraft.NodeID]string{1: "127.0.0.1:1"}})
+	tr, _, _, _ := serving(t, Config{Node: 1, Peers: map[multiraft.NodeID]string{}})
+	tr.Send(beatTo(2, 1))
+	if st := tr.Stats(); st.Dropped != 1 {
+		t.Fatalf("a batch to a node that is not a peer yet: %+v", st)
+	}
+	if err := tr.SetPeer(2, addr1); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, tr, rec1, 2, 5*time.Second)
+	if err := tr.SetPeer(2, addr2); err != nil { // node 2 moved
+		t.Fatal(err)
+	}
+	deliver(t, tr, rec2, 3, 5*time.Second)
+	if err := tr.SetPeer(1, "x"); err == nil {
+		t.Fatal("SetPeer accepted this node's own id")
+	}
+
+	// The listener side: node 2 (first address) forgets node 1, whose dial is refused.
+	if err := tr.SetPeer(2, addr1); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, tr, rec1, 4, 5*time.Second)
+	b1.RemovePeer(1)
+	refused := b1.Stats().Refused
+	deadline := time.Now().Add(5 * time.Second)
+	for b1.Stats().Refused == refused {
+		if time.Now().After(deadline) {
+			t.Fatalf("node 1 still accepted after RemovePeer: %+v", b1.Stats())
+		}
+		tr.Send(beatTo(2, 5))
+		time.Sleep(5 * time.Millisecond)
+	}
+	if hasTerm(rec1, 5) {
+		t.Fatal("a batch from a removed peer was delivered")
+	}
+	tr.RemovePeer(2)
+	dropped := tr.Stats().Dropped
+	tr.Send(beatTo(2, 6))
+	if tr.Stats().Dropped != dropped+1 {
+		t.Fatal("a batch to a removed peer was not dropped")
 	}
 }

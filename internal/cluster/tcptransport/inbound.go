@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -72,10 +73,7 @@ func (t *Transport) serveConn(c net.Conn, r Receiver) {
 }
 
 // connEnded logs why an inbound connection ended, loudly for what a healthy peer never does.
-func (t *Transport) connEnded(log interface {
-	Warn(string, ...any)
-	Info(string, ...any)
-}, err error) {
+func (t *Transport) connEnded(log *slog.Logger, err error) {
 	var fe *FrameError
 	var ne net.Error
 	switch {
@@ -133,6 +131,10 @@ func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Co
 	}
 	_ = c.SetDeadline(time.Time{})
 	t.mu.Lock()
+	if t.peer(h.From) == nil { // removed since judged: RemovePeer holds mu to close inbound
+		t.mu.Unlock()
+		return 0, nil, false
+	}
 	old := t.inbound[h.From]
 	t.inbound[h.From] = raw
 	t.mu.Unlock()
@@ -152,7 +154,7 @@ func (t *Transport) judge(h hello) Code {
 		return WrongCluster
 	case h.To != t.cfg.Node:
 		return WrongNode
-	case t.peers[h.From] == nil:
+	case t.peer(h.From) == nil:
 		return UnknownPeer
 	}
 	return Accepted

@@ -18,14 +18,17 @@ import (
 // goroutine (run) that owns the connection, dials it when there is something to send,
 // and writes everything queued since its last write in one go.
 type peer struct {
-	t    *Transport
-	id   multiraft.NodeID
-	addr string
-	wake chan struct{} // the queue went from empty to not empty
+	t      *Transport
+	id     multiraft.NodeID
+	addr   string
+	ctx    context.Context // ends with the transport, or when the peer is removed or moved
+	cancel context.CancelFunc
+	wake   chan struct{} // the queue went from empty to not empty
 
-	mu     sync.Mutex // guards queue and queued
+	mu     sync.Mutex // guards queue, queued and live
 	queue  []multiraft.Batch
-	queued int // estimated bytes in queue
+	queued int      // estimated bytes in queue
+	live   net.Conn // raw, from the dial on: what stop closes to cut a write or handshake short
 
 	// Owned by run.
 	conn      net.Conn      // what frames are written to (TLS, or raw)
@@ -71,11 +74,11 @@ func (p *peer) run() {
 	for {
 		select {
 		case <-p.wake:
-		case <-p.t.ctx.Done():
+		case <-p.ctx.Done():
 			return
 		}
 		for batches := p.take(); len(batches) > 0; batches = p.take() {
-			if p.t.ctx.Err() != nil {
+			if p.ctx.Err() != nil {
 				return
 			}
 			buf = p.write(buf[:0], batches)
@@ -122,7 +125,7 @@ func (p *peer) write(buf []byte, batches []multiraft.Batch) []byte {
 	_ = p.conn.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
 	if _, err := p.conn.Write(buf); err != nil {
 		p.t.stats.dropped.Add(uint64(len(batches)))
-		if p.t.ctx.Err() == nil {
+		if p.ctx.Err() == nil {
 			p.t.log.Warn("cluster transport: write to peer failed; reconnecting",
 				"peer", uint64(p.id), "addr", p.addr, "err", err)
 		}
@@ -148,7 +151,7 @@ func (p *peer) connect() bool {
 	if err != nil {
 		p.failures++
 		p.t.stats.dialFailures.Add(1)
-		if p.t.ctx.Err() == nil && !p.warned {
+		if p.ctx.Err() == nil && !p.warned {
 			p.warned = true // once per outage, not once per attempt
 			p.t.log.Warn("cluster transport: cannot reach peer; retrying with backoff",
 				"peer", uint64(p.id), "addr", p.addr, "err", err)
@@ -176,7 +179,7 @@ func (p *peer) connect() bool {
 // close_notify alert, which can wait out a deadline on a peer that stopped reading.
 func (p *peer) dial() (conn, raw net.Conn, err error) {
 	t := p.t
-	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout+t.cfg.HandshakeTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, t.cfg.DialTimeout+t.cfg.HandshakeTimeout)
 	defer cancel()
 	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 15 * time.Second,
 		Control: func(_, _ string, c syscall.RawConn) error { return limitUnacked(c, t.cfg.WriteTimeout) }}
@@ -184,7 +187,8 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if !t.track(raw) { // tracked from now on, so Close cuts a handshake short
+	if !t.track(raw) || !p.setLive(raw) { // from now on Close (or stop) cuts a handshake short
+		t.untrack(raw)
 		return nil, nil, net.ErrClosed
 	}
 	conn = raw
@@ -196,19 +200,19 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 		}
 		tc := tls.Client(raw, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			t.untrack(raw)
+			p.dropLive(raw)
 			return nil, nil, fmt.Errorf("tls: %w", err)
 		}
 		conn = tc
 		if t.cfg.VerifyPeer != nil {
 			if err := t.cfg.VerifyPeer(p.id, tc.ConnectionState()); err != nil {
-				t.untrack(raw)
+				p.dropLive(raw)
 				return nil, nil, fmt.Errorf("peer's certificate refused: %w", err)
 			}
 		}
 	}
 	if err := p.handshake(conn); err != nil {
-		t.untrack(raw)
+		p.dropLive(raw)
 		return nil, nil, err
 	}
 	return conn, raw, nil
@@ -255,6 +259,7 @@ func (p *peer) closeConn() {
 		p.t.untrack(p.raw)
 		p.conn, p.raw = nil, nil
 	}
+	p.setLive(nil)
 }
 
 // backoff is BackoffMin × 2^(failures-1) capped at BackoffMax, jittered to [½, 1] of it, so
@@ -274,7 +279,38 @@ func (p *peer) sleep(d time.Duration) bool {
 	select {
 	case <-tm.C:
 		return true
-	case <-p.t.ctx.Done():
+	case <-p.ctx.Done():
 		return false
 	}
+}
+
+// setLive records c (nil: none) as the peer's connection for stop to close; it reports
+// false once the peer is stopped.
+func (p *peer) setLive(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil && c != nil {
+		return false
+	}
+	p.live = c
+	return true
+}
+
+func (p *peer) dropLive(raw net.Conn) {
+	p.setLive(nil)
+	p.t.untrack(raw)
+}
+
+// stop ends the peer's writer: queued batches are lost, and a dial, handshake or write in
+// flight is cut short by closing its connection.
+func (p *peer) stop() {
+	p.mu.Lock()
+	p.cancel()
+	if p.live != nil {
+		_ = p.live.Close()
+	}
+	dropped := len(p.queue)
+	p.queue, p.queued = nil, 0
+	p.mu.Unlock()
+	p.t.stats.dropped.Add(uint64(dropped))
 }

@@ -19,7 +19,7 @@ func TestDialLimitsUnackedTime(t *testing.T) {
 	for tr.Stats().BatchesSent == 0 { // the writer set raw before it counted the batch
 		time.Sleep(time.Millisecond)
 	}
-	rc, err := tr.peers[2].raw.(*net.TCPConn).SyscallConn()
+	rc, err := tr.peer(2).raw.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -89,7 +91,9 @@ type Transport struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
-	peers map[multiraft.NodeID]*peer // fixed after New
+	// peers is replaced, never changed, under mu (SetPeer, RemovePeer), so Send reads it
+	// without a lock.
+	peers atomic.Pointer[map[multiraft.NodeID]*peer]
 	stats counters
 
 	mu      sync.Mutex // guards everything below
@@ -110,24 +114,77 @@ func New(cfg Config) (*Transport, error) {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.Node)), ctx: ctx, stop: cancel,
-		peers: map[multiraft.NodeID]*peer{}, inbound: map[multiraft.NodeID]net.Conn{}, conns: map[net.Conn]struct{}{}}
+		inbound: map[multiraft.NodeID]net.Conn{}, conns: map[net.Conn]struct{}{}}
+	peers := map[multiraft.NodeID]*peer{}
 	for id, addr := range cfg.Peers {
 		if id == 0 || id == cfg.Node {
 			cancel()
 			return nil, fmt.Errorf("tcptransport: peer id %d is 0 or this node", id)
 		}
-		p := &peer{t: t, id: id, addr: addr, wake: make(chan struct{}, 1)}
-		t.peers[id] = p
-		t.wg.Add(1)
-		go p.run()
+		peers[id] = t.startPeer(id, addr)
 	}
+	t.peers.Store(&peers)
 	return t, nil
+}
+
+func (t *Transport) startPeer(id multiraft.NodeID, addr string) *peer {
+	ctx, cancel := context.WithCancel(t.ctx)
+	p := &peer{t: t, id: id, addr: addr, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	t.wg.Add(1)
+	go p.run()
+	return p
+}
+
+func (t *Transport) peer(id multiraft.NodeID) *peer { return (*t.peers.Load())[id] }
+
+// SetPeer makes node id a peer at addr (a node added to the cluster), or moves it there
+// (its connection to the old address is closed, and batches queued for it are lost). From
+// then on batches to it are sent and its connections accepted.
+func (t *Transport) SetPeer(id multiraft.NodeID, addr string) error {
+	if id == 0 || id == t.cfg.Node {
+		return fmt.Errorf("tcptransport: peer id %d is 0 or this node", id)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return net.ErrClosed
+	}
+	old := *t.peers.Load()
+	if p := old[id]; p != nil {
+		if p.addr == addr {
+			return nil
+		}
+		p.stop()
+	}
+	peers := maps.Clone(old)
+	peers[id] = t.startPeer(id, addr)
+	t.peers.Store(&peers)
+	return nil
+}
+
+// RemovePeer stops treating node id as a peer (a node removed from the cluster): batches
+// to it are dropped, its connections closed, and new ones from it refused.
+func (t *Transport) RemovePeer(id multiraft.NodeID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.peers.Load()
+	p := old[id]
+	if p == nil {
+		return
+	}
+	p.stop()
+	peers := maps.Clone(old)
+	delete(peers, id)
+	t.peers.Store(&peers)
+	if c := t.inbound[id]; c != nil {
+		_ = c.Close()
+	}
 }
 
 // Send queues b for its destination and returns at once; it drops b (and counts it) if
 // the destination is not a peer or its queue is full. It never blocks on the network.
 func (t *Transport) Send(b multiraft.Batch) {
-	p := t.peers[b.To]
+	p := t.peer(b.To)
 	if p == nil || b.From != t.cfg.Node {
 		t.stats.dropped.Add(1)
 		return
