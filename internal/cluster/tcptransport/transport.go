@@ -86,11 +86,11 @@ func (c *Config) defaults() {
 
 // Transport is the TCP transport of one node.
 type Transport struct {
-	cfg   Config
-	log   *slog.Logger
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	cfg  Config
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 	// peers is replaced, never changed, under mu (SetPeer, RemovePeer), so Send reads it
 	// without a lock.
 	peers atomic.Pointer[map[multiraft.NodeID]*peer]
