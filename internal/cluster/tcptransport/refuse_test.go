@@ -207,6 +207,9 @@ func TestDiallerRefused(t *testing.T) {
 			dialler, _, _, logs := serving(t, Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: addr}})
 			dialler.Send(multiraft.Batch{From: 1, To: 2})
 			waitLog(t, logs, "refused by peer: "+tc.log)
+			for deadline := time.Now().Add(5 * time.Second); dialler.Stats().Dropped == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond) // the batch is counted dropped just after the log line
+			}
 			if st := dialler.Stats(); st.DialFailures == 0 || st.BatchesSent != 0 || st.Dropped != 1 {
 				t.Fatalf("dialler stats %+v", st)
 			}

@@ -25,7 +25,7 @@ type Config struct {
 	Node      multiraft.NodeID // this node; never 0
 	ClusterID string           // every node of the cluster has the same; 1..64 bytes
 	// Peers maps every other node to the address it is dialled at. They are also the only
-	// nodes whose connections are accepted.
+	// nodes whose connections are accepted. SetPeer and RemovePeer change them later.
 	Peers map[multiraft.NodeID]string
 	// ServerTLS, when set, wraps every accepted connection in TLS; ClientTLS every dialled
 	// one. Mutual TLS between nodes is both, with ClientAuth RequireAndVerifyClientCert and
