@@ -45,6 +45,8 @@ func (p *peer) enqueue(b multiraft.Batch) {
 		size += b.Messages[i].Msg.Size() + 12
 	}
 	p.mu.Lock()
+	// The byte bound spares an empty queue, so one batch larger than QueueBytes (a big
+	// snapshot) still goes; MaxFrame is what bounds a single message.
 	if len(p.queue) >= p.t.cfg.QueueBatches || (len(p.queue) > 0 && p.queued+size > p.t.cfg.QueueBytes) {
 		p.mu.Unlock()
 		p.t.stats.dropped.Add(1)
