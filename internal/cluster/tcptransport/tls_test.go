@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // pki is a CA and node certificates made by openssl in a temporary directory, as an
@@ -37,7 +38,7 @@ func openssl(t *testing.T, dir string, args ...string) {
 func newPKI(t *testing.T, name string, nodes int) *pki {
 	t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Fatal("openssl is not installed (apt-get install openssl): the TLS test makes its certificates with it")
+		testproc.Missing(t, "openssl is not installed: the TLS test makes its certificates with it")
 	}
 	dir := t.TempDir()
 	ec := []string{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"}
