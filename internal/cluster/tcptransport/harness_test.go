@@ -247,6 +247,15 @@ func (c *cluster) isolate(id multiraft.NodeID, m faultproxy.Mode) {
 	}
 }
 
+// isolateInbound puts only the links into id in mode m: id still reaches the others.
+func (c *cluster) isolateInbound(id multiraft.NodeID, m faultproxy.Mode) {
+	for k, p := range c.proxies {
+		if k[1] == id {
+			p.Set(m)
+		}
+	}
+}
+
 func (c *cluster) groupIDs() []multiraft.GroupID {
 	var gs []multiraft.GroupID
 	for g := 1; g <= c.o.groups; g++ {
