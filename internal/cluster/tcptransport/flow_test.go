@@ -2,6 +2,7 @@ package tcptransport
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"net"
 	"testing"
@@ -263,4 +264,72 @@ func TestSetPeer(t *testing.T) {
 	if tr.Stats().Dropped != dropped+1 {
 		t.Fatal("a batch to a removed peer was not dropped")
 	}
+}
+
+// TestSlowReaderNotCut: the write deadline measures progress: a write much larger than
+// the peer reads in one WriteTimeout still goes through while the peer keeps reading (it
+// was cut when one deadline covered the whole write).
+func TestSlowReaderNotCut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() { // a peer that reads about 6 MB/s
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		if _, err := readHello(c); err != nil {
+			done <- err
+			return
+		}
+		_, _ = c.Write(appendHello(nil, hello{Version: version, Cluster: "c1", From: 2, To: 1}))
+		slow := &throttled{r: c, chunk: 64 << 10, every: 10 * time.Millisecond}
+		buf, err := readFrame(slow, nil, 64<<20)
+		if err == nil {
+			_, err = decodePayload(buf)
+		}
+		done <- err
+	}()
+	logs := &logBuf{}
+	tr, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: ln.Addr().String()},
+		WriteTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	big := beatTo(2, 0)
+	big.Messages[0].Msg = raftpb.Message{Type: raftpb.MsgApp, From: 1, To: 2,
+		// About 2.5 s at 6 MB/s, more than a second beyond what the socket buffers hold; a
+		// writer blocked on a full send buffer is woken once half of it drained (Linux), so
+		// progress comes in steps of about 2 MiB, 0.3 s apart here.
+		Entries: []raftpb.Entry{{Data: bytes.Repeat([]byte{1}, 16<<20)}}}
+	tr.Send(big)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the slow peer got %v; %+v; dialler log:\n%s", err, tr.Stats(), logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the frame never arrived")
+	}
+	if st := tr.Stats(); st.Dropped != 0 || st.BatchesSent != 1 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+// throttled reads at most chunk bytes per every.
+type throttled struct {
+	r     io.Reader
+	chunk int
+	every time.Duration
+}
+
+func (t *throttled) Read(p []byte) (int, error) {
+	time.Sleep(t.every)
+	return t.r.Read(p[:min(len(p), t.chunk)])
 }

@@ -78,6 +78,10 @@ func (t *Transport) connEnded(log *slog.Logger, err error) {
 	var ne net.Error
 	switch {
 	case t.ctx.Err() != nil:
+	case errors.As(err, &fe) && fe.torn:
+		// The peer's side went away mid-frame (it crashed, or cut a write that missed its
+		// deadline): a lost connection, not a bad peer.
+		log.Info("cluster transport: connection from peer ended mid-frame", "err", err)
 	case errors.As(err, &fe):
 		t.stats.badFrames.Add(1)
 		log.Warn("cluster transport: closing connection from peer", "err", err)

@@ -124,8 +124,7 @@ func (p *peer) write(buf []byte, batches []multiraft.Batch) []byte {
 		p.t.log.Warn("cluster transport: dropped messages larger than the frame limit",
 			"peer", uint64(p.id), "messages", dropped, "max_frame", p.t.cfg.MaxFrame)
 	}
-	_ = p.conn.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
-	if _, err := p.conn.Write(buf); err != nil {
+	if err := p.writeAll(buf); err != nil {
 		p.t.stats.dropped.Add(uint64(len(batches)))
 		if p.ctx.Err() == nil {
 			p.t.log.Warn("cluster transport: write to peer failed; reconnecting",
@@ -141,6 +140,24 @@ func (p *peer) write(buf []byte, batches []multiraft.Batch) []byte {
 	s.framesSent.Add(uint64(frames))
 	s.bytesSent.Add(uint64(len(buf)))
 	return buf
+}
+
+// writeChunk is how much of a write must go through within one WriteTimeout: the deadline
+// measures progress, not the whole write, so a large coalesced write (up to QueueBytes) to a
+// slow but reading peer is not cut, while a peer that stops reading is cut within one
+// WriteTimeout. Small writes, the usual case, are still one write call.
+const writeChunk = 64 << 10
+
+func (p *peer) writeAll(buf []byte) error {
+	for len(buf) > 0 {
+		n := min(len(buf), writeChunk)
+		_ = p.conn.SetWriteDeadline(time.Now().Add(p.t.cfg.WriteTimeout))
+		if _, err := p.conn.Write(buf[:n]); err != nil {
+			return err
+		}
+		buf = buf[n:]
+	}
+	return nil
 }
 
 // connect dials the peer (after the backoff its failures so far call for) and shakes hands.
@@ -171,7 +188,9 @@ func (p *peer) connect() bool {
 	p.t.wg.Add(1)
 	go func(dead chan struct{}) {
 		defer p.t.wg.Done()
-		watch(conn, raw, dead)
+		if err := watch(conn, raw, dead); p.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			p.t.log.Info("cluster transport: connection to peer ended", "peer", uint64(p.id), "addr", p.addr, "err", err)
+		}
 	}(p.dead)
 	return true
 }
@@ -184,7 +203,7 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 	ctx, cancel := context.WithTimeout(p.ctx, t.cfg.DialTimeout+t.cfg.HandshakeTimeout)
 	defer cancel()
 	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 15 * time.Second,
-		Control: func(_, _ string, c syscall.RawConn) error { return limitUnacked(c, t.cfg.WriteTimeout) }}
+		Control: func(_, _ string, c syscall.RawConn) error { return limitUnacked(c, t.cfg.UnackedTimeout) }}
 	raw, err = d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, nil, err
@@ -249,11 +268,15 @@ func (p *peer) handshake(conn net.Conn) error {
 // watch reads the outbound connection, on which the peer never sends anything after its
 // hello: it returns, and closes dead, when the peer closes or resets the connection, so the
 // writer reconnects before its next write instead of losing that write.
-func watch(conn, raw net.Conn, dead chan struct{}) {
+func watch(conn, raw net.Conn, dead chan struct{}) error {
 	var b [1]byte
-	_, _ = conn.Read(b[:]) // data, EOF or error: the connection is over either way
+	_, err := conn.Read(b[:]) // data, EOF or error: the connection is over either way
 	_ = raw.Close()
 	close(dead)
+	if err == nil {
+		err = errors.New("the peer sent data after its handshake")
+	}
+	return err
 }
 
 func (p *peer) closeConn() {

@@ -10,7 +10,7 @@ import (
 const tcpUserTimeout = 0x12
 
 // limitUnacked makes the kernel give up on a connection whose sent data stays
-// unacknowledged for longer than d. Without it, a peer that vanished without a reset (a
+// unacknowledged (or whose window stays shut) for longer than d. Without it, a peer that vanished without a reset (a
 // power cut, a pulled cable) swallows our writes into the socket buffer while TCP
 // retransmits for many minutes, and when it comes back we would not notice until a
 // retransmission, backing off to two minutes apart, drew its reset.

@@ -9,11 +9,11 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
 
-// TestDialLimitsUnackedTime: a dialled connection carries TCP_USER_TIMEOUT = WriteTimeout,
+// TestDialLimitsUnackedTime: a dialled connection carries TCP_USER_TIMEOUT = UnackedTimeout,
 // so a peer that vanished without a reset is given up on within it.
 func TestDialLimitsUnackedTime(t *testing.T) {
 	_, addr, rec, _ := serving(t, Config{Node: 2, Peers: map[multiraft.NodeID]string{1: "127.0.0.1:1"}})
-	tr, _, _, _ := serving(t, Config{Node: 1, Peers: map[multiraft.NodeID]string{2: addr}, WriteTimeout: 1234 * time.Millisecond})
+	tr, _, _, _ := serving(t, Config{Node: 1, Peers: map[multiraft.NodeID]string{2: addr}, UnackedTimeout: 1234 * time.Millisecond})
 	tr.Send(beatTo(2, 1))
 	<-rec.got
 	for tr.Stats().BatchesSent == 0 { // the writer set raw before it counted the batch

@@ -9,7 +9,7 @@ type Stats struct {
 	BatchesSent  uint64 // batches written to a peer's connection
 	MessagesSent uint64
 	FramesSent   uint64
-	Writes       uint64 // write calls: BatchesSent/Writes is the coalescing
+	Writes       uint64 // coalesced writes (a large one goes in 64 KiB pieces): BatchesSent/Writes is the coalescing
 	BytesSent    uint64 // frame bytes written (handshakes not counted)
 	// Dropped counts batches lost on this side: a full queue, an unknown peer, a peer that
 	// could not be reached, or a write that failed. DroppedMessages counts messages left
@@ -25,7 +25,7 @@ type Stats struct {
 	MessagesReceived uint64
 	BytesReceived    uint64 // frame bytes read
 	Refused          uint64 // inbound connections refused at the handshake
-	BadFrames        uint64 // inbound connections closed for an oversized, torn or garbage frame
+	BadFrames        uint64 // inbound connections closed for an oversized, corrupt or undecodable frame
 }
 
 type counters struct {

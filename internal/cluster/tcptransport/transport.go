@@ -47,6 +47,12 @@ type Config struct {
 	DialTimeout      time.Duration // one connection attempt (2s)
 	HandshakeTimeout time.Duration // TLS and hello, each way (5s)
 	WriteTimeout     time.Duration // one write: a peer that stops reading is cut after it (5s)
+	// UnackedTimeout is how long data sent to a peer may stay unacknowledged, or its
+	// window shut, before the kernel gives up on the connection (30s; TCP_USER_TIMEOUT, Linux
+	// only). Without it a peer that vanished without a reset is noticed after TCP's
+	// retransmission minutes. It must leave a slow but live peer time to drain the socket
+	// buffers, so it is much longer than WriteTimeout.
+	UnackedTimeout time.Duration
 	// IdleTimeout closes an inbound connection that carried nothing for this long (10s). It
 	// must be longer than the host's liveness beat (LivenessTicks × the tick), which every
 	// live peer sends whatever its groups do.
@@ -74,6 +80,7 @@ func (c *Config) defaults() {
 	defDur(&c.HandshakeTimeout, 5*time.Second)
 	defDur(&c.WriteTimeout, 5*time.Second)
 	defDur(&c.IdleTimeout, 10*time.Second)
+	defDur(&c.UnackedTimeout, 30*time.Second)
 	defDur(&c.BackoffMin, 50*time.Millisecond)
 	defDur(&c.BackoffMax, time.Second)
 	if c.BackoffMax < c.BackoffMin {

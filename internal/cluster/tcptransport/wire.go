@@ -128,7 +128,10 @@ func parseHello(b []byte) (hello, error) {
 
 // FrameError is a frame that closed its connection: oversized, torn, failing its checksum
 // or not decoding.
-type FrameError struct{ Reason string }
+type FrameError struct {
+	Reason string
+	torn   bool // the stream ended inside the frame
+}
 
 func (e *FrameError) Error() string { return "bad frame: " + e.Reason }
 
@@ -210,7 +213,7 @@ func readFrame(r io.Reader, buf []byte, maxFrame int) ([]byte, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return buf, frameErr("torn: %v", err)
+			return buf, &FrameError{Reason: fmt.Sprintf("torn: %v", err), torn: true}
 		}
 		rem -= chunk
 	}
