@@ -46,7 +46,7 @@ type Config struct {
 
 	DialTimeout      time.Duration // one connection attempt (2s)
 	HandshakeTimeout time.Duration // TLS and hello, each way (5s)
-	WriteTimeout     time.Duration // one write: a peer that stops reading is cut after it (5s)
+	WriteTimeout     time.Duration // each 64 KiB of a write: a peer that stops reading is cut after it (5s)
 	// UnackedTimeout is how long data sent to a peer may stay unacknowledged, or its
 	// window shut, before the kernel gives up on the connection (30s; TCP_USER_TIMEOUT, Linux
 	// only). Without it a peer that vanished without a reset is noticed after TCP's
