@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
 	"github.com/sluice-mq/sluice/internal/testproc"
+	"github.com/sluice-mq/sluice/internal/tlsconf"
 )
 
 // pki is a CA and node certificates made by openssl in a temporary directory, as an
@@ -85,12 +86,14 @@ func (p *pki) client(t testing.TB, id multiraft.NodeID) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{p.cert(t, id)}, RootCAs: p.pool, MinVersion: tls.VersionTLS13}
 }
 
-// nodeCN binds a certificate to a node id: its common name must be node-N.
+// nodeCN binds a certificate to a node id: the principal of its verified chain (the one
+// function the API and Kafka use too) must be node-N.
 func nodeCN(id multiraft.NodeID, cs tls.ConnectionState) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("no certificate")
+	cn, ok := tlsconf.Principal(&cs)
+	if !ok {
+		return errors.New("no verified certificate")
 	}
-	if cn, want := cs.PeerCertificates[0].Subject.CommonName, fmt.Sprintf("node-%d", id); cn != want {
+	if want := fmt.Sprintf("node-%d", id); cn != want {
 		return fmt.Errorf("certificate of %q, not %q", cn, want)
 	}
 	return nil
