@@ -91,7 +91,11 @@ func TestDependencyDirection(t *testing.T) {
 		"client":           {mod + "internal/"},
 		// Raft storage: below the broker, beside storage; it decides no
 		// Raft logic and knows no state machine.
-		"internal/cluster/raftstore": append([]string{mod + "internal/broker", mod + "internal/queue", mod + "internal/group", mod + "internal/journal", "net/http"}, above...),
+		"internal/cluster/raftstore": append([]string{mod + "internal/broker", mod + "internal/queue", mod + "internal/group", mod + "internal/journal", "net/http",
+			mod + "internal/cluster/multiraft", mod + "internal/cluster/engine"}, above...),
+		// The host defines its storage interfaces and never depends on a concrete storage:
+		// internal/cluster/engine, above both, is where the host meets raftstore.
+		"internal/cluster/multiraft": {mod + "internal/cluster/raftstore", mod + "internal/cluster/engine", mod + "internal/storage"},
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/",

@@ -58,7 +58,7 @@ func (r *recorder) entries() []multiraft.Entry {
 type tnode struct {
 	id     multiraft.NodeID
 	host   *multiraft.Host
-	eng    *multiraft.MemEngine
+	disk   disk
 	sms    map[multiraft.GroupID]*recorder
 	groups []multiraft.GroupID // hosted, to reopen on restart
 	up     bool
@@ -82,13 +82,18 @@ type cluster struct {
 	ticks uint64
 	// noChecks skips the per-round leader check (benchmarks measure the hosts alone).
 	noChecks  bool
-	syncKills int // nodes stopped by an injected sync failure
+	syncKills int // nodes stopped by an injected sync failure or a disk cut mid-round
 
 	leaders map[multiraft.GroupID]map[uint64]multiraft.NodeID // term -> the leader seen
 	acked   map[multiraft.GroupID]map[uint64]ack              // index -> what was acknowledged
 }
 
 func newCluster(t testing.TB, seed int64, n int, cfg multiraft.Config) *cluster {
+	return newClusterOn(t, seed, n, cfg, newMemDisk)
+}
+
+// newClusterOn is newCluster with every node's disk made by newDisk.
+func newClusterOn(t testing.TB, seed int64, n int, cfg multiraft.Config, newDisk func() disk) *cluster {
 	c := &cluster{t: t, net: memnet.New(seed), nodes: map[multiraft.NodeID]*tnode{}, cfg: cfg,
 		leaders: map[multiraft.GroupID]map[uint64]multiraft.NodeID{},
 		acked:   map[multiraft.GroupID]map[uint64]ack{}}
@@ -96,7 +101,7 @@ func newCluster(t testing.TB, seed int64, n int, cfg multiraft.Config) *cluster 
 		c.ids = append(c.ids, multiraft.NodeID(i))
 	}
 	for _, id := range c.ids {
-		c.nodes[id] = &tnode{id: id, eng: multiraft.NewMemEngine()}
+		c.nodes[id] = &tnode{id: id, disk: newDisk()}
 		c.start(id)
 	}
 	return c
@@ -105,7 +110,11 @@ func newCluster(t testing.TB, seed int64, n int, cfg multiraft.Config) *cluster 
 func (c *cluster) start(id multiraft.NodeID) {
 	nd := c.nodes[id]
 	cfg := c.cfg
-	cfg.Node, cfg.Engine, cfg.Transport = id, nd.eng, c.net.Transport(id)
+	eng, err := nd.disk.engine()
+	if err != nil {
+		c.t.Fatalf("n%d: open its disk: %v", id, err)
+	}
+	cfg.Node, cfg.Engine, cfg.Transport = id, eng, c.net.Transport(id)
 	cfg.Peers = c.ids
 	h, err := multiraft.New(cfg)
 	if err != nil {
@@ -128,6 +137,11 @@ func (c *cluster) createGroup(g multiraft.GroupID, on, voters []multiraft.NodeID
 		nd := c.nodes[id]
 		nd.sms[g] = &recorder{}
 		if err := nd.host.CreateGroup(g, voters, nd.sms[g]); err != nil {
+			if nd.disk.cut() { // the disk died under the creation: a power cut
+				delete(nd.sms, g)
+				c.kill(id)
+				continue
+			}
 			c.t.Fatalf("n%d: create group %d: %v", id, g, err)
 		}
 		nd.groups = append(nd.groups, g)
@@ -140,7 +154,7 @@ func (c *cluster) kill(id multiraft.NodeID) {
 	nd := c.nodes[id]
 	nd.host.Close()
 	c.net.Detach(id)
-	if err := nd.eng.Crash(); err != nil {
+	if err := nd.disk.crash(); err != nil {
 		c.t.Fatal(err)
 	}
 	nd.up = false
@@ -174,7 +188,7 @@ func (c *cluster) settle() {
 		moved := c.net.Deliver() > 0
 		for _, nd := range c.up() {
 			worked, err := nd.host.ProcessReady()
-			if errors.Is(err, multiraft.ErrInjectedSync) {
+			if errors.Is(err, multiraft.ErrInjectedSync) || nd.disk.cut() {
 				// a failed sync stops the node; it restarts from what was synced before
 				c.kill(nd.id)
 				c.syncKills++

@@ -26,24 +26,45 @@ import (
 func TestRandomizedSafety(t *testing.T) {
 	seeds, steps := envInt("SLUICE_RAFT_SEEDS", 20), envInt("SLUICE_RAFT_STEPS", 1000)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { runRandom(t, seed, steps, newMemDisk) })
+	}
+}
+
+// TestRandomizedSafetyOnDisk is TestRandomizedSafety with every node on the durable Raft
+// storage (raftstore through internal/cluster/engine) over a crashable in-memory file
+// system: a kill is a power cut that tears what was in flight (vfs.MemFS.CrashWithTornWrites)
+// and the node restarts through raftstore's recovery, and a "failed sync" is the disk dying
+// at a random write inside a round (a log append or fdatasync, the HardState log, a
+// snapshot, a compaction), after which the node is cut off and restarted from what its
+// disk kept.
+//
+// Short form: 20 schedules of 1000 steps (under a second). SLUICE_RAFT_DISK_SEEDS=N SLUICE_RAFT_STEPS=M for
+// the long form (say 100 and 3000).
+func TestRandomizedSafetyOnDisk(t *testing.T) {
+	seeds, steps := envInt("SLUICE_RAFT_DISK_SEEDS", 20), envInt("SLUICE_RAFT_STEPS", 1000)
+	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			r := &randomRun{t: t, rng: rand.New(rand.NewSource(seed))}
-			r.c = newCluster(t, seed, 5, multiraft.Config{SnapshotEntries: 16})
-			r.c.createGroup(1, r.c.ids, r.c.ids)
-			r.c.createGroup(2, r.c.ids[:3], r.c.ids[:3])
-			r.c.net.SetDefault(memnet.Faults{Drop: 0.03, Duplicate: 0.03, MaxDelay: 2})
-			for i := range steps {
-				r.step(i)
-			}
-			r.converge()
-			snaps := 0
-			for _, nd := range r.c.up() {
-				snaps += int(nd.host.Stats().SnapsTaken)
-			}
-			t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d failed syncs, %d partitions, %d of %d membership changes, %d snapshots restored since the last restarts; network %+v",
-				len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.c.syncKills, r.partitions, r.stage, len(stages), snaps, r.c.net.Stats())
+			runRandom(t, seed, steps, func() disk { return newStoreDisk(seed)() })
 		})
 	}
+}
+
+func runRandom(t *testing.T, seed int64, steps int, newDisk func() disk) {
+	r := &randomRun{t: t, rng: rand.New(rand.NewSource(seed))}
+	r.c = newClusterOn(t, seed, 5, multiraft.Config{SnapshotEntries: 16}, newDisk)
+	r.c.createGroup(1, r.c.ids, r.c.ids)
+	r.c.createGroup(2, r.c.ids[:3], r.c.ids[:3])
+	r.c.net.SetDefault(memnet.Faults{Drop: 0.03, Duplicate: 0.03, MaxDelay: 2})
+	for i := range steps {
+		r.step(i)
+	}
+	r.converge()
+	snaps := 0
+	for _, nd := range r.c.up() {
+		snaps += int(nd.host.Stats().SnapsTaken)
+	}
+	t.Logf("acknowledged %d+%d proposals, %d failed; %d kills, %d failed syncs, %d partitions, %d of %d membership changes, %d snapshots restored since the last restarts; network %+v",
+		len(r.c.acked[1]), len(r.c.acked[2]), r.failed, r.kills, r.c.syncKills, r.partitions, r.stage, len(stages), snaps, r.c.net.Stats())
 }
 
 func envInt(name string, def int) int {
@@ -82,7 +103,7 @@ func (r *randomRun) step(i int) {
 	case n < 46:
 		// a sync that fails mid-round: the node stops with the round's writes unsynced
 		if up := c.up(); len(up) >= len(c.ids)-1 {
-			up[r.rng.Intn(len(up))].eng.FailNextSync()
+			up[r.rng.Intn(len(up))].disk.armCut(r.rng.Intn(40))
 		}
 	case n < 50:
 		r.restart()
@@ -216,7 +237,7 @@ func (r *randomRun) converge() {
 	c.net.Heal()
 	c.net.SetDefault(memnet.Faults{})
 	for _, id := range c.ids {
-		c.nodes[id].eng.ClearSyncFailures()
+		c.nodes[id].disk.disarm()
 		if !c.nodes[id].up {
 			c.restart(id)
 		}

@@ -236,7 +236,7 @@ func TestFailedSyncStopsTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.nodes[1].eng.FailNextSync()
+	c.nodes[1].disk.armCut(0)
 	if _, err := h.ProcessReady(); !errors.Is(err, multiraft.ErrInjectedSync) {
 		t.Fatalf("round with a failing sync: %v", err)
 	}
