@@ -21,6 +21,9 @@ type group struct {
 	quiesced bool
 	idle     int // ticks since the last proposal, wake or entry
 	removed  bool
+	// blank: the replica has never held state (opened empty, with no voters) and no
+	// leader has sent it the log yet. It grants no vote (voting.go).
+	blank bool
 
 	pending map[uint64]*Proposal // by sequence, until applied or failed
 	byIndex map[uint64]*Proposal // by log index, once the proposal is in the log
@@ -40,6 +43,7 @@ type GroupStatus struct {
 	Applied  uint64
 	Quiesced bool
 	Removed  bool // this node was taken out of the group
+	Blank    bool // opened empty and not yet sent the log: it grants no vote (voting.go)
 	Voters   []NodeID
 	Learners []NodeID
 }
@@ -54,7 +58,7 @@ func (h *Host) Status(id GroupID) (GroupStatus, error) {
 	}
 	bs := g.rn.BasicStatus()
 	st := GroupStatus{Group: id, Leader: NodeID(bs.Lead), Role: bs.RaftState, Term: bs.Term,
-		Commit: bs.Commit, Applied: bs.Applied, Quiesced: g.quiesced, Removed: g.removed}
+		Commit: bs.Commit, Applied: bs.Applied, Quiesced: g.quiesced, Removed: g.removed, Blank: g.blank}
 	for _, v := range g.cs.Voters {
 		st.Voters = append(st.Voters, NodeID(v))
 	}

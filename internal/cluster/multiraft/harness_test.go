@@ -162,6 +162,15 @@ func (c *cluster) kill(id multiraft.NodeID) {
 
 func (c *cluster) restart(id multiraft.NodeID) { c.start(id) }
 
+// wipe kills a node and loses its disk: it restarts (restart) on an empty one, under its
+// old node ID, reopening its groups as a restart does (with no voters).
+func (c *cluster) wipe(id multiraft.NodeID) {
+	if c.nodes[id].up {
+		c.kill(id)
+	}
+	c.nodes[id].disk.wipe()
+}
+
 func (c *cluster) up() []*tnode {
 	var out []*tnode
 	for _, id := range c.ids {

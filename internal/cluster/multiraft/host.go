@@ -119,6 +119,12 @@ type Stats struct {
 	Wakes      uint64
 	SnapsSent  uint64 // snapshots handed to the transport (a follower too far behind the log)
 	SnapsTaken uint64 // snapshots received and restored
+	// VotesRefused counts vote and pre-vote requests dropped because the replica was
+	// blank (voting.go): a node restarted on an empty disk, or a replica not yet caught up.
+	VotesRefused uint64
+	// LostLogBeats counts heartbeats dropped because they commit past this replica's log
+	// (voting.go): its leader counts on entries this node no longer holds.
+	LostLogBeats uint64
 }
 
 // New returns a host with no groups.
@@ -161,7 +167,7 @@ func (h *Host) CreateGroup(id GroupID, voters []NodeID, sm StateMachine) error {
 	if err != nil {
 		return fmt.Errorf("multiraft: open group %d: %w", id, err)
 	}
-	snap, err := h.openStorage(id, st, voters)
+	snap, fresh, err := h.openStorage(id, st, voters)
 	if err != nil {
 		return err
 	}
@@ -174,30 +180,31 @@ func (h *Host) CreateGroup(id GroupID, voters []NodeID, sm StateMachine) error {
 	}
 	g := &group{id: id, rn: rn, store: st, sm: sm, cs: snap.Metadata.ConfState,
 		applied: snap.Metadata.Index, snapIndex: snap.Metadata.Index,
-		pending: map[uint64]*Proposal{}, byIndex: map[uint64]*Proposal{}}
+		pending: map[uint64]*Proposal{}, byIndex: map[uint64]*Proposal{},
+		blank: fresh && len(voters) == 0}
 	h.groups[id], h.active[id] = g, g
 	h.markDirty(g)
 	return nil
 }
 
 // openStorage bootstraps an empty group's storage with an initial snapshot (index 1, term
-// 1, the voters) and returns the storage's snapshot.
-func (h *Host) openStorage(id GroupID, st Storage, voters []NodeID) (raftpb.Snapshot, error) {
-	snap, err := st.Snapshot()
+// 1, the voters) and returns the storage's snapshot, and whether the storage was empty.
+func (h *Host) openStorage(id GroupID, st Storage, voters []NodeID) (snap raftpb.Snapshot, fresh bool, err error) {
+	snap, err = st.Snapshot()
 	if err != nil {
-		return snap, fmt.Errorf("multiraft: group %d: read snapshot: %w", id, err)
+		return snap, false, fmt.Errorf("multiraft: group %d: read snapshot: %w", id, err)
 	}
 	hs, _, err := st.InitialState()
 	if err != nil {
-		return snap, fmt.Errorf("multiraft: group %d: read state: %w", id, err)
+		return snap, false, fmt.Errorf("multiraft: group %d: read state: %w", id, err)
 	}
 	last, err := st.LastIndex()
 	if err != nil {
-		return snap, fmt.Errorf("multiraft: group %d: read last index: %w", id, err)
+		return snap, false, fmt.Errorf("multiraft: group %d: read last index: %w", id, err)
 	}
-	fresh := raft.IsEmptyHardState(hs) && raft.IsEmptySnap(snap) && last == 0
+	fresh = raft.IsEmptyHardState(hs) && raft.IsEmptySnap(snap) && last == 0
 	if !fresh || len(voters) == 0 {
-		return snap, nil
+		return snap, fresh, nil
 	}
 	cs := raftpb.ConfState{}
 	for _, v := range voters {
@@ -205,15 +212,15 @@ func (h *Host) openStorage(id GroupID, st Storage, voters []NodeID) (raftpb.Snap
 	}
 	snap = raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: 1, Term: 1, ConfState: cs}}
 	if err := st.ApplySnapshot(snap); err != nil {
-		return snap, fmt.Errorf("multiraft: group %d: bootstrap: %w", id, err)
+		return snap, true, fmt.Errorf("multiraft: group %d: bootstrap: %w", id, err)
 	}
 	if err := st.SetHardState(raftpb.HardState{Term: 1, Commit: 1}); err != nil {
-		return snap, fmt.Errorf("multiraft: group %d: bootstrap: %w", id, err)
+		return snap, true, fmt.Errorf("multiraft: group %d: bootstrap: %w", id, err)
 	}
 	if err := h.cfg.Engine.Sync([]Storage{st}); err != nil {
-		return snap, fmt.Errorf("multiraft: group %d: bootstrap sync: %w", id, err)
+		return snap, true, fmt.Errorf("multiraft: group %d: bootstrap sync: %w", id, err)
 	}
-	return snap, nil
+	return snap, true, nil
 }
 
 func (h *Host) raftConfig(st Storage, applied uint64) *raft.Config {
@@ -312,6 +319,13 @@ func (h *Host) Receive(b Batch) {
 			continue
 		}
 		if m.Quiesce && h.quiesceFollower(g, m.Msg) {
+			continue
+		}
+		if g.blank && refusedWhileBlank(m.Msg.Type) {
+			h.stats.VotesRefused++
+			continue
+		}
+		if h.commitPastLog(g, m.Msg) {
 			continue
 		}
 		h.wake(g)

@@ -63,6 +63,9 @@ func (h *Host) ProcessReady() (bool, error) {
 		if w.g.failed != nil {
 			continue // never advanced: it stops taking Readys here
 		}
+		if w.g.blank && (!raft.IsEmptySnap(w.rd.Snapshot) || len(w.rd.Entries) > 0) {
+			w.g.blank = false // a leader's log is on disk now: it may vote
+		}
 		w.g.rn.Advance(w.rd)
 		if w.g.rn.HasReady() {
 			h.markDirty(w.g)

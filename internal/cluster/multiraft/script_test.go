@@ -24,6 +24,8 @@ import (
 //	propose n1 x [within=50] [as=p]   the proposal's index, error, or "pending" (then: await p)
 //	await p [within=50]    wait-leader [not=n1] [within=100]   status   applied   quiesced
 //	kill n1    restart n1  transfer n2   add-learner n4   promote n4   remove n3   ticks   check
+//	wipe n1    the node dies and loses its disk (restart brings it back on an empty one)
+//	blank n1   whether the replica is blank: empty, it grants no vote (voting.go)
 //	change +n4 -n3 ~n5     one ConfChangeV2 (voter, removal, learner): joint consensus
 //	remove-group n1        the node stops hosting the group
 func TestScripts(t *testing.T) {
@@ -31,20 +33,29 @@ func TestScripts(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no scripts")
 	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &script{t: t, props: map[string]*pending{}}
-			s.run(string(data))
-			if s.c != nil {
-				if err := s.c.checkSafety(false); err != nil {
-					t.Error(err)
+	disks := []struct {
+		name string
+		make func(seed int64) func() disk
+	}{
+		{"mem", func(int64) func() disk { return newMemDisk }},
+		{"raftstore", newStoreDisk},
+	}
+	for _, d := range disks {
+		for _, file := range files {
+			t.Run(d.name+"/"+filepath.Base(file), func(t *testing.T) {
+				data, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				s := &script{t: t, props: map[string]*pending{}, newDisk: d.make}
+				s.run(string(data))
+				if s.c != nil {
+					if err := s.c.checkSafety(false); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -56,10 +67,11 @@ type pending struct {
 }
 
 type script struct {
-	t     *testing.T
-	c     *cluster
-	props map[string]*pending
-	ticks map[multiraft.NodeID]uint64
+	t       *testing.T
+	newDisk func(seed int64) func() disk // every node's disk: MemEngine or raftstore
+	c       *cluster
+	props   map[string]*pending
+	ticks   map[multiraft.NodeID]uint64
 }
 
 func (s *script) run(text string) {
@@ -183,6 +195,18 @@ func (s *script) do(line string) string {
 	case "restart":
 		s.c.restart(s.node(pos[0]))
 		return ""
+	case "wipe":
+		s.c.wipe(s.node(pos[0]))
+		return ""
+	case "blank":
+		st, err := s.c.nodes[s.node(pos[0])].host.Status(g)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		if st.Blank {
+			return "blank"
+		}
+		return "not blank"
 	case "transfer", "add-learner", "promote", "remove":
 		return s.membership(f[0], g, s.node(pos[0]), s.num(kv, "within", 100))
 	case "change":
@@ -212,7 +236,8 @@ func (s *script) cluster(kv map[string]string) string {
 	cfg := multiraft.Config{DisableQuiesce: kv["quiesce"] == "off",
 		SnapshotEntries: uint64(s.num(kv, "snapshot", 0))}
 	n := s.num(kv, "nodes", 3)
-	s.c = newCluster(s.t, int64(s.num(kv, "seed", 1)), n, cfg)
+	seed := int64(s.num(kv, "seed", 1))
+	s.c = newClusterOn(s.t, seed, n, cfg, s.newDisk(seed))
 	var voters []multiraft.NodeID
 	for i := 1; i <= s.num(kv, "voters", n); i++ {
 		voters = append(voters, multiraft.NodeID(i))
