@@ -5,28 +5,51 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/raftstore"
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Engine is a raftstore.Store seen as a multiraft.Engine. Its methods may be called from
 // several goroutines, as the Store's may.
 type Engine struct {
 	store *raftstore.Store
+	id    identity
+	fresh bool
 }
 
 var _ multiraft.Engine = (*Engine)(nil)
 
-// New wraps an open store. The store stays the caller's to close, after the host that
-// uses the engine is closed.
+// New wraps an open store, with no identity check (tests, tools). The store stays the
+// caller's to close, after the host that uses the engine is closed.
 func New(store *raftstore.Store) *Engine { return &Engine{store: store} }
 
-// Open opens (creating if needed) the Raft directory opts names and wraps it.
-func Open(opts raftstore.Options) (*Engine, error) {
-	s, err := raftstore.Open(opts)
+// Open opens a node's Raft directory: it checks (or, for a new node, writes) the
+// directory's identity, then opens the store. A directory of another node is ErrWrongNode;
+// with Options.Member, an empty one is ErrStateLost.
+func Open(o Options) (*Engine, error) {
+	if o.Node == 0 || o.Store.Dir == "" {
+		return nil, fmt.Errorf("engine: Options needs Node (non-zero) and Store.Dir")
+	}
+	if o.Store.FS == nil {
+		o.Store.FS = vfs.Default
+	}
+	id, fresh, err := loadIdentity(o)
 	if err != nil {
 		return nil, err
 	}
-	return New(s), nil
+	s, err := raftstore.Open(o.Store)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{store: s, id: id, fresh: fresh}, nil
 }
+
+// Incarnation is a random number drawn when the node's Raft directory was created: a node
+// that comes back on a new disk comes back with another one. (Nothing but the identity
+// check uses it yet; it is what a replica identity that survives wipes would be built on.)
+func (e *Engine) Incarnation() uint64 { return e.id.incarnation }
+
+// Fresh reports whether Open created the directory's identity: a new node's first start.
+func (e *Engine) Fresh() bool { return e.fresh }
 
 // Store is the wrapped store.
 func (e *Engine) Store() *raftstore.Store { return e.store }

@@ -34,7 +34,7 @@ type disk interface {
 // memDisk is multiraft's MemEngine.
 type memDisk struct{ eng *multiraft.MemEngine }
 
-func newMemDisk() disk { return &memDisk{eng: multiraft.NewMemEngine()} }
+func newMemDisk(multiraft.NodeID) disk { return &memDisk{eng: multiraft.NewMemEngine()} }
 
 func (d *memDisk) engine() (multiraft.Engine, error) { return d.eng, nil }
 func (d *memDisk) crash() error                      { return d.eng.Crash() }
@@ -48,6 +48,7 @@ func (d *memDisk) disarm()                           { d.eng.ClearSyncFailures()
 // cut (vfs.MemFS.CrashWithTornWrites) leaves what a real disk could: synced bytes, plus
 // maybe a torn prefix of what was in flight.
 type storeDisk struct {
+	node  multiraft.NodeID
 	rng   *rand.Rand
 	mem   *vfs.MemFS
 	efs   *vfs.ErrorFS
@@ -57,9 +58,9 @@ type storeDisk struct {
 	fired bool       // the cut fired: every write since failed
 }
 
-func newStoreDisk(seed int64) func() disk {
-	return func() disk {
-		return &storeDisk{rng: rand.New(rand.NewPCG(uint64(seed), 0)), mem: vfs.NewMem(), left: -1}
+func newStoreDisk(seed int64) func(multiraft.NodeID) disk {
+	return func(id multiraft.NodeID) disk {
+		return &storeDisk{node: id, rng: rand.New(rand.NewPCG(uint64(seed), uint64(id))), mem: vfs.NewMem(), left: -1}
 	}
 }
 
@@ -92,10 +93,10 @@ func (d *storeDisk) engine() (multiraft.Engine, error) {
 		d.left--
 		return false
 	}})
-	e, err := engine.Open(raftstore.Options{FS: d.efs, Dir: "raft", SegmentBytes: 16 << 10,
+	e, err := engine.Open(engine.Options{Node: d.node, Store: raftstore.Options{FS: d.efs, Dir: "raft", SegmentBytes: 16 << 10,
 		// No background scrub: nothing may touch the disk behind the schedule's back.
 		Files:  storage.NewFileCache(storage.FileCacheOptions{MaxOpen: 64, ScrubBytesPerSec: -1}),
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func newCluster(t testing.TB, seed int64, n int, cfg multiraft.Config) *cluster 
 }
 
 // newClusterOn is newCluster with every node's disk made by newDisk.
-func newClusterOn(t testing.TB, seed int64, n int, cfg multiraft.Config, newDisk func() disk) *cluster {
+func newClusterOn(t testing.TB, seed int64, n int, cfg multiraft.Config, newDisk func(multiraft.NodeID) disk) *cluster {
 	c := &cluster{t: t, net: memnet.New(seed), nodes: map[multiraft.NodeID]*tnode{}, cfg: cfg,
 		leaders: map[multiraft.GroupID]map[uint64]multiraft.NodeID{},
 		acked:   map[multiraft.GroupID]map[uint64]ack{}}
@@ -101,7 +101,7 @@ func newClusterOn(t testing.TB, seed int64, n int, cfg multiraft.Config, newDisk
 		c.ids = append(c.ids, multiraft.NodeID(i))
 	}
 	for _, id := range c.ids {
-		c.nodes[id] = &tnode{id: id, disk: newDisk()}
+		c.nodes[id] = &tnode{id: id, disk: newDisk(id)}
 		c.start(id)
 	}
 	return c

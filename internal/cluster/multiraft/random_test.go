@@ -46,12 +46,12 @@ func TestRandomizedSafetyOnDisk(t *testing.T) {
 	seeds, steps := envInt("SLUICE_RAFT_DISK_SEEDS", 20), envInt("SLUICE_RAFT_STEPS", 1000)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			runRandom(t, seed, steps, func() disk { return newStoreDisk(seed)() })
+			runRandom(t, seed, steps, newStoreDisk(seed))
 		})
 	}
 }
 
-func runRandom(t *testing.T, seed int64, steps int, newDisk func() disk) {
+func runRandom(t *testing.T, seed int64, steps int, newDisk func(multiraft.NodeID) disk) {
 	r := &randomRun{t: t, rng: rand.New(rand.NewSource(seed)), wipes: os.Getenv("SLUICE_RAFT_WIPES") != ""}
 	r.c = newClusterOn(t, seed, 5, multiraft.Config{SnapshotEntries: 16}, newDisk)
 	r.c.createGroup(1, r.c.ids, r.c.ids)

@@ -35,9 +35,9 @@ func TestScripts(t *testing.T) {
 	}
 	disks := []struct {
 		name string
-		make func(seed int64) func() disk
+		make func(seed int64) func(multiraft.NodeID) disk
 	}{
-		{"mem", func(int64) func() disk { return newMemDisk }},
+		{"mem", func(int64) func(multiraft.NodeID) disk { return newMemDisk }},
 		{"raftstore", newStoreDisk},
 	}
 	for _, d := range disks {
@@ -68,7 +68,7 @@ type pending struct {
 
 type script struct {
 	t       *testing.T
-	newDisk func(seed int64) func() disk // every node's disk: MemEngine or raftstore
+	newDisk func(seed int64) func(multiraft.NodeID) disk // every node's disk: MemEngine or raftstore
 	c       *cluster
 	props   map[string]*pending
 	ticks   map[multiraft.NodeID]uint64
