@@ -23,6 +23,12 @@ type liveCluster struct {
 }
 
 func newLiveCluster(tb testing.TB, n, groups int, tick time.Duration, cfg multiraft.Config) *liveCluster {
+	return newLiveClusterOn(tb, n, groups, tick, cfg, func(multiraft.NodeID) multiraft.Engine { return multiraft.NewMemEngine() })
+}
+
+// newLiveClusterOn is newLiveCluster with every node's engine made by newEngine (engs
+// lists the MemEngines among them).
+func newLiveClusterOn(tb testing.TB, n, groups int, tick time.Duration, cfg multiraft.Config, newEngine func(multiraft.NodeID) multiraft.Engine) *liveCluster {
 	net := memnet.NewLive(1)
 	lc := &liveCluster{}
 	var ids []multiraft.NodeID
@@ -32,7 +38,7 @@ func newLiveCluster(tb testing.TB, n, groups int, tick time.Duration, cfg multir
 	ctx, cancel := context.WithCancel(context.Background())
 	lc.cancel = cancel
 	for _, id := range ids {
-		eng := multiraft.NewMemEngine()
+		eng := newEngine(id)
 		c := cfg
 		c.Node, c.Peers, c.Engine, c.Transport = id, ids, eng, net.Transport(id)
 		h, err := multiraft.New(c)
@@ -45,7 +51,10 @@ func newLiveCluster(tb testing.TB, n, groups int, tick time.Duration, cfg multir
 			}
 		}
 		net.Attach(id, h)
-		lc.hosts, lc.engs = append(lc.hosts, h), append(lc.engs, eng)
+		lc.hosts = append(lc.hosts, h)
+		if m, ok := eng.(*multiraft.MemEngine); ok {
+			lc.engs = append(lc.engs, m)
+		}
 	}
 	for _, h := range lc.hosts {
 		t := multiraft.NewTimeTicker(tick)
