@@ -11,13 +11,17 @@
 // It defines the two interfaces it is driven through and does not implement them for
 // production: Engine/Storage (the durable Raft log, HardState and snapshots of every group,
 // with one Sync for many groups; internal/cluster/raftstore implements it over sluice's
-// storage) and Transport (batches of raft messages for many groups to one peer node;
+// storage, and internal/cluster/engine adapts it, since neither package may import the other) and Transport (batches of raft messages for many groups to one peer node;
 // internal/cluster/memnet is the in-memory network the tests use). MemEngine is an in-memory
 // Engine that can lose its unsynced writes, for tests and benchmarks.
 //
 // Time is ticks, from whoever calls Tick: Run drives Tick from a Ticker (time.Ticker in
 // production, a hand-driven one in tests), and deterministic tests call Tick and
 // ProcessReady themselves.
+//
+// A replica that lost its disk (restarted empty under its node ID) grants no vote until a
+// leader has sent it the log, and a heartbeat committing past its log is dropped rather
+// than stepped into raft's panic (voting.go).
 //
 // It must never import internal/broker, a front-end, the server or the node: it knows groups,
 // entries and bytes, never topics, queues or protocols. State machines are the caller's; the
