@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,10 +204,11 @@ func TestCompactDeletesSegments(t *testing.T) {
 }
 
 // countingObserver counts what an Observer hears.
-type countingObserver struct{ fsyncs, batches, appends int }
+// Store.Sync calls it from concurrent goroutines (one per group), so it counts atomically.
+type countingObserver struct{ fsyncs, batches, appends atomic.Int64 }
 
-func (o *countingObserver) ObserveFsync(time.Duration) { o.fsyncs++ }
-func (o *countingObserver) ObserveCommitBatch(n int)   { o.batches++; o.appends += n }
+func (o *countingObserver) ObserveFsync(time.Duration) { o.fsyncs.Add(1) }
+func (o *countingObserver) ObserveCommitBatch(n int)   { o.batches.Add(1); o.appends.Add(int64(n)) }
 
 // TestObserverHearsEverySync: one Sync of three groups with new entries
 // and hard states is three log fdatasyncs and one HardState-log fdatasync
@@ -224,9 +226,11 @@ func TestObserverHearsEverySync(t *testing.T) {
 		must(t, g.SetHardState(pb.HardState{Term: 1, Commit: 2}))
 		gs = append(gs, g)
 	}
-	*obs = countingObserver{}
+	obs.fsyncs.Store(0)
+	obs.batches.Store(0)
+	obs.appends.Store(0)
 	must(t, s.Sync(gs...))
-	if obs.fsyncs != 4 || obs.batches != 1 || obs.appends != 3 {
-		t.Fatalf("observer heard %+v, want 4 fdatasyncs and one batch of 3", *obs)
+	if f, b, a := obs.fsyncs.Load(), obs.batches.Load(), obs.appends.Load(); f != 4 || b != 1 || a != 3 {
+		t.Fatalf("observer heard %d fdatasyncs and %d batches of %d appends, want 4 fdatasyncs and one batch of 3", f, b, a)
 	}
 }
