@@ -6,7 +6,15 @@ GO ?= go
 # 2 cores (CI allows 20); fuzz longer by hand: make fuzz FUZZTIME=5m.
 FUZZTIME ?= 15s
 
-.PHONY: test deps check unit fuzz build
+.PHONY: test deps check unit fuzz build run
+
+# The version stamped into both binaries: the nearest tag, the commits since
+# it and the commit (v1.2.0-3-gabc1234), "-dirty" with uncommitted changes;
+# a checkout without tags gives the commit alone. cmd/sluice's version.go
+# prints it with the commit and time go build records (debug.ReadBuildInfo),
+# which is also all a plain `go build` or `go run` gets ("dev").
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
 
 test: deps check unit fuzz
 
@@ -16,8 +24,18 @@ deps:
 	@./scripts/test-deps.sh
 
 build:
-	$(GO) build -o bin/sluice ./cmd/sluice
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
 	$(GO) build -o bin/sluice-bench ./cmd/sluice-bench
+
+# Builds bin/sluice, saying so first (a fresh machine downloads modules and
+# compiles for a minute or more, which `go run` does in silence), then starts
+# the broker with ARGS (make run ARGS="--data-dir /tmp/d").
+ARGS ?=
+run:
+	@echo "building bin/sluice $(VERSION) (the first build downloads modules and compiles: a minute or two)…"
+	@$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
+	@echo "starting: bin/sluice serve $(ARGS)"
+	@exec ./bin/sluice serve $(ARGS)
 
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
