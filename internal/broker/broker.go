@@ -11,6 +11,7 @@
 // On disk, under Options.Dir:
 //
 //	LOCK                         flock held while a broker has the directory open (vfs.LockDir)
+//	format.json                  the on-disk format version; a newer major is refused (format.go)
 //	ids.json                     the next id for a queue, topic or subscription directory (catalog.go)
 //	headroom                     space kept for acks and deletes on a full disk (package diskguard)
 //	queues/<id>-<name>/settings.json  its settings, checksummed, and a copy beside it (catalog.go)
@@ -160,6 +161,9 @@ func Open(opts Options) (_ *Broker, err error) {
 			lock.Release()
 		}
 	}()
+	if err := checkFormat(opts.FS, opts.Dir, opts.Logger); err != nil {
+		return nil, err
+	}
 	disk, err := diskguard.New(opts.FS, opts.Dir, opts.HeadroomBytes, opts.Logger, opts.Now)
 	if err != nil {
 		return nil, fmt.Errorf("broker: headroom: %w", err)
