@@ -115,6 +115,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		queueMessages, queueOldestAge, queueDLQDepth, queueSent, queueReceived, queueAcked,
 		queueRedeliv, queueDead, queueStale, queueLost, groupLagMsgs, groupLagSeconds, topicHeadroom,
 		storageOpenFiles, storageMaxFiles, storageEvictions, storageCorrupt, storageFailing,
+		storageDiskFree, storageDiskSize,
 	} {
 		ch <- d
 	}

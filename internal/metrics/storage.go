@@ -8,6 +8,10 @@ type StorageStat struct {
 	FileEvictions           uint64 // files closed to make room
 	CorruptBatches          uint64 // damaged batches quarantined since the start
 	WriteFailing            bool   // the disk is full or failing (/readyz says why)
+	// DiskFreeBytes and DiskSizeBytes are the data directory's file
+	// system: bytes an unprivileged writer may still use, and its size.
+	// DiskSizeBytes 0: unknown (not measured on this OS), not reported.
+	DiskFreeBytes, DiskSizeBytes uint64
 }
 
 // StorageSource is a Source that also reports storage; SourceFuncs is one
@@ -30,6 +34,8 @@ var (
 	storageEvictions = desc("storage_file_evictions_total", "Files closed to make room in the descriptor cache.")
 	storageCorrupt   = desc("storage_corrupt_batches_total", "Damaged batches found (checksum, length, framing) and quarantined: their offsets are skipped by every reader.")
 	storageFailing   = desc("storage_write_failing", "1 while the disk is full or answers I/O errors (sends are refused while full), else 0.")
+	storageDiskFree  = desc("storage_disk_free_bytes", "Bytes still available to sluice on the data directory's file system (statfs f_bavail), the headroom file not counted as free.")
+	storageDiskSize  = desc("storage_disk_size_bytes", "Size of the data directory's file system.")
 )
 
 func collectStorage(ch chan<- prometheus.Metric, s StorageStat) {
@@ -42,4 +48,8 @@ func collectStorage(ch chan<- prometheus.Metric, s StorageStat) {
 	ch <- prometheus.MustNewConstMetric(storageEvictions, prometheus.CounterValue, float64(s.FileEvictions))
 	ch <- prometheus.MustNewConstMetric(storageCorrupt, prometheus.CounterValue, float64(s.CorruptBatches))
 	ch <- prometheus.MustNewConstMetric(storageFailing, prometheus.GaugeValue, failing)
+	if s.DiskSizeBytes > 0 {
+		ch <- prometheus.MustNewConstMetric(storageDiskFree, prometheus.GaugeValue, float64(s.DiskFreeBytes))
+		ch <- prometheus.MustNewConstMetric(storageDiskSize, prometheus.GaugeValue, float64(s.DiskSizeBytes))
+	}
 }

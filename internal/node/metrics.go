@@ -5,15 +5,16 @@ import (
 	"github.com/sluice-mq/sluice/internal/metrics"
 )
 
-// metricsSource adapts the broker's stats to what /metrics reads at
-// scrape time.
-func metricsSource(b *broker.Broker) metrics.Source {
+// metricsSource adapts the broker's stats, and the free space of the file
+// system under dataDir, to what /metrics reads at scrape time.
+func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 	return metrics.SourceFuncs{Queues: queueStats(b), Groups: groupStats(b), Topics: topicStats(b),
 		Storage: func() metrics.StorageStat {
 			st := b.StorageStats()
+			free, size := diskSpace(dataDir)
 			return metrics.StorageStat{OpenFiles: st.OpenFiles, MaxOpenFiles: st.MaxOpenFiles,
 				FileEvictions: uint64(st.FileEvictions), CorruptBatches: uint64(st.CorruptBatches),
-				WriteFailing: st.WriteFailure != nil}
+				WriteFailing: st.WriteFailure != nil, DiskFreeBytes: free, DiskSizeBytes: size}
 		}}
 }
 

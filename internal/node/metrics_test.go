@@ -39,6 +39,8 @@ func TestMetricsCarryGroupLagAndHeadroom(t *testing.T) {
 		`sluice_group_lag_messages{group="reporting",partition="0",topic="events"} 2`,
 		`sluice_group_lag_seconds{group="reporting",partition="0",topic="events"}`,
 		`sluice_topic_retention_headroom_seconds{topic="events"}`,
+		"\nsluice_storage_disk_free_bytes ",
+		"\nsluice_storage_disk_size_bytes ",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -66,7 +66,7 @@ func Setup(opts Options) server.Setup {
 		// While the disk is full (or failing) the node says so: a load
 		// balancer sends producers elsewhere; acks and deletes still work.
 		s.AddReadyCheck(b.Health)
-		if err := s.Metrics().RegisterSource(metricsSource(b)); err != nil {
+		if err := s.Metrics().RegisterSource(metricsSource(b, s.Config().DataDir)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		mountAPI(s, b, store)
