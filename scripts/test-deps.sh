@@ -7,8 +7,10 @@
 #   awscli, boto3    real SQS clients nobody here wrote
 #   kcat, confluent-kafka, kafka-python   real Kafka clients
 #   openssl          makes the CA and certificates of the TLS tests
+#   systemd          systemd-analyze verify checks deploy/sluice.service
+#   prometheus       promtool checks and unit-tests deploy/prometheus's alert rules
 set -euo pipefail
-pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka)
+pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka systemd prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
