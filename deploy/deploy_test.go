@@ -120,7 +120,7 @@ func dashboardMetrics(t *testing.T) map[string]bool {
 func TestDeployedMetricsExist(t *testing.T) {
 	exposed := scrapeBusyBroker(t)
 	for file, names := range map[string]map[string]bool{
-		"prometheus/sluice-alerts.yml":   alertMetrics(t),
+		"prometheus/sluice-alerts.yml":  alertMetrics(t),
 		"grafana/sluice-dashboard.json": dashboardMetrics(t),
 	} {
 		var missing []string
