@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -171,4 +172,34 @@ func TestWritePreviousFormatTestdata(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Any bytes in format.json are an answer, never a panic: opened only when
+// they name major 1, refused otherwise, and never rewritten into a major
+// other than the one they named.
+func FuzzCheckFormat(f *testing.F) {
+	for _, s := range []string{`{"major":1,"minor":0}`, `{"major":2}`, `{"major":1,"minor":-1}`, `null`, `[]`, ``, `{"major":1e400}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsys := vfs.NewMem()
+		if err := vfs.MkdirAllDurable(fsys, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		if err := vfs.WriteFileAtomic(fsys, "/d", formatFile, data); err != nil {
+			t.Fatal(err)
+		}
+		err := checkFormat(fsys, "/d", quietLogger())
+		if err != nil {
+			return
+		}
+		got, rerr := vfs.ReadFile(fsys, "/d/"+formatFile)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		var f diskFormat
+		if json.Unmarshal(got, &f) != nil || f.Major != FormatMajor {
+			t.Fatalf("format.json %q accepted, now %q", data, got)
+		}
+	})
 }
