@@ -2,13 +2,13 @@
 # need, then vet, staticcheck, unit tests with -race, crash tests and
 # bounded fuzzing. See .ci/run.
 GO ?= go
-# 15 s per target: 27 targets keep the whole of make test near 12 minutes on
+# 15 s per target: 28 targets keep the whole of make test near 12 minutes on
 # 2 cores (CI allows 20); fuzz longer by hand: make fuzz FUZZTIME=5m.
 FUZZTIME ?= 15s
 
 .PHONY: test deps check unit fuzz build run
 
-# The version stamped into both binaries: the nearest tag, the commits since
+# The version stamped into bin/sluice: the nearest tag, the commits since
 # it and the commit (v1.2.0-3-gabc1234), "-dirty" with uncommitted changes;
 # a checkout without tags gives the commit alone. cmd/sluice's version.go
 # prints it with the commit and time go build records (debug.ReadBuildInfo),
