@@ -85,7 +85,10 @@ func writeFlipData(t *testing.T, p interface{ Addr(string) string }) {
 // (after their visibility ran out) and topic records fetched.
 func readFlipData(t *testing.T, addr string) (queue, topic int) {
 	t.Helper()
-	ctx := context.Background()
+	// Bounded: a server that stops answering after a flip must fail this
+	// test in seconds, naming the flip, not hang the package's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	c := client.New("http://" + addr)
 	seen := map[string]bool{}
 	for empty := 0; empty < 2; {
