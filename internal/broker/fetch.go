@@ -149,6 +149,9 @@ func (b *Broker) WaitForData(ctx context.Context, pos []FetchPosition, maxWait t
 const (
 	OffsetLatest   int64 = -1 // the high watermark
 	OffsetEarliest int64 = -2 // the log start offset
+	// OffsetMaxTimestamp is KIP-734's "the record with the largest
+	// timestamp": its offset and timestamp.
+	OffsetMaxTimestamp int64 = -3
 )
 
 // OffsetAt is a ListOffsets answer. Offset -1 means no record is at or after
@@ -171,9 +174,11 @@ func (b *Broker) ListOffsets(topic string, partition int32, ts int64) (OffsetAt,
 		return OffsetAt{Offset: p.log.LogStartOffset(), Timestamp: -1}, nil
 	case OffsetLatest:
 		return OffsetAt{Offset: p.log.HighWatermark(), Timestamp: -1}, nil
+	case OffsetMaxTimestamp:
+		return maxTimestamp(p)
 	}
 	if ts < 0 {
-		return OffsetAt{}, invalid("timestamp", "%d: want -1, -2 or a time in ms", ts)
+		return OffsetAt{}, invalid("timestamp", "%d: want -1, -2, -3 or a time in ms", ts)
 	}
 	off, err := p.log.OffsetForTime(ts)
 	if err != nil || off < 0 {

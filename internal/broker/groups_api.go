@@ -341,3 +341,28 @@ func (b *Broker) JoinConsumer(ctx context.Context, req ConsumerJoin) (ConsumerAs
 	}
 	return ConsumerAssignment{MemberID: r.MemberID, Generation: r.Generation, Leader: r.Leader, Partitions: r.Assignment}, nil
 }
+
+// DeleteOffsets removes a group's committed offsets of the listed
+// partitions, durably (Kafka's OffsetDelete). errs is index-aligned with
+// partitions; offsets of a topic a member of a non-Empty group subscribes
+// to are refused with ErrGroupSubscribedToTopic, an unknown group with
+// ErrGroupNotFound. A partition with no offset is not an error.
+func (b *Broker) DeleteOffsets(groupID string, partitions []group.TopicPartitions) ([][]error, error) {
+	g, err := b.groups()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.lockChecked(); err != nil {
+		return nil, err
+	}
+	errs, out, err := g.coord.DeleteOffsets(b.now(), groupID, partitions)
+	jch := g.dispatchLocked(out)
+	g.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.wait(jch); err != nil {
+		return nil, fmt.Errorf("offset deletion not durable: %w", err)
+	}
+	return errs, nil
+}

@@ -241,12 +241,19 @@ func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int
 	if err := b.disk.Admit(); err != nil {
 		return ProduceBatchesResult{}, err
 	}
-	_, p, err := b.streams.partition(topic, partition)
+	t, p, err := b.streams.partition(topic, partition)
 	if err != nil {
 		return ProduceBatchesResult{}, err
 	}
 	if len(batches) == 0 {
 		return ProduceBatchesResult{}, invalid("batches", "nothing to produce")
+	}
+	if limit := t.maxMessageBytes(); limit < logMaxBatchBytes {
+		for i, bt := range batches {
+			if len(bt) > limit {
+				return ProduceBatchesResult{}, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrRecordTooLarge, i, len(bt), limit)
+			}
+		}
 	}
 	checked, err := p.log.Check(batches...)
 	if err != nil {

@@ -131,7 +131,7 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 	// Retention is applied by the topic (see topic_retention.go), not by
 	// the log, because subscriptions may hold segments past it.
 	lo := t.s.b.logOptions(dir, o.SegmentBytes)
-	lo.MaxBatchBytes = t.settings.MaxMessageBytes
+	lo.MaxBatchBytes = logMaxBatchBytes
 	log, err := storage.Open(lo)
 	if err != nil {
 		return nil, err

@@ -80,8 +80,9 @@ const minOffsetSize = 5
 // an allocation larger than the input justifies.
 func UnmarshalEvent(data []byte) (Event, error) {
 	d := &decoder{b: data}
-	if v := d.byte(); d.err == nil && v != eventVersion {
-		return Event{}, fmt.Errorf("%w: version %d", ErrCorruptEvent, v)
+	version := d.byte()
+	if d.err == nil && version != eventVersion && version != eventVersionSigned {
+		return Event{}, fmt.Errorf("%w: version %d", ErrCorruptEvent, version)
 	}
 	ev := Event{Type: EventType(d.byte())}
 	ev.Group = d.string("group")
@@ -99,7 +100,11 @@ func UnmarshalEvent(data []byte) (Event, error) {
 			var o CommittedOffset
 			o.Topic = d.string("topic")
 			o.Partition = int32(d.uvarint(math.MaxInt32, "partition"))
-			o.Offset = int64(d.uvarint(math.MaxInt64, "offset"))
+			if version == eventVersionSigned {
+				o.Offset = d.varint(MinCommitOffset, math.MaxInt64, "offset")
+			} else {
+				o.Offset = int64(d.uvarint(math.MaxInt64, "offset"))
+			}
 			o.LeaderEpoch = int32(d.varint(math.MinInt32, math.MaxInt32, "leader epoch"))
 			o.Metadata = d.string("metadata")
 			o.CommitTime = ev.Time
@@ -114,6 +119,9 @@ func UnmarshalEvent(data []byte) (Event, error) {
 	}
 	if err := ev.validate(); err != nil {
 		return Event{}, err
+	}
+	if (version == eventVersionSigned) != ev.signed() {
+		return Event{}, fmt.Errorf("%w: version %d for these offsets", ErrCorruptEvent, version)
 	}
 	return ev, nil
 }

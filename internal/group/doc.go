@@ -89,7 +89,7 @@
 // uvarint length then bytes):
 //
 //	+---------+------+-------------+
-//	| version | type | group       |          version = 1
+//	| version | type | group       |          version = 1 or 2
 //	| byte    | byte | string      |          type 2 (group deleted) ends here
 //	+---------+------+-------------+
 //	| protocol type string | mode byte |      type 4 (group protocol) ends here
@@ -101,7 +101,12 @@
 //	| leader epoch varint | metadata string               |
 //	+--------------------------------------------------------+
 //
-// Each offset's CommitTime is the event's time. No trailing bytes.
+// Each offset's CommitTime is the event's time. No trailing bytes. Version 2
+// differs only in the offset, a varint: it carries Kafka's sentinels -1
+// (latest) and -2 (earliest), which clients commit to reset a group, and
+// it is written only when an event holds one, so journals without them stay
+// version 1 and readable by older builds; a version 2 event without a
+// negative offset is refused as corrupt (one encoding per event).
 //
 // # Guarantees
 //

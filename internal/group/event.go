@@ -97,7 +97,7 @@ func (ev Event) validate() error {
 		}
 	case EventOffsetsCommitted, EventOffsetsDeleted:
 		for _, o := range ev.Offsets {
-			if o.Topic == "" || o.Partition < 0 || o.Offset < 0 {
+			if o.Topic == "" || o.Partition < 0 || o.Offset < MinCommitOffset {
 				return fmt.Errorf("%w: bad offset %s/%d@%d", ErrCorruptEvent, o.Topic, o.Partition, o.Offset)
 			}
 		}
@@ -108,15 +108,39 @@ func (ev Event) validate() error {
 }
 
 // eventVersion is the first byte of every encoded event, so the format can
-// change without guessing.
-const eventVersion = 1
+// change without guessing. eventVersionSigned is the same encoding with
+// signed (varint) offsets, written only for an event that holds a negative
+// one (see the package doc).
+const (
+	eventVersion       = 1
+	eventVersionSigned = 2
+)
+
+// MinCommitOffset is the lowest offset a commit may carry: Kafka's -2
+// ("earliest"); -1 is "latest", or "no offset" to a Java client. Both are
+// stored as sent and resolved by the reader, as Kafka does.
+const MinCommitOffset = -2
+
+// signed reports whether an event needs the signed-offset encoding.
+func (ev Event) signed() bool {
+	for _, o := range ev.Offsets {
+		if o.Offset < 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // MarshalBinary encodes ev as drawn in the package doc.
 func (ev Event) MarshalBinary() ([]byte, error) {
 	if err := ev.validate(); err != nil {
 		return nil, err
 	}
-	b := []byte{eventVersion, byte(ev.Type)}
+	version := byte(eventVersion)
+	if ev.signed() {
+		version = eventVersionSigned
+	}
+	b := []byte{version, byte(ev.Type)}
 	b = appendString(b, ev.Group)
 	switch ev.Type {
 	case EventGroupDeleted:
@@ -129,7 +153,11 @@ func (ev Event) MarshalBinary() ([]byte, error) {
 	for _, o := range ev.Offsets {
 		b = appendString(b, o.Topic)
 		b = binary.AppendUvarint(b, uint64(o.Partition))
-		b = binary.AppendUvarint(b, uint64(o.Offset))
+		if version == eventVersionSigned {
+			b = binary.AppendVarint(b, o.Offset)
+		} else {
+			b = binary.AppendUvarint(b, uint64(o.Offset))
+		}
 		b = binary.AppendVarint(b, int64(o.LeaderEpoch))
 		b = appendString(b, o.Metadata)
 	}

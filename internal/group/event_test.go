@@ -23,6 +23,11 @@ func sampleEvents() []Event {
 		}},
 		{Type: EventGroupProtocol, Group: "g", ProtocolType: "consumer", Mode: LeaderAssigns},
 		{Type: EventGroupProtocol, Group: "native", ProtocolType: "sluice", Mode: BrokerAssigns},
+		{Type: EventOffsetsCommitted, Group: "reset", Time: at, Offsets: []CommittedOffset{
+			{Topic: "t", Partition: 0, Committed: Committed{Offset: -2, LeaderEpoch: -1, CommitTime: at}},
+			{Topic: "t", Partition: 1, Committed: Committed{Offset: -1, LeaderEpoch: -1, CommitTime: at}},
+			{Topic: "t", Partition: 2, Committed: Committed{Offset: 1<<63 - 1, LeaderEpoch: -1, CommitTime: at}},
+		}},
 		{Type: EventOffsetsCommitted, Group: "before-1970", Time: time.UnixMilli(-5), Offsets: []CommittedOffset{
 			{Topic: "t", Partition: 1, Committed: Committed{Offset: 1, CommitTime: time.UnixMilli(-5)}},
 		}},

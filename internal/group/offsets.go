@@ -115,8 +115,12 @@ func (c *Coordinator) checkCommitter(g *group, now time.Time, req CommitRequest)
 	return nil
 }
 
+// checkOffset refuses what Kafka cannot mean. Offsets -1 and -2 are
+// Kafka's latest and earliest: clients (KafkaJS-style resetOffsets, seek to
+// "-2") commit them, Kafka stores them as sent, and the next reader
+// resolves them, so they are stored too. Lower offsets mean nothing.
 func (c *Coordinator) checkOffset(g *group, req CommitRequest, o OffsetCommit) error {
-	if o.Topic == "" || o.Partition < 0 || o.Offset < 0 {
+	if o.Topic == "" || o.Partition < 0 || o.Offset < MinCommitOffset {
 		return ErrInvalidOffset
 	}
 	if len(o.Metadata) > c.cfg.MaxMetadataSize {

@@ -23,6 +23,7 @@ type fetchReply struct {
 
 type fetchTopic struct {
 	name  string
+	id    [16]byte // v13+ name topics by id
 	parts []fetchPart
 }
 
@@ -82,10 +83,23 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 	var total int64
 	urgent := false
 	for _, t := range req.Topics {
-		ft := fetchTopic{name: t.Topic}
-		if !c.mayFetch(t.Topic) {
+		ft := fetchTopic{name: t.Topic, id: t.TopicID}
+		code := int16(0)
+		if req.Version >= 13 {
+			// v13+ name topics by id only; an id no topic has is
+			// UNKNOWN_TOPIC_ID, which sends the client to Metadata.
+			name, ok := c.topicNameByID(t.TopicID)
+			ft.name = name
+			if !ok {
+				code = kerr.UnknownTopicID.Code
+			}
+		}
+		if code == 0 && !c.mayFetch(ft.name) {
+			code = kerr.TopicAuthorizationFailed.Code
+		}
+		if code != 0 {
 			for _, p := range t.Partitions {
-				ft.parts = append(ft.parts, fetchPart{partition: p.Partition, code: kerr.TopicAuthorizationFailed.Code,
+				ft.parts = append(ft.parts, fetchPart{partition: p.Partition, code: code,
 					st: broker.PartitionState{HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}})
 			}
 			rep.topics = append(rep.topics, ft)
@@ -97,7 +111,7 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 			// offsets only; the first non-empty one always gets one whole
 			// batch even if larger than the limits (KIP-74).
 			limit := min(int64(p.PartitionMaxBytes), budget-total)
-			fp := c.fetchPartition(req.Version, t.Topic, p, limit, total == 0)
+			fp := c.fetchPartition(req.Version, ft.name, p, limit, total == 0)
 			urgent = urgent || fp.code != 0
 			total += fp.sec.Length
 			ft.parts = append(ft.parts, fp)

@@ -7,14 +7,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
-// offsetMaxTimestamp is ListOffsets v7's "offset of the record with the
-// largest timestamp" (KIP-734), which the broker does not index.
-const offsetMaxTimestamp = -3
+// ListOffsets' special timestamps beyond the broker's -1, -2 and -3, all
+// about tiered storage (KIP-405, KIP-1005), which sluice does not have:
+// everything is local.
+const (
+	offsetEarliestLocal   = -4 // v8+: the first offset on local disk
+	offsetLatestTiered    = -5 // v9+: the last offset in remote storage
+	offsetEarliestPending = -6 // v11+: the first offset not yet uploaded
+)
 
-// handleListOffsets resolves earliest (-2), latest (-1) and timestamps to
-// offsets. The leader epoch is always 0: there is no replication yet.
+// handleListOffsets resolves earliest (-2), latest (-1), max timestamp
+// (-3, v7+), the tiered-storage timestamps, and times to offsets. The
+// leader epoch is always 0: there is no replication yet.
 func handleListOffsets(_ context.Context, c *conn, req *kmsg.ListOffsetsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	for _, t := range req.Topics {
@@ -38,11 +45,23 @@ func handleListOffsets(_ context.Context, c *conn, req *kmsg.ListOffsetsRequest)
 func (c *conn) listOffset(version int16, topic string, p kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
 	rp := kmsg.NewListOffsetsResponseTopicPartition()
 	rp.Partition = p.Partition
-	if p.Timestamp == offsetMaxTimestamp {
-		rp.ErrorCode = kerr.UnsupportedVersion.Code
+	ts := p.Timestamp
+	switch ts {
+	case offsetEarliestLocal:
+		ts = broker.OffsetEarliest // all of the log is local
+	case offsetLatestTiered, offsetEarliestPending:
+		// Nothing is tiered: Kafka without remote storage answers -1.
+		if n, err := c.s.b.PartitionCount(topic); err != nil || p.Partition < 0 || p.Partition >= n {
+			rp.ErrorCode = errCode(err, nil)
+			if err == nil {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+			return rp
+		}
+		rp.Offset, rp.Timestamp, rp.LeaderEpoch = -1, -1, -1
 		return rp
 	}
-	at, err := c.s.b.ListOffsets(topic, p.Partition, p.Timestamp)
+	at, err := c.s.b.ListOffsets(topic, p.Partition, ts)
 	if err != nil {
 		rp.ErrorCode = errCode(err, kerr.InvalidRequest)
 		return rp

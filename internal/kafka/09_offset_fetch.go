@@ -10,54 +10,96 @@ import (
 )
 
 // handleOffsetFetch returns a group's committed offsets: of the listed
-// partitions, or (v2+, topics null) all of them. A partition with no
-// commit answers offset -1, which tells the client to apply its reset
-// policy. It needs describe on the group (GROUP_AUTHORIZATION_FAILED) and
-// on each listed topic (TOPIC_AUTHORIZATION_FAILED); "all" leaves out the
-// topics the principal may not describe.
+// partitions, or (v2+, topics null) all of them. v8+ (KIP-709) asks for
+// several groups in one request and answers each group apart. A partition
+// with no commit answers offset -1, which tells the client to apply its
+// reset policy. It needs describe on the group (GROUP_AUTHORIZATION_FAILED)
+// and on each listed topic (TOPIC_AUTHORIZATION_FAILED); "all" leaves out
+// the topics the principal may not describe.
 func handleOffsetFetch(_ context.Context, c *conn, req *kmsg.OffsetFetchRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	if req.Group == "" {
-		resp.ErrorCode = errCode(errInvalidGroupID, nil)
-		return msg(resp)
-	}
-	if !c.may(auth.Describe, auth.Group, req.Group) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		for _, t := range req.Topics { // v0-1 carry the error per partition only
-			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetFetchResponseTopicPartition()
-				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, kerr.GroupAuthorizationFailed.Code
-				rt.Partitions = append(rt.Partitions, rp)
+	if req.Version >= 8 {
+		for _, g := range req.Groups {
+			var topics []offsetFetchTopic
+			for _, t := range g.Topics {
+				topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
 			}
-			resp.Topics = append(resp.Topics, rt)
+			code, got := c.fetchGroupOffsets(g.Group, topics, g.Topics == nil)
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, code
+			for _, t := range got {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+			resp.Groups = append(resp.Groups, rg)
 		}
 		return msg(resp)
 	}
-	if req.Topics == nil && req.Version >= 2 {
-		resp.Topics = c.allOffsets(req.Group)
-		return msg(resp)
-	}
+	var topics []offsetFetchTopic
 	for _, t := range req.Topics {
+		topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
+	}
+	resp.ErrorCode, resp.Topics = c.fetchGroupOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2)
+	return msg(resp)
+}
+
+// offsetFetchTopic is one topic asked for, in any version's form.
+type offsetFetchTopic struct {
+	topic      string
+	partitions []int32
+}
+
+// fetchGroupOffsets answers one group: its error code and its topics. A
+// refusal of the group is also set on every listed partition, because
+// v0-1 carry the error per partition only.
+func (c *conn) fetchGroupOffsets(group string, topics []offsetFetchTopic, all bool) (int16, []kmsg.OffsetFetchResponseTopic) {
+	if group == "" {
+		return errCode(errInvalidGroupID, nil), nil
+	}
+	if !c.may(auth.Describe, auth.Group, group) {
+		code := kerr.GroupAuthorizationFailed.Code
+		var out []kmsg.OffsetFetchResponseTopic
+		for _, t := range topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.topic
+			for _, p := range t.partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			out = append(out, rt)
+		}
+		return code, out
+	}
+	if all {
+		return 0, c.allOffsets(group)
+	}
+	var out []kmsg.OffsetFetchResponseTopic
+	for _, t := range topics {
 		rt := kmsg.NewOffsetFetchResponseTopic()
-		rt.Topic = t.Topic
-		denied := !c.may(auth.Describe, auth.Topic, t.Topic)
-		for _, p := range t.Partitions {
+		rt.Topic = t.topic
+		denied := !c.may(auth.Describe, auth.Topic, t.topic)
+		for _, p := range t.partitions {
 			rp := kmsg.NewOffsetFetchResponseTopicPartition()
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
 			empty := ""
 			rp.Metadata = &empty
 			if denied {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if got, ok := c.s.b.FetchOffset(req.Group, t.Topic, p); ok {
+			} else if got, ok := c.s.b.FetchOffset(group, t.topic, p); ok {
 				rp.Offset, rp.LeaderEpoch, rp.Metadata = got.Offset, got.LeaderEpoch, &got.Metadata
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		resp.Topics = append(resp.Topics, rt)
+		out = append(out, rt)
 	}
-	return msg(resp)
+	return 0, out
 }
 
 func (c *conn) allOffsets(groupID string) []kmsg.OffsetFetchResponseTopic {

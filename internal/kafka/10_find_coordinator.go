@@ -13,24 +13,35 @@ import (
 const coordinatorTypeTxn = 1
 
 // handleFindCoordinator names this node as every group's coordinator.
+// v4+ (KIP-699) asks for several keys at once and answers each in
+// Coordinators; v0-3 ask for one key and answer at the top level.
 // Transactions are not supported, so a transaction coordinator is never
 // available; a client that asks is a transactional producer that could not
 // work anyway.
 func handleFindCoordinator(_ context.Context, c *conn, req *kmsg.FindCoordinatorRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	if req.CoordinatorType == coordinatorTypeTxn {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		m := "sluice does not support transactions"
-		resp.ErrorMessage = &m
-		resp.NodeID, resp.Port = -1, -1
+	if req.Version >= 4 {
+		for _, key := range req.CoordinatorKeys {
+			co := kmsg.NewFindCoordinatorResponseCoordinator()
+			co.Key = key
+			co.NodeID, co.Host, co.Port, co.ErrorCode, co.ErrorMessage = c.coordinator(req.CoordinatorType, key)
+			resp.Coordinators = append(resp.Coordinators, co)
+		}
 		return msg(resp)
 	}
-	if !c.may(auth.Describe, auth.Group, req.CoordinatorKey) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		resp.NodeID, resp.Port = -1, -1
-		return msg(resp)
+	resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, resp.ErrorMessage = c.coordinator(req.CoordinatorType, req.CoordinatorKey)
+	return msg(resp)
+}
+
+// coordinator answers one key: this node, or an error with node -1.
+func (c *conn) coordinator(typ int8, key string) (node int32, host string, port int32, code int16, message *string) {
+	if typ == coordinatorTypeTxn {
+		m := "sluice does not support transactions"
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
+	}
+	if !c.may(auth.Describe, auth.Group, key) {
+		return -1, "", -1, kerr.GroupAuthorizationFailed.Code, nil
 	}
 	adv := c.s.advertisedAddr()
-	resp.NodeID, resp.Host, resp.Port = c.s.cfg.NodeID, adv.host, adv.port
-	return msg(resp)
+	return c.s.cfg.NodeID, adv.host, adv.port, 0, nil
 }

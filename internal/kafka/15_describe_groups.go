@@ -11,7 +11,8 @@ import (
 
 // handleDescribeGroups describes groups: state, protocol, and each
 // member's subscription and assignment as the leader sent it. An unknown
-// group is described as Dead with no error, as Kafka does before v6.
+// group is described as Dead with no error, as Kafka does before v6; v6+
+// answer GROUP_ID_NOT_FOUND with a message (KIP-1043).
 func handleDescribeGroups(_ context.Context, c *conn, req *kmsg.DescribeGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
@@ -21,12 +22,16 @@ func handleDescribeGroups(_ context.Context, c *conn, req *kmsg.DescribeGroupsRe
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		info, _ := c.s.b.DescribeGroup(id)
+		info, found := c.s.b.DescribeGroup(id)
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.State = id, info.State.String()
 		rg.ProtocolType, rg.Protocol = info.ProtocolType, info.Protocol
-		if id == "" {
+		switch {
+		case id == "":
 			rg.ErrorCode = errCode(errInvalidGroupID, nil)
+		case !found && req.Version >= 6:
+			m := "group " + id + " not found"
+			rg.ErrorCode, rg.ErrorMessage = kerr.GroupIDNotFound.Code, &m
 		}
 		for _, m := range info.Members {
 			rm := kmsg.NewDescribeGroupsResponseGroupMember()

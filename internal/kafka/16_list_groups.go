@@ -3,18 +3,24 @@ package kafka
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
 )
 
-// handleListGroups lists every group, filtered by state when v4+ asks.
+// handleListGroups lists every group, filtered by state when v4+ asks and
+// by type when v5+ asks: every sluice group is "classic" (KIP-848's
+// "consumer" and KIP-932's "share" groups are not served yet).
 // As in Kafka, describe on the cluster shows every group; otherwise only
 // the groups the principal may describe are listed.
 func handleListGroups(_ context.Context, c *conn, req *kmsg.ListGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	all := c.mayCluster(auth.Describe)
+	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return strings.EqualFold(t, groupTypeClassic) }) {
+		return msg(resp)
+	}
 	for _, g := range c.s.b.ListGroups() {
 		if !all && !c.sees(auth.Group, g.Group) {
 			continue
@@ -24,8 +30,11 @@ func handleListGroups(_ context.Context, c *conn, req *kmsg.ListGroupsRequest) (
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
-		rg.Group, rg.ProtocolType, rg.GroupState = g.Group, g.ProtocolType, state
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, state, groupTypeClassic
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return msg(resp)
 }
+
+// groupTypeClassic is ListGroups v5's name for a classic-protocol group.
+const groupTypeClassic = "classic"

@@ -9,22 +9,64 @@ import (
 	"github.com/sluice-mq/sluice/internal/auth"
 )
 
-// handleDeleteTopics deletes topics by name (v0-4 name them; ids came in
-// v6). Groups consuming a deleted topic rebalance; what happens to their
+// handleDeleteTopics deletes topics: by name in v0-5 (TopicNames), by name
+// or topic id in v6+ (Topics; an id no topic has answers UNKNOWN_TOPIC_ID).
+// Groups consuming a deleted topic rebalance; what happens to their
 // committed offsets is the broker's rule (see broker.DeleteTopic).
 func handleDeleteTopics(_ context.Context, c *conn, req *kmsg.DeleteTopicsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	for _, name := range req.TopicNames {
-		rt := kmsg.NewDeleteTopicsResponseTopic()
-		rt.Topic = &name
-		if !c.may(auth.Delete, auth.Topic, name) {
-			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+	if req.Version < 6 {
+		for _, name := range req.TopicNames {
+			resp.Topics = append(resp.Topics, c.deleteTopic(name))
+		}
+		return msg(resp)
+	}
+	for _, t := range req.Topics {
+		if t.Topic != nil && *t.Topic != "" {
+			rt := c.deleteTopic(*t.Topic)
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		err := c.s.b.DeleteTopic(name)
-		rt.ErrorCode, rt.ErrorMessage = errCode(err, nil), errMessage(err)
-		resp.Topics = append(resp.Topics, rt)
+		name, ok := c.topicNameByID(t.TopicID)
+		if !ok {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.TopicID, rt.ErrorCode = t.TopicID, kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, c.deleteTopic(name))
 	}
 	return msg(resp)
+}
+
+// deleteTopic deletes one topic by name and answers it, with its id (v6+)
+// when it had one.
+func (c *conn) deleteTopic(name string) kmsg.DeleteTopicsResponseTopic {
+	rt := kmsg.NewDeleteTopicsResponseTopic()
+	rt.Topic = &name
+	if !c.may(auth.Delete, auth.Topic, name) {
+		rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		return rt
+	}
+	if info, err := c.s.b.DescribeTopic(name); err == nil {
+		rt.TopicID = topicID(info.Settings)
+	}
+	err := c.s.b.DeleteTopic(name)
+	rt.ErrorCode, rt.ErrorMessage = errCode(err, nil), errMessage(err)
+	return rt
+}
+
+// topicNameByID finds the topic a Kafka topic id names. Ids are derived
+// from the topic's name and its never-reused catalog id (topicID), so the
+// lookup is a scan; topics number in the thousands at most.
+func (c *conn) topicNameByID(id [16]byte) (string, bool) {
+	if id == ([16]byte{}) {
+		return "", false
+	}
+	for _, s := range c.s.b.ListTopics("") {
+		if topicID(s) == id {
+			return s.Name, true
+		}
+	}
+	return "", false
 }

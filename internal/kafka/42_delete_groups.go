@@ -21,7 +21,8 @@ func handleDeleteGroups(_ context.Context, c *conn, req *kmsg.DeleteGroupsReques
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}
-		rg.ErrorCode = errCode(c.s.b.DeleteGroup(id), nil)
+		err := c.s.b.DeleteGroup(id)
+		rg.ErrorCode, rg.ErrorMessage = errCode(err, nil), errMessage(err) // the message: v3+
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return msg(resp)

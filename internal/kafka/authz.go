@@ -17,10 +17,14 @@ import (
 //	JoinGroup, SyncGroup, Heartbeat, LeaveGroup consume group
 //	ListGroups                                describe cluster, else the groups it may describe
 //	DeleteGroups                              delete group
+//	OffsetDelete                              delete group, consume topic
 //	CreateTopics                              create cluster or create topic
 //	DeleteTopics                              delete topic
 //	CreatePartitions                          alter topic
 //	DescribeConfigs                           describe topic (broker: describe cluster)
+//	AlterConfigs, IncrementalAlterConfigs     alter topic (broker: alter cluster)
+//	DescribeProducers                         describe topic
+//	DescribeLogDirs                           describe cluster
 //	InitProducerId                            produce cluster, or produce on some topic (KIP-679)
 //	DescribeCluster, DescribeAcls             describe cluster
 //	CreateAcls, DeleteAcls                    alter cluster

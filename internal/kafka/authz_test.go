@@ -70,7 +70,12 @@ func TestAuthorization(t *testing.T) {
 		}, topicCode("orders-new"), "alice", kerr.TopicAuthorizationFailed.Code, "admin"},
 		{"delete topics", func() kmsg.Request {
 			r := latest(kmsg.NewPtrDeleteTopicsRequest())
-			r.TopicNames = []string{"secret"}
+			r.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: strp("secret")}}
+			return r
+		}, topicCode("secret"), "alice", kerr.TopicAuthorizationFailed.Code, ""},
+		{"delete topics v5", func() kmsg.Request {
+			r := kmsg.NewPtrDeleteTopicsRequest()
+			r.Version, r.TopicNames = 5, []string{"secret"}
 			return r
 		}, topicCode("secret"), "alice", kerr.TopicAuthorizationFailed.Code, ""},
 		{"create partitions", func() kmsg.Request {
@@ -87,7 +92,13 @@ func TestAuthorization(t *testing.T) {
 			"alice", kerr.TopicAuthorizationFailed.Code, "admin"},
 		{"find coordinator", func() kmsg.Request {
 			r := latest(kmsg.NewPtrFindCoordinatorRequest())
-			r.CoordinatorKey = "h1"
+			r.CoordinatorKeys = []string{"h1"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).Coordinators[0].ErrorCode },
+			"alice", kerr.GroupAuthorizationFailed.Code, "bob"},
+		{"find coordinator v3", func() kmsg.Request {
+			r := kmsg.NewPtrFindCoordinatorRequest()
+			r.Version, r.CoordinatorKey = 3, "h1"
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).ErrorCode },
 			"alice", kerr.GroupAuthorizationFailed.Code, "bob"},
@@ -122,7 +133,13 @@ func TestAuthorization(t *testing.T) {
 			topicCode("secret"), "alice", kerr.TopicAuthorizationFailed.Code, "admin"},
 		{"offset fetch", func() kmsg.Request {
 			r := latest(kmsg.NewPtrOffsetFetchRequest())
-			r.Group = "h1"
+			r.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "h1"}}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode },
+			"alice", kerr.GroupAuthorizationFailed.Code, "bob"},
+		{"offset fetch v7", func() kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			r.Version, r.Group = 7, "h1"
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetFetchResponse).ErrorCode },
 			"alice", kerr.GroupAuthorizationFailed.Code, "bob"},

@@ -38,42 +38,52 @@ func typed[R kmsg.Request](fn func(context.Context, *conn, R) (reply, error)) ha
 func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 
 // apis is every API key served, with the versions served: the one table
-// that both the dispatcher and ApiVersions read. The minimums are what the
-// oldest clients still in use send (librdkafka 2.0 and kafka-python 2.0
-// send non-flexible versions). KIP-848's ConsumerGroupHeartbeat (68) is
+// that both the dispatcher and ApiVersions read, and that docs/kafka.md
+// lists (TestDocListsServedVersions checks). The maximums are the highest
+// that both Kafka 4.2 serves and kmsg encodes, except where a version
+// needs what sluice lacks (Produce 13, OffsetCommit and OffsetFetch 10
+// name topics by id only; ApiVersions 5 is KIP-1242). The minimums are
+// what the oldest clients still in use send (librdkafka 2.0 and
+// kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
+// KIP-848's ConsumerGroupHeartbeat (68) and KIP-932's share-group APIs are
 // deliberately absent.
 var apis map[int16]api
 
 func init() {
 	apis = map[int16]api{
-		0:  {3, 9, typed(handleProduce)},
-		1:  {4, 12, typed(handleFetch)},
-		2:  {0, 7, typed(handleListOffsets)},
-		3:  {0, 12, typed(handleMetadata)},
-		10: {0, 3, typed(handleFindCoordinator)},
+		0:  {3, 12, typed(handleProduce)},
+		1:  {4, 18, typed(handleFetch)},
+		2:  {0, 11, typed(handleListOffsets)},
+		3:  {0, 13, typed(handleMetadata)},
+		10: {0, 6, typed(handleFindCoordinator)},
 		17: {0, 1, typed(handleSASLHandshake)},
-		18: {0, 3, typed(handleApiVersions)},
-		19: {0, 5, typed(handleCreateTopics)},
-		20: {0, 4, typed(handleDeleteTopics)},
-		22: {0, 4, typed(handleInitProducerID)},
+		18: {0, 4, typed(handleApiVersions)},
+		19: {0, 7, typed(handleCreateTopics)},
+		20: {0, 6, typed(handleDeleteTopics)},
+		22: {0, 5, typed(handleInitProducerID)},
 		23: {2, 4, typed(handleOffsetForLeaderEpoch)},
 		29: {0, 3, typed(handleDescribeACLs)},
 		30: {0, 3, typed(handleCreateACLs)},
 		31: {0, 3, typed(handleDeleteACLs)},
 		32: {0, 4, typed(handleDescribeConfigs)},
+		33: {0, 2, typed(handleAlterConfigs)},
+		35: {0, 4, typed(handleDescribeLogDirs)},
+		44: {0, 1, typed(handleIncrementalAlterConfigs)},
+		61: {0, 0, typed(handleDescribeProducers)},
 		37: {0, 3, typed(handleCreatePartitions)},
 		36: {0, 2, typed(handleSASLAuthenticate)},
-		60: {0, 1, typed(handleDescribeCluster)},
+		60: {0, 2, typed(handleDescribeCluster)},
 		// Classic consumer groups.
-		8:  {0, 8, typed(handleOffsetCommit)},
-		9:  {0, 7, typed(handleOffsetFetch)},
-		11: {0, 7, typed(handleJoinGroup)},
+		8:  {0, 9, typed(handleOffsetCommit)},
+		9:  {0, 9, typed(handleOffsetFetch)},
+		11: {0, 9, typed(handleJoinGroup)},
 		12: {0, 4, typed(handleHeartbeat)},
-		13: {0, 4, typed(handleLeaveGroup)},
+		13: {0, 5, typed(handleLeaveGroup)},
 		14: {0, 5, typed(handleSyncGroup)},
-		15: {0, 5, typed(handleDescribeGroups)},
-		16: {0, 4, typed(handleListGroups)},
-		42: {0, 2, typed(handleDeleteGroups)},
+		15: {0, 6, typed(handleDescribeGroups)},
+		16: {0, 5, typed(handleListGroups)},
+		42: {0, 3, typed(handleDeleteGroups)},
+		47: {0, 0, typed(handleOffsetDelete)},
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // an empty tag section after each struct and after the header):
 //
 //	throttle_ms int32 | error_code int16 | session_id int32   (v7+ for the last two)
-//	topics: [name | partitions: [partition int32 | error_code int16 |
+//	topics: [name (v0-12) or topic_id uuid (v13+) | partitions: [partition int32 | error_code int16 |
 //	        high_watermark int64 | last_stable_offset int64 |
 //	        log_start_offset int64 (v5+) | aborted_transactions null |
 //	        preferred_read_replica int32 (v11+) | records bytes]]
@@ -77,7 +77,11 @@ func (w *fetchWriter) body(rep *fetchReply) {
 	}
 	w.arrayLen(len(rep.topics))
 	for _, t := range rep.topics {
-		w.str(t.name)
+		if rep.version >= 13 {
+			w.buf = append(w.buf, t.id[:]...) // topic_id replaces the name (KIP-516)
+		} else {
+			w.str(t.name)
+		}
 		w.arrayLen(len(t.parts))
 		for _, p := range t.parts {
 			w.partition(rep.version, p)

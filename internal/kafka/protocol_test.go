@@ -208,8 +208,19 @@ func TestFetchVersions(t *testing.T) {
 	for range 3 {
 		r.do(produceReq(9, -1, "fv", 0, buildBatch(t, 4, nil)))
 	}
+	id := n.topicID("fv")
+	fetch := func(v int16, offset int64) *kmsg.FetchRequest {
+		req := fetchReq(v, "fv", 0, offset, 0)
+		if v >= 13 { // by topic id only (KIP-516)
+			req.Topics[0].Topic, req.Topics[0].TopicID = "", id
+		}
+		return req
+	}
 	for v := apis[1].min; v <= apis[1].max; v++ {
-		resp := r.do(fetchReq(v, "fv", 0, 4, 0)).(*kmsg.FetchResponse)
+		resp := r.do(fetch(v, 4)).(*kmsg.FetchResponse)
+		if v >= 13 && resp.Topics[0].TopicID != id {
+			t.Fatalf("v%d: answered topic id %x, want %x", v, resp.Topics[0].TopicID, id)
+		}
 		p := resp.Topics[0].Partitions[0]
 		if p.ErrorCode != 0 || p.HighWatermark != 12 || p.LastStableOffset != 12 {
 			t.Fatalf("v%d: %+v", v, p)
@@ -229,7 +240,7 @@ func TestFetchVersions(t *testing.T) {
 		if len(offs) != 2 || offs[0] != 4 || offs[1] != 8 {
 			t.Fatalf("v%d: batches at %v, want [4 8]", v, offs)
 		}
-		past := r.do(fetchReq(v, "fv", 0, 13, 0)).(*kmsg.FetchResponse)
+		past := r.do(fetch(v, 13)).(*kmsg.FetchResponse)
 		if c := past.Topics[0].Partitions[0].ErrorCode; c != kerr.OffsetOutOfRange.Code {
 			t.Fatalf("v%d past the end: error %d", v, c)
 		}

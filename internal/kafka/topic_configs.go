@@ -17,6 +17,8 @@ type topicConfig struct {
 	get   func(broker.TopicSettings) string
 	set   func(*broker.TopicSettings, string) error
 	isDef func(broker.TopicSettings) bool
+	// reset restores the default (a zero that the broker normalizes).
+	reset func(*broker.TopicSettings)
 }
 
 // topicConfigs are the topic configs CreateTopics accepts and
@@ -44,6 +46,7 @@ var topicConfigs = []topicConfig{
 			return nil
 		},
 		isDef: func(s broker.TopicSettings) bool { return s.Retention == broker.DefaultTopicRetention },
+		reset: func(s *broker.TopicSettings) { s.Retention = 0 },
 	},
 	{
 		name: "retention.bytes", typ: kmsg.ConfigTypeLong,
@@ -62,6 +65,7 @@ var topicConfigs = []topicConfig{
 			return nil
 		},
 		isDef: func(s broker.TopicSettings) bool { return s.RetentionBytes <= 0 },
+		reset: func(s *broker.TopicSettings) { s.RetentionBytes = 0 },
 	},
 	{
 		name: "max.message.bytes", typ: kmsg.ConfigTypeInt,
@@ -75,6 +79,7 @@ var topicConfigs = []topicConfig{
 			return nil
 		},
 		isDef: func(s broker.TopicSettings) bool { return s.MaxMessageBytes == broker.DefaultTopicMaxMessageBytes },
+		reset: func(s *broker.TopicSettings) { s.MaxMessageBytes = 0 },
 	},
 	{
 		name: "cleanup.policy", typ: kmsg.ConfigTypeList,
@@ -84,6 +89,7 @@ var topicConfigs = []topicConfig{
 			return nil
 		},
 		isDef: func(s broker.TopicSettings) bool { return s.CleanupPolicy == broker.CleanupDelete },
+		reset: func(s *broker.TopicSettings) { s.CleanupPolicy = "" },
 	},
 }
 
@@ -97,25 +103,52 @@ var fixedTopicConfigs = []struct{ name, value string }{
 
 // applyTopicConfigs sets the configs a CreateTopics request carries.
 func applyTopicConfigs(s *broker.TopicSettings, cfgs []kmsg.CreateTopicsRequestTopicConfig) error {
-next:
 	for _, cfg := range cfgs {
 		if cfg.Value == nil {
 			continue // null means the default
 		}
-		for _, tc := range topicConfigs {
-			if tc.name == cfg.Name {
-				if err := tc.set(s, *cfg.Value); err != nil {
-					return err
-				}
-				continue next
-			}
+		if err := setTopicConfig(s, cfg.Name, *cfg.Value); err != nil {
+			return err
 		}
-		for _, f := range fixedTopicConfigs {
-			if f.name == cfg.Name && f.value == *cfg.Value {
-				continue next
-			}
+	}
+	return nil
+}
+
+// setTopicConfig sets one config by its Kafka name; a fixed one only at
+// its value, anything else is refused so a setting never silently does
+// nothing.
+func setTopicConfig(s *broker.TopicSettings, name, value string) error {
+	if tc := findTopicConfig(name); tc != nil {
+		return tc.set(s, value)
+	}
+	for _, f := range fixedTopicConfigs {
+		if f.name == name && f.value == value {
+			return nil
 		}
-		return fmt.Errorf("config %s=%q is not supported by sluice", cfg.Name, *cfg.Value)
+	}
+	return fmt.Errorf("config %s=%q is not supported by sluice", name, value)
+}
+
+// resetTopicConfig restores one config's default; a fixed one is always
+// at its default.
+func resetTopicConfig(s *broker.TopicSettings, name string) error {
+	if tc := findTopicConfig(name); tc != nil {
+		tc.reset(s)
+		return nil
+	}
+	for _, f := range fixedTopicConfigs {
+		if f.name == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown topic config %s", name)
+}
+
+func findTopicConfig(name string) *topicConfig {
+	for i := range topicConfigs {
+		if topicConfigs[i].name == name {
+			return &topicConfigs[i]
+		}
 	}
 	return nil
 }

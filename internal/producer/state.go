@@ -1,8 +1,10 @@
 package producer
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/sluice-mq/sluice/internal/batch"
@@ -124,4 +126,28 @@ func (ps *State) StoredLocked(h batch.Header) bool {
 		}
 	}
 	return false
+}
+
+// Active is one idempotent producer a partition remembers.
+type Active struct {
+	ID           int64
+	Epoch        int16
+	LastSequence int32 // -1 before its first batch here
+}
+
+// Producers lists the partition's remembered producers by id, for
+// DescribeProducers.
+func (ps *State) Producers() []Active {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]Active, 0, len(ps.m))
+	for id, e := range ps.m {
+		a := Active{ID: id, Epoch: e.epoch, LastSequence: -1}
+		if n := len(e.recent); n > 0 {
+			a.LastSequence = e.recent[n-1].Last
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Active) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }
