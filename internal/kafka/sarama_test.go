@@ -37,10 +37,10 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Con
 
 // TestSarama: a sync producer with keyed messages, then a consumer group
 // that reads them all back, per-key order intact, and commits; at the
-// protocol versions of an old Kafka (1.0), Sarama's default (2.1) and a
-// recent one (3.6).
+// protocol versions of an old Kafka (1.0), Sarama's default (2.1), a
+// recent one (3.6) and the newest Sarama speaks (sarama.MaxVersion).
 func TestSarama(t *testing.T) {
-	for _, v := range []sarama.KafkaVersion{sarama.V1_0_0_0, sarama.V2_1_0_0, sarama.V3_6_0_0} {
+	for _, v := range []sarama.KafkaVersion{sarama.V1_0_0_0, sarama.V2_1_0_0, sarama.V3_6_0_0, sarama.MaxVersion} {
 		t.Run(v.String(), func(t *testing.T) { testSarama(t, v) })
 	}
 }

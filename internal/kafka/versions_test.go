@@ -59,6 +59,9 @@ func TestDocListsServedVersions(t *testing.T) {
 // TestFindCoordinatorBatched: v4+ (KIP-699) answer every key apart,
 // refusals included; v3 still answers one key at the top level.
 func TestFindCoordinatorBatched(t *testing.T) {
+	if apis[10].max < 6 {
+		t.Fatalf("FindCoordinator up to v%d; Kafka 3.5+ clients send v4-6 only", apis[10].max)
+	}
 	n := startNode(t, "")
 	r := n.raw()
 	for v := int16(4); v <= apis[10].max; v++ {
@@ -85,6 +88,9 @@ func TestFindCoordinatorBatched(t *testing.T) {
 // request, each with its own topics or all of them; negative commits read
 // back as stored.
 func TestOffsetFetchGroups(t *testing.T) {
+	if apis[9].max < 9 {
+		t.Fatalf("OffsetFetch up to v%d; Kafka 3.5+ clients send v8-9 only", apis[9].max)
+	}
 	n := startNode(t, "")
 	n.createTopic("of", 2)
 	r := n.raw()
