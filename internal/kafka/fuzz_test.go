@@ -158,7 +158,48 @@ func seedRequests() []seedRequest {
 		seedRequest{1, 12, fetchReq(12, "fz", 0, 0, 100).AppendTo(nil)},
 		seedRequest{1, 4, fetchReq(4, "fz", 1, 0, 100).AppendTo(nil)},
 	)
-	return out
+	return append(out, seedNewAPIs()...)
+}
+
+// seedNewAPIs are populated requests of the decode paths issue 16 added:
+// batched FindCoordinator and OffsetFetch, topic ids, the config alters,
+// OffsetDelete, DescribeLogDirs, DescribeProducers, ListOffsets -3.
+func seedNewAPIs() []seedRequest {
+	at := func(req kmsg.Request, v int16) seedRequest {
+		req.SetVersion(v)
+		return seedRequest{req.Key(), v, req.AppendTo(nil)}
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g1", "g2"}
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g1"}, {Group: "g2", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "fz", Partitions: []int32{0, 1}}}}}
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: [16]byte{1, 2, 3}}}
+	fetch := fetchReq(apis[1].max, "", 0, 0, 100)
+	fetch.Topics[0].TopicID = [16]byte{1}
+	v := "3600000"
+	iac := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	iac.ValidateOnly = true
+	iac.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "fz",
+		Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "retention.ms", Op: opSet, Value: &v}, {Name: "cleanup.policy", Op: opAppend, Value: &v}}}}
+	ac := kmsg.NewPtrAlterConfigsRequest()
+	ac.ValidateOnly = true
+	ac.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "fz",
+		Configs: []kmsg.AlterConfigsRequestResourceConfig{{Name: "retention.ms", Value: &v}}}}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "g1"
+	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "fz", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	ld := kmsg.NewPtrDescribeLogDirsRequest()
+	ld.Topics = []kmsg.DescribeLogDirsRequestTopic{{Topic: "fz", Partitions: []int32{0}}}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "fz", Partitions: []int32{0, 1}}}
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "fz", Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0, Timestamp: -3}}}}
+	return []seedRequest{
+		at(fc, apis[10].max), at(of, apis[9].max), at(dt, apis[20].max),
+		{1, fetch.Version, fetch.AppendTo(nil)},
+		at(iac, apis[44].max), at(ac, apis[33].max), at(od, 0), at(ld, apis[35].max), at(dp, 0), at(lo, apis[2].max),
+	}
 }
 
 // TestWriteFuzzCorpus writes the seeds to testdata/fuzz when
