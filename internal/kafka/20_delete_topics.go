@@ -55,18 +55,3 @@ func (c *conn) deleteTopic(name string) kmsg.DeleteTopicsResponseTopic {
 	rt.ErrorCode, rt.ErrorMessage = errCode(err, nil), errMessage(err)
 	return rt
 }
-
-// topicNameByID finds the topic a Kafka topic id names. Ids are derived
-// from the topic's name and its never-reused catalog id (topicID), so the
-// lookup is a scan; topics number in the thousands at most.
-func (c *conn) topicNameByID(id [16]byte) (string, bool) {
-	if id == ([16]byte{}) {
-		return "", false
-	}
-	for _, s := range c.s.b.ListTopics("") {
-		if topicID(s) == id {
-			return s.Name, true
-		}
-	}
-	return "", false
-}

@@ -18,12 +18,17 @@
 // Serve accepts connections; each connection has one goroutine that reads a
 // size-prefixed request, decodes its header (v1, or v2 with tagged fields
 // for flexible versions), dispatches it by API key to the handler in the
-// file named after the key (00_produce.go … 60_describe_cluster.go), and
+// file named after the key (00_produce.go … 61_describe_producers.go), and
 // writes the response before reading the next request. Kafka requires
 // responses in request order and a real broker also handles one request per
 // connection at a time, so pipelining clients get exactly the ordering and
 // per-connection sequencing (which idempotent producers rely on) they expect.
 // Produce with acks=0 gets no response at all.
+//
+// Versions served are the one table in dispatch.go (docs/kafka.md lists
+// it): up to what Kafka 4.2 serves, topic ids included. A topic id is
+// derived from the topic's name and catalog id (topicID), and topic_ids.go
+// caches the reverse lookup that Fetch v13+ needs on every request.
 //
 // Fetch responses are written by hand (fetch_write.go) so the record
 // batches, stored exactly as producers sent them, go from the segment file

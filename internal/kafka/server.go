@@ -107,6 +107,8 @@ type Server struct {
 	connsWG  sync.WaitGroup // one per connection goroutine
 	acceptWG sync.WaitGroup // one per Serve call
 
+	ids topicIDs // topic id -> name, for Fetch v13+ and DeleteTopics v6
+
 	// testHookHandling, when set (tests only), is called as a decoded
 	// request reaches its handler, so a test knows it is in flight.
 	testHookHandling func(key int16)

@@ -174,6 +174,20 @@ func TestTopicIDs(t *testing.T) {
 	if _, err := n.b.DescribeTopic("ids"); err == nil {
 		t.Fatal("topic still exists after delete by id")
 	}
+	// Created again under the same name: a new id, and the old one (which
+	// the lookups above cached) names nothing.
+	again := r.do(ct).(*kmsg.CreateTopicsResponse).Topics[0]
+	if again.ErrorCode != 0 || again.TopicID == created.TopicID {
+		t.Fatalf("recreated: %+v, old id %x", again, created.TopicID)
+	}
+	fetch.Topics[0].TopicID = created.TopicID
+	if p := r.do(fetch).(*kmsg.FetchResponse).Topics[0].Partitions[0]; p.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("fetch by the deleted topic's id: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	fetch.Topics[0].TopicID = again.TopicID
+	if p := r.do(fetch).(*kmsg.FetchResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 {
+		t.Fatalf("fetch by the new id: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
 }
 
 // TestListOffsetsSpecial: -3 is the record with the largest timestamp
