@@ -249,3 +249,39 @@ func topicsSet(topic string, partitions ...int32) kadm.TopicsSet {
 	s.Add(topic, partitions...)
 	return s
 }
+
+// TestKadmClusterOps: on one node, ElectLeaders finds nothing to elect,
+// a reassignment to this node is a no-op and to another node refused, and
+// no reassignment is ever listed.
+func TestKadmClusterOps(t *testing.T) {
+	n := startNode(t, "")
+	n.createTopic("co", 2)
+	adm := n.admin()
+	ctx := testCtx(t, 30*time.Second)
+	el, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, topicsSet("co", 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		if r := el["co"][p]; !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+			t.Fatalf("elect co/%d: %+v", p, r)
+		}
+	}
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign("co", 0, []int32{0})
+	req.Assign("co", 1, []int32{0, 1})
+	as, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := as["co"][0]; r.Err != nil {
+		t.Fatalf("reassign to this node: %v", r.Err)
+	}
+	if r := as["co"][1]; !errors.Is(r.Err, kerr.InvalidReplicaAssignment) {
+		t.Fatalf("reassign to a node that does not exist: %v", r.Err)
+	}
+	ls, err := adm.ListPartitionReassignments(ctx, topicsSet("co", 0, 1))
+	if err != nil || len(ls) != 0 {
+		t.Fatalf("list reassignments: %+v %v", ls, err)
+	}
+}

@@ -25,6 +25,8 @@ import (
 //	AlterConfigs, IncrementalAlterConfigs     alter topic (broker: alter cluster)
 //	DescribeProducers                         describe topic
 //	DescribeLogDirs                           describe cluster
+//	ElectLeaders, AlterPartitionReassignments alter cluster
+//	ListPartitionReassignments                describe cluster
 //	InitProducerId                            produce cluster, or produce on some topic (KIP-679)
 //	DescribeCluster, DescribeAcls             describe cluster
 //	CreateAcls, DeleteAcls                    alter cluster

@@ -161,6 +161,46 @@ func TestAuthorization(t *testing.T) {
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.InitProducerIDResponse).ErrorCode },
 			"bob", kerr.ClusterAuthorizationFailed.Code, "alice"},
+		{"incremental alter configs", func() kmsg.Request {
+			r := latest(kmsg.NewPtrIncrementalAlterConfigsRequest())
+			r.ValidateOnly = true
+			r.Resources = []kmsg.IncrementalAlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "orders",
+				Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "retention.ms", Value: strp("1000")}}}}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode },
+			"alice", kerr.TopicAuthorizationFailed.Code, "admin"},
+		{"alter configs broker", func() kmsg.Request {
+			r := latest(kmsg.NewPtrAlterConfigsRequest())
+			r.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "0"}}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.AlterConfigsResponse).Resources[0].ErrorCode },
+			"alice", kerr.ClusterAuthorizationFailed.Code, "admin"},
+		{"offset delete", func() kmsg.Request {
+			r := latest(kmsg.NewPtrOffsetDeleteRequest())
+			r.Group = "g1"
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.OffsetDeleteResponse).ErrorCode },
+			"alice", kerr.GroupAuthorizationFailed.Code, "admin"},
+		{"describe log dirs", func() kmsg.Request { return latest(kmsg.NewPtrDescribeLogDirsRequest()) },
+			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeLogDirsResponse).ErrorCode },
+			"alice", kerr.ClusterAuthorizationFailed.Code, "admin"},
+		{"describe producers", func() kmsg.Request {
+			r := latest(kmsg.NewPtrDescribeProducersRequest())
+			r.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "secret", Partitions: []int32{0}}}
+			return r
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode
+		},
+			"alice", kerr.TopicAuthorizationFailed.Code, "admin"},
+		{"elect leaders", func() kmsg.Request { return latest(kmsg.NewPtrElectLeadersRequest()) },
+			func(r kmsg.Response) int16 { return r.(*kmsg.ElectLeadersResponse).ErrorCode },
+			"alice", kerr.ClusterAuthorizationFailed.Code, "admin"},
+		{"alter partition reassignments", func() kmsg.Request { return latest(kmsg.NewPtrAlterPartitionAssignmentsRequest()) },
+			func(r kmsg.Response) int16 { return r.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode },
+			"alice", kerr.ClusterAuthorizationFailed.Code, "admin"},
+		{"list partition reassignments", func() kmsg.Request { return latest(kmsg.NewPtrListPartitionReassignmentsRequest()) },
+			func(r kmsg.Response) int16 { return r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode },
+			"alice", kerr.ClusterAuthorizationFailed.Code, "admin"},
 		{"describe cluster", func() kmsg.Request { return latest(kmsg.NewPtrDescribeClusterRequest()) },
 			func(r kmsg.Response) int16 { return r.(*kmsg.DescribeClusterResponse).ErrorCode },
 			"alice", kerr.ClusterAuthorizationFailed.Code, "admin"},
