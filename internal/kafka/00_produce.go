@@ -13,6 +13,27 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
+// produceTopicIDVersion is the first Produce version that names topics by
+// id only (KIP-516); an id no topic has is UNKNOWN_TOPIC_ID.
+const produceTopicIDVersion = 13
+
+// resolveProduceIDs names the topics of a v13+ request by their ids, so
+// the rest of the path works with names; false if an id names no topic
+// (handleProduce then answers UNKNOWN_TOPIC_ID for it).
+func (c *conn) resolveProduceIDs(req *kmsg.ProduceRequest) bool {
+	if req.Version < produceTopicIDVersion {
+		return true
+	}
+	for i := range req.Topics {
+		name, ok := c.topicNameByID(req.Topics[i].TopicID)
+		if !ok {
+			return false
+		}
+		req.Topics[i].Topic = name
+	}
+	return true
+}
+
 // handleProduce stores each partition's record batches exactly as the
 // client sent them (the broker validates magic, lengths, CRC-32C, records
 // and producer sequence). Partitions are written concurrently, so one
@@ -31,9 +52,15 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
-		denied := refuse == nil && !c.may(auth.Produce, auth.Topic, t.Topic)
+		unknownID := false
+		if req.Version >= produceTopicIDVersion {
+			var ok bool
+			t.Topic, ok = c.topicNameByID(t.TopicID)
+			unknownID = !ok
+		}
+		denied := refuse == nil && !unknownID && !c.may(auth.Produce, auth.Topic, t.Topic)
 		for j, p := range t.Partitions {
 			rp := &rt.Partitions[j]
 			*rp = kmsg.NewProduceResponseTopicPartition()
@@ -41,6 +68,9 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 			switch {
 			case refuse != nil:
 				rp.ErrorCode = refuse.Code
+				continue
+			case unknownID:
+				rp.ErrorCode = kerr.UnknownTopicID.Code
 				continue
 			case denied:
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code

@@ -41,8 +41,8 @@ func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 // that both the dispatcher and ApiVersions read, and that docs/kafka.md
 // lists (TestDocListsServedVersions checks). The maximums are the highest
 // that both Kafka 4.2 serves and kmsg encodes, except where a version
-// needs what sluice lacks (Produce 13, OffsetCommit and OffsetFetch 10
-// name topics by id only; ApiVersions 5 is KIP-1242). The minimums are
+// needs what sluice lacks (OffsetCommit and OffsetFetch 10 name topics by
+// id only; ApiVersions 5 is KIP-1242). The minimums are
 // what the oldest clients still in use send (librdkafka 2.0 and
 // kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
 // KIP-848's ConsumerGroupHeartbeat (68) and KIP-932's share-group APIs are
@@ -51,7 +51,7 @@ var apis map[int16]api
 
 func init() {
 	apis = map[int16]api{
-		0:  {3, 12, typed(handleProduce)},
+		0:  {3, 13, typed(handleProduce)},
 		1:  {4, 18, typed(handleFetch)},
 		2:  {0, 11, typed(handleListOffsets)},
 		3:  {0, 13, typed(handleMetadata)},

@@ -102,7 +102,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 	for _, f := range frames {
 		h, req, derr := decodeRequest(f)
 		pr, ok := req.(*kmsg.ProduceRequest)
-		if derr != nil || !ok || !pipelinable(pr) || !c.mayProduceAll(pr) {
+		if derr != nil || !ok || !c.resolveProduceIDs(pr) || !pipelinable(pr) || !c.mayProduceAll(pr) {
 			for _, f := range frames {
 				if err := c.handle(f); err != nil {
 					return err
@@ -137,7 +137,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 		r.resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.req.Topics))
 		for j, t := range r.req.Topics {
 			rt := &r.resp.Topics[j]
-			rt.Topic = t.Topic
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
 			for k, p := range t.Partitions {
 				rp := &rt.Partitions[k]

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,8 +17,16 @@ import (
 // its first offset, a sequence gap refused without failing its neighbours —
 // and the log holds every accepted batch once, in sequence order.
 func TestPipelinedIdempotentProduces(t *testing.T) {
+	// v13 names the topic by id, which the pipeline resolves first.
+	for _, v := range []int16{9, apis[0].max} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) { testPipelinedIdempotentProduces(t, v) })
+	}
+}
+
+func testPipelinedIdempotentProduces(t *testing.T, version int16) {
 	n := startNodeSync(t, "", broker.SyncPolicy{Mode: broker.SyncAlways})
 	n.createTopic("piped", 2)
+	id := n.topicID("piped")
 	r := n.raw()
 	ip := kmsg.NewPtrInitProducerIDRequest()
 	ip.SetVersion(4)
@@ -35,7 +44,11 @@ func TestPipelinedIdempotentProduces(t *testing.T) {
 	var reqs []*kmsg.ProduceRequest
 	var wants []want
 	add := func(part int32, b []byte, acks int16, w want) {
-		reqs = append(reqs, produceReq(9, acks, "piped", part, b))
+		req := produceReq(version, acks, "piped", part, b)
+		if version >= produceTopicIDVersion {
+			req.Topics[0].Topic, req.Topics[0].TopicID = "", id
+		}
+		reqs = append(reqs, req)
 		wants = append(wants, w)
 	}
 	first := buildBatch(t, 2, prod(0))

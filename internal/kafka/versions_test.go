@@ -157,6 +157,20 @@ func TestTopicIDs(t *testing.T) {
 	}
 	unknown := created.TopicID
 	unknown[15] ^= 0xff
+	for _, tc := range []struct {
+		id   [16]byte
+		want int16
+	}{{created.TopicID, 0}, {unknown, kerr.UnknownTopicID.Code}} {
+		pr := produceReq(apis[0].max, -1, "", 0, buildBatch(t, 2, nil))
+		pr.Topics[0].TopicID = tc.id
+		rt := r.do(pr).(*kmsg.ProduceResponse).Topics[0]
+		if rt.TopicID != tc.id || rt.Partitions[0].ErrorCode != tc.want {
+			t.Fatalf("produce v%d by id %x: %+v, want code %d", pr.Version, tc.id, rt, tc.want)
+		}
+	}
+	if info, _ := n.b.DescribeTopic("ids"); info.Partitions[0].HighWatermark != 2 {
+		t.Fatalf("produced by id: high watermark %d, want 2", info.Partitions[0].HighWatermark)
+	}
 	fetch := fetchReq(apis[1].max, "", 0, 0, 0)
 	fetch.Topics[0].TopicID = unknown
 	if p := r.do(fetch).(*kmsg.FetchResponse).Topics[0].Partitions[0]; p.ErrorCode != kerr.UnknownTopicID.Code {
