@@ -1,0 +1,215 @@
+package replqueue
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Op is a command's kind: its first byte in an entry.
+type Op byte
+
+const (
+	OpSend    Op = 1
+	OpReceive Op = 2
+	OpAck     Op = 3
+	OpNack    Op = 4
+	OpExtend  Op = 5
+)
+
+// Limits of a decoded command: a decoder never allocates past them on any input.
+const (
+	MaxBody    = 1 << 20 // a message body
+	MaxAttrs   = 64      // attributes of one message
+	MaxString  = 1 << 10 // an attribute key or value, a receipt, a group ID
+	MaxReceive = 1000    // messages of one Receive
+)
+
+// ErrBadCommand: an entry that is not one well-formed command. The state machine stops on
+// it rather than skip it (a replica that skipped an entry would diverge).
+var ErrBadCommand = errors.New("replqueue: malformed command")
+
+// Attr is one message attribute.
+type Attr struct{ Key, Value string }
+
+// Command is one entry of a queue's group. Origin and Request name the proposal so the
+// proposing node can find its result (results of other nodes' commands are not kept); Now
+// is the proposing leader's clock, the only time apply ever uses.
+type Command struct {
+	Op      Op
+	Origin  uint64    // the proposing node
+	Request uint64    // unique per Origin
+	Now     time.Time // the leader's clock when it proposed (clamped in apply)
+
+	Body    []byte        // Send
+	Attrs   []Attr        // Send, sorted by key on encode
+	Delay   time.Duration // Send: hidden until Now+Delay; Nack: the same for a redelivery
+	Max     int           // Receive
+	Timeout time.Duration // Receive: visibility (0: the queue's); Extend: the new visibility
+	Receipt string        // Ack, Nack, Extend
+}
+
+// Encode appends c's encoding to b.
+//
+//	op(1) origin(uvarint) request(uvarint) now(varint unix ns), then by op:
+//	Send     body(bytes) nattrs(uvarint) {key(bytes) value(bytes)}... delay(varint ns)
+//	Receive  max(uvarint) visibility(varint ns)
+//	Ack      receipt(bytes)
+//	Nack     receipt(bytes) delay(varint ns)
+//	Extend   receipt(bytes) visibility(varint ns)
+//
+// bytes is uvarint length then the bytes. Nothing may follow the last field.
+func (c *Command) Encode(b []byte) []byte {
+	b = append(b, byte(c.Op))
+	b = binary.AppendUvarint(b, c.Origin)
+	b = binary.AppendUvarint(b, c.Request)
+	b = binary.AppendVarint(b, c.Now.UnixNano())
+	switch c.Op {
+	case OpSend:
+		b = appendBytes(b, c.Body)
+		attrs := slices.Clone(c.Attrs)
+		slices.SortFunc(attrs, func(x, y Attr) int { return cmpString(x.Key, y.Key) })
+		b = binary.AppendUvarint(b, uint64(len(attrs)))
+		for _, a := range attrs {
+			b = appendBytes(b, []byte(a.Key))
+			b = appendBytes(b, []byte(a.Value))
+		}
+		b = binary.AppendVarint(b, int64(c.Delay))
+	case OpReceive:
+		b = binary.AppendUvarint(b, uint64(c.Max))
+		b = binary.AppendVarint(b, int64(c.Timeout))
+	case OpAck:
+		b = appendBytes(b, []byte(c.Receipt))
+	case OpNack:
+		b = appendBytes(b, []byte(c.Receipt))
+		b = binary.AppendVarint(b, int64(c.Delay))
+	case OpExtend:
+		b = appendBytes(b, []byte(c.Receipt))
+		b = binary.AppendVarint(b, int64(c.Timeout))
+	}
+	return b
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func appendBytes(b, v []byte) []byte { return append(binary.AppendUvarint(b, uint64(len(v))), v...) }
+
+// Decode parses one command. Any malformed input, trailing bytes included, is
+// ErrBadCommand; the body aliases b.
+func Decode(b []byte) (Command, error) {
+	d := decoder{b: b}
+	var c Command
+	if len(b) == 0 {
+		return c, fmt.Errorf("%w: empty", ErrBadCommand)
+	}
+	c.Op = Op(b[0])
+	d.b = b[1:]
+	c.Origin = d.uvarint()
+	c.Request = d.uvarint()
+	c.Now = time.Unix(0, d.varint()).UTC()
+	switch c.Op {
+	case OpSend:
+		c.Body = d.bytes(MaxBody)
+		n := d.uvarint()
+		if n > MaxAttrs {
+			return c, fmt.Errorf("%w: %d attributes (max %d)", ErrBadCommand, n, MaxAttrs)
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			c.Attrs = append(c.Attrs, Attr{Key: string(d.bytes(MaxString)), Value: string(d.bytes(MaxString))})
+		}
+		c.Delay = d.duration()
+	case OpReceive:
+		n := d.uvarint()
+		if n == 0 || n > MaxReceive {
+			d.fail("receive max %d (1..%d)", n, MaxReceive)
+		}
+		c.Max = int(n)
+		c.Timeout = d.duration()
+	case OpAck:
+		c.Receipt = string(d.bytes(MaxString))
+	case OpNack:
+		c.Receipt = string(d.bytes(MaxString))
+		c.Delay = d.duration()
+	case OpExtend:
+		c.Receipt = string(d.bytes(MaxString))
+		c.Timeout = d.duration()
+	default:
+		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	return c, d.err
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(f string, v ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrBadCommand, fmt.Sprintf(f, v...))
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// duration is a non-negative varint of nanoseconds.
+func (d *decoder) duration() time.Duration {
+	v := d.varint()
+	if v < 0 || v == math.MaxInt64 {
+		d.fail("duration %d out of range", v)
+		return 0
+	}
+	return time.Duration(v)
+}
+
+func (d *decoder) bytes(limit uint64) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > limit || n > uint64(len(d.b)) {
+		d.fail("length %d (limit %d, %d left)", n, limit, len(d.b))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}

@@ -1,0 +1,256 @@
+package replqueue
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// ErrDeadLetterUnsupported: a queue.Config with MaxReceives set. Dead-lettering copies a
+// message to another queue (another group), which this package cannot do atomically; until
+// the broker integration does it, a replicated queue redelivers without a limit rather
+// than drop a message.
+var ErrDeadLetterUnsupported = errors.New("replqueue: MaxReceives (dead-lettering) is not supported by a replicated queue yet")
+
+// Message is a message as a Receive hands it out.
+type Message struct {
+	Offset int64 // the queue's own sequence of sends, from 0
+	Body   []byte
+	Attrs  []Attr
+	SentAt time.Time // the stamped time of the Send that carried it
+}
+
+// Delivery is one received message and its receipt.
+type Delivery struct {
+	Message
+	Receipt      string
+	ReceiveCount int
+	Deadline     time.Time
+}
+
+// Result is what applying one command did, kept for the node that proposed it.
+type Result struct {
+	Request    uint64
+	Offset     int64      // Send: the message's offset
+	Deliveries []Delivery // Receive
+	Err        error      // the queue refused the command (a stale receipt, an out-of-range value)
+}
+
+type stored struct {
+	body    []byte
+	attrs   []Attr
+	sentAt  int64 // unix ns
+	availAt int64 // unix ns; 0: at once
+}
+
+// maxResults bounds the results kept for proposals whose caller gave up waiting.
+const maxResults = 4096
+
+// Machine is one queue's replicated state: a queue.Cursor driven only by committed
+// commands, plus the bodies of messages not yet finished. It is a multiraft.StateMachine.
+type Machine struct {
+	node uint64
+	cfg  queue.Config
+
+	mu      sync.Mutex // the host applies; API callers take results
+	cur     *queue.Cursor
+	msgs    map[int64]*stored
+	next    int64  // the next Send's offset
+	now     int64  // the latest applied time (unix ns): no command moves it back
+	applied uint64 // the last applied index
+	results map[uint64]Result
+}
+
+var _ multiraft.StateMachine = (*Machine)(nil)
+
+// NewMachine returns the empty state of a queue for node (whose proposals' results it keeps).
+func NewMachine(node multiraft.NodeID, cfg queue.Config) (*Machine, error) {
+	if cfg.MaxReceives != 0 {
+		return nil, ErrDeadLetterUnsupported
+	}
+	cur, err := queue.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{node: uint64(node), cfg: cur.Config(), cur: cur, msgs: map[int64]*stored{},
+		results: map[uint64]Result{}}, nil
+}
+
+// Apply applies committed commands in log order.
+func (m *Machine) Apply(ents []multiraft.Entry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range ents {
+		c, err := Decode(e.Data)
+		if err != nil {
+			return fmt.Errorf("replqueue: entry %d: %w", e.Index, err)
+		}
+		r := m.apply(&c)
+		if err := m.cur.Fault(); err != nil {
+			return fmt.Errorf("replqueue: entry %d: cursor fault: %w", e.Index, err)
+		}
+		m.applied = e.Index
+		if c.Origin == m.node {
+			r.Request = c.Request
+			m.keep(e.Index, r)
+		}
+	}
+	return nil
+}
+
+// apply runs one command at its clamped time. Only committed state and the command decide
+// the outcome, so every replica computes the same receipts and deadlines.
+func (m *Machine) apply(c *Command) Result {
+	m.now = max(m.now, c.Now.UnixNano())
+	now := time.Unix(0, m.now).UTC()
+	var r Result
+	switch c.Op {
+	case OpSend:
+		if c.Delay > m.cfg.Retention {
+			r.Err = fmt.Errorf("%w: delay %v (max %v)", queue.ErrOutOfRange, c.Delay, m.cfg.Retention)
+			return r
+		}
+		// The entry's bytes belong to the host: keep a copy.
+		s := &stored{body: bytes.Clone(c.Body), attrs: c.Attrs, sentAt: m.now}
+		if c.Delay > 0 {
+			s.availAt = m.now + int64(c.Delay)
+		}
+		r.Offset = m.next
+		m.msgs[m.next] = s
+		m.next++
+	case OpReceive:
+		ds, evs, err := m.cur.Receive(now, c.Max, c.Timeout)
+		m.forget(evs)
+		r.Err = err
+		for _, d := range ds {
+			s := m.msgs[d.Offset]
+			if s == nil { // the cursor delivered what we never stored: state is corrupt
+				r.Err = fmt.Errorf("replqueue: delivered offset %d has no body", d.Offset)
+				continue
+			}
+			r.Deliveries = append(r.Deliveries, Delivery{
+				Message: Message{Offset: d.Offset, Body: s.body, Attrs: s.attrs, SentAt: time.Unix(0, s.sentAt).UTC()},
+				Receipt: d.Receipt, ReceiveCount: d.ReceiveCount, Deadline: d.Deadline})
+		}
+	case OpAck:
+		evs, err := m.cur.Ack(now, c.Receipt)
+		m.forget(evs)
+		r.Err = err
+	case OpNack:
+		evs, err := m.cur.Nack(now, c.Receipt, c.Delay, "")
+		m.forget(evs)
+		r.Err = err
+	case OpExtend:
+		evs, err := m.cur.Extend(now, c.Receipt, c.Timeout)
+		m.forget(evs)
+		r.Err = err
+	}
+	m.fill(now)
+	return r
+}
+
+// fill offers the cursor the stored messages from its read position, up to its lookahead
+// window. Offsets missing from msgs are finished ones, which the cursor passes over.
+func (m *Machine) fill(now time.Time) {
+	for m.cur.Wants() > 0 && m.cur.ReadPos() < m.next {
+		rp := m.cur.ReadPos()
+		n := min(int64(m.cur.Wants()), m.next-rp)
+		metas := make([]queue.Meta, 0, n)
+		for off := rp; off < rp+n; off++ {
+			meta := queue.Meta{Offset: off}
+			if s := m.msgs[off]; s != nil {
+				meta.SentAt = time.Unix(0, s.sentAt).UTC()
+				if s.availAt != 0 {
+					meta.AvailableAt = time.Unix(0, s.availAt).UTC()
+				}
+			}
+			metas = append(metas, meta)
+		}
+		used, evs := m.cur.Offer(now, metas)
+		m.forget(evs)
+		if used == 0 {
+			return
+		}
+	}
+}
+
+// forget drops the bodies of messages the events finished.
+func (m *Machine) forget(evs []queue.Event) {
+	drop := func(a, b int64) {
+		for off := a; off < b; off++ {
+			delete(m.msgs, off)
+		}
+	}
+	for _, ev := range evs {
+		switch ev := ev.(type) {
+		case queue.Acked:
+			delete(m.msgs, ev.Offset)
+		case queue.DeadLettered:
+			delete(m.msgs, ev.Offset)
+		case queue.Expired:
+			drop(ev.From, ev.To)
+		case queue.Skipped:
+			drop(ev.From, ev.To)
+		case queue.Purged:
+			for off := range m.msgs {
+				if off < ev.UpTo {
+					delete(m.msgs, off)
+				}
+			}
+		}
+	}
+}
+
+// keep records a result for this node's proposer, dropping the oldest ones of callers that
+// stopped waiting once there are too many.
+func (m *Machine) keep(index uint64, r Result) {
+	m.results[index] = r
+	if len(m.results) <= maxResults {
+		return
+	}
+	for i := range m.results {
+		if i+maxResults/2 < index {
+			delete(m.results, i)
+		}
+	}
+}
+
+// take removes and returns the result of this node's command at index with request req.
+func (m *Machine) take(index, req uint64) (Result, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.results[index]
+	if !ok || r.Request != req {
+		return Result{}, false
+	}
+	delete(m.results, index)
+	return r, true
+}
+
+// Now is the latest applied time: a proposer stamps no earlier time than this, and apply
+// clamps to it anyway.
+func (m *Machine) Now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return time.Unix(0, m.now).UTC()
+}
+
+// Stats are what a replica holds, to compare replicas in tests.
+type Stats struct {
+	Applied uint64
+	Next    int64 // offsets handed out
+	Stored  int   // bodies kept (messages not finished)
+	Floor   int64
+}
+
+// Stats returns the machine's counters.
+func (m *Machine) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Stats{Applied: m.applied, Next: m.next, Stored: len(m.msgs), Floor: m.cur.Floor()}
+}
