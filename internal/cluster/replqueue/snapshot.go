@@ -75,7 +75,7 @@ func (m *Machine) Restore(data []byte) error {
 	if d.err == nil && n > uint64(len(d.b)) {
 		d.fail("%d messages in %d bytes", n, len(d.b))
 	}
-	msgs := make(map[int64]*stored, n)
+	msgs := make(map[int64]*stored, min(n, uint64(len(d.b))))
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		off := int64(d.uvarint())
 		s := &stored{sentAt: d.varint(), availAt: d.varint(), body: bytes.Clone(d.bytes(uint64(len(data))))}
