@@ -96,6 +96,9 @@ func TestDependencyDirection(t *testing.T) {
 		// The host defines its storage interfaces and never depends on a concrete storage:
 		// internal/cluster/engine, above both, is where the host meets raftstore.
 		"internal/cluster/multiraft": {mod + "internal/cluster/raftstore", mod + "internal/cluster/engine", mod + "internal/storage"},
+		// The replicated queue is a state machine over the host: it may import the queue's
+		// cursor and the cluster packages, never the broker or anything above it.
+		"internal/cluster/replqueue": append([]string{mod + "internal/broker", mod + "internal/storage"}, above...),
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/",
