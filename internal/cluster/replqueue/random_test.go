@@ -211,8 +211,18 @@ func (h *history) record(cl *client, out mOutput, ret int64) {
 // partitions and lossy links are linearizable against the sequential queue (model_test.go).
 func TestRandomizedLinearizable(t *testing.T) {
 	seeds, ticks := randomRuns()
+	snaps := uint64(0)
+	defer func() {
+		// followers that fell behind were sent snapshots: Restore is on the tested path
+		if snaps == 0 && !t.Failed() {
+			t.Error("no snapshot was sent in any run")
+		}
+	}()
 	for seed := int64(1); seed <= int64(seeds); seed++ {
-		_, h := runRandom(t, seed, ticks, time.Hour)
+		c, h := runRandom(t, seed, ticks, time.Hour)
+		for _, nd := range c.up() {
+			snaps += nd.host.Stats().SnapsSent
+		}
 		res := porcupine.CheckOperationsTimeout(queueModel, h.ops, 30*time.Second)
 		unknown := 0
 		for _, op := range h.ops {
@@ -254,7 +264,13 @@ func TestRandomizedNoRedeliveryAfterAck(t *testing.T) {
 		for range 10000 {
 			r, err := c.exec(0, Command{Op: OpReceive, Max: 10})
 			if err != nil {
-				t.Fatalf("seed %d: drain: %v", seed, err)
+				// Leadership may still move after the restarts: a dropped Receive did
+				// nothing, an unknown one hid what it took until its visibility ends.
+				if !errors.Is(err, multiraft.ErrProposalDropped) && !errors.Is(err, ErrOutcomeUnknown) {
+					t.Fatalf("seed %d: drain: %v", seed, err)
+				}
+				c.advance += time.Hour
+				continue
 			}
 			if len(r.Deliveries) == 0 {
 				break
@@ -265,9 +281,8 @@ func TestRandomizedNoRedeliveryAfterAck(t *testing.T) {
 					t.Fatalf("seed %d: %s acked, then delivered in the drain", seed, b)
 				}
 				drained[b] = true
-				if _, err := c.exec(0, Command{Op: OpAck, Receipt: d.Receipt}); err != nil {
-					t.Fatalf("seed %d: drain ack: %v", seed, err)
-				}
+				// An ack that fails here only means the message is drained again.
+				_, _ = c.exec(0, Command{Op: OpAck, Receipt: d.Receipt})
 			}
 		}
 		for b := range h.sent {
