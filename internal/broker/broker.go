@@ -12,6 +12,7 @@
 //
 //	LOCK                         flock held while a broker has the directory open (vfs.LockDir)
 //	format.json                  the on-disk format version; a newer major is refused (format.go)
+//	receipt-key.json             the key receipts are authenticated with, and a copy beside it (receipt.go)
 //	ids.json                     the next id for a queue, topic or subscription directory (catalog.go)
 //	headroom                     space kept for acks and deletes on a full disk (package diskguard)
 //	queues/<id>-<name>/settings.json  its settings, checksummed, and a copy beside it (catalog.go)
@@ -107,8 +108,11 @@ type Broker struct {
 
 	redrive redrives
 
-	lock *vfs.DirLock     // the data directory's flock; nil on an in-memory FS
-	disk *diskguard.Guard // the headroom, and whether writes work
+	lock *vfs.DirLock // the data directory's flock; nil on an in-memory FS
+	// receipts authenticates every queue's and subscription's receipts
+	// (receipt.go).
+	receipts *receiptKey
+	disk     *diskguard.Guard // the headroom, and whether writes work
 
 	stopMaint chan struct{}
 	maintDone chan struct{}
@@ -172,8 +176,12 @@ func Open(opts Options) (_ *Broker, err error) {
 	if err != nil {
 		return nil, err
 	}
+	receipts, err := loadReceiptKey(opts.FS, opts.Dir, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
 	b := &Broker{opts: opts, log: opts.Logger, cat: cat, queues: map[string]*queueRT{}, unavailable: data.Unavailable,
-		lock: lock, disk: disk}
+		lock: lock, disk: disk, receipts: receipts}
 	for name, u := range data.Unavailable {
 		b.log.Error("queue unavailable: its settings are damaged in both copies; every other queue is served, and DeleteQueue removes it",
 			"queue", name, "err", u.err)

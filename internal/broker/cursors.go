@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/queue"
@@ -30,6 +28,8 @@ type cursorSet struct {
 	// finished, if set, hears of every event journaled (the queue's cache
 	// drops what was acked). Called with mu held.
 	finished func([]queue.Event)
+	// bind is what its receipts are bound to (receipt.go).
+	bind receiptBinding
 
 	// Guarded by mu.
 	curs []*queue.Cursor
@@ -122,26 +122,22 @@ func (cs *cursorSet) cursorFault() error {
 	return nil
 }
 
-// parseReceiptLocked splits a receipt into its cursor and the cursor's
-// receipt. Called with mu held.
-func (cs *cursorSet) parseReceiptLocked(receipt string) (int, string, error) {
-	if !cs.partitioned {
-		return 0, receipt, nil
+// parseReceipt checks a receipt is one of this set's (receipt.go) and
+// splits it into its cursor and the cursor's receipt.
+func (cs *cursorSet) parseReceipt(receipt string) (int, string, error) {
+	p, r, err := cs.bind.open(receipt)
+	if err != nil {
+		return 0, "", err
 	}
-	ps, r, ok := strings.Cut(receipt, ":")
-	p, err := strconv.Atoi(ps)
-	if !ok || err != nil || p < 0 || p >= len(cs.curs) {
-		return 0, "", fmt.Errorf("%w: %q", ErrReceiptInvalid, receipt)
+	if p >= len(cs.curs) || (!cs.partitioned && p != 0) {
+		return 0, "", fmt.Errorf("%w: partition %d", ErrReceiptInvalid, p)
 	}
-	return p, r, nil
+	return p, r.String(), nil
 }
 
 // receiptOf is the receipt a delivery of cursor i hands out.
-func (cs *cursorSet) receiptOf(i int, r string) string {
-	if !cs.partitioned {
-		return r
-	}
-	return strconv.Itoa(i) + ":" + r
+func (cs *cursorSet) receiptOf(i int, d queue.Delivery) string {
+	return cs.bind.issue(i, d.Offset, d.FencingToken)
 }
 
 // leaseFunc is one receipt operation on a cursor: Ack, Extend or Nack.
@@ -187,8 +183,11 @@ func (cs *cursorSet) leaseBatch(now func() time.Time, receipts []string, op leas
 // leaseLocked applies one receipt operation and counts its outcome. Called
 // with mu held.
 func (cs *cursorSet) leaseLocked(now time.Time, receipt string, op leaseFunc) ([]cursorEvent, error) {
-	p, r, err := cs.parseReceiptLocked(receipt)
+	p, r, err := cs.parseReceipt(receipt)
 	if err != nil {
+		if errors.Is(err, queue.ErrReceiptStale) {
+			cs.ctr.staleRefused++
+		}
 		return nil, err
 	}
 	evs, err := op(cs.curs[p], now, r)

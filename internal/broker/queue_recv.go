@@ -185,7 +185,7 @@ func (q *queueRT) deliveries(ds []queue.Delivery, cached []*Message) ([]Delivery
 			lost = append(lost, d.Offset)
 			continue
 		}
-		out = append(out, Delivery{Message: *m, Sequence: d.Offset, Receipt: d.Receipt,
+		out = append(out, Delivery{Message: *m, Sequence: d.Offset, Receipt: q.receiptOf(0, d),
 			ReceiveCount: d.ReceiveCount, FirstReceivedAt: d.FirstReceivedAt, Deadline: d.Deadline,
 			FencingToken: d.FencingToken})
 	}

@@ -67,6 +67,7 @@ func (s QueueSettings) cursorConfig() queue.Config {
 func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 	dir := queueDir(b.opts.Dir, s)
 	q := &queueRT{b: b, name: s.Name, dir: dir}
+	q.bind = receiptBinding{key: b.receipts, kind: receiptOfQueue, id: s.ID}
 	q.current.Store(&s)
 	q.ordered = func() bool { return q.settings().FIFO }
 	var err error

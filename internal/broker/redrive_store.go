@@ -182,6 +182,13 @@ func (b *Broker) takeBack(r *redriveRun) {
 	if len(r.holding) == 0 {
 		return
 	}
+	if q, err := b.queue(r.task.Source); err == nil {
+		// A batch held across an upgrade has receipts of the first
+		// format: ours, so bound to the source rather than refused.
+		for i, rc := range r.holding {
+			r.holding[i] = q.bind.rebindLegacy(rc)
+		}
+	}
 	for _, err := range b.nackAll(r.task.Source, r.holding) {
 		switch {
 		case err == nil:

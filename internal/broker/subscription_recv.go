@@ -255,7 +255,7 @@ func (sub *subRT) deliveries(parts []*partitionRT, got []partDelivery) ([]Subscr
 		}
 		out = append(out, SubscriptionDelivery{Partition: int32(g.p), Offset: g.d.Offset, Key: r.Key, Value: r.Value,
 			Headers: r.Headers, Timestamp: time.UnixMilli(r.Timestamp),
-			Receipt: sub.receiptOf(g.p, g.d.Receipt), ReceiveCount: g.d.ReceiveCount,
+			Receipt: sub.receiptOf(g.p, g.d), ReceiveCount: g.d.ReceiveCount,
 			FirstReceivedAt: g.d.FirstReceivedAt, Deadline: g.d.Deadline, FencingToken: g.d.FencingToken})
 	}
 	for p, offs := range lost {

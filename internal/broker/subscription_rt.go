@@ -35,6 +35,7 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 	b := t.s.b
 	sub := &subRT{t: t, dir: subDir(t, s), settings: s}
 	sub.partitioned = true
+	sub.bind = receiptBinding{key: b.receipts, kind: receiptOfSub, id: s.ID}
 	sub.ordered = func() bool { return sub.settings.KeyOrdered }
 	ts, parts := t.snapshot()
 	sub.parts, sub.ts = parts, ts
