@@ -67,12 +67,21 @@ var receiptEncoding = base64.RawURLEncoding.Strict()
 
 // receiptKey authenticates the receipts of one data directory.
 type receiptKey struct {
-	macs sync.Pool // of hash.Hash: HMAC-SHA256 under the key
+	macs sync.Pool // of *receiptMAC under the key
+}
+
+// receiptMAC is an HMAC-SHA256 under the key with room for its input and
+// output, so that making or checking a receipt allocates nothing but the
+// receipt (what goes through the hash.Hash interface would escape).
+type receiptMAC struct {
+	h   hash.Hash
+	in  [len(receiptDomain) + 1 + 8 + receiptMaxRaw]byte
+	sum [sha256.Size]byte
 }
 
 func newReceiptKey(key []byte) *receiptKey {
 	k := append([]byte(nil), key...)
-	return &receiptKey{macs: sync.Pool{New: func() any { return hmac.New(sha256.New, k) }}}
+	return &receiptKey{macs: sync.Pool{New: func() any { return &receiptMAC{h: hmac.New(sha256.New, k)} }}}
 }
 
 // loadReceiptKey reads the data directory's receipt key, making it the
@@ -104,20 +113,19 @@ func loadReceiptKey(fsys vfs.FS, dir string, log *slog.Logger) (*receiptKey, err
 	return newReceiptKey(f.Key), nil
 }
 
-// mac appends the receipt's MAC over body for the entity kind/id.
+// mac appends the receipt's MAC over body (at most receiptMaxRaw bytes)
+// for the entity kind/id.
 func (k *receiptKey) mac(dst []byte, kind byte, id uint64, body []byte) []byte {
-	h := k.macs.Get().(hash.Hash)
-	h.Reset()
-	var hdr [len(receiptDomain) + 1 + 8]byte
-	copy(hdr[:], receiptDomain)
-	hdr[len(receiptDomain)] = kind
-	binary.BigEndian.PutUint64(hdr[len(receiptDomain)+1:], id)
-	h.Write(hdr[:])
-	h.Write(body)
-	var sum [sha256.Size]byte
-	out := h.Sum(sum[:0])
-	k.macs.Put(h)
-	return append(dst, out[:receiptMACLen]...)
+	m := k.macs.Get().(*receiptMAC)
+	in := append(m.in[:0], receiptDomain...)
+	in = append(in, kind)
+	in = binary.BigEndian.AppendUint64(in, id)
+	in = append(in, body...)
+	m.h.Reset()
+	m.h.Write(in)
+	dst = append(dst, m.h.Sum(m.sum[:0])[:receiptMACLen]...)
+	k.macs.Put(m)
+	return dst
 }
 
 // receiptBinding is what a cursor set's receipts are bound to: the data
@@ -136,7 +144,10 @@ func (rb receiptBinding) issue(p int, offset int64, token uint64) string {
 	b = binary.AppendUvarint(b, uint64(offset))
 	b = binary.AppendUvarint(b, token)
 	b = rb.key.mac(b, rb.kind, rb.id, b)
-	return receiptEncoding.EncodeToString(b)
+	var out [(receiptMaxRaw*8 + 5) / 6]byte
+	n := receiptEncoding.EncodedLen(len(b))
+	receiptEncoding.Encode(out[:n], b)
+	return string(out[:n])
 }
 
 // open checks a receipt against the binding and returns its cursor and
@@ -148,8 +159,11 @@ func (rb receiptBinding) open(s string) (int, queue.Receipt, error) {
 	if len(s) < receiptEncoding.EncodedLen(receiptMinRaw) || len(s) > receiptEncoding.EncodedLen(receiptMaxRaw) {
 		return 0, queue.Receipt{}, rb.legacyOr(s, "length")
 	}
-	n, err := receiptEncoding.Decode(buf[:], []byte(s))
-	if err != nil || n < receiptMinRaw || buf[0] != receiptFormat {
+	var src [(receiptMaxRaw*8 + 5) / 6]byte
+	n, err := receiptEncoding.Decode(buf[:], src[:copy(src[:], s)])
+	// Decode skips \r and \n; a receipt has one spelling, so every
+	// character must have been decoded.
+	if err != nil || n < receiptMinRaw || receiptEncoding.EncodedLen(n) != len(s) || buf[0] != receiptFormat {
 		return 0, queue.Receipt{}, rb.legacyOr(s, "encoding")
 	}
 	body, sum := buf[:n-receiptMACLen], buf[n-receiptMACLen:n]

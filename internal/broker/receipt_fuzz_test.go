@@ -18,6 +18,9 @@ func FuzzReceiptOpen(f *testing.F) {
 	f.Add("2:" + queue.Receipt{Offset: 7, Token: 8}.String())
 	f.Add("")
 	f.Add("AQAAAAAAAAAAAAAAAAAAAAF3Yvy1")
+	r := rb.issue(1, 2, 3)
+	f.Add(r[:10] + "\r\n" + r[10:]) // base64 decoding skips newlines
+
 	f.Fuzz(func(t *testing.T, s string) {
 		p, r, err := rb.open(s)
 		if err != nil {

@@ -115,7 +115,7 @@ func TestReceiptDamagedOrForgedRefused(t *testing.T) {
 	// The same fields under another key: what a forger without the key makes.
 	other := receiptBinding{key: newReceiptKey(make([]byte, receiptKeyLen)), kind: receiptOfQueue, id: e.b.queues["a"].bind.id}
 	forged := other.issue(0, d.Sequence, d.FencingToken)
-	for _, bad := range []string{forged, "", d.Receipt + "A", d.Receipt[:len(d.Receipt)-1], "0:" + d.Receipt} {
+	for _, bad := range []string{forged, "", d.Receipt + "A", d.Receipt[:len(d.Receipt)-1], "0:" + d.Receipt, d.Receipt[:8] + "\n" + d.Receipt[8:]} {
 		if err := e.b.Ack(bg, "a", bad); !errors.Is(err, ErrReceiptInvalid) {
 			t.Errorf("ack %q = %v, want ErrReceiptInvalid", bad, err)
 		}
