@@ -57,7 +57,10 @@ func newClientEnv(t *testing.T, endpoint string) *env {
 // newClientEnvAs is newClientEnv signing with the access key given.
 func newClientEnvAs(t *testing.T, endpoint, keyID, secret string) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The whole test's budget, not one call's: a test that also runs the
+	// AWS CLIs (two Python processes, ~46 s together on a loaded machine)
+	// ran out of a 30 s one.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRegion("us-east-1"),
