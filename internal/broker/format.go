@@ -22,9 +22,13 @@ import (
 // not read what it does not know; what those files record is then ignored
 // by it, never misread). A directory without format.json was written
 // before the file existed, which is format 1.0.
+//
+// History: 1.0 the first; 1.1 adds receipt-key.json (receipts bound to their
+// queue: a 1.0 binary ignores the key and issues its own old receipts,
+// which 1.1 refuses as stale — at most a redelivery).
 const (
 	FormatMajor = 1
-	FormatMinor = 0
+	FormatMinor = 1
 )
 
 // formatFile is format.json's name in the data directory.

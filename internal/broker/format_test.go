@@ -24,8 +24,9 @@ func TestFormatFileCheckedAtOpen(t *testing.T) {
 		tooNew   bool
 		wantFile string // format.json after the open
 	}{
-		{name: "absent is written", wantFile: `{"major":1,"minor":0}`},
-		{name: "current", file: `{"major":1,"minor":0}`, wantFile: `{"major":1,"minor":0}`},
+		{name: "absent is written", wantFile: `{"major":1,"minor":1}`},
+		{name: "current", file: `{"major":1,"minor":1}`, wantFile: `{"major":1,"minor":1}`},
+		{name: "older minor is raised", file: `{"major":1,"minor":0}`, wantFile: `{"major":1,"minor":1}`},
 		{name: "newer minor opens and is kept", file: `{"major":1,"minor":3}`, wantFile: `{"major":1,"minor":3}`},
 		{name: "newer major refused", file: `{"major":2,"minor":0}`, tooNew: true,
 			wantErr: "has on-disk format 2.0 and this binary reads 1.x", wantFile: `{"major":2,"minor":0}`},
@@ -110,7 +111,7 @@ func TestPreviousFormatOpens(t *testing.T) {
 		t.Fatalf("fetch events/0: hw %d, %d bytes, %v; want both records", fr.HighWatermark, len(fr.Batches), err)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, formatFile))
-	if err != nil || strings.TrimSpace(string(got)) != `{"major":1,"minor":0}` {
+	if err != nil || strings.TrimSpace(string(got)) != `{"major":1,"minor":1}` {
 		t.Fatalf("format.json after opening a pre-format directory: %q %v", got, err)
 	}
 }
