@@ -71,6 +71,7 @@ SIGTERM or SIGINT shut down gracefully: in-flight requests finish (within
 				for range ignoreHUP {
 				}
 			}()
+			defer func() { signal.Stop(ignoreHUP); close(ignoreHUP) }()
 			// After the first signal, restore the default handling so a
 			// second Ctrl-C kills a shutdown that hangs.
 			context.AfterFunc(ctx, stop)

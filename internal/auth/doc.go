@@ -8,7 +8,7 @@
 // A *Store is what front-ends hold. A nil *Store means authentication is
 // off: every method then answers as if everyone were allowed everything, so
 // front-ends call it unconditionally. A Store rereads its file when told to
-// (Reload, from SIGHUP or a file watcher); readers always see one whole
+// (Reload: internal/node calls it every 2 s and on SIGHUP); readers always see one whole
 // version of the file, never half of an edit.
 //
 // Each front-end speaks its own protocol's exchange (SASL frames, SigV4

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -56,7 +55,7 @@ type version struct {
 
 type accessKeyOwner struct{ user, secret string }
 
-// Open loads the users file at path. Call Reload (or Watch) to pick up
+// Open loads the users file at path. Call Reload to pick up
 // edits.
 func Open(path string, opts Options) (*Store, error) {
 	s := newStore(path, opts)
@@ -120,27 +119,6 @@ func (s *Store) Reload() error {
 		s.opts.Logger.Info("auth file reloaded", "file", s.path, "users", len(v.users), "acls", len(v.rules))
 	}
 	return nil
-}
-
-// Watch rereads the file every interval until ctx ends, logging a reload
-// that fails (the old version stays). The file is small; reading it is
-// cheaper than being wrong about an mtime.
-func (s *Store) Watch(ctx context.Context, every time.Duration) {
-	if s == nil || s.path == "" {
-		return
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Reload(); err != nil {
-				s.opts.Logger.Error("auth file reload failed; keeping the previous version", "err", err)
-			}
-		}
-	}
 }
 
 func index(f *File, raw []byte) (*version, error) {
