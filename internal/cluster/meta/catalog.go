@@ -1,0 +1,183 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// Refusals: apply computed them (so every replica agrees), or the Catalog refused the
+// call before proposing it.
+var (
+	ErrTopicExists      = errors.New("meta: topic already exists")
+	ErrUnknownTopic     = errors.New("meta: unknown topic")
+	ErrInvalidTopicName = errors.New("meta: invalid topic name")
+	// ErrReplicationFactor: more replicas than registered nodes, or fewer than one after
+	// defaulting (no node registered yet).
+	ErrReplicationFactor = errors.New("meta: invalid replication factor")
+	// ErrPartitions: a partition count out of 1..MaxPartitions, or an AddPartitions total
+	// not larger than the topic's.
+	ErrPartitions  = errors.New("meta: invalid partition count")
+	ErrInvalidNode = errors.New("meta: invalid node")
+)
+
+// ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
+var ErrNotLeader = errors.New("meta: NOT_LEADER")
+
+// ErrOutcomeUnknown: the command may or may not have been applied (the caller's context
+// ended, the host stopped, or this node lost sight of the entry). Reading State tells.
+var ErrOutcomeUnknown = errors.New("meta: outcome unknown")
+
+// NotLeaderError: this node does not lead the metadata group. Leader is the node it
+// believes does (0: unknown, an election is on): the caller retries there.
+type NotLeaderError struct{ Leader multiraft.NodeID }
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == 0 {
+		return "meta: NOT_LEADER (leader unknown)"
+	}
+	return fmt.Sprintf("meta: NOT_LEADER (leader is node %d)", e.Leader)
+}
+
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Catalog is the client API of the catalog on one node. Every change is proposed to the
+// metadata group and returns once committed and applied on this node, with the result
+// apply computed; only the leader proposes (others answer *NotLeaderError).
+type Catalog struct {
+	host *multiraft.Host
+	sm   *Machine
+	seq  atomic.Uint64
+}
+
+// NewCatalog serves the catalog of h, whose metadata group's state machine is m.
+func NewCatalog(h *multiraft.Host, m *Machine) *Catalog { return &Catalog{host: h, sm: m} }
+
+// RegisterNode adds a node or replaces its addresses.
+func (c *Catalog) RegisterNode(ctx context.Context, n Node) error {
+	if n.ID == 0 {
+		return fmt.Errorf("%w: node id 0", ErrInvalidNode)
+	}
+	if len(n.KafkaAddr) > MaxAddr || len(n.HTTPAddr) > MaxAddr || len(n.SQSAddr) > MaxAddr {
+		return fmt.Errorf("%w: an address longer than %d bytes", ErrInvalidNode, MaxAddr)
+	}
+	_, err := c.do(ctx, Command{Op: OpRegisterNode, Node: n})
+	return err
+}
+
+// CreateTopic creates a topic of partitions partitions (1..MaxPartitions) with
+// replicationFactor replicas each (<= 0: min(3, registered nodes)), placed in apply
+// (placement.go), and returns it.
+func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int, settings []byte) (*Topic, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if partitions < 1 || partitions > MaxPartitions {
+		return nil, fmt.Errorf("%w: %d partitions (1..%d)", ErrPartitions, partitions, MaxPartitions)
+	}
+	if len(settings) > MaxSettings {
+		return nil, fmt.Errorf("meta: settings of %d bytes (max %d)", len(settings), MaxSettings)
+	}
+	if replicationFactor > MaxPartitions { // no cluster has that many nodes; keeps it an int32
+		return nil, fmt.Errorf("%w: %d replicas", ErrReplicationFactor, replicationFactor)
+	}
+	rf := int32(max(replicationFactor, 0))
+	r, err := c.do(ctx, Command{Op: OpCreateTopic, Name: name, Partitions: partitions, RF: rf, Settings: settings})
+	return r.Topic, err
+}
+
+// DeleteTopic removes a topic from the catalog. Its partitions' group ids are not reused.
+func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	_, err := c.do(ctx, Command{Op: OpDeleteTopic, Name: name})
+	return err
+}
+
+// AddPartitions grows a topic to total partitions, placing the new ones; existing
+// partitions do not move.
+func (c *Catalog) AddPartitions(ctx context.Context, name string, total int32) (*Topic, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if total < 1 || total > MaxPartitions {
+		return nil, fmt.Errorf("%w: %d partitions (1..%d)", ErrPartitions, total, MaxPartitions)
+	}
+	r, err := c.do(ctx, Command{Op: OpAddPartitions, Name: name, Partitions: total})
+	return r.Topic, err
+}
+
+// UpdateTopic replaces a topic's settings.
+func (c *Catalog) UpdateTopic(ctx context.Context, name string, settings []byte) (*Topic, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if len(settings) > MaxSettings {
+		return nil, fmt.Errorf("meta: settings of %d bytes (max %d)", len(settings), MaxSettings)
+	}
+	r, err := c.do(ctx, Command{Op: OpUpdateTopic, Name: name, Settings: settings})
+	return r.Topic, err
+}
+
+// Leader is the node leading the metadata group as this node sees it (0: unknown).
+func (c *Catalog) Leader() multiraft.NodeID {
+	st, err := c.host.Status(Group)
+	if err != nil {
+		return 0
+	}
+	return st.Leader
+}
+
+func checkName(name string) error {
+	if !ValidTopicName(name) {
+		return fmt.Errorf("%w: %q (1..%d of [a-zA-Z0-9._-], not \".\" or \"..\")", ErrInvalidTopicName, name, MaxTopicName)
+	}
+	return nil
+}
+
+// do proposes cmd and waits for this node to apply it.
+func (c *Catalog) do(ctx context.Context, cmd Command) (Result, error) {
+	cmd.Origin = uint64(c.host.Node())
+	cmd.Request = c.seq.Add(1)
+	p, err := c.host.ProposeAsync(Group, cmd.Encode(nil))
+	if err != nil {
+		return Result{}, mapErr(err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		select {
+		case <-p.Done():
+		default:
+			return Result{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+		}
+	}
+	index, err := p.Result()
+	if err != nil {
+		return Result{}, mapErr(err)
+	}
+	r, ok := c.sm.take(index, cmd.Request)
+	if !ok {
+		return Result{}, fmt.Errorf("%w: entry %d applied without this node's result", ErrOutcomeUnknown, index)
+	}
+	return r, r.Err
+}
+
+// mapErr turns the host's errors into the catalog's: NOT_LEADER with the hint, and
+// "outcome unknown" for everything after which the entry may still be committed.
+func mapErr(err error) error {
+	var nl *multiraft.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return &NotLeaderError{Leader: nl.Leader}
+	case errors.Is(err, multiraft.ErrProposalDropped):
+		return err // not applied: safe to retry
+	case errors.Is(err, multiraft.ErrOutcomeUnknown), errors.Is(err, multiraft.ErrStopped):
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return err
+}

@@ -1,0 +1,190 @@
+package meta
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// Op is a command's kind.
+type Op byte
+
+const (
+	OpRegisterNode  Op = 1
+	OpCreateTopic   Op = 2
+	OpDeleteTopic   Op = 3
+	OpAddPartitions Op = 4
+	OpUpdateTopic   Op = 5
+)
+
+// commandVersion is an entry's first byte: a replica that meets a version it does not know
+// stops the group rather than guess (an older binary behind a newer leader).
+const commandVersion = 1
+
+// Limits of a decoded command: the decoder allocates nothing past them on any input.
+const (
+	MaxAddr       = 1 << 10 // a node address
+	MaxSettings   = 1 << 20 // a topic's settings
+	MaxPartitions = 10000   // partitions of one topic
+)
+
+// ErrBadCommand: an entry that is not one well-formed command. The state machine stops on
+// it rather than skip it (a replica that skipped an entry would diverge).
+var ErrBadCommand = errors.New("meta: malformed command")
+
+// Command is one entry of the metadata group. Origin and Request name the proposal so the
+// proposing node can find its result.
+type Command struct {
+	Op      Op
+	Origin  uint64 // the proposing node
+	Request uint64 // unique per Origin
+
+	Node       Node   // RegisterNode
+	Name       string // the topic's: Create, Delete, AddPartitions, Update
+	Partitions int32  // Create: the count; AddPartitions: the new total
+	RF         int32  // Create: the replication factor (<= 0: the default)
+	Settings   []byte // Create, Update (empty: none)
+}
+
+// Encode appends c's encoding to b.
+//
+//	version(1)=1 op(1) origin(uvarint) request(uvarint), then by op:
+//	1 RegisterNode   id(uvarint) kafka(bytes) http(bytes) sqs(bytes)
+//	2 CreateTopic    name(bytes) partitions(varint) rf(varint) settings(bytes)
+//	3 DeleteTopic    name(bytes)
+//	4 AddPartitions  name(bytes) total(varint)
+//	5 UpdateTopic    name(bytes) settings(bytes)
+//
+// bytes is a uvarint length then the bytes. Nothing may follow the last field.
+func (c *Command) Encode(b []byte) []byte {
+	b = append(b, commandVersion, byte(c.Op))
+	b = binary.AppendUvarint(b, c.Origin)
+	b = binary.AppendUvarint(b, c.Request)
+	switch c.Op {
+	case OpRegisterNode:
+		b = binary.AppendUvarint(b, uint64(c.Node.ID))
+		b = appendString(b, c.Node.KafkaAddr)
+		b = appendString(b, c.Node.HTTPAddr)
+		b = appendString(b, c.Node.SQSAddr)
+	case OpCreateTopic:
+		b = appendString(b, c.Name)
+		b = binary.AppendVarint(b, int64(c.Partitions))
+		b = binary.AppendVarint(b, int64(c.RF))
+		b = appendBytes(b, c.Settings)
+	case OpDeleteTopic:
+		b = appendString(b, c.Name)
+	case OpAddPartitions:
+		b = appendString(b, c.Name)
+		b = binary.AppendVarint(b, int64(c.Partitions))
+	case OpUpdateTopic:
+		b = appendString(b, c.Name)
+		b = appendBytes(b, c.Settings)
+	}
+	return b
+}
+
+func appendBytes(b, v []byte) []byte { return append(binary.AppendUvarint(b, uint64(len(v))), v...) }
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// Decode parses one command. Any malformed input, trailing bytes included, is
+// ErrBadCommand. Settings alias b. A name that is no legal topic name decodes: apply
+// refuses it as a result, as it does every other refusal.
+func Decode(b []byte) (Command, error) {
+	var c Command
+	if len(b) < 2 {
+		return c, fmt.Errorf("%w: %d bytes", ErrBadCommand, len(b))
+	}
+	if b[0] != commandVersion {
+		return c, fmt.Errorf("%w: version %d", ErrBadCommand, b[0])
+	}
+	c.Op = Op(b[1])
+	d := decoder{b: b[2:]}
+	c.Origin = d.uvarint()
+	c.Request = d.uvarint()
+	switch c.Op {
+	case OpRegisterNode:
+		c.Node.ID = multiraft.NodeID(d.uvarint())
+		c.Node.KafkaAddr = string(d.bytes(MaxAddr))
+		c.Node.HTTPAddr = string(d.bytes(MaxAddr))
+		c.Node.SQSAddr = string(d.bytes(MaxAddr))
+	case OpCreateTopic:
+		c.Name = string(d.bytes(MaxTopicName))
+		c.Partitions = d.int32()
+		c.RF = d.int32()
+		c.Settings = d.bytes(MaxSettings)
+	case OpDeleteTopic:
+		c.Name = string(d.bytes(MaxTopicName))
+	case OpAddPartitions:
+		c.Name = string(d.bytes(MaxTopicName))
+		c.Partitions = d.int32()
+	case OpUpdateTopic:
+		c.Name = string(d.bytes(MaxTopicName))
+		c.Settings = d.bytes(MaxSettings)
+	default:
+		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
+	}
+	if len(c.Settings) == 0 {
+		c.Settings = nil
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	return c, d.err
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(f string, v ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrBadCommand, fmt.Sprintf(f, v...))
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) int32() int32 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 || v < math.MinInt32 || v > math.MaxInt32 {
+		d.fail("bad int32 varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return int32(v)
+}
+
+func (d *decoder) bytes(limit uint64) []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > limit || n > uint64(len(d.b)) {
+		d.fail("length %d (limit %d, %d left)", n, limit, len(d.b))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}

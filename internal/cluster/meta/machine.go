@@ -1,0 +1,212 @@
+package meta
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// Result is what applying one command did, kept for the node that proposed it.
+type Result struct {
+	Request uint64
+	Topic   *Topic // CreateTopic, AddPartitions, UpdateTopic: the topic after the change
+	Err     error  // the catalog refused the command (ErrTopicExists, ErrUnknownTopic, ...)
+}
+
+// maxResults bounds the results kept for proposals whose caller gave up waiting.
+const maxResults = 1024
+
+// Machine is the catalog's replicated state on one node. It is a multiraft.StateMachine:
+// the host applies entries from its Ready loop; State and Changed may be called from any
+// goroutine.
+type Machine struct {
+	node  uint64
+	state atomic.Pointer[State]
+
+	mu      sync.Mutex // guards changed and results
+	changed chan struct{}
+	results map[uint64]Result
+}
+
+var _ multiraft.StateMachine = (*Machine)(nil)
+
+// NewMachine returns the empty catalog of node (whose proposals' results it keeps).
+func NewMachine(node multiraft.NodeID) *Machine {
+	m := &Machine{node: uint64(node), changed: make(chan struct{}), results: map[uint64]Result{}}
+	m.state.Store(emptyState())
+	return m
+}
+
+// State returns the current catalog. It is never modified: read it without a lock.
+func (m *Machine) State() *State { return m.state.Load() }
+
+// Changed returns a channel closed at the next change of State (every applied batch of
+// entries, every restore). A watcher takes the channel, reads State, and waits on the
+// channel: a change between the two closes the channel it holds, so none is missed.
+func (m *Machine) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// publish makes s the state and wakes the watchers.
+func (m *Machine) publish(s *State) {
+	m.state.Store(s)
+	m.mu.Lock()
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+}
+
+// Apply applies committed commands in log order. A malformed entry stops the group.
+func (m *Machine) Apply(ents []multiraft.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	s := m.State().clone()
+	type kept struct {
+		index uint64
+		r     Result
+	}
+	var mine []kept
+	for _, e := range ents {
+		c, err := Decode(e.Data)
+		if err != nil {
+			return fmt.Errorf("meta: entry %d: %w", e.Index, err)
+		}
+		r := s.apply(e, &c)
+		s.Index = e.Index
+		if c.Origin == m.node {
+			r.Request = c.Request
+			mine = append(mine, kept{e.Index, r})
+		}
+	}
+	// Publish before the results: a caller that got its result sees a State at least as new.
+	m.publish(s)
+	m.mu.Lock()
+	for _, k := range mine {
+		m.keep(k.index, k.r)
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// keep records a result for this node's proposer, dropping the oldest ones of callers that
+// stopped waiting once there are too many. m.mu is held.
+func (m *Machine) keep(index uint64, r Result) {
+	m.results[index] = r
+	if len(m.results) <= maxResults {
+		return
+	}
+	for i := range m.results {
+		if i+maxResults/2 < index {
+			delete(m.results, i)
+		}
+	}
+}
+
+// take removes and returns the result of this node's command at index with request req.
+func (m *Machine) take(index, req uint64) (Result, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.results[index]
+	if !ok || r.Request != req {
+		return Result{}, false
+	}
+	delete(m.results, index)
+	return r, true
+}
+
+// apply runs one command on s, which belongs to this Apply (not yet published). Only s and
+// the entry decide the outcome.
+func (s *State) apply(e multiraft.Entry, c *Command) Result {
+	switch c.Op {
+	case OpRegisterNode:
+		return s.registerNode(c.Node)
+	case OpCreateTopic:
+		return s.createTopic(e, c)
+	case OpDeleteTopic:
+		if _, ok := s.Topics[c.Name]; !ok {
+			return Result{Err: fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)}
+		}
+		delete(s.Topics, c.Name)
+		return Result{}
+	case OpAddPartitions:
+		return s.addPartitions(e, c)
+	case OpUpdateTopic:
+		t, ok := s.Topics[c.Name]
+		if !ok {
+			return Result{Err: fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)}
+		}
+		nt := *t
+		nt.Settings, nt.Version = bytes.Clone(c.Settings), e.Index
+		s.Topics[c.Name] = &nt
+		return Result{Topic: &nt}
+	}
+	return Result{} // unreachable: Decode refuses unknown ops
+}
+
+func (s *State) registerNode(n Node) Result {
+	if n.ID == 0 {
+		return Result{Err: fmt.Errorf("%w: node id 0", ErrInvalidNode)}
+	}
+	i := 0
+	for i < len(s.Nodes) && s.Nodes[i].ID < n.ID {
+		i++
+	}
+	if i < len(s.Nodes) && s.Nodes[i].ID == n.ID {
+		s.Nodes[i] = n
+	} else {
+		s.Nodes = append(s.Nodes, Node{})
+		copy(s.Nodes[i+1:], s.Nodes[i:])
+		s.Nodes[i] = n
+	}
+	return Result{}
+}
+
+func (s *State) createTopic(e multiraft.Entry, c *Command) Result {
+	if !ValidTopicName(c.Name) {
+		return Result{Err: fmt.Errorf("%w: %q", ErrInvalidTopicName, c.Name)}
+	}
+	if _, ok := s.Topics[c.Name]; ok {
+		return Result{Err: fmt.Errorf("%w: %q", ErrTopicExists, c.Name)}
+	}
+	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+		return Result{Err: fmt.Errorf("%w: %d partitions (1..%d)", ErrPartitions, c.Partitions, MaxPartitions)}
+	}
+	rf := int(c.RF)
+	if rf <= 0 {
+		rf = min(DefaultReplicationFactor, len(s.Nodes))
+	}
+	if rf < 1 || rf > len(s.Nodes) {
+		return Result{Err: fmt.Errorf("%w: %d replicas, %d nodes registered", ErrReplicationFactor, rf, len(s.Nodes))}
+	}
+	t := &Topic{Name: c.Name, ID: topicID(e, c.Name), Settings: bytes.Clone(c.Settings), Version: e.Index}
+	t.Partitions = s.place(c.Name, 0, int(c.Partitions), rf)
+	s.Topics[c.Name] = t
+	return Result{Topic: t}
+}
+
+func (s *State) addPartitions(e multiraft.Entry, c *Command) Result {
+	t, ok := s.Topics[c.Name]
+	if !ok {
+		return Result{Err: fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)}
+	}
+	have := len(t.Partitions)
+	if int(c.Partitions) <= have || c.Partitions > MaxPartitions {
+		return Result{Err: fmt.Errorf("%w: %d partitions, topic has %d (max %d)", ErrPartitions, c.Partitions, have, MaxPartitions)}
+	}
+	rf := t.ReplicationFactor()
+	if rf > len(s.Nodes) {
+		return Result{Err: fmt.Errorf("%w: %d replicas, %d nodes registered", ErrReplicationFactor, rf, len(s.Nodes))}
+	}
+	nt := *t
+	// A new slice: the old topic's partitions stay as they were for whoever holds it.
+	nt.Partitions = append(t.Partitions[:have:have], s.place(c.Name, have, int(c.Partitions), rf)...)
+	nt.Version = e.Index
+	s.Topics[c.Name] = &nt
+	return Result{Topic: &nt}
+}

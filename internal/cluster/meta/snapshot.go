@@ -1,0 +1,162 @@
+package meta
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+const snapVersion = 1
+
+// Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
+//
+//	version(1)=1 index(uvarint) nextGroup(uvarint)
+//	nnodes(uvarint) {id(uvarint) kafka(bytes) http(bytes) sqs(bytes)}...        by id
+//	ntopics(uvarint) {name(bytes) id(16) version(uvarint) settings(bytes)
+//	                  nparts(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...}...  by name
+func (m *Machine) Snapshot() ([]byte, error) {
+	return m.State().encode(), nil
+}
+
+func (s *State) encode() []byte {
+	b := []byte{snapVersion}
+	b = binary.AppendUvarint(b, s.Index)
+	b = binary.AppendUvarint(b, uint64(s.NextGroup))
+	b = binary.AppendUvarint(b, uint64(len(s.Nodes)))
+	for _, n := range s.Nodes {
+		b = binary.AppendUvarint(b, uint64(n.ID))
+		b = appendString(b, n.KafkaAddr)
+		b = appendString(b, n.HTTPAddr)
+		b = appendString(b, n.SQSAddr)
+	}
+	names := s.TopicNames()
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, name := range names {
+		t := s.Topics[name]
+		b = appendString(b, name)
+		b = append(b, t.ID[:]...)
+		b = binary.AppendUvarint(b, t.Version)
+		b = appendBytes(b, t.Settings)
+		b = binary.AppendUvarint(b, uint64(len(t.Partitions)))
+		for _, p := range t.Partitions {
+			b = binary.AppendUvarint(b, uint64(p.Group))
+			b = binary.AppendUvarint(b, uint64(len(p.Replicas)))
+			for _, r := range p.Replicas {
+				b = binary.AppendUvarint(b, uint64(r))
+			}
+		}
+	}
+	return b
+}
+
+// Restore replaces the catalog by a snapshot's (nil: the empty catalog). Results kept for
+// proposers are dropped: multiraft fails the proposals a snapshot overtook with
+// ErrOutcomeUnknown.
+func (m *Machine) Restore(data []byte) error {
+	s := emptyState()
+	if len(data) > 0 {
+		var err error
+		if s, err = decodeState(data); err != nil {
+			return fmt.Errorf("meta: snapshot: %w", err)
+		}
+	}
+	m.mu.Lock()
+	m.results = map[uint64]Result{}
+	m.mu.Unlock()
+	m.publish(s)
+	return nil
+}
+
+// decodeState parses a snapshot and checks what apply guarantees: nodes sorted and unique,
+// legal unique topic names, group ids below NextGroup and unique, replicas registered.
+func decodeState(data []byte) (*State, error) {
+	if data[0] != snapVersion {
+		return nil, fmt.Errorf("version %d", data[0])
+	}
+	d := decoder{b: data[1:]}
+	s := emptyState()
+	s.Index = d.uvarint()
+	s.NextGroup = multiraft.GroupID(d.uvarint())
+	if d.err == nil && s.NextGroup < FirstDataGroup {
+		d.fail("next group %d", s.NextGroup)
+	}
+	nn := d.count()
+	for i := uint64(0); i < nn && d.err == nil; i++ {
+		n := Node{ID: multiraft.NodeID(d.uvarint()), KafkaAddr: string(d.bytes(MaxAddr)),
+			HTTPAddr: string(d.bytes(MaxAddr)), SQSAddr: string(d.bytes(MaxAddr))}
+		if d.err == nil && (n.ID == 0 || len(s.Nodes) > 0 && s.Nodes[len(s.Nodes)-1].ID >= n.ID) {
+			d.fail("node %d out of order", n.ID)
+		}
+		s.Nodes = append(s.Nodes, n)
+	}
+	groups := map[multiraft.GroupID]bool{}
+	nt := d.count()
+	for i := uint64(0); i < nt && d.err == nil; i++ {
+		t := d.topic(s, groups)
+		if d.err == nil {
+			s.Topics[t.Name] = t
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return s, nil
+}
+
+// count reads a count of items of at least one byte each: never more than the bytes left.
+func (d *decoder) count() uint64 {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.fail("%d items in %d bytes", n, len(d.b))
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) topic(s *State, groups map[multiraft.GroupID]bool) *Topic {
+	t := &Topic{Name: string(d.bytes(MaxTopicName))}
+	if d.err == nil && (!ValidTopicName(t.Name) || s.Topics[t.Name] != nil) {
+		d.fail("topic name %q", t.Name)
+	}
+	if d.err == nil && len(d.b) < len(t.ID) {
+		d.fail("short topic id")
+	}
+	if d.err != nil {
+		return nil
+	}
+	copy(t.ID[:], d.b)
+	d.b = d.b[len(t.ID):]
+	t.Version = d.uvarint()
+	if set := d.bytes(MaxSettings); len(set) > 0 {
+		t.Settings = bytes.Clone(set)
+	}
+	np := d.count()
+	if d.err == nil && (np == 0 || np > MaxPartitions) {
+		d.fail("topic %q: %d partitions", t.Name, np)
+	}
+	for p := uint64(0); p < np && d.err == nil; p++ {
+		part := Partition{Group: multiraft.GroupID(d.uvarint())}
+		if d.err == nil && (part.Group < FirstDataGroup || part.Group >= s.NextGroup || groups[part.Group]) {
+			d.fail("topic %q: group %d", t.Name, part.Group)
+		}
+		groups[part.Group] = true
+		nr := d.count()
+		if d.err == nil && (nr == 0 || nr > uint64(len(s.Nodes))) {
+			d.fail("topic %q: %d replicas", t.Name, nr)
+		}
+		for r := uint64(0); r < nr && d.err == nil; r++ {
+			id := multiraft.NodeID(d.uvarint())
+			if _, ok := s.Node(id); d.err == nil && !ok {
+				d.fail("topic %q: replica %d not registered", t.Name, id)
+			}
+			part.Replicas = append(part.Replicas, id)
+		}
+		t.Partitions = append(t.Partitions, part)
+	}
+	return t
+}

@@ -1,0 +1,127 @@
+package meta
+
+import (
+	"slices"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// Group is the metadata Raft group: the catalog.
+const Group multiraft.GroupID = 1
+
+// FirstDataGroup is the first partition group id. Ids are handed out in apply from
+// State.NextGroup, one per partition, and never reused, not even after a topic is deleted:
+// a group id names one partition's log for the life of the cluster.
+const FirstDataGroup multiraft.GroupID = 2
+
+// Node is a registered node and the addresses clients and peers reach it at.
+type Node struct {
+	ID        multiraft.NodeID
+	KafkaAddr string // host:port Kafka clients are told (advertised), "" unknown
+	HTTPAddr  string // host:port of the native API listener, for forwarding, "" unknown
+	SQSAddr   string // host:port of the SQS listener, for forwarding, "" unknown
+}
+
+// Partition is one partition's placement.
+type Partition struct {
+	Group    multiraft.GroupID
+	Replicas []multiraft.NodeID // first one is the preferred leader
+}
+
+// Topic is one topic of the catalog. A *Topic handed out is never modified: a change makes
+// a new one.
+type Topic struct {
+	Name string
+	// ID is the cluster-wide topic id (Kafka's topic id, a UUID): a hash of the creating
+	// entry's index and term and the name, so a topic deleted and created again under the
+	// same name gets a new id.
+	ID         [16]byte
+	Settings   []byte // opaque to meta: the broker's JSON of the topic settings (nil: none)
+	Partitions []Partition
+	Version    uint64 // the log index of the last change to this topic
+}
+
+// ReplicationFactor is the number of replicas of the topic's partitions (they all have
+// the same number).
+func (t *Topic) ReplicationFactor() int {
+	if len(t.Partitions) == 0 {
+		return 0
+	}
+	return len(t.Partitions[0].Replicas)
+}
+
+// State is the catalog as of an applied index. It is an immutable value: apply builds a new
+// one and never mutates one handed out, so readers need no lock; they must not modify it.
+type State struct {
+	Index     uint64 // last applied index
+	Nodes     []Node // sorted by ID
+	Topics    map[string]*Topic
+	NextGroup multiraft.GroupID
+}
+
+// emptyState is the catalog before any entry.
+func emptyState() *State {
+	return &State{Topics: map[string]*Topic{}, NextGroup: FirstDataGroup}
+}
+
+// Node returns the registered node id, if any.
+func (s *State) Node(id multiraft.NodeID) (Node, bool) {
+	i, ok := slices.BinarySearchFunc(s.Nodes, id, func(n Node, id multiraft.NodeID) int {
+		return cmpID(n.ID, id)
+	})
+	if !ok {
+		return Node{}, false
+	}
+	return s.Nodes[i], true
+}
+
+// TopicNames returns the topics' names, sorted.
+func (s *State) TopicNames() []string {
+	names := make([]string, 0, len(s.Topics))
+	for n := range s.Topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// clone returns a copy of s that apply may change: the node slice and topic map are new,
+// the topics are shared (apply replaces a topic it changes, never writes into one).
+func (s *State) clone() *State {
+	c := *s
+	c.Nodes = slices.Clone(s.Nodes)
+	c.Topics = make(map[string]*Topic, len(s.Topics)+1)
+	for k, v := range s.Topics {
+		c.Topics[k] = v
+	}
+	return &c
+}
+
+func cmpID[T ~uint64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// MaxTopicName is Kafka's limit on a topic name's length.
+const MaxTopicName = 249
+
+// ValidTopicName reports whether name is a legal topic name, by Kafka's rule: 1 to 249
+// characters of ASCII letters, digits, '.', '_' and '-', and neither "." nor "..".
+func ValidTopicName(name string) bool {
+	if len(name) == 0 || len(name) > MaxTopicName || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
