@@ -1,0 +1,110 @@
+package meta
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// seedCommands is a history touching every op and refusal.
+func seedCommands() []Command {
+	return []Command{
+		{Op: OpRegisterNode, Node: Node{ID: 2, KafkaAddr: "n2:9092", HTTPAddr: "n2:8080", SQSAddr: "n2:9324"}},
+		{Op: OpCreateTopic, Name: "early", Partitions: 1, RF: 0}, // 1 node: rf 1
+		{Op: OpRegisterNode, Node: Node{ID: 1, KafkaAddr: "n1:9092"}},
+		{Op: OpRegisterNode, Node: Node{ID: 3, KafkaAddr: "n3:9092"}},
+		{Op: OpCreateTopic, Name: "orders", Partitions: 6, RF: 3, Settings: []byte(`{"retention.ms":1}`)},
+		{Op: OpCreateTopic, Name: "orders", Partitions: 1, RF: 1},
+		{Op: OpCreateTopic, Name: "big", Partitions: 1, RF: 4},
+		{Op: OpAddPartitions, Name: "orders", Partitions: 8},
+		{Op: OpUpdateTopic, Name: "early", Settings: []byte(`{}`)},
+		{Op: OpDeleteTopic, Name: "early"},
+		{Op: OpCreateTopic, Name: "early", Partitions: 2, RF: 2},
+		{Op: OpRegisterNode, Node: Node{ID: 1, KafkaAddr: "n1:19092"}},
+		{Op: OpDeleteTopic, Name: "gone"},
+	}
+}
+
+func applyAll(t testing.TB, m *Machine, from uint64, cmds []Command) {
+	t.Helper()
+	for i, c := range cmds {
+		c.Origin, c.Request = 9, uint64(i+1)
+		idx := from + uint64(i)
+		if err := m.Apply([]multiraft.Entry{{Index: idx, Term: 2, Data: c.Encode(nil)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A replica that restores a snapshot taken at any point and applies the rest holds exactly
+// what the replica that applied every entry holds.
+func TestSnapshotRestoreEqualsApplied(t *testing.T) {
+	cmds := seedCommands()
+	full := NewMachine(1)
+	applyAll(t, full, 1, cmds)
+	want := full.State()
+	if len(want.Topics) != 2 || want.NextGroup != FirstDataGroup+1+8+2 {
+		t.Fatalf("history did not do what it should: %+v", want)
+	}
+	for cut := 0; cut <= len(cmds); cut++ {
+		part := NewMachine(1)
+		applyAll(t, part, 1, cmds[:cut])
+		snap, err := part.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		restored := NewMachine(1)
+		changed := restored.Changed()
+		if err := restored.Restore(snap); err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		select {
+		case <-changed:
+		default:
+			t.Fatalf("cut %d: Restore did not fire Changed", cut)
+		}
+		if !reflect.DeepEqual(restored.State(), part.State()) {
+			t.Fatalf("cut %d: restored\n%+v\nsnapshotted\n%+v", cut, restored.State(), part.State())
+		}
+		applyAll(t, restored, uint64(cut)+1, cmds[cut:])
+		if !reflect.DeepEqual(restored.State(), want) {
+			t.Fatalf("cut %d: restored + tail\n%+v\napplied all\n%+v", cut, restored.State(), want)
+		}
+		again, _ := restored.Snapshot()
+		if wantSnap, _ := full.Snapshot(); !bytes.Equal(again, wantSnap) {
+			t.Fatalf("cut %d: snapshots differ", cut)
+		}
+	}
+	// Restore(nil) is the empty catalog.
+	if err := full.Restore(nil); err != nil || !reflect.DeepEqual(full.State(), emptyState()) {
+		t.Fatalf("Restore(nil): %v %+v", err, full.State())
+	}
+}
+
+func TestRestoreRefusesInconsistentSnapshot(t *testing.T) {
+	m := NewMachine(1)
+	applyAll(t, m, 1, seedCommands())
+	good := m.State()
+	bad := func(edit func(s *State)) []byte {
+		s := good.clone()
+		edit(s)
+		return s.encode()
+	}
+	cases := map[string][]byte{
+		"version":         {2},
+		"truncated":       good.encode()[:10],
+		"trailing":        append(good.encode(), 0),
+		"next group":      bad(func(s *State) { s.NextGroup = 2 }),
+		"nodes unordered": bad(func(s *State) { s.Nodes[0], s.Nodes[1] = s.Nodes[1], s.Nodes[0] }),
+		"bad name": bad(func(s *State) {
+			s.Topics[".."] = s.Topics["orders"]
+		}),
+	}
+	for name, data := range cases {
+		if err := NewMachine(1).Restore(data); err == nil {
+			t.Errorf("%s: restored", name)
+		}
+	}
+}
