@@ -99,6 +99,10 @@ func TestDependencyDirection(t *testing.T) {
 		// The replicated queue is a state machine over the host: it may import the queue's
 		// cursor and the cluster packages, never the broker or anything above it.
 		"internal/cluster/replqueue": append([]string{mod + "internal/broker", mod + "internal/storage"}, above...),
+		// The catalog is the metadata group's state machine: topics and placement as values,
+		// never the broker topics or groups they describe (the node glue creates those).
+		"internal/cluster/meta": append([]string{mod + "internal/broker", mod + "internal/storage", mod + "internal/queue",
+			mod + "internal/group", mod + "internal/journal", "net/http"}, above...),
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/",
