@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
@@ -54,9 +56,21 @@ type Catalog struct {
 }
 
 // NewCatalog serves the catalog of h, whose metadata group's state machine is m.
-func NewCatalog(h *multiraft.Host, m *Machine) *Catalog { return &Catalog{host: h, sm: m} }
+func NewCatalog(h *multiraft.Host, m *Machine) *Catalog {
+	c := &Catalog{host: h, sm: m}
+	// Request numbers start at a random point: after a restart the log replays this node's
+	// earlier commands, whose numbers must not pass for the new process's.
+	c.seq.Store(rand.Uint64() >> 1)
+	return c
+}
 
-// RegisterNode adds a node or replaces its addresses.
+// RegisterNode adds a node or replaces its addresses. It works on any node, so a node can
+// register itself at startup wherever the metadata group is led: on the leader it is an
+// ordinary proposal; on a follower the command is forwarded to the leader
+// (multiraft.ProposeForward) and RegisterNode returns once this node's State shows n. The
+// host never retries a forward (one lost to a leader change is gone), so it is sent again
+// every ForwardRetry until then, and while no leader is known it waits for one: repeating
+// an upsert is harmless. Only the context ends the wait (ErrOutcomeUnknown).
 func (c *Catalog) RegisterNode(ctx context.Context, n Node) error {
 	if n.ID == 0 {
 		return fmt.Errorf("%w: node id 0", ErrInvalidNode)
@@ -64,8 +78,50 @@ func (c *Catalog) RegisterNode(ctx context.Context, n Node) error {
 	if len(n.KafkaAddr) > MaxAddr || len(n.HTTPAddr) > MaxAddr || len(n.SQSAddr) > MaxAddr {
 		return fmt.Errorf("%w: an address longer than %d bytes", ErrInvalidNode, MaxAddr)
 	}
-	_, err := c.do(ctx, Command{Op: OpRegisterNode, Node: n})
-	return err
+	cmd := Command{Op: OpRegisterNode, Node: n}
+	_, err := c.do(ctx, cmd)
+	if !errors.Is(err, ErrNotLeader) {
+		return err
+	}
+	return c.forward(ctx, cmd, func(s *State) bool {
+		got, ok := s.Node(n.ID)
+		return ok && got == n
+	})
+}
+
+// ForwardRetry is how often a forwarded command is sent again (or, with no leader known,
+// tried again) until this node sees it applied.
+const ForwardRetry = 250 * time.Millisecond
+
+// forward sends cmd to the leader from a follower until applied(State) holds after a send.
+// Only idempotent commands may come here: a command may be applied more than once.
+func (c *Catalog) forward(ctx context.Context, cmd Command, applied func(*State) bool) error {
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	sent := false
+	for {
+		changed := c.sm.Changed()
+		if sent && applied(c.sm.State()) {
+			return nil
+		}
+		select {
+		case <-retry.C:
+			cmd.Origin, cmd.Request = uint64(c.host.Node()), c.seq.Add(1)
+			err := c.host.ProposeForward(Group, cmd.Encode(nil))
+			switch {
+			case err == nil:
+				sent = true
+			case errors.Is(mapErr(err), ErrNotLeader), errors.Is(err, multiraft.ErrProposalDropped):
+				// No leader known yet, or the leader refused it: try again.
+			default:
+				return mapErr(err)
+			}
+			retry.Reset(ForwardRetry)
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+		}
+	}
 }
 
 // CreateTopic creates a topic of partitions partitions (1..MaxPartitions) with

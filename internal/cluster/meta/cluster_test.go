@@ -184,7 +184,22 @@ func (c *cluster) converge(want *State) {
 
 func TestCatalogOnThreeHosts(t *testing.T) {
 	c := newCluster(t, 3)
+	// Every node registers itself through its own Catalog, the first before any leader is
+	// elected: it waits for one, and a follower's registration is forwarded to the leader.
+	for _, id := range c.ids {
+		n := Node{ID: id, KafkaAddr: fmt.Sprintf("n%d:9092", id), HTTPAddr: fmt.Sprintf("n%d:8080", id)}
+		cat := c.nodes[id].cat
+		if err := c.call(func(ctx context.Context) error { return cat.RegisterNode(ctx, n) }); err != nil {
+			t.Fatalf("register n%d: %v", id, err)
+		}
+		if got, _ := c.nodes[id].sm.State().Node(id); got != n {
+			t.Fatalf("n%d: RegisterNode returned with its State showing %+v", id, got)
+		}
+	}
 	l := c.elect()
+	if len(c.nodes[l].sm.State().Nodes) != 3 {
+		t.Fatalf("leader's nodes: %+v", c.nodes[l].sm.State().Nodes)
+	}
 	var follower multiraft.NodeID
 	for _, id := range c.ids {
 		if id != l {
@@ -195,14 +210,7 @@ func TestCatalogOnThreeHosts(t *testing.T) {
 	lcat, fcat := c.nodes[l].cat, c.nodes[follower].cat
 	watch := c.nodes[follower].sm.Changed()
 
-	// Every node registers itself through the leader (the node glue forwards there).
-	for _, id := range c.ids {
-		n := Node{ID: id, KafkaAddr: fmt.Sprintf("n%d:9092", id)}
-		if err := c.call(func(ctx context.Context) error { return lcat.RegisterNode(ctx, n) }); err != nil {
-			t.Fatalf("register n%d: %v", id, err)
-		}
-	}
-	// A follower refuses, naming the leader.
+	// A follower refuses a topic change, naming the leader.
 	_, err := fcat.CreateTopic(context.Background(), "orders", 6, 3, nil)
 	var nl *NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != l || !errors.Is(err, ErrNotLeader) {
