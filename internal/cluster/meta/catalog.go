@@ -48,7 +48,8 @@ func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // Catalog is the client API of the catalog on one node. Every change is proposed to the
 // metadata group and returns once committed and applied on this node, with the result
-// apply computed; only the leader proposes (others answer *NotLeaderError).
+// apply computed. Topic changes are proposed on the leader only (a follower answers
+// *NotLeaderError); RegisterNode works anywhere (a follower forwards it).
 type Catalog struct {
 	host *multiraft.Host
 	sm   *Machine
