@@ -204,7 +204,11 @@ func (l *Log) maybeRoll(total, count int64) error {
 // segment is synced before the new one exists, so a crash can never leave a
 // newer segment after an older one that lost its tail (a gap in offsets).
 // Called with wmu held.
-func (l *Log) roll() error {
+func (l *Log) roll() error { return l.rollTo(l.next) }
+
+// rollTo is roll with the new segment based at base >= l.next: the offsets
+// in between hold no batch (SkipTo). Called with wmu held.
+func (l *Log) rollTo(base int64) error {
 	old := l.active
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -232,11 +236,13 @@ func (l *Log) roll() error {
 	}
 	l.syncedNext = l.next
 	l.publish(old, old.size.Load(), l.next)
-	ns, err := createSegment(l.env, l.next, l.opts.Now())
+	ns, err := createSegment(l.env, base, l.opts.Now())
 	if err != nil {
 		return err // nothing changed: the old segment stays active
 	}
-	if err := old.seal(l.next, true); err != nil {
+	// Sealed at the new base, which is what Open takes for its end (the
+	// next segment's base), so the seal matches on the next open.
+	if err := old.seal(base, true); err != nil {
 		l.opts.Logger.Warn("storage: sync of sealed index failed; it will be rebuilt if damaged", "segment", old.path(logSuffix), "err", err)
 	}
 	l.mu.Lock()
