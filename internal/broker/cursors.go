@@ -40,6 +40,9 @@ type cursorSet struct {
 // durable ones are the cursors' own, see queue.Stats).
 type cursorCounters struct {
 	staleRefused uint64
+	// recoveredGap: messages found lost at open because the journal knew
+	// offsets the log had lost (queue_gap.go).
+	recoveredGap uint64
 }
 
 // cursorEvent is a cursor event with the index of its cursor.

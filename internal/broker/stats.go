@@ -31,6 +31,11 @@ type QueueStats struct {
 	// (quarantined by storage, so never delivered again), from the log's
 	// durable quarantine list.
 	Lost uint64
+	// RecoveredGap counts, since the broker started, the messages found
+	// lost when the queue opened because its journal knew offsets its
+	// message log had lost (a live file copy, a power cut under --fsync
+	// interval|never; docs/storage.md, "Journal ahead of the log").
+	RecoveredGap uint64
 }
 
 // Depth is every message not yet finished.
@@ -122,7 +127,7 @@ func (cs *cursorSet) sumStats(now func() time.Time, logs func() []*storage.Log) 
 	cs.mu.Lock()
 	t := now()
 	ls := logs()
-	st := QueueStats{StaleRefused: cs.ctr.staleRefused}
+	st := QueueStats{StaleRefused: cs.ctr.staleRefused, RecoveredGap: cs.ctr.recoveredGap}
 	var oldest time.Time
 	type unread struct {
 		log   *storage.Log

@@ -26,6 +26,7 @@ func TestCollectorMapsQueueStats(t *testing.T) {
 	src := &fakeSource{queues: []QueueStat{{
 		Queue: "emails", Visible: 7, InFlight: 2, Delayed: 1, OldestAge: 90 * time.Second, DLQDepth: 3,
 		Sent: 13, Received: 9, Acked: 4, Redelivered: 2, DeadLettered: 3, StaleAckRefused: 1, Lost: 5,
+		RecoveredGap: 6,
 	}}}
 	want := `
 # HELP sluice_queue_messages Messages in a queue by state: visible, inflight or delayed.
@@ -60,6 +61,9 @@ sluice_queue_stale_ack_refused_total{queue="emails"} 1
 # HELP sluice_queue_lost_total Messages lost because their records were in a damaged batch of the log (sluice admin corruption lists it).
 # TYPE sluice_queue_lost_total counter
 sluice_queue_lost_total{queue="emails"} 5
+# HELP sluice_queue_recovered_gap_messages_total Messages found lost when the queue opened: its cursor journal knew offsets its message log had lost (a live file copy, a power cut under --fsync interval|never). The log goes on after them.
+# TYPE sluice_queue_recovered_gap_messages_total counter
+sluice_queue_recovered_gap_messages_total{queue="emails"} 6
 `
 	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want)); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,9 @@ type QueueStat struct {
 	DeadLettered    uint64
 	StaleAckRefused uint64 // acks, extends and nacks refused for a stale receipt
 	Lost            uint64 // messages whose records were in damaged (quarantined) batches
+	// RecoveredGap: messages found lost when the queue opened, its journal
+	// ahead of its log (a live file copy, a power cut under a lax fsync).
+	RecoveredGap uint64
 }
 
 // GroupStat is one consumer group's lag on one partition.
@@ -93,6 +96,7 @@ var (
 	queueDead       = desc("queue_dead_lettered_total", "Messages moved to the dead-letter queue after max receives.", "queue")
 	queueStale      = desc("queue_stale_ack_refused_total", "Acks, extends and nacks refused because the receipt was stale.", "queue")
 	queueLost       = desc("queue_lost_total", "Messages lost because their records were in a damaged batch of the log (sluice admin corruption lists it).", "queue")
+	queueGap        = desc("queue_recovered_gap_messages_total", "Messages found lost when the queue opened: its cursor journal knew offsets its message log had lost (a live file copy, a power cut under --fsync interval|never). The log goes on after them.", "queue")
 	groupLagMsgs    = desc("group_lag_messages", "Records between a group's committed offset and the high watermark.", "group", "topic", "partition")
 	groupLagSeconds = desc("group_lag_seconds", "Age of the oldest record a group has not consumed.", "group", "topic", "partition")
 	topicHeadroom   = desc("topic_retention_headroom_seconds", "Time until retention deletes a record the slowest reader has not consumed; negative means loss.", "topic")
@@ -113,7 +117,7 @@ func (m *Metrics) RegisterSource(src Source) error { return m.reg.Register(NewCo
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		queueMessages, queueOldestAge, queueDLQDepth, queueSent, queueReceived, queueAcked,
-		queueRedeliv, queueDead, queueStale, queueLost, groupLagMsgs, groupLagSeconds, topicHeadroom,
+		queueRedeliv, queueDead, queueStale, queueLost, queueGap, groupLagMsgs, groupLagSeconds, topicHeadroom,
 		storageOpenFiles, storageMaxFiles, storageEvictions, storageCorrupt, storageFailing,
 		storageDiskFree, storageDiskSize,
 	} {
@@ -160,4 +164,5 @@ func collectQueue(ch chan<- prometheus.Metric, q QueueStat) {
 	counter(queueDead, q.DeadLettered)
 	counter(queueStale, q.StaleAckRefused)
 	counter(queueLost, q.Lost)
+	counter(queueGap, q.RecoveredGap)
 }

@@ -62,7 +62,7 @@ func queueStats(b *broker.Broker) func() []metrics.QueueStat {
 				Queue: name, Visible: st.Visible, InFlight: st.InFlight, Delayed: st.Delayed,
 				OldestAge: st.OldestAge, DLQDepth: st.DLQDepth, Sent: st.Sent, Received: st.Received,
 				Acked: st.Acked, Redelivered: st.Redelivered, DeadLettered: st.DeadLettered,
-				StaleAckRefused: st.StaleRefused, Lost: st.Lost,
+				StaleAckRefused: st.StaleRefused, Lost: st.Lost, RecoveredGap: st.RecoveredGap,
 			}
 		}
 		return out
