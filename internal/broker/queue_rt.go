@@ -107,11 +107,11 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 		q.log.Close()
 		return nil, err
 	}
-	if err := q.repairAhead(); err != nil {
+	q.cache = newRecentCache(min(q.cur().Config().Lookahead, maxRecentCacheSlots))
+	if err := q.repairAhead([]*storage.Log{q.log}); err != nil {
 		q.close()
 		return nil, err
 	}
-	q.cache = newRecentCache(min(q.cur().Config().Lookahead, maxRecentCacheSlots))
 	if s.FIFO {
 		if err := q.rebuildDedup(); err != nil {
 			q.close()

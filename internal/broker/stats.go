@@ -110,13 +110,7 @@ func (q *queueRT) stats() QueueStats {
 
 func (sub *subRT) stats() QueueStats {
 	// parts is read with mu held: partitions added meanwhile come with cursors.
-	st := sub.sumStats(sub.t.s.b.now, func() []*storage.Log {
-		logs := make([]*storage.Log, len(sub.parts))
-		for i, p := range sub.parts {
-			logs[i] = p.log
-		}
-		return logs
-	})
+	st := sub.sumStats(sub.t.s.b.now, sub.logs)
 	st.Topic, st.Name = sub.t.name, sub.settings.Name
 	return st
 }

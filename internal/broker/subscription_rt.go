@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/journal"
 	"github.com/sluice-mq/sluice/internal/queue"
+	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -62,9 +63,22 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 			sub.close()
 			return nil, err
 		}
+	} else if err := sub.repairAhead(sub.logs()); err != nil {
+		sub.close()
+		return nil, err
 	}
 	sub.warm()
 	return sub, nil
+}
+
+// logs are the partitions' logs, cursor by cursor. Called with mu held or
+// before the subscription is shared.
+func (sub *subRT) logs() []*storage.Log {
+	logs := make([]*storage.Log, len(sub.parts))
+	for i, p := range sub.parts {
+		logs[i] = p.log
+	}
+	return logs
 }
 
 // warm reads the head of each partition into its cursor at open, one read
