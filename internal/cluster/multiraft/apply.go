@@ -137,7 +137,8 @@ func (h *Host) resolve(g *group, ents []raftpb.Entry) {
 
 // maybeSnapshot snapshots the state machine once SnapshotEntries entries were applied since
 // the last snapshot, and compacts the log to half that behind it, so a follower a little
-// behind still catches up from the log rather than a snapshot. A configuration change
+// behind still catches up from the log rather than a snapshot — never past the limit of a
+// state machine that is a CompactionLimiter. A configuration change
 // forces a snapshot (without compaction): raft refuses a snapshot whose configuration does
 // not name the receiver, so a node just added must be sent one taken after its addition.
 func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
@@ -157,9 +158,29 @@ func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
 	}
 	g.snapIndex = g.applied
 	if keep := every / 2; !confChanged && g.applied > keep+1 {
-		if err := g.store.Compact(g.applied - keep); err != nil && err != raft.ErrCompacted {
+		to := g.applied - keep
+		if l, ok := g.sm.(CompactionLimiter); ok {
+			to = min(to, l.CompactLimit())
+		}
+		if to <= 1 { // nothing to discard: index 1 is the bootstrap snapshot
+			return nil
+		}
+		if err := g.store.Compact(to); err != nil && err != raft.ErrCompacted {
 			return fmt.Errorf("multiraft: group %d: compact: %w", g.id, err)
 		}
 	}
 	return nil
+}
+
+// CompactionLimiter is an optional interface of a StateMachine whose snapshot does not hold
+// its whole state: a replicated partition's snapshot is a checkpoint of a local log (a high
+// watermark), not its records, so a follower sent that snapshot instead of the entries
+// behind it would silently lack them. The host never compacts a group's log past
+// CompactLimit (0: never compact). Snapshots are still taken every SnapshotEntries: they
+// bound what a restart re-applies. A state machine without it is compacted as usual.
+type CompactionLimiter interface {
+	// CompactLimit is the highest index the host may compact the log to: every entry
+	// after it stays in the log, to be sent to followers as entries. Called from the
+	// Ready loop, after Snapshot.
+	CompactLimit() uint64
 }
