@@ -103,6 +103,9 @@ func TestDependencyDirection(t *testing.T) {
 		// never the broker topics or groups they describe (the node glue creates those).
 		"internal/cluster/meta": append([]string{mod + "internal/broker", mod + "internal/storage", mod + "internal/queue",
 			mod + "internal/group", mod + "internal/journal", "net/http"}, above...),
+		// The replicated partition hands committed batches to the broker's log through its
+		// own Log interface: it never imports the broker or anything above it.
+		"internal/cluster/replpart": append([]string{mod + "internal/broker"}, above...),
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/",

@@ -1,0 +1,211 @@
+package replpart
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/cluster/memnet"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"go.etcd.io/raft/v3"
+)
+
+const testGroup multiraft.GroupID = 3
+
+// tnode is one node: its engine and its local log survive a kill (each keeping only what
+// it made durable), its host, machine and partition do not.
+type tnode struct {
+	id   multiraft.NodeID
+	eng  *multiraft.MemEngine
+	log  *fakeLog
+	host *multiraft.Host
+	sm   *Machine
+	part *Partition
+	up   bool
+	made bool // the group exists on its disk
+}
+
+// cluster is n hosts over a hand-stepped memnet network with one partition group.
+type cluster struct {
+	t     testing.TB
+	net   *memnet.Network
+	ids   []multiraft.NodeID
+	nodes map[multiraft.NodeID]*tnode
+	cfg   multiraft.Config
+}
+
+func newCluster(t testing.TB, seed int64, n int) *cluster {
+	c := &cluster{t: t, net: memnet.New(seed), nodes: map[multiraft.NodeID]*tnode{},
+		cfg: multiraft.Config{ElectionTicks: 10, HeartbeatTicks: 1, SnapshotEntries: 20}}
+	for i := 1; i <= n; i++ {
+		c.ids = append(c.ids, multiraft.NodeID(i))
+	}
+	for _, id := range c.ids {
+		c.nodes[id] = &tnode{id: id, eng: multiraft.NewMemEngine(), log: &fakeLog{}}
+		c.start(id)
+	}
+	return c
+}
+
+func (c *cluster) start(id multiraft.NodeID) {
+	nd := c.nodes[id]
+	cfg := c.cfg
+	cfg.Node, cfg.Engine, cfg.Transport, cfg.Peers = id, nd.eng, c.net.Transport(id), c.ids
+	h, err := multiraft.New(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	sm := NewMachine(id, nd.log)
+	var voters []multiraft.NodeID
+	if !nd.made {
+		voters = c.ids
+	}
+	if err := h.CreateGroup(testGroup, voters, sm); err != nil {
+		c.t.Fatalf("n%d: create group: %v", id, err)
+	}
+	nd.host, nd.sm, nd.part, nd.up, nd.made = h, sm, NewPartition(h, testGroup, sm), true, true
+	c.net.Attach(id, h)
+}
+
+// kill crashes a node: what its engine did not sync and what its log did not checkpoint
+// are lost.
+func (c *cluster) kill(id multiraft.NodeID) {
+	nd := c.nodes[id]
+	nd.host.Close()
+	c.net.Detach(id)
+	if err := nd.eng.Crash(); err != nil {
+		c.t.Fatal(err)
+	}
+	nd.log.crash()
+	nd.up = false
+}
+
+func (c *cluster) up() []*tnode {
+	var out []*tnode
+	for _, id := range c.ids {
+		if c.nodes[id].up {
+			out = append(out, c.nodes[id])
+		}
+	}
+	return out
+}
+
+func (c *cluster) tick() {
+	for _, nd := range c.up() {
+		nd.host.Tick()
+	}
+	c.net.Advance()
+	c.settle()
+}
+
+func (c *cluster) settle() {
+	for range 100 {
+		moved := c.net.Deliver() > 0
+		for _, nd := range c.up() {
+			worked, err := nd.host.ProcessReady()
+			if err != nil {
+				c.t.Fatalf("n%d: %v", nd.id, err)
+			}
+			moved = moved || worked
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+// leader is the up node that leads in the highest term, or 0.
+func (c *cluster) leader() multiraft.NodeID {
+	var best multiraft.NodeID
+	var term uint64
+	for _, nd := range c.up() {
+		st, err := nd.host.Status(testGroup)
+		if err == nil && st.Role == raft.StateLeader && st.Term >= term {
+			best, term = nd.id, st.Term
+		}
+	}
+	return best
+}
+
+// elect ticks until an up node other than those in not leads (bounded).
+func (c *cluster) elect(not ...multiraft.NodeID) multiraft.NodeID {
+	for range 500 {
+		if l := c.leader(); l != 0 && !slices.Contains(not, l) {
+			return l
+		}
+		c.tick()
+	}
+	c.t.Fatalf("no leader after 500 ticks (excluding %v)", not)
+	return 0
+}
+
+// appendAt appends batches through node at's Partition, ticking until it answers.
+func (c *cluster) appendAt(at multiraft.NodeID, batches ...string) ([]BatchResult, error) {
+	var bs [][]byte
+	for _, b := range batches {
+		bs = append(bs, []byte(b))
+	}
+	cl, err := c.nodes[at].part.start(bs)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; ; i++ {
+		select {
+		case <-cl.p.Done():
+			return c.nodes[at].part.finish(cl)
+		default:
+		}
+		if i == 200 {
+			c.t.Fatalf("n%d: append not answered in 200 ticks", at)
+		}
+		c.tick()
+	}
+}
+
+// mustAppend appends on the leader and fails the test on any error.
+func (c *cluster) mustAppend(batches ...string) []BatchResult {
+	l := c.elect()
+	rs, err := c.appendAt(l, batches...)
+	if err != nil {
+		c.t.Fatalf("append on n%d: %v", l, err)
+	}
+	return rs
+}
+
+// converge ticks until every up node's log holds what the leader's does (bounded), and
+// returns that log.
+func (c *cluster) converge() []rec {
+	for range 300 {
+		l := c.elect()
+		want := c.nodes[l].log.snapshot()
+		same := true
+		for _, nd := range c.up() {
+			same = same && slices.Equal(nd.log.snapshot(), want)
+		}
+		if same {
+			return want
+		}
+		c.tick()
+	}
+	l := c.leader()
+	for _, nd := range c.up() {
+		if got, want := nd.log.snapshot(), c.nodes[l].log.snapshot(); !slices.Equal(got, want) {
+			c.t.Fatalf("n%d's log differs from leader n%d's after 300 ticks:\n%s", nd.id, l, diff(got, want))
+		}
+	}
+	return nil
+}
+
+func diff(got, want []rec) string {
+	for i := range max(len(got), len(want)) {
+		switch {
+		case i >= len(got):
+			return fmt.Sprintf("missing from %d: %+v (%d records vs %d)", i, want[i], len(got), len(want))
+		case i >= len(want):
+			return fmt.Sprintf("extra from %d: %+v", i, got[i])
+		case got[i] != want[i]:
+			return fmt.Sprintf("at %d: %+v, leader %+v", i, got[i], want[i])
+		}
+	}
+	return "equal"
+}
