@@ -127,26 +127,45 @@ func (e *MemEngine) Crash() error {
 	return nil
 }
 
-// cloneStorage copies a MemoryStorage: its snapshot, entries and HardState.
+// cloneStorage copies a MemoryStorage: its snapshot, entries and HardState. The entries
+// below the snapshot that were never compacted stay (as raftstore keeps them across a
+// restart): installing the snapshot first would discard them, which is a compaction the
+// host did not ask for and that a CompactionLimiter forbids.
 func cloneStorage(src *raft.MemoryStorage) (*raft.MemoryStorage, error) {
 	dst := raft.NewMemoryStorage()
 	snap, err := src.Snapshot()
 	if err != nil {
 		return nil, err
 	}
-	if !raft.IsEmptySnap(snap) {
-		if err := dst.ApplySnapshot(snap); err != nil {
+	first, _ := src.FirstIndex()
+	last, _ := src.LastIndex()
+	base := snap
+	if !raft.IsEmptySnap(snap) && snap.Metadata.Index >= first {
+		// The log starts before the snapshot: start dst where src's log starts, then
+		// record the snapshot over the entries, as CreateSnapshot did.
+		term, err := src.Term(first - 1)
+		if err != nil {
+			return nil, err
+		}
+		base = raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: first - 1, Term: term, ConfState: snap.Metadata.ConfState}}
+	}
+	if !raft.IsEmptySnap(base) {
+		if err := dst.ApplySnapshot(base); err != nil {
 			return nil, err
 		}
 	}
-	first, _ := src.FirstIndex()
-	last, _ := src.LastIndex()
 	if last >= first {
 		ents, err := src.Entries(first, last+1, ^uint64(0))
 		if err != nil {
 			return nil, err
 		}
 		if err := dst.Append(ents); err != nil {
+			return nil, err
+		}
+	}
+	if base.Metadata.Index != snap.Metadata.Index {
+		cs := snap.Metadata.ConfState
+		if _, err := dst.CreateSnapshot(snap.Metadata.Index, &cs, snap.Data); err != nil {
 			return nil, err
 		}
 	}

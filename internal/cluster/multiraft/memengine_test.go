@@ -80,3 +80,53 @@ func TestMemEngineSyncsOnlyTheGivenGroups(t *testing.T) {
 		t.Fatalf("after syncing group 2 alone and crashing: terms %d and %d, want 0 and 5", ha.Term, hb.Term)
 	}
 }
+
+// TestMemEngineCrashKeepsLogBelowSnapshot: a snapshot taken without a compaction leaves
+// the entries below it in the log across a crash (raftstore keeps them too); only Compact
+// discards them.
+func TestMemEngineCrashKeepsLogBelowSnapshot(t *testing.T) {
+	e := multiraft.NewMemEngine()
+	g, _ := e.Group(1)
+	cs := raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+	boot := raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: 1, Term: 1, ConfState: cs}}
+	var ents []raftpb.Entry
+	for i := uint64(2); i <= 10; i++ {
+		ents = append(ents, raftpb.Entry{Index: i, Term: 2})
+	}
+	for _, err := range []error{g.ApplySnapshot(boot), g.Append(ents), g.SetHardState(raftpb.HardState{Term: 2, Commit: 10})} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := g.CreateSnapshot(7, &cs, []byte("at 7")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync([]multiraft.Storage{g}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	g, _ = e.Group(1)
+	first, _ := g.FirstIndex()
+	last, _ := g.LastIndex()
+	snap, _ := g.Snapshot()
+	_, gotCS, _ := g.InitialState()
+	if first != 2 || last != 10 || snap.Metadata.Index != 7 || string(snap.Data) != "at 7" || len(gotCS.Voters) != 3 {
+		t.Fatalf("after crash: log %d..%d, snapshot at %d %q, conf %+v; want 2..10, at 7 \"at 7\", 3 voters",
+			first, last, snap.Metadata.Index, snap.Data, gotCS)
+	}
+	if err := g.Compact(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync([]multiraft.Storage{g}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	g, _ = e.Group(1)
+	if first, _ := g.FirstIndex(); first != 8 {
+		t.Fatalf("after Compact(7) and a crash: first index %d, want 8", first)
+	}
+}
