@@ -30,6 +30,8 @@ type fakeLog struct {
 	durable     []rec
 	checkpoints int
 	restores    int // Restore calls with a checkpoint (not nil)
+	cuts        int // Restore calls that cut batches the log held (it had applied past the checkpoint)
+	refusals    int // Restore calls refused: the group stopped here
 	failApply   error
 }
 
@@ -73,6 +75,9 @@ func (l *fakeLog) Restore(cp []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cp == nil {
+		if len(l.recs) > 0 {
+			l.cuts++
+		}
 		l.recs, l.next = nil, 0
 		return nil
 	}
@@ -82,6 +87,7 @@ func (l *fakeLog) Restore(cp []byte) error {
 	}
 	hw := int64(binary.BigEndian.Uint64(cp))
 	if hw > l.next {
+		l.refusals++
 		return fmt.Errorf("fake: checkpoint at %d past the log's end %d", hw, l.next)
 	}
 	i := slices.IndexFunc(l.recs, func(r rec) bool { return r.Base >= hw })
@@ -89,7 +95,11 @@ func (l *fakeLog) Restore(cp []byte) error {
 		i = len(l.recs)
 	}
 	if i < len(l.recs) && l.recs[i].Base != hw {
+		l.refusals++
 		return fmt.Errorf("fake: checkpoint at %d inside a batch", hw)
+	}
+	if i < len(l.recs) {
+		l.cuts++
 	}
 	l.recs, l.next = l.recs[:i], hw
 	return nil

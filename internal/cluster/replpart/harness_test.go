@@ -32,6 +32,8 @@ type cluster struct {
 	ids   []multiraft.NodeID
 	nodes map[multiraft.NodeID]*tnode
 	cfg   multiraft.Config
+	// snapsSent sums the snapshots the hosts sent, over every run of every host.
+	snapsSent uint64
 }
 
 func newCluster(t testing.TB, seed int64, n int) *cluster {
@@ -71,6 +73,7 @@ func (c *cluster) start(id multiraft.NodeID) {
 // are lost.
 func (c *cluster) kill(id multiraft.NodeID) {
 	nd := c.nodes[id]
+	c.snapsSent += nd.host.Stats().SnapsSent
 	nd.host.Close()
 	c.net.Detach(id)
 	if err := nd.eng.Crash(); err != nil {
@@ -170,6 +173,15 @@ func (c *cluster) mustAppend(batches ...string) []BatchResult {
 		c.t.Fatalf("append on n%d: %v", l, err)
 	}
 	return rs
+}
+
+// sentSnapshots is how many snapshots every host sent so far, killed ones included.
+func (c *cluster) sentSnapshots() uint64 {
+	n := c.snapsSent
+	for _, nd := range c.up() {
+		n += nd.host.Stats().SnapsSent
+	}
+	return n
 }
 
 // converge ticks until every up node's log holds what the leader's does (bounded), and
