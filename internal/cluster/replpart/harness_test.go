@@ -16,7 +16,7 @@ const testGroup multiraft.GroupID = 3
 // it made durable), its host, machine and partition do not.
 type tnode struct {
 	id   multiraft.NodeID
-	eng  *multiraft.MemEngine
+	disk disk
 	log  *fakeLog
 	host *multiraft.Host
 	sm   *Machine
@@ -37,13 +37,18 @@ type cluster struct {
 }
 
 func newCluster(t testing.TB, seed int64, n int) *cluster {
+	return newClusterOn(t, seed, n, newMemDisk)
+}
+
+// newClusterOn is newCluster with every node's Raft storage made by newDisk.
+func newClusterOn(t testing.TB, seed int64, n int, newDisk func(multiraft.NodeID) disk) *cluster {
 	c := &cluster{t: t, net: memnet.New(seed), nodes: map[multiraft.NodeID]*tnode{},
 		cfg: multiraft.Config{ElectionTicks: 10, HeartbeatTicks: 1, SnapshotEntries: 20}}
 	for i := 1; i <= n; i++ {
 		c.ids = append(c.ids, multiraft.NodeID(i))
 	}
 	for _, id := range c.ids {
-		c.nodes[id] = &tnode{id: id, eng: multiraft.NewMemEngine(), log: &fakeLog{}}
+		c.nodes[id] = &tnode{id: id, disk: newDisk(id), log: &fakeLog{}}
 		c.start(id)
 	}
 	return c
@@ -52,7 +57,11 @@ func newCluster(t testing.TB, seed int64, n int) *cluster {
 func (c *cluster) start(id multiraft.NodeID) {
 	nd := c.nodes[id]
 	cfg := c.cfg
-	cfg.Node, cfg.Engine, cfg.Transport, cfg.Peers = id, nd.eng, c.net.Transport(id), c.ids
+	eng, err := nd.disk.engine()
+	if err != nil {
+		c.t.Fatalf("n%d: open its disk: %v", id, err)
+	}
+	cfg.Node, cfg.Engine, cfg.Transport, cfg.Peers = id, eng, c.net.Transport(id), c.ids
 	h, err := multiraft.New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
@@ -76,7 +85,7 @@ func (c *cluster) kill(id multiraft.NodeID) {
 	c.snapsSent += nd.host.Stats().SnapsSent
 	nd.host.Close()
 	c.net.Detach(id)
-	if err := nd.eng.Crash(); err != nil {
+	if err := nd.disk.crash(); err != nil {
 		c.t.Fatal(err)
 	}
 	nd.log.crash()

@@ -30,12 +30,20 @@ func envInt(name string, def int) int {
 // SLUICE_REPLPART_STEPS for more.
 func TestRandomizedNoAckLost(t *testing.T) {
 	seeds, steps := envInt("SLUICE_REPLPART_SEEDS", 20), envInt("SLUICE_REPLPART_STEPS", 600)
-	var cuts, restores int
-	for seed := range seeds {
-		r, rs := randomRun(t, int64(seed), steps)
-		cuts, restores = cuts+r, restores+rs
+	for _, d := range []struct {
+		name    string
+		newDisk func(multiraft.NodeID) disk
+		seeds   int
+	}{{"mem", newMemDisk, seeds}, {"raftstore", newStoreDisk, max(1, seeds/4)}} {
+		t.Run(d.name, func(t *testing.T) {
+			var cuts, restores int
+			for seed := range d.seeds {
+				r, rs := randomRun(t, int64(seed), steps, d.newDisk)
+				cuts, restores = cuts+r, restores+rs
+			}
+			t.Logf("%d seeds × %d steps: %d checkpoint restores, %d of them cut applied batches", d.seeds, steps, restores, cuts)
+		})
 	}
-	t.Logf("%d seeds × %d steps: %d checkpoint restores, %d of them cut applied batches", seeds, steps, restores, cuts)
 }
 
 type inflight struct {
@@ -44,9 +52,9 @@ type inflight struct {
 	key string
 }
 
-func randomRun(t *testing.T, seed int64, steps int) (cuts, restores int) {
+func randomRun(t *testing.T, seed int64, steps int, newDisk func(multiraft.NodeID) disk) (cuts, restores int) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 7))
-	c := newCluster(t, seed, 3)
+	c := newClusterOn(t, seed, 3, newDisk)
 	acked := map[string]int64{} // key -> the offset an Append answered
 	var unknown []string        // keys whose outcome the producer did not learn
 	var pending []inflight
