@@ -25,5 +25,7 @@
 //
 // It must never import internal/broker, a front-end, the server or the node: it knows groups,
 // entries and bytes, never topics, queues or protocols. State machines are the caller's; the
-// host hands them committed entries in log order and never interprets their bytes.
+// host hands them committed entries in log order and never interprets their bytes. A state
+// machine whose snapshot is not its whole state (a replicated partition's checkpoint)
+// implements CompactionLimiter, and the host keeps the log it needs.
 package multiraft
