@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -47,8 +48,13 @@ type Partition struct {
 }
 
 // NewPartition serves group g's partition, whose state machine on this host is m.
+// Request numbers start at a random point, so an entry of a previous process that a
+// restart re-applies never carries a request number this one hands out (results are also
+// keyed by log index: this is the second fence, as the catalog's).
 func NewPartition(h *multiraft.Host, g multiraft.GroupID, m *Machine) *Partition {
-	return &Partition{host: h, group: g, sm: m}
+	p := &Partition{host: h, group: g, sm: m}
+	p.seq.Store(rand.Uint64() >> 1)
+	return p
 }
 
 // Append proposes batches as one entry and returns once committed and applied here, with the
