@@ -137,6 +137,20 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
+	// A cluster: docs/cluster.md, "Operating a cluster".
+	{
+		name:  "node-id",
+		usage: "this node's `id` in a cluster (1 or more; 0: a single node, the default)",
+		get:   func(c *server.Config) string { return strconv.FormatUint(c.NodeID, 10) },
+		set: func(c *server.Config, v string) (err error) {
+			c.NodeID, err = strconv.ParseUint(v, 10, 64)
+			return err
+		},
+	},
+	setting("cluster-addr", "`host:port` this node's Raft transport listens on (with --node-id)", func(c *server.Config) *string { return &c.ClusterAddr }),
+	setting("cluster-peers", "every node of the cluster, this one included, as `id=host:port,...` (their --cluster-addr)", func(c *server.Config) *string { return &c.ClusterPeers }),
+	durationSetting("cluster-tick", "the Raft tick (a `duration`): a leader's loss is noticed in about 10 to 20 ticks",
+		func(c *server.Config) *time.Duration { return &c.ClusterTick }),
 	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`)",
 		func(c *server.Config) *time.Duration { return &c.ShutdownTimeout }),
 

@@ -68,6 +68,10 @@ type Options struct {
 	// batches (sluice_storage_corrupt_batches_total). Default: one of
 	// storage's default size for this broker.
 	Files *storage.FileCache
+	// Cluster, when set, makes the broker a node of a cluster: topics are the
+	// metadata group's and partitions are replicated (cluster.go). nil: a single
+	// node, as before.
+	Cluster *ClusterOptions
 }
 
 // DefaultPreallocateBytes is Options.PreallocateBytes's default.
@@ -105,6 +109,8 @@ type Broker struct {
 	closed      bool
 
 	streams *streams // topics, producer ids, groups, subscriptions (topic.go)
+
+	cluster *clusterRT // nil for a single node (cluster.go)
 
 	redrive redrives
 
@@ -198,6 +204,9 @@ func Open(opts Options) (_ *Broker, err error) {
 		}
 		b.queues[s.Name] = q
 	}
+	if opts.Cluster != nil {
+		b.cluster = newClusterRT(b, opts.Cluster)
+	}
 	if b.streams, err = openStreams(b, data); err != nil {
 		b.closeQueues()
 		return nil, err
@@ -208,6 +217,9 @@ func Open(opts Options) (_ *Broker, err error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b.log.Info("broker open", "dir", opts.Dir, "queues", len(b.queues), "sync", opts.Sync.String())
+	if b.cluster != nil {
+		go b.cluster.run()
+	}
 	return b, nil
 }
 
@@ -221,6 +233,9 @@ func (b *Broker) Close() error {
 	}
 	b.closing = true
 	b.mu.Unlock()
+	if b.cluster != nil {
+		b.cluster.close() // no more topics created or hosted while they close
+	}
 	// Redrives stop first, while the queues still answer: a task finishes
 	// the batch it is moving, ack included. Closed queues would refuse that
 	// ack after the copies were sent, and the restart would move them again.

@@ -51,6 +51,9 @@ func (b *Broker) Fetch(ctx context.Context, topic string, partition int32, offse
 	if err != nil {
 		return FetchResult{}, err
 	}
+	if err := b.checkLeader(p); err != nil {
+		return FetchResult{}, err
+	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 1 << 20
 	}
@@ -167,6 +170,9 @@ type OffsetAt struct {
 func (b *Broker) ListOffsets(topic string, partition int32, ts int64) (OffsetAt, error) {
 	_, p, err := b.streams.partition(topic, partition)
 	if err != nil {
+		return OffsetAt{}, err
+	}
+	if err := b.checkLeader(p); err != nil {
 		return OffsetAt{}, err
 	}
 	switch ts {

@@ -43,6 +43,9 @@ func (b *Broker) FetchSection(topic string, partition int32, offset int64, opts 
 	if err != nil {
 		return SectionResult{}, err
 	}
+	if err := b.checkLeader(p); err != nil {
+		return SectionResult{}, err
+	}
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 1 << 20
 	}

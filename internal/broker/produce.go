@@ -280,6 +280,13 @@ func batchErr(err error) error {
 // producers go one at a time under the partition's producer lock.
 func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches storage.Checked) (ProduceBatchesResult, error) {
 	n := batches.Len()
+	if b.cluster != nil {
+		raws := make([][]byte, n)
+		for i := range n {
+			raws[i] = batches.Batch(i)
+		}
+		return b.appendReplicated(ctx, p, raws)
+	}
 	res := ProduceBatchesResult{BaseOffsets: make([]int64, n), Duplicate: make([]bool, n)}
 	idempotent := false
 	for i := range n {

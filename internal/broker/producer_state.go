@@ -13,5 +13,15 @@ func (b *Broker) InitProducerID(name string) (ProducerID, error) {
 	if b.streams == nil {
 		return ProducerID{}, ErrClosed
 	}
-	return b.streams.pids.Init(name)
+	id, err := b.streams.pids.Init(name)
+	if err == nil && b.cluster != nil {
+		// Ids are allocated by each node alone: the node id in the high bits keeps
+		// them apart across the cluster (2^40 ids per node). Partitions check a
+		// producer's sequence and epoch in their own replicated state, not here.
+		id.ID += int64(b.cluster.node) << clusterPIDShift
+	}
+	return id, err
 }
+
+// clusterPIDShift places a node's id above its own producer ids.
+const clusterPIDShift = 40

@@ -146,4 +146,11 @@ type TopicSettings struct {
 	RetentionBytes  int64         `json:"retention_bytes"` // per partition; 0 or negative: unlimited
 	MaxMessageBytes int           `json:"max_message_bytes"`
 	CleanupPolicy   string        `json:"cleanup_policy"` // "delete" (compaction is not implemented)
+
+	// In a cluster (zero for a single node): the topic's cluster-wide id (its Kafka topic
+	// id), the catalog index of its last change this node applied, and its replication
+	// factor. They come from the catalog, never from a client.
+	UUID         [16]byte `json:"uuid,omitzero"`
+	CatalogIndex uint64   `json:"catalog_index,omitempty"`
+	Replication  int      `json:"replication,omitempty"`
 }

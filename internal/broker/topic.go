@@ -66,6 +66,9 @@ type partitionRT struct {
 	dir   string
 	log   *storage.Log
 	prod  producer.State
+	// repl is the partition's Raft group on this node, in a cluster when this node is
+	// one of its replicas (cluster_replica.go); nil otherwise.
+	repl atomic.Pointer[hostedReplica]
 }
 
 func topicDir(root string, s TopicSettings) string {
@@ -132,6 +135,11 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 	// the log, because subscriptions may hold segments past it.
 	lo := t.s.b.logOptions(dir, o.SegmentBytes)
 	lo.MaxBatchBytes = logMaxBatchBytes
+	if t.s.b.cluster != nil {
+		// The partition's Raft log is what is durable; this log is synced at the
+		// group's checkpoints and cut back to the last one after a crash.
+		lo.Sync = storage.SyncPolicy{Mode: storage.SyncNever}
+	}
 	log, err := storage.Open(lo)
 	if err != nil {
 		return nil, err

@@ -73,6 +73,16 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 	if err := s.validate(); err != nil {
 		return TopicSettings{}, err
 	}
+	if b.cluster != nil {
+		return b.cluster.createTopic(s)
+	}
+	return b.createTopicLocal(s)
+}
+
+// createTopicLocal creates a topic in this node's directory: the whole of CreateTopic on a
+// single node, the reconciler's step in a cluster (where s comes from the catalog, with its
+// creation time).
+func (b *Broker) createTopicLocal(s TopicSettings) (TopicSettings, error) {
 	st := b.streams
 	st.admin.Lock()
 	defer st.admin.Unlock()
@@ -84,7 +94,9 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 	if err := b.disk.Admit(); err != nil {
 		return TopicSettings{}, err
 	}
-	s.CreatedAt = b.now()
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = b.now()
+	}
 	id, err := b.cat.allocID()
 	if err != nil {
 		return TopicSettings{}, b.disk.Note(err)
@@ -105,6 +117,13 @@ func (b *Broker) CreateTopic(s TopicSettings) (TopicSettings, error) {
 // every group's committed offsets for it, so a new topic of the same name
 // never starts consumers at stale positions.
 func (b *Broker) DeleteTopic(name string) error {
+	if b.cluster != nil {
+		return b.cluster.deleteTopic(name)
+	}
+	return b.deleteTopicLocal(name)
+}
+
+func (b *Broker) deleteTopicLocal(name string) error {
 	st := b.streams
 	st.admin.Lock()
 	defer st.admin.Unlock()
@@ -199,6 +218,13 @@ const AddPartitionsWarning = "keys now map to different partitions: records of a
 // shrink). It returns a warning that keys remap: the partitioner hashes a key
 // modulo the count. Groups consuming the topic rebalance.
 func (b *Broker) AddPartitions(name string, total int32) (string, error) {
+	if b.cluster != nil {
+		return b.cluster.addPartitions(name, total)
+	}
+	return b.addPartitionsLocal(name, total)
+}
+
+func (b *Broker) addPartitionsLocal(name string, total int32) (string, error) {
 	st := b.streams
 	st.admin.Lock()
 	defer st.admin.Unlock()

@@ -17,6 +17,13 @@ import (
 // maximum message size applies to batches produced from now on (stored
 // ones stay readable).
 func (b *Broker) UpdateTopic(name string, dryRun bool, fn func(*TopicSettings) error) (TopicSettings, error) {
+	if b.cluster != nil && !dryRun {
+		return b.cluster.updateTopic(name, fn)
+	}
+	return b.updateTopicLocal(name, dryRun, fn)
+}
+
+func (b *Broker) updateTopicLocal(name string, dryRun bool, fn func(*TopicSettings) error) (TopicSettings, error) {
 	st := b.streams
 	st.admin.Lock()
 	defer st.admin.Unlock()
@@ -30,6 +37,7 @@ func (b *Broker) UpdateTopic(name string, dryRun bool, fn func(*TopicSettings) e
 		return TopicSettings{}, err
 	}
 	next.Name, next.ID, next.CreatedAt, next.Partitions = cur.Name, cur.ID, cur.CreatedAt, cur.Partitions
+	next.UUID, next.Replication = cur.UUID, cur.Replication
 	next.normalize()
 	if err := next.validate(); err != nil {
 		return TopicSettings{}, err

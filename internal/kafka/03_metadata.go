@@ -20,10 +20,9 @@ import (
 // or the cluster (without it a missing topic is UNKNOWN_TOPIC_OR_PARTITION).
 func handleMetadata(_ context.Context, c *conn, req *kmsg.MetadataRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	adv := c.s.advertisedAddr()
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: c.s.cfg.NodeID, Host: adv.host, Port: adv.port}}
+	resp.Brokers = c.brokers()
 	resp.ClusterID = &c.s.cfg.ClusterID
-	resp.ControllerID = c.s.cfg.NodeID
+	resp.ControllerID = c.controller()
 	// v0 has no way to say "all topics" but an empty list; v1+ uses null.
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
@@ -86,15 +85,8 @@ func (c *conn) topicMetadata(name string) kmsg.MetadataResponseTopic {
 		return t
 	}
 	t.TopicID = topicID(info.Settings)
-	node := c.s.cfg.NodeID
 	for _, p := range info.Partitions {
-		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition = p.Partition
-		mp.Leader = node
-		mp.LeaderEpoch = 0
-		mp.Replicas = []int32{node}
-		mp.ISR = []int32{node}
-		t.Partitions = append(t.Partitions, mp)
+		t.Partitions = append(t.Partitions, c.partitionMetadata(name, p.Partition))
 	}
 	return t
 }
@@ -115,6 +107,9 @@ func (c *conn) topicMetadataByID(id [16]byte) kmsg.MetadataResponseTopic {
 // never-reused topic id, so a topic deleted and created again gets a new
 // one, as in Kafka. It is never the all-zero UUID, which means "none".
 func topicID(ts broker.TopicSettings) [16]byte {
+	if ts.UUID != ([16]byte{}) {
+		return ts.UUID // a cluster's topic: the catalog's id, the same on every node
+	}
 	h := sha256.New()
 	h.Write([]byte(ts.Name))
 	var n [8]byte

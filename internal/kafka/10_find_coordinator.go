@@ -42,6 +42,23 @@ func (c *conn) coordinator(typ int8, key string) (node int32, host string, port 
 	if !c.may(auth.Describe, auth.Group, key) {
 		return -1, "", -1, kerr.GroupAuthorizationFailed.Code, nil
 	}
+	if c.s.b.Clustered() {
+		return c.clusterCoordinator()
+	}
 	adv := c.s.advertisedAddr()
 	return c.s.cfg.NodeID, adv.host, adv.port, 0, nil
+}
+
+// clusterCoordinator: in a cluster every group is coordinated by the controller (the
+// metadata group's leader), so all members of a group meet on one node. Its committed
+// offsets live on that node only (docs/cluster.md, "Not replicated yet").
+func (c *conn) clusterCoordinator() (int32, string, int32, int16, *string) {
+	ctl := c.controller()
+	for _, b := range c.brokers() {
+		if b.NodeID == ctl {
+			return b.NodeID, b.Host, b.Port, 0, nil
+		}
+	}
+	m := "the cluster's controller is being elected, or has not registered its Kafka address"
+	return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
 }

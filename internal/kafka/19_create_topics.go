@@ -29,7 +29,7 @@ func handleCreateTopics(_ context.Context, c *conn, req *kmsg.CreateTopicsReques
 		rt.ErrorCode, rt.ErrorMessage = code, errMessage(err)
 		if code == 0 {
 			rt.TopicID = topicID(s)
-			rt.NumPartitions, rt.ReplicationFactor = s.Partitions, 1
+			rt.NumPartitions, rt.ReplicationFactor = s.Partitions, int16(max(1, s.Replication))
 			rt.Configs = createdConfigs(s)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -49,7 +49,7 @@ func (c *conn) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (
 		return s, kerr.InvalidTopicException.Code, fmt.Errorf("invalid topic name %q", t.Topic)
 	case len(t.ReplicaAssignment) > 0:
 		return s, kerr.InvalidReplicaAssignment.Code, errors.New("manual replica assignment is not supported")
-	case t.ReplicationFactor > 1:
+	case t.ReplicationFactor > 1 && !c.s.b.Clustered():
 		return s, kerr.InvalidReplicationFactor.Code, fmt.Errorf("replication factor %d: this cluster has one node", t.ReplicationFactor)
 	case t.ReplicationFactor == 0 || t.ReplicationFactor < -1:
 		return s, kerr.InvalidReplicationFactor.Code, fmt.Errorf("replication factor %d", t.ReplicationFactor)
@@ -58,6 +58,9 @@ func (c *conn) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (
 	}
 	if s.Partitions == -1 {
 		s.Partitions = c.s.cfg.DefaultPartitions
+	}
+	if t.ReplicationFactor > 0 {
+		s.Replication = int(t.ReplicationFactor) // -1: the cluster's default (docs/cluster.md)
 	}
 	if err := applyTopicConfigs(&s, t.Configs); err != nil {
 		return s, kerr.InvalidConfig.Code, err
@@ -73,6 +76,9 @@ func (c *conn) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (
 		var ia *broker.InvalidArgumentError
 		if errors.As(err, &ia) && ia.Field == "partitions" {
 			return s, kerr.InvalidPartitions.Code, err
+		}
+		if errors.As(err, &ia) && ia.Field == "replication_factor" {
+			return s, kerr.InvalidReplicationFactor.Code, err
 		}
 		if errors.As(err, &ia) && ia.Field == "name" { // reserved names (__*)
 			return s, kerr.InvalidTopicException.Code, err

@@ -56,6 +56,13 @@ func errCode(err error, invalid *kerr.Error) int16 {
 	if err == nil {
 		return 0
 	}
+	var nl *broker.NotLeaderError
+	if errors.As(err, &nl) {
+		if nl.Catalog {
+			return kerr.NotController.Code
+		}
+		return kerr.NotLeaderForPartition.Code
+	}
 	for _, e := range errorTable {
 		if errors.Is(err, e.err) {
 			return e.code.Code

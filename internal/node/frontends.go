@@ -48,7 +48,7 @@ func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store) error {
 		if l.addr == "" {
 			continue
 		}
-		s.RegisterFrontend(l.name, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, Logger: s.Logger(), Auth: store,
+		s.RegisterFrontend(l.name, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, NodeID: b.NodeID(), Logger: s.Logger(), Auth: store,
 			SessionLifetime:  lifetime,
 			AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
 			MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(l.name).IdleClosed}))

@@ -55,13 +55,28 @@ func Setup(opts Options) server.Setup {
 		if err != nil {
 			return err
 		}
-		b, err := openBroker(s)
+		var cn *clusterNode
+		if s.Config().Clustered() {
+			if cn, err = openCluster(s); err != nil {
+				return err
+			}
+		}
+		b, err := openBroker(s, cn)
 		if err != nil {
+			if cn != nil {
+				cn.close()
+			}
 			return err
 		}
 		// Registered first, so it runs last: after every front-end has
 		// drained, the broker flushes and syncs everything it acknowledged.
 		s.OnClose("broker", func(context.Context) error { return b.Close() })
+		if cn != nil {
+			// Runs before the broker's close: no entry is applied to a closed log.
+			regCtx, stopReg := context.WithCancel(context.Background())
+			s.OnClose("cluster", func(context.Context) error { stopReg(); return cn.close() })
+			go cn.register(regCtx, s)
+		}
 		b.StartMaintenance(opts.MaintenanceInterval)
 		// While the disk is full (or failing) the node says so: a load
 		// balancer sends producers elsewhere; acks and deletes still work.
@@ -80,7 +95,7 @@ func Setup(opts Options) server.Setup {
 }
 
 // openBroker opens the broker as the server's configuration says.
-func openBroker(s *server.Server) (*broker.Broker, error) {
+func openBroker(s *server.Server, cn *clusterNode) (*broker.Broker, error) {
 	cfg := s.Config()
 	sync, err := syncPolicy(cfg.Fsync)
 	if err != nil {
@@ -94,9 +109,13 @@ func openBroker(s *server.Server) (*broker.Broker, error) {
 	if headroom <= 0 {
 		headroom = -1 // the broker's "none"
 	}
-	return broker.Open(broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(),
+	o := broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(),
 		StorageObserver: s.Metrics(), PreallocateBytes: prealloc, HeadroomBytes: headroom,
-		SnapshotEvery: cfg.SnapshotEvery})
+		SnapshotEvery: cfg.SnapshotEvery}
+	if cn != nil {
+		o.Cluster = cn.brokerOptions()
+	}
+	return broker.Open(o)
 }
 
 // syncPolicy turns the server's --fsync setting into the broker's policy.

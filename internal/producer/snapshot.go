@@ -33,6 +33,14 @@ const (
 	producerMaxScan = 1 << 20
 )
 
+// Reset forgets every producer: a replica whose log was cut back (a Raft group restoring
+// a checkpoint) rebuilds from what remains.
+func (ps *State) Reset() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.m, ps.changed, ps.snapAt = nil, 0, 0
+}
+
 // Rebuild restores the snapshot and scans the log after it.
 func (ps *State) Rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
 	ps.mu.Lock()

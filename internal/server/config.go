@@ -120,6 +120,15 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once shutdown starts; after it they are cut off and closers run.
 	ShutdownTimeout time.Duration
+
+	// A cluster (docs/cluster.md, "Operating a cluster"): this node's id (0: a single
+	// node, the default), the address its Raft transport listens on, every node's id and
+	// transport address ("1=host:port,2=host:port,3=host:port", this node included), and
+	// the Raft tick (elections take 10-20 ticks).
+	NodeID       uint64
+	ClusterAddr  string
+	ClusterPeers string
+	ClusterTick  time.Duration
 }
 
 // Defaults returns the configuration `sluice serve` uses with no flags.
@@ -149,6 +158,8 @@ func Defaults() Config {
 		KafkaDefaultPartitions: 1,
 
 		TLSReloadInterval: 5 * time.Second,
+
+		ClusterTick: 50 * time.Millisecond,
 	}
 }
 
@@ -211,6 +222,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
+	}
+	if err := c.validateCluster(); err != nil {
+		return err
 	}
 	return c.validateConnections()
 }

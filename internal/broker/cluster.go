@@ -1,0 +1,120 @@
+package broker
+
+// A broker in a cluster (Options.Cluster; docs/cluster.md, "The broker in a cluster").
+//
+// The catalog of topics is the metadata Raft group's (internal/cluster/meta): a topic is
+// created, changed and deleted there, and every node's reconciler (cluster_reconcile.go)
+// makes its local broker match it — every node holds every topic's settings, and the
+// nodes a partition is placed on host its Raft group (internal/cluster/replpart). A
+// produce on the partition's leader is proposed to that group and answered once committed
+// (a quorum fsynced it); apply appends the batches to each replica's local partition log
+// without an fsync (cluster_replica.go), so the Raft log is what is durable and the local
+// log is cut back to its last checkpoint and re-applied after a crash. Fetches are served
+// by the leader from its local log, which holds only committed records.
+//
+// Not replicated yet, and said so in docs/cluster.md: queues, subscriptions and consumer
+// groups' offsets stay on the node that serves them.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// ClusterOptions put a broker in a cluster; the node assembles them
+// (internal/node/cluster.go) and runs the host.
+type ClusterOptions struct {
+	Host    *multiraft.Host
+	Meta    *meta.Machine // the metadata group's state machine on this node
+	Catalog *meta.Catalog // proposes to the metadata group
+}
+
+// ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
+var ErrNotLeader = errors.New("not the leader")
+
+// NotLeaderError: this node does not lead what the call needs — a partition's Raft group
+// (Kafka NOT_LEADER_OR_FOLLOWER) or the metadata group for a catalog change (Kafka
+// NOT_CONTROLLER). Leader is the node believed to lead it, 0 when unknown (an election is
+// on): clients refresh their metadata and retry there.
+type NotLeaderError struct {
+	What    string // "topic/partition" or "the catalog"
+	Catalog bool   // the metadata group: Kafka's NOT_CONTROLLER
+	Leader  int32
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == 0 {
+		return fmt.Sprintf("this node does not lead %s and no leader is known (an election is under way)", e.What)
+	}
+	return fmt.Sprintf("this node does not lead %s: node %d does", e.What, e.Leader)
+}
+
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+
+// Clustered reports whether the broker runs in a cluster.
+func (b *Broker) Clustered() bool { return b.cluster != nil }
+
+// NodeID is this node's id in the cluster; 0 for a single node.
+func (b *Broker) NodeID() int32 {
+	if b.cluster == nil {
+		return 0
+	}
+	return int32(b.cluster.node)
+}
+
+// ClusterNode is one node of the cluster as clients are told of it.
+type ClusterNode struct {
+	ID        int32
+	KafkaAddr string // host:port, "" when the node has not registered one
+	HTTPAddr  string
+	SQSAddr   string
+}
+
+// ClusterNodes lists the nodes the catalog knows, sorted by id; nil for a single node.
+func (b *Broker) ClusterNodes() []ClusterNode {
+	if b.cluster == nil {
+		return nil
+	}
+	st := b.cluster.meta.State()
+	out := make([]ClusterNode, 0, len(st.Nodes))
+	for _, n := range st.Nodes {
+		out = append(out, ClusterNode{ID: int32(n.ID), KafkaAddr: n.KafkaAddr, HTTPAddr: n.HTTPAddr, SQSAddr: n.SQSAddr})
+	}
+	return out
+}
+
+// Controller is the node leading the metadata group (Kafka's controller), 0 if unknown;
+// for a single node, 0 as well (the front-end answers with its own id).
+func (b *Broker) Controller() int32 {
+	if b.cluster == nil {
+		return 0
+	}
+	return int32(b.cluster.cat.Leader())
+}
+
+// Placement is where a partition lives.
+type Placement struct {
+	Leader   int32 // 0: no leader known (Kafka's -1, LEADER_NOT_AVAILABLE)
+	Epoch    int32 // the leader's Raft term: Kafka's leader epoch
+	Replicas []int32
+	// InSync are the replicas counted in sync: the voters of the group as this node sees
+	// it (the leader's view when it leads; progress-based ISR is not built).
+	InSync []int32
+}
+
+// PartitionPlacement says where topic/partition lives. For a single node it is this
+// node (id 0 stands for "me") at epoch 0. A partition this node does not host is
+// described from the catalog alone: its preferred leader, which may be stale after a
+// failover (the client then meets NOT_LEADER_OR_FOLLOWER and asks again).
+func (b *Broker) PartitionPlacement(topic string, partition int32) (Placement, error) {
+	_, p, err := b.streams.partition(topic, partition)
+	if err != nil {
+		return Placement{}, err
+	}
+	if b.cluster == nil {
+		return Placement{Replicas: []int32{0}, InSync: []int32{0}}, nil
+	}
+	return b.cluster.placement(topic, p), nil
+}

@@ -1,0 +1,242 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replpart"
+	"go.etcd.io/raft/v3"
+)
+
+// clusterRT is the broker's side of the cluster: it keeps the local topics and the hosted
+// partition groups in step with the catalog.
+type clusterRT struct {
+	b    *Broker
+	log  *slog.Logger
+	host *multiraft.Host
+	node multiraft.NodeID
+	meta *meta.Machine
+	cat  *meta.Catalog
+
+	// mu serialises reconcile rounds (the background loop and an admin call's own round).
+	mu sync.Mutex
+	// reconciled is the catalog index the last round brought this node to.
+	reconciled uint64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
+	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
+		meta: o.Meta, cat: o.Catalog, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// run reconciles after every catalog change, and every second anyway (a round that failed
+// half way, say a full disk, is retried).
+func (c *clusterRT) run() {
+	defer close(c.done)
+	for {
+		changed := c.meta.Changed()
+		c.reconcile()
+		select {
+		case <-c.stop:
+			return
+		case <-changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *clusterRT) close() {
+	close(c.stop)
+	<-c.done
+}
+
+// reconcile makes the local broker match the catalog as this node has applied it.
+func (c *clusterRT) reconcile() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.meta.State()
+	ok := true
+	for _, name := range sortedTopicNames(st) {
+		if err := c.reconcileTopic(st, st.Topics[name]); err != nil {
+			ok = false
+			c.log.Warn("cluster: topic not yet in step with the catalog; retrying", "topic", name, "err", err)
+		}
+	}
+	for _, t := range c.b.streams.topicList() {
+		s, _ := t.snapshot()
+		if s.UUID == ([16]byte{}) || st.Index < s.CatalogIndex {
+			// Not the catalog's (created before this node joined a cluster), or the
+			// catalog here has not yet caught up with the change that created it (a
+			// restart replaying the metadata log): never delete on a stale view.
+			continue
+		}
+		if ct := st.Topics[s.Name]; ct == nil || ct.ID != s.UUID {
+			if err := c.dropTopic(t); err != nil {
+				ok = false
+				c.log.Warn("cluster: deleting a topic the catalog deleted; retrying", "topic", s.Name, "err", err)
+			}
+		}
+	}
+	if ok {
+		c.reconciled = st.Index
+	}
+}
+
+func sortedTopicNames(st *meta.State) []string {
+	names := make([]string, 0, len(st.Topics))
+	for n := range st.Topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// reconcileTopic creates, grows or updates the local topic and hosts its partitions that
+// are placed here.
+func (c *clusterRT) reconcileTopic(st *meta.State, ct *meta.Topic) error {
+	want, err := topicFromCatalog(ct)
+	if err != nil {
+		return err
+	}
+	t, err := c.b.streams.topic(ct.Name)
+	if err == nil {
+		if s, _ := t.snapshot(); s.UUID != ct.ID {
+			// A topic of the same name from before a delete this node missed.
+			if err := c.dropTopic(t); err != nil {
+				return err
+			}
+			t, err = nil, ErrTopicNotFound
+		}
+	}
+	if errors.Is(err, ErrTopicNotFound) {
+		if _, err := c.b.createTopicLocal(want); err != nil && !errors.Is(err, ErrTopicExists) {
+			return err
+		}
+		if t, err = c.b.streams.topic(ct.Name); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	cur, parts := t.snapshot()
+	if n := int32(len(ct.Partitions)); n > int32(len(parts)) {
+		if _, err := c.b.addPartitionsLocal(ct.Name, n); err != nil {
+			return err
+		}
+		cur, parts = t.snapshot()
+	}
+	if want.CatalogIndex > cur.CatalogIndex {
+		if _, err := c.b.updateTopicLocal(ct.Name, false, func(s *TopicSettings) error {
+			s.Retention, s.RetentionBytes = want.Retention, want.RetentionBytes
+			s.MaxMessageBytes, s.CleanupPolicy = want.MaxMessageBytes, want.CleanupPolicy
+			s.CatalogIndex = want.CatalogIndex
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for i, cp := range ct.Partitions {
+		if i < len(parts) && slices.Contains(cp.Replicas, c.node) {
+			errs = append(errs, c.hostPartition(parts[i], cp))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// topicFromCatalog reads a catalog topic as the broker's settings.
+func topicFromCatalog(ct *meta.Topic) (TopicSettings, error) {
+	var s TopicSettings
+	if err := json.Unmarshal(ct.Settings, &s); err != nil {
+		return TopicSettings{}, fmt.Errorf("catalog settings of topic %s: %w", ct.Name, err)
+	}
+	s.Name, s.UUID, s.Partitions, s.CatalogIndex = ct.Name, ct.ID, int32(len(ct.Partitions)), ct.Version
+	s.Replication = 0
+	if len(ct.Partitions) > 0 {
+		s.Replication = len(ct.Partitions[0].Replicas)
+	}
+	return s, nil
+}
+
+// hostPartition starts this node's replica of a partition's group, once.
+func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
+	if p.repl.Load() != nil {
+		return nil
+	}
+	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p})
+	// The catalog's replica list bootstraps a group this node never held; a group
+	// with state on disk reopens from it and the list is not used.
+	fresh := !slices.Contains(c.host.Groups(), cp.Group)
+	if err := c.host.CreateGroup(cp.Group, cp.Replicas, m); err != nil {
+		return fmt.Errorf("partition %s/%d: raft group %d: %w", p.topic, p.index, cp.Group, err)
+	}
+	p.repl.Store(&hostedReplica{part: replpart.NewPartition(c.host, cp.Group, m), group: cp.Group,
+		replicas: slices.Clone(cp.Replicas)})
+	if fresh && len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {
+		// The preferred leader stands at once rather than after an election timeout:
+		// a topic just created is writable within a round trip.
+		_ = c.host.Campaign(cp.Group)
+	}
+	return nil
+}
+
+// dropTopic deletes a local topic the catalog no longer has, and its groups here.
+func (c *clusterRT) dropTopic(t *topicRT) error {
+	_, parts := t.snapshot()
+	for _, p := range parts {
+		if r := p.repl.Load(); r != nil {
+			if err := c.host.RemoveGroup(r.group); err != nil && !errors.Is(err, multiraft.ErrGroupUnknown) {
+				return err
+			}
+			p.repl.Store(nil)
+		}
+	}
+	return c.b.deleteTopicLocal(t.name)
+}
+
+// placement describes a partition for clients (Kafka Metadata).
+func (c *clusterRT) placement(topic string, p *partitionRT) Placement {
+	var pl Placement
+	hosted := p.repl.Load()
+	var replicas []multiraft.NodeID
+	if hosted != nil {
+		replicas = hosted.replicas
+	} else {
+		if ct := c.meta.State().Topics[topic]; ct != nil && int(p.index) < len(ct.Partitions) {
+			replicas = ct.Partitions[p.index].Replicas
+		}
+	}
+	for _, r := range replicas {
+		pl.Replicas = append(pl.Replicas, int32(r))
+	}
+	if hosted == nil {
+		// Not hosted here: the catalog's preferred leader.
+		if len(pl.Replicas) > 0 {
+			pl.Leader = pl.Replicas[0]
+		}
+		pl.InSync = slices.Clone(pl.Replicas)
+		return pl
+	}
+	st, err := c.host.Status(hosted.group)
+	if err != nil {
+		return pl
+	}
+	pl.Leader, pl.Epoch = int32(st.Leader), int32(st.Term)
+	for _, v := range st.Voters {
+		pl.InSync = append(pl.InSync, int32(v))
+	}
+	if st.Role != raft.StateLeader && st.Leader == 0 {
+		pl.Leader = 0
+	}
+	return pl
+}

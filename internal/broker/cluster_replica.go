@@ -1,0 +1,177 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replpart"
+)
+
+// hostedReplica is a partition's Raft group on this node.
+type hostedReplica struct {
+	part     *replpart.Partition
+	group    multiraft.GroupID
+	replicas []multiraft.NodeID
+}
+
+// replicaLog is a partition's local log as its Raft group's state machine sees it
+// (replpart.Log). Apply runs on every replica in log order, so everything it decides —
+// offsets, an idempotent producer's duplicate or gap — comes out the same everywhere.
+type replicaLog struct {
+	b *Broker
+	p *partitionRT
+}
+
+// Apply appends one committed entry's batches, stamped with term as their leader epoch,
+// without an fsync: the entry is durable in the Raft log, and Restore cuts this log back
+// to its last checkpoint after a crash. The batches are copied first: the log stamps
+// offsets into what it appends, and the entry's bytes belong to Raft.
+func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, error) {
+	p := r.p
+	out := make([]replpart.BatchResult, len(raws))
+	own := make([][]byte, len(raws))
+	for i, raw := range raws {
+		own[i] = bytes.Clone(raw)
+	}
+	checked, err := p.log.Check(own...)
+	if err != nil {
+		// The leader checked these very bytes, so every replica refuses them alike.
+		for i := range out {
+			out[i].Err = batchErr(err)
+		}
+		return out, nil
+	}
+	epoch := int32(term) // raftstore refuses terms past int32 (ErrTermTooLarge)
+	hs := make([]batch.Header, len(own))
+	for i := range own {
+		hs[i], _ = batch.ParseHeader(own[i])
+	}
+	p.prod.Lock()
+	defer p.prod.Unlock()
+	ctx := context.Background()
+	for i := 0; i < len(own); {
+		if hs[i].ProducerID < 0 {
+			j := i + 1
+			for j < len(own) && hs[j].ProducerID < 0 {
+				j++
+			}
+			offs, err := p.log.AppendChecked(ctx, epoch, checked.Slice(i, j))
+			if err != nil {
+				return nil, fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
+			}
+			for k, off := range offs {
+				out[i+k].Base = off
+			}
+			i = j
+			continue
+		}
+		dup, err := p.prod.CheckLocked(hs[i])
+		switch {
+		case err != nil:
+			out[i].Err = err
+		case dup != nil:
+			out[i].Base, out[i].Duplicate = dup.Base, true
+		default:
+			offs, err := p.log.AppendChecked(ctx, epoch, checked.Slice(i, i+1))
+			if err != nil {
+				return nil, fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
+			}
+			p.prod.RecordLocked(hs[i], offs[0])
+			out[i].Base = offs[0]
+		}
+		i++
+	}
+	p.owner.notifySubs()
+	return out, nil
+}
+
+// Checkpoint syncs the local log; its high watermark is where Restore comes back to.
+func (r *replicaLog) Checkpoint() ([]byte, error) {
+	if err := r.p.log.Sync(); err != nil {
+		return nil, err
+	}
+	return binary.BigEndian.AppendUint64(nil, uint64(r.p.log.HighWatermark())), nil
+}
+
+// Restore cuts the local log back to a checkpoint (nil: empty) and rebuilds the producer
+// state from what remains; the host then applies the entries after it again.
+func (r *replicaLog) Restore(data []byte) error {
+	p := r.p
+	var hw int64
+	if data != nil {
+		if len(data) != 8 {
+			return fmt.Errorf("partition %s/%d: checkpoint of %d bytes, want 8", p.topic, p.index, len(data))
+		}
+		hw = int64(binary.BigEndian.Uint64(data))
+	}
+	switch cur := p.log.HighWatermark(); {
+	case cur > hw && hw <= p.log.LogStartOffset():
+		if err := p.log.Reset(hw); err != nil {
+			return err
+		}
+	case cur > hw:
+		if err := p.log.TruncateSuffix(hw); err != nil {
+			return err
+		}
+	case cur < hw:
+		// The records between are in no Raft entry this replica will be sent (they
+		// are below the snapshot): a replica added by a membership change, or a disk
+		// that lost synced data. Serving on would serve a log with a hole.
+		return fmt.Errorf("partition %s/%d: checkpoint at offset %d but the local log ends at %d: this replica lacks records it cannot get from the Raft log (docs/cluster.md, \"Replicated partition\")",
+			p.topic, p.index, hw, cur)
+	}
+	p.prod.Reset()
+	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, r.b.log.With("topic", p.topic, "partition", p.index))
+	return nil
+}
+
+// appendReplicated is appendBatches in a cluster: the batches are proposed as one entry
+// of the partition's group and answered once committed and applied here.
+func (b *Broker) appendReplicated(ctx context.Context, p *partitionRT, raws [][]byte) (ProduceBatchesResult, error) {
+	h := p.repl.Load()
+	if h == nil {
+		return ProduceBatchesResult{}, b.cluster.notLeader(p, 0)
+	}
+	results, err := h.part.Append(ctx, raws)
+	if err != nil {
+		var nl *replpart.NotLeaderError
+		if errors.As(err, &nl) {
+			return ProduceBatchesResult{}, b.cluster.notLeader(p, int32(nl.Leader))
+		}
+		return ProduceBatchesResult{}, err
+	}
+	res := ProduceBatchesResult{BaseOffsets: make([]int64, len(results)), Duplicate: make([]bool, len(results))}
+	for i, r := range results {
+		if r.Err != nil {
+			return ProduceBatchesResult{}, mapStorageErr(r.Err)
+		}
+		res.BaseOffsets[i], res.Duplicate[i] = r.Base, r.Duplicate
+	}
+	res.LogStartOffset = p.log.LogStartOffset()
+	return res, nil
+}
+
+func (c *clusterRT) notLeader(p *partitionRT, leader int32) error {
+	return &NotLeaderError{What: fmt.Sprintf("%s/%d", p.topic, p.index), Leader: leader}
+}
+
+// checkLeader refuses reads on a node that does not lead the partition: Kafka clients
+// read from the leader, and a follower's high watermark lags its.
+func (b *Broker) checkLeader(p *partitionRT) error {
+	if b.cluster == nil {
+		return nil
+	}
+	h := p.repl.Load()
+	if h == nil {
+		return b.cluster.notLeader(p, 0)
+	}
+	if leader, _ := h.part.Leader(); leader != b.cluster.node {
+		return b.cluster.notLeader(p, int32(leader))
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/cluster/engine"
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/raftstore"
+	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
+	"github.com/sluice-mq/sluice/internal/server"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// clusterName is what every node's transport checks in its hello: one cluster's nodes
+// never talk to another's by mistake. (A flag when a second cluster shares a network.)
+const clusterName = "sluice"
+
+// memberMarker, in the data directory, says this node has been a member of a cluster:
+// from then on its Raft directory must hold its state (engine.Options.Member), so a node
+// whose Raft directory was lost refuses to start instead of voting with nothing.
+const memberMarker = "cluster-member"
+
+// clusterNode is the Raft side of a node: its engine, transport and host, and the
+// metadata group, all started before the broker opens over them.
+type clusterNode struct {
+	log    *slog.Logger
+	self   multiraft.NodeID
+	eng    *engine.Engine
+	tr     *tcptransport.Transport
+	host   *multiraft.Host
+	meta   *meta.Machine
+	cat    *meta.Catalog
+	cancel context.CancelFunc
+	ran    chan struct{}
+}
+
+// openCluster starts the Raft engine of a node configured with --node-id.
+func openCluster(s *server.Server) (_ *clusterNode, err error) {
+	cfg := s.Config()
+	peers, err := server.ParseClusterPeers(cfg.ClusterPeers)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-peers: %w", err)
+	}
+	self := multiraft.NodeID(cfg.NodeID)
+	log := s.Logger().With("node", cfg.NodeID)
+	member := true
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, memberMarker)); errors.Is(err, fs.ErrNotExist) {
+		member = false
+	} else if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := vfs.MkdirAllDurable(vfs.Default, cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	eng, err := engine.Open(engine.Options{Node: self, Member: member,
+		Store: raftstore.Options{Dir: filepath.Join(cfg.DataDir, "raft"), Logger: log, Observer: s.Metrics()}})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			eng.Close()
+		}
+	}()
+	if !member {
+		if err := vfs.WriteFileAtomic(vfs.Default, cfg.DataDir, memberMarker, []byte("this node's Raft state is in raft/\n")); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	others := map[multiraft.NodeID]string{}
+	var all, otherIDs []multiraft.NodeID
+	for _, p := range peers {
+		all = append(all, multiraft.NodeID(p.ID))
+		if p.ID != cfg.NodeID {
+			others[multiraft.NodeID(p.ID)] = p.Addr
+			otherIDs = append(otherIDs, multiraft.NodeID(p.ID))
+		}
+	}
+	tr, err := tcptransport.New(tcptransport.Config{Node: self, ClusterID: clusterName, Peers: others, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	host, err := multiraft.New(multiraft.Config{Node: self, Peers: otherIDs, Engine: eng, Transport: tr})
+	if err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.ClusterAddr)
+	if err != nil {
+		tr.Close()
+		return nil, fmt.Errorf("--cluster-addr: %w", err)
+	}
+	go tr.Serve(ln, host)
+	c := &clusterNode{log: log, self: self, eng: eng, tr: tr, host: host, meta: meta.NewMachine(self), ran: make(chan struct{})}
+	// The metadata group is bootstrapped by every node of the first start with the
+	// same voters; afterwards it reopens from the Raft directory.
+	var voters []multiraft.NodeID
+	if eng.Fresh() {
+		voters = all
+	}
+	if err := host.CreateGroup(meta.Group, voters, c.meta); err != nil {
+		tr.Close()
+		host.Close()
+		return nil, fmt.Errorf("cluster: metadata group: %w", err)
+	}
+	c.cat = meta.NewCatalog(host, c.meta)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go func() {
+		defer close(c.ran)
+		if err := host.Run(ctx, multiraft.NewTimeTicker(cfg.ClusterTick)); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("cluster: the Raft host stopped; this node no longer replicates and must be restarted", "err", err)
+		}
+	}()
+	if eng.Fresh() && self == all[0] {
+		_ = host.Campaign(meta.Group) // the first start elects at once, not after a timeout
+	}
+	log.Info("cluster: node started", "cluster_addr", ln.Addr().String(), "peers", cfg.ClusterPeers, "fresh", eng.Fresh())
+	return c, nil
+}
+
+// brokerOptions is the broker's view of the cluster.
+func (c *clusterNode) brokerOptions() *broker.ClusterOptions {
+	return &broker.ClusterOptions{Host: c.host, Meta: c.meta, Catalog: c.cat}
+}
+
+// register keeps this node's client addresses in the catalog: at start, and again
+// whenever the catalog has other ones (a restart with new listeners).
+func (c *clusterNode) register(ctx context.Context, s *server.Server) {
+	for {
+		want := meta.Node{ID: c.self, KafkaAddr: s.AdvertisedAddr(server.Kafka),
+			HTTPAddr: s.AdvertisedAddr(server.HTTP), SQSAddr: s.AdvertisedAddr(server.SQS)}
+		if !c.registered(want) && (want.KafkaAddr != "" || s.Config().KafkaAddr == "") {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := c.cat.RegisterNode(rctx, want); err != nil && ctx.Err() == nil {
+				c.log.Debug("cluster: registering this node's addresses; retrying", "err", err)
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *clusterNode) registered(want meta.Node) bool {
+	for _, n := range c.meta.State().Nodes {
+		if n.ID == want.ID {
+			return n == want
+		}
+	}
+	return false
+}
+
+// close stops the host, then the transport and the engine: after the front-ends
+// drained, before the broker closes its logs.
+func (c *clusterNode) close() error {
+	c.cancel()
+	<-c.ran
+	c.host.Close()
+	return errors.Join(c.tr.Close(), c.eng.Close())
+}
