@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,8 +49,11 @@ func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 
 // Catalog is the client API of the catalog on one node. Every change is proposed to the
 // metadata group and returns once committed and applied on this node, with the result
-// apply computed. Topic changes are proposed on the leader only (a follower answers
-// *NotLeaderError); RegisterNode works anywhere (a follower forwards it).
+// apply computed. Every call works on any node: a follower forwards the command to the
+// leader (multiraft.ProposeForward) and returns once it sees the change applied here —
+// without apply's own result, so its refusals (exists, unknown, too few partitions) are
+// checked against this node's State first, and a change someone else made meanwhile
+// passes for this one's.
 type Catalog struct {
 	host *multiraft.Host
 	sm   *Machine
@@ -142,8 +146,25 @@ func (c *Catalog) CreateTopic(ctx context.Context, name string, partitions int32
 		return nil, fmt.Errorf("%w: %d replicas", ErrReplicationFactor, replicationFactor)
 	}
 	rf := int32(max(replicationFactor, 0))
-	r, err := c.do(ctx, Command{Op: OpCreateTopic, Name: name, Partitions: partitions, RF: rf, Settings: settings})
-	return r.Topic, err
+	cmd := Command{Op: OpCreateTopic, Name: name, Partitions: partitions, RF: rf, Settings: settings}
+	r, err := c.do(ctx, cmd)
+	if !errors.Is(err, ErrNotLeader) {
+		return r.Topic, err
+	}
+	// On a follower: forwarded, and done once the topic is here. A topic this node
+	// already sees exists; one created meanwhile by someone else is taken for this
+	// create's (as two concurrent creates through Kafka's controller would race too).
+	if st := c.sm.State(); st.Topics[name] != nil {
+		return nil, fmt.Errorf("%w: %s", ErrTopicExists, name)
+	} else if int(rf) > len(st.Nodes) || len(st.Nodes) == 0 {
+		return nil, fmt.Errorf("%w: %d replicas, %d nodes registered", ErrReplicationFactor, rf, len(st.Nodes))
+	}
+	var t *Topic
+	err = c.forward(ctx, cmd, func(s *State) bool {
+		t = s.Topics[name]
+		return t != nil
+	})
+	return t, err
 }
 
 // DeleteTopic removes a topic from the catalog. Its partitions' group ids are not reused.
@@ -151,8 +172,19 @@ func (c *Catalog) DeleteTopic(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	_, err := c.do(ctx, Command{Op: OpDeleteTopic, Name: name})
-	return err
+	cmd := Command{Op: OpDeleteTopic, Name: name}
+	_, err := c.do(ctx, cmd)
+	if !errors.Is(err, ErrNotLeader) {
+		return err
+	}
+	old := c.sm.State().Topics[name]
+	if old == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	return c.forward(ctx, cmd, func(s *State) bool {
+		t := s.Topics[name]
+		return t == nil || t.ID != old.ID
+	})
 }
 
 // AddPartitions grows a topic to total partitions, placing the new ones; existing
@@ -164,8 +196,23 @@ func (c *Catalog) AddPartitions(ctx context.Context, name string, total int32) (
 	if total < 1 || total > MaxPartitions {
 		return nil, fmt.Errorf("%w: %d partitions (1..%d)", ErrPartitions, total, MaxPartitions)
 	}
-	r, err := c.do(ctx, Command{Op: OpAddPartitions, Name: name, Partitions: total})
-	return r.Topic, err
+	cmd := Command{Op: OpAddPartitions, Name: name, Partitions: total}
+	r, err := c.do(ctx, cmd)
+	if !errors.Is(err, ErrNotLeader) {
+		return r.Topic, err
+	}
+	t := c.sm.State().Topics[name]
+	switch {
+	case t == nil:
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	case int32(len(t.Partitions)) >= total:
+		return nil, fmt.Errorf("%w: %s has %d partitions already", ErrPartitions, name, len(t.Partitions))
+	}
+	err = c.forward(ctx, cmd, func(s *State) bool {
+		t = s.Topics[name]
+		return t != nil && int32(len(t.Partitions)) >= total
+	})
+	return t, err
 }
 
 // UpdateTopic replaces a topic's settings.
@@ -176,8 +223,23 @@ func (c *Catalog) UpdateTopic(ctx context.Context, name string, settings []byte)
 	if len(settings) > MaxSettings {
 		return nil, fmt.Errorf("meta: settings of %d bytes (max %d)", len(settings), MaxSettings)
 	}
-	r, err := c.do(ctx, Command{Op: OpUpdateTopic, Name: name, Settings: settings})
-	return r.Topic, err
+	cmd := Command{Op: OpUpdateTopic, Name: name, Settings: settings}
+	r, err := c.do(ctx, cmd)
+	if !errors.Is(err, ErrNotLeader) {
+		return r.Topic, err
+	}
+	if c.sm.State().Topics[name] == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	var t *Topic
+	err = c.forward(ctx, cmd, func(s *State) bool {
+		t = s.Topics[name]
+		return t == nil || bytes.Equal(t.Settings, settings)
+	})
+	if err == nil && t == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, name)
+	}
+	return t, err
 }
 
 // Leader is the node leading the metadata group as this node sees it (0: unknown).

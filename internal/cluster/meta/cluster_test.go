@@ -210,18 +210,22 @@ func TestCatalogOnThreeHosts(t *testing.T) {
 	lcat, fcat := c.nodes[l].cat, c.nodes[follower].cat
 	watch := c.nodes[follower].sm.Changed()
 
-	// A follower refuses a topic change, naming the leader.
-	_, err := fcat.CreateTopic(context.Background(), "orders", 6, 3, nil)
-	var nl *NotLeaderError
-	if !errors.As(err, &nl) || nl.Leader != l || !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("follower's CreateTopic: %v, want NotLeaderError naming n%d", err, l)
-	}
+	// A follower forwards a topic change to the leader and returns once it sees it.
 	var orders *Topic
 	if err := c.call(func(ctx context.Context) (err error) {
-		orders, err = lcat.CreateTopic(ctx, "orders", 6, 3, []byte(`{"x":1}`))
+		orders, err = fcat.CreateTopic(ctx, "orders", 6, 3, []byte(`{"x":1}`))
 		return err
 	}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("follower's CreateTopic: %v", err)
+	}
+	if _, ok := c.nodes[l].sm.State().Topics["orders"]; !ok {
+		t.Fatal("the follower's create did not reach the leader")
+	}
+	if err := c.call(func(ctx context.Context) error {
+		_, err := fcat.CreateTopic(ctx, "orders", 1, 1, nil)
+		return err
+	}); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("follower's second create: %v", err)
 	}
 	if len(orders.Partitions) != 6 || orders.ReplicationFactor() != 3 {
 		t.Fatalf("created %+v", orders)
