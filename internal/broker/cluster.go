@@ -31,6 +31,12 @@ type ClusterOptions struct {
 	Catalog *meta.Catalog // proposes to the metadata group
 }
 
+// ErrReplicationUnknown: a replicated write may or may not have been committed (this node
+// lost sight of it, or the call's time ran out). Kafka answers REQUEST_TIMED_OUT, as for an
+// acks=all produce that timed out: the producer retries, and an idempotent one is
+// deduplicated.
+var ErrReplicationUnknown = errors.New("the write may or may not have been replicated")
+
 // ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
 var ErrNotLeader = errors.New("not the leader")
 

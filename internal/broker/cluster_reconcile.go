@@ -43,9 +43,14 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 // half way, say a full disk, is retried).
 func (c *clusterRT) run() {
 	defer close(c.done)
+	balanced := time.Now()
 	for {
 		changed := c.meta.Changed()
 		c.reconcile()
+		if time.Since(balanced) >= balanceEvery {
+			c.balanceLeaders()
+			balanced = time.Now()
+		}
 		select {
 		case <-c.stop:
 			return
@@ -232,11 +237,42 @@ func (c *clusterRT) placement(topic string, p *partitionRT) Placement {
 		return pl
 	}
 	pl.Leader, pl.Epoch = int32(st.Leader), int32(st.Term)
-	for _, v := range st.Voters {
+	inSync := st.InSync // the leader's view; a follower does not know it
+	if st.Role != raft.StateLeader {
+		inSync = st.Voters
+	}
+	for _, v := range inSync {
 		pl.InSync = append(pl.InSync, int32(v))
 	}
 	if st.Role != raft.StateLeader && st.Leader == 0 {
 		pl.Leader = 0
 	}
 	return pl
+}
+
+// balanceEvery is how often a node hands back the leadership of partitions whose
+// preferred leader is in sync again (Kafka's auto.leader.rebalance.enable).
+const balanceEvery = 10 * time.Second
+
+// balanceLeaders hands each partition this node leads but does not prefer to its
+// preferred leader (the first replica) once that replica is alive and caught up: after a
+// failover the leaders crowd onto the survivors, and this spreads them back.
+func (c *clusterRT) balanceLeaders() {
+	for _, t := range c.b.streams.topicList() {
+		_, parts := t.snapshot()
+		for _, p := range parts {
+			h := p.repl.Load()
+			if h == nil || len(h.replicas) == 0 || h.replicas[0] == c.node {
+				continue
+			}
+			st, err := c.host.Status(h.group)
+			if err != nil || st.Role != raft.StateLeader || !slices.Contains(st.InSync, h.replicas[0]) {
+				continue
+			}
+			if err := c.host.TransferLeadership(h.group, h.replicas[0]); err == nil {
+				c.log.Info("cluster: handing a partition back to its preferred leader", "topic", p.topic,
+					"partition", p.index, "to", uint64(h.replicas[0]))
+			}
+		}
+	}
 }

@@ -140,8 +140,15 @@ func (b *Broker) appendReplicated(ctx context.Context, p *partitionRT, raws [][]
 	results, err := h.part.Append(ctx, raws)
 	if err != nil {
 		var nl *replpart.NotLeaderError
-		if errors.As(err, &nl) {
+		switch {
+		case errors.As(err, &nl):
 			return ProduceBatchesResult{}, b.cluster.notLeader(p, int32(nl.Leader))
+		case errors.Is(err, multiraft.ErrProposalDropped):
+			// Not stored (a leadership transfer, too much uncommitted): the client
+			// refreshes its metadata and sends again.
+			return ProduceBatchesResult{}, b.cluster.notLeader(p, 0)
+		case errors.Is(err, replpart.ErrOutcomeUnknown):
+			return ProduceBatchesResult{}, fmt.Errorf("%w: %w", ErrReplicationUnknown, err)
 		}
 		return ProduceBatchesResult{}, err
 	}

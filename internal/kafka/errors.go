@@ -44,6 +44,7 @@ var errorTable = []struct {
 	{broker.ErrMetadataTooLarge, kerr.OffsetMetadataTooLarge},
 	{broker.ErrInvalidOffset, kerr.InvalidCommitOffsetSize},
 	{broker.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+	{broker.ErrReplicationUnknown, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 }

@@ -115,6 +115,26 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	t.Logf("acknowledged %d records, %d produce errors; failover (kill to the answer of the first produce call made after it, every partition): %v",
 		ackedN.Load(), failed.Load(), summarize(failovers))
 	checkPartitions(ctx, t, c, topic, acked)
+	checkLeadersSpread(ctx, t, c, adm, topic, parts)
+}
+
+// checkLeadersSpread: once every node is back, each partition's leadership returns to its
+// preferred replica, so the three partitions are led by three different nodes again.
+func checkLeadersSpread(ctx context.Context, t *testing.T, c *cluster, adm *kadm.Client, topic string, parts int32) {
+	t.Helper()
+	deadline := time.Now().Add(40 * time.Second)
+	var leaders map[int]bool
+	for time.Now().Before(deadline) {
+		leaders = map[int]bool{}
+		for p := range parts {
+			leaders[c.leaderOf(ctx, adm, topic, p)] = true
+		}
+		if len(leaders) == int(parts) && !leaders[0] {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Errorf("leaders of %s's %d partitions after the restarts: %v, want %d different nodes", topic, parts, leaders, parts)
 }
 
 func createTopic(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, parts int32, rf int16) {

@@ -46,6 +46,10 @@ type GroupStatus struct {
 	Blank    bool // opened empty and not yet sent the log: it grants no vote (voting.go)
 	Voters   []NodeID
 	Learners []NodeID
+	// InSync, on the leader only, are the voters (the leader included) whose log matches
+	// the leader's up to its commit index and whose node is alive: Kafka's ISR. nil on a
+	// follower, which does not know.
+	InSync []NodeID
 }
 
 // Status returns group id's status on this node.
@@ -65,7 +69,23 @@ func (h *Host) Status(id GroupID) (GroupStatus, error) {
 	for _, v := range g.cs.Learners {
 		st.Learners = append(st.Learners, NodeID(v))
 	}
+	if bs.RaftState == raft.StateLeader {
+		prs := g.rn.Status().Progress
+		for _, v := range st.Voters {
+			if pr, ok := prs[uint64(v)]; ok && pr.Match >= bs.Commit && (v == h.cfg.Node || h.peerAlive(v)) {
+				st.InSync = append(st.InSync, v)
+			}
+		}
+	}
 	return st, nil
+}
+
+// PeerAlive reports whether node n was heard from within the node timeout (liveness.go);
+// this node itself, and a node that is not a peer, count as alive.
+func (h *Host) PeerAlive(n NodeID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.peerAlive(n)
 }
 
 // wake makes a quiesced group tick again, for at least QuiesceAfterTicks.
