@@ -37,6 +37,9 @@ type ClusterOptions struct {
 // deduplicated.
 var ErrReplicationUnknown = errors.New("the write may or may not have been replicated")
 
+// ErrNotClustered: a cluster call made to a single node.
+var ErrNotClustered = errors.New("this node is not part of a cluster (start it with --node-id)")
+
 // ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
 var ErrNotLeader = errors.New("not the leader")
 

@@ -43,6 +43,7 @@ type CorruptRecord struct {
 // unlike /metrics they name queues and files, so with authentication on
 // they need describe on the cluster, like the native API's calls.
 func mountAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
+	mountClusterAdmin(s, b, store)
 	s.RegisterHTTP("GET "+CorruptionPath, api.GuardHTTP(store, auth.Describe, auth.Resource{Kind: auth.Cluster}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		rep := CorruptionReport{CorruptBatchesTotal: b.StorageStats().CorruptBatches,
 			Batches: []CorruptRecord{}, Unavailable: b.UnavailableQueues()}

@@ -1,0 +1,117 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"go.etcd.io/raft/v3"
+)
+
+// ClusterStatus is a node's view of the cluster, for operators (`sluice cluster status`).
+type ClusterStatus struct {
+	Node       int32              `json:"node"`
+	Controller int32              `json:"controller"` // 0: none known
+	Nodes      []ClusterNodeState `json:"nodes"`
+	Partitions []ReplicaState     `json:"partitions"` // the partitions this node hosts
+}
+
+// ClusterNodeState is one node as this node sees it.
+type ClusterNodeState struct {
+	ClusterNode
+	Alive bool `json:"alive"` // heard from within the node timeout (this node: true)
+}
+
+// ReplicaState is one hosted partition's Raft group on this node.
+type ReplicaState struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Group     uint64  `json:"group"`
+	Leader    int32   `json:"leader"` // 0: none known
+	Term      uint64  `json:"term"`
+	Replicas  []int32 `json:"replicas"`
+	InSync    []int32 `json:"in_sync,omitempty"` // known on the leader only
+	Commit    uint64  `json:"commit"`
+	Applied   uint64  `json:"applied"`
+	Quiesced  bool    `json:"quiesced"`
+}
+
+// ClusterStatus describes the cluster as this node sees it; ErrNotClustered on a single
+// node.
+func (b *Broker) ClusterStatus() (ClusterStatus, error) {
+	c := b.cluster
+	if c == nil {
+		return ClusterStatus{}, ErrNotClustered
+	}
+	out := ClusterStatus{Node: int32(c.node), Controller: int32(c.cat.Leader()), Nodes: []ClusterNodeState{}, Partitions: []ReplicaState{}}
+	for _, n := range b.ClusterNodes() {
+		out.Nodes = append(out.Nodes, ClusterNodeState{ClusterNode: n, Alive: c.host.PeerAlive(multiraft.NodeID(n.ID))})
+	}
+	for _, t := range b.streams.topicList() {
+		_, parts := t.snapshot()
+		for _, p := range parts {
+			h := p.repl.Load()
+			if h == nil {
+				continue
+			}
+			st, err := c.host.Status(h.group)
+			if err != nil {
+				continue
+			}
+			ps := ReplicaState{Topic: p.topic, Partition: p.index, Group: uint64(h.group), Leader: int32(st.Leader),
+				Term: st.Term, Commit: st.Commit, Applied: st.Applied, Quiesced: st.Quiesced}
+			for _, r := range h.replicas {
+				ps.Replicas = append(ps.Replicas, int32(r))
+			}
+			for _, r := range st.InSync {
+				ps.InSync = append(ps.InSync, int32(r))
+			}
+			out.Partitions = append(out.Partitions, ps)
+		}
+	}
+	slices.SortFunc(out.Partitions, func(a, b ReplicaState) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out, nil
+}
+
+// TransferLeader asks the leader of topic/partition (this node) to hand leadership to
+// node to, a replica in sync. It returns once raft started the transfer; Status shows
+// when it is done (raft gives up after an election timeout).
+func (b *Broker) TransferLeader(topic string, partition, to int32) error {
+	c := b.cluster
+	if c == nil {
+		return ErrNotClustered
+	}
+	_, p, err := b.streams.partition(topic, partition)
+	if err != nil {
+		return err
+	}
+	h := p.repl.Load()
+	if h == nil {
+		return c.notLeader(p, 0)
+	}
+	st, err := c.host.Status(h.group)
+	if err != nil {
+		return err
+	}
+	if st.Role != raft.StateLeader {
+		return c.notLeader(p, int32(st.Leader))
+	}
+	if !slices.Contains(st.InSync, multiraft.NodeID(to)) {
+		return invalid("to", "node %d is not an in-sync replica of %s/%d (in sync: %v)", to, topic, partition, st.InSync)
+	}
+	if int32(c.node) == to {
+		return nil
+	}
+	if err := c.host.TransferLeadership(h.group, multiraft.NodeID(to)); err != nil {
+		return fmt.Errorf("transfer %s/%d: %w", topic, partition, err)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/sluice-mq/sluice/internal/api"
+	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/server"
+)
+
+// ClusterPath answers the node's view of the cluster (broker.ClusterStatus, as JSON);
+// ClusterTransferPath, posted a TransferRequest, hands a partition's leadership to
+// another replica (on the partition's leader only: elsewhere 421 with the leader's id).
+const (
+	ClusterPath         = "/v1/admin/cluster"
+	ClusterTransferPath = "/v1/admin/cluster/transfer-leader"
+)
+
+// TransferRequest is ClusterTransferPath's body.
+type TransferRequest struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	To        int32  `json:"to"`
+}
+
+// AdminError is the JSON body of an admin call that failed.
+type AdminError struct {
+	Message string `json:"error"`
+	Leader  int32  `json:"leader,omitempty"` // for 421: the node that leads, if known
+}
+
+func (e AdminError) Error() string { return e.Message }
+
+func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
+	cluster := auth.Resource{Kind: auth.Cluster}
+	s.RegisterHTTP("GET "+ClusterPath, api.GuardHTTP(store, auth.Describe, cluster, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		st, err := b.ClusterStatus()
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})))
+	s.RegisterHTTP("POST "+ClusterTransferPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req TransferRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, AdminError{Message: "want a JSON body {topic, partition, to}: " + err.Error()})
+			return
+		}
+		if err := b.TransferLeader(req.Topic, req.Partition, req.To); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, struct{}{})
+	})))
+}
+
+func writeAdminError(w http.ResponseWriter, err error) {
+	var nl *broker.NotLeaderError
+	var ia *broker.InvalidArgumentError
+	switch {
+	case errors.As(err, &nl):
+		writeJSON(w, http.StatusMisdirectedRequest, AdminError{Message: err.Error(), Leader: nl.Leader})
+	case errors.Is(err, broker.ErrNotClustered):
+		writeJSON(w, http.StatusNotFound, AdminError{Message: err.Error()})
+	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrUnknownPartition):
+		writeJSON(w, http.StatusNotFound, AdminError{Message: err.Error()})
+	case errors.As(err, &ia):
+		writeJSON(w, http.StatusBadRequest, AdminError{Message: err.Error()})
+	default:
+		writeJSON(w, http.StatusInternalServerError, AdminError{Message: err.Error()})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
