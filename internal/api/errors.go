@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 
 	"connectrpc.com/connect"
 
@@ -59,6 +60,11 @@ const (
 	// removes it.
 	ReasonQueueUnavailable = "QUEUE_UNAVAILABLE"
 	ReasonStorageFailed    = "STORAGE_FAILED"
+	// ReasonNotLeader: in a cluster, this node does not lead the partition (or the
+	// catalog); the error's metadata "leader" names the node that does, if known.
+	ReasonNotLeader = "NOT_LEADER"
+	// ReasonReplicationUnknown: a replicated write may or may not have been committed.
+	ReasonReplicationUnknown = "REPLICATION_UNKNOWN"
 )
 
 // errorRule maps one broker error (matched with errors.Is) to a Connect code
@@ -109,6 +115,8 @@ var errorTable = []errorRule{
 	{broker.ErrNotAssigned, connect.CodeFailedPrecondition, ReasonGenerationStale},
 	{broker.ErrUnknownAssignor, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrClosed, connect.CodeUnavailable, ReasonShuttingDown},
+	{broker.ErrNotLeader, connect.CodeUnavailable, ReasonNotLeader},
+	{broker.ErrReplicationUnknown, connect.CodeUnavailable, ReasonReplicationUnknown},
 	{broker.ErrStorageFull, connect.CodeResourceExhausted, ReasonStorageFull},
 	{broker.ErrStorageFailed, connect.CodeUnavailable, ReasonStorageFailed},
 	{context.Canceled, connect.CodeCanceled, ReasonCancelled},
@@ -156,6 +164,10 @@ func classify(err error) (connect.Code, string, map[string]string) {
 			reason = ReasonInvalidArgument
 		}
 		return connect.CodeInvalidArgument, reason, map[string]string{"field": inv.Field}
+	}
+	var nl *broker.NotLeaderError
+	if errors.As(err, &nl) && nl.Leader != 0 {
+		return connect.CodeUnavailable, ReasonNotLeader, map[string]string{"leader": strconv.Itoa(int(nl.Leader))}
 	}
 	for _, r := range errorTable {
 		if errors.Is(err, r.target) {
