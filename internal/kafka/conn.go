@@ -202,6 +202,7 @@ func (c *conn) handle(frame []byte) (err error) {
 	case derr != nil:
 		return derr
 	}
+	defer c.s.observe(h.key, time.Now())
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("kafka request handler panicked", "api", kmsg.NameForKey(h.key), "version", h.version,
@@ -228,6 +229,12 @@ func (c *conn) handle(frame []byte) (err error) {
 		return err
 	}
 	return rep.closeAfter
+}
+
+// observe records one request of API key since start in the request
+// duration histogram.
+func (s *Server) observe(key int16, start time.Time) {
+	s.cfg.ObserveRequest(Protocol, kmsg.NameForKey(key), time.Since(start))
 }
 
 // writeMsg encodes a response with its header: the correlation id, and for

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -98,6 +99,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 		req  *kmsg.ProduceRequest
 		resp *kmsg.ProduceResponse
 	}
+	start := time.Now() // each request of the pipeline waited for all of it
 	reqs := make([]piped, 0, len(frames))
 	for _, f := range frames {
 		h, req, derr := decodeRequest(f)
@@ -166,6 +168,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 		if err := c.writeMsg(r.h, r.req.IsFlexible(), r.resp); err != nil {
 			return err
 		}
+		c.s.observe(r.h.key, start)
 	}
 	return nil
 }

@@ -60,7 +60,15 @@ type Config struct {
 	// client retrying a wrong password cannot spin. Default 100 ms
 	// (Kafka's); negative: none.
 	FailedAuthDelay time.Duration
+	// ObserveRequest, when set, is told how long each request took, from
+	// its decoding to its response written, with protocol "kafka" and the
+	// API's name (Produce, Fetch, …: only served keys reach it, so the
+	// label set is fixed): the sluice_request_duration_seconds histogram.
+	ObserveRequest func(protocol, operation string, d time.Duration)
 }
+
+// Protocol is the protocol label of this front-end's request metrics.
+const Protocol = "kafka"
 
 const (
 	defaultMaxRequestBytes = 100 << 20
@@ -138,6 +146,9 @@ func New(b *broker.Broker, cfg Config) *Server {
 	}
 	if cfg.OnIdleClose == nil {
 		cfg.OnIdleClose = func() {}
+	}
+	if cfg.ObserveRequest == nil {
+		cfg.ObserveRequest = func(string, string, time.Duration) {}
 	}
 	switch {
 	case cfg.SessionLifetime == 0:

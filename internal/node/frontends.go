@@ -51,7 +51,8 @@ func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store) error {
 		s.RegisterFrontend(l.name, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, NodeID: b.NodeID(), Logger: s.Logger(), Auth: store,
 			SessionLifetime:  lifetime,
 			AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
-			MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(l.name).IdleClosed}))
+			MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(l.name).IdleClosed,
+			ObserveRequest: s.Metrics().ObserveRequest}))
 	}
 	return nil
 }
@@ -74,7 +75,8 @@ func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store) {
 		if l.advertised != "" {
 			url = l.scheme + l.advertised
 		}
-		h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger(), Auth: store})
+		h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger(), Auth: store,
+			ObserveRequest: s.Metrics().ObserveRequest})
 		s.RegisterFrontend(l.name, s.HTTPFrontend(l.name, h))
 	}
 }

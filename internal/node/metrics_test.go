@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluice-mq/sluice/client"
+	"github.com/sluice-mq/sluice/internal/server"
 	"github.com/sluice-mq/sluice/sluicetest"
 )
 
@@ -46,4 +49,71 @@ func TestMetricsCarryGroupLagAndHeadroom(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// Kafka and SQS requests are timed in sluice_request_duration_seconds as
+// native ones are: per API key, per action, with the protocol label; an
+// action no one serves is "unknown", never the client's string.
+func TestRequestMetricsCoverKafkaAndSQS(t *testing.T) {
+	srv := startNode(t)
+	ctx := t.Context()
+	c := client.New("http://" + srv.Addr(server.HTTP))
+	if _, err := c.CreateTopic(ctx, "events", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateQueue(ctx, "jobs", nil); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr(server.Kafka)), kgo.DefaultProduceTopic("events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if err := kc.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("kafka produce: %v", err)
+	}
+	sqsCall := func(action, body string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.Addr(server.SQS), strings.NewReader(body))
+		req.Header.Set("X-Amz-Target", "AmazonSQS."+action)
+		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("sqs %s: %v", action, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	url := "http://" + srv.Addr(server.SQS) + "/000000000000/jobs"
+	sqsCall("SendMessage", `{"QueueUrl":"`+url+`","MessageBody":"hi"}`)
+	sqsCall("SendMessage", `{"QueueUrl":"`+url+`","MessageBody":"again"}`)
+	sqsCall("NoSuchAction", `{}`)
+
+	body := scrape(t, "http://"+srv.Addr(server.HTTP)+"/metrics")
+	for _, want := range []string{
+		`sluice_request_duration_seconds_count{operation="Produce",protocol="kafka"} 1`,
+		`sluice_request_duration_seconds_count{operation="Metadata",protocol="kafka"}`,
+		`sluice_request_duration_seconds_count{operation="ApiVersions",protocol="kafka"}`,
+		`sluice_request_duration_seconds_count{operation="SendMessage",protocol="sqs"} 2`,
+		`sluice_request_duration_seconds_count{operation="unknown",protocol="sqs"} 1`,
+		`sluice_request_duration_seconds_count{operation="CreateQueue",protocol="native"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "NoSuchAction") {
+		t.Error("/metrics labels a series with an action the client made up")
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

@@ -17,7 +17,7 @@ import (
 // action resolves its queue through queueFor, which refuses before the
 // action touches it. With Config.Auth nil both allow everything.
 
-const protocolName = "sqs" // the protocol label of sluice_auth_failures_total
+const protocolName = "sqs" // the protocol label of sluice_auth_failures_total and sluice_request_duration_seconds
 
 // actionOps is the operation each action needs on its queue (the queue
 // named by QueueUrl, QueueName or SourceArn). It is the one table of the

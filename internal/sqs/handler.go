@@ -35,6 +35,12 @@ type Config struct {
 	// Now is the clock SigV4 signatures are held to (default time.Now;
 	// tests inject one).
 	Now func() time.Time
+	// ObserveRequest, when set, is told how long each request took, with
+	// protocol "sqs" and the action's name (SendMessage, …), or "unknown"
+	// for a request refused before a served action was read from it, so
+	// the label set is fixed whatever clients send: the
+	// sluice_request_duration_seconds histogram.
+	ObserveRequest func(protocol, operation string, d time.Duration)
 }
 
 // Defaults of Config.
@@ -69,6 +75,9 @@ func NewHandler(b *broker.Broker, cfg Config) *Handler {
 	}
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.ObserveRequest == nil {
+		cfg.ObserveRequest = func(string, string, time.Duration) {}
 	}
 	cfg.AdvertisedURL = strings.TrimRight(cfg.AdvertisedURL, "/")
 	if cfg.AdvertisedURL != "" && !strings.Contains(cfg.AdvertisedURL, "://") {
@@ -133,6 +142,8 @@ func (c *call) decode(in input) error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &call{ctx: r.Context(), requestID: newRequestID(), baseURL: h.baseURL(r), peer: r.RemoteAddr}
 	c.json = r.Header.Get("X-Amz-Target") != ""
+	// Registered first so it runs last: after a panic's answer too.
+	defer h.observe(c, time.Now())
 	defer func() {
 		// No input may crash the process: a panic is a bug, answered as
 		// SQS answers its own, and logged with the stack to fix it.
@@ -156,6 +167,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.writeResult(w, c, out)
+}
+
+// observe records c in the request duration histogram, under its action
+// only if that is one served: an action name is client input.
+func (h *Handler) observe(c *call, start time.Time) {
+	op := "unknown"
+	if _, ok := actions[c.action]; ok {
+		op = c.action
+	}
+	h.cfg.ObserveRequest(protocolName, op, time.Since(start))
 }
 
 // parse reads the body within the size limit and finds the action.
