@@ -9,12 +9,13 @@
 #   openssl          makes the CA and certificates of the TLS tests
 #   systemd          systemd-analyze verify checks deploy/sluice.service
 #   prometheus       promtool checks and unit-tests deploy/prometheus's alert rules
+#   chromium         the web console's browser tests (internal/console, headless)
 #   nodejs, npm      the Node Kafka client (internal/kafka/testdata/node);
 #                    only when no node is on PATH: a newer Node from another
 #                    repository (it needs Node 20.19+; bookworm ships 18)
 #                    must not be replaced by Debian's
 set -euo pipefail
-pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka systemd prometheus)
+pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka systemd prometheus chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
