@@ -36,3 +36,9 @@ func (c *Client) CancelRedrive(ctx context.Context, id string) (*Redrive, error)
 	res, err := call(ctx, c.dlq.CancelRedrive, &sluicev1.CancelRedriveRequest{Id: id})
 	return res.GetRedrive(), err
 }
+
+// PreviewRedrive says what StartRedrive with the same fields would move
+// now (a count, per destination, and a sample) and changes nothing.
+func (c *Client) PreviewRedrive(ctx context.Context, req *PreviewRedriveRequest) (*PreviewRedriveResponse, error) {
+	return call(ctx, c.dlq.PreviewRedrive, req)
+}

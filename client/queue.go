@@ -151,6 +151,14 @@ func (c *Client) Receive(ctx context.Context, queue string, opts ...ReceiveOptio
 	return res.GetMessages(), err
 }
 
+// Peek returns up to max (1 to 100; 0 is 10) of a queue's unfinished
+// messages from sequence from on (0: from the first), without receiving
+// them: nothing is hidden, counted or made a receipt. The response's
+// next_sequence continues a page.
+func (c *Client) Peek(ctx context.Context, queue string, from uint64, max int32) (*PeekResponse, error) {
+	return call(ctx, c.queue.Peek, &sluicev1.PeekRequest{Queue: queue, FromSequence: from, MaxMessages: max})
+}
+
 // Ack deletes a delivered message. A stale receipt fails with ErrReceiptStale.
 func (c *Client) Ack(ctx context.Context, queue, receipt string) error {
 	_, err := call(ctx, c.queue.Ack, &sluicev1.AckRequest{Queue: queue, Receipt: receipt})

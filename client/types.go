@@ -19,6 +19,12 @@ type (
 	RedriveFilter       = sluicev1.RedriveFilter
 	StartRedriveRequest = sluicev1.StartRedriveRequest
 
+	PeekedMessage           = sluicev1.PeekedMessage
+	PeekResponse            = sluicev1.PeekResponse
+	PreviewRedriveRequest   = sluicev1.PreviewRedriveRequest
+	PreviewRedriveResponse  = sluicev1.PreviewRedriveResponse
+	RedriveDestinationCount = sluicev1.RedriveDestinationCount
+
 	Topic                 = sluicev1.Topic
 	TopicConfig           = sluicev1.TopicConfig
 	ProduceRecord         = sluicev1.ProduceRecord

@@ -18,7 +18,7 @@ func init() { subcommands = append(subcommands, newDLQCmd) }
 func newDLQCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("dlq", "Inspect dead-letter queues and redrive their messages", f)
-	cmd.AddCommand(dlqListCmd(f), dlqSourcesCmd(f), dlqRedriveCmd(f), dlqRedrivesCmd(f), dlqStatusCmd(f), dlqCancelCmd(f))
+	cmd.AddCommand(dlqListCmd(f), dlqSourcesCmd(f), dlqPreviewCmd(f), dlqRedriveCmd(f), dlqRedrivesCmd(f), dlqStatusCmd(f), dlqCancelCmd(f))
 	return cmd
 }
 

@@ -24,7 +24,7 @@ func newQueueCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("queue", "Create queues, send, receive and ack messages", f)
 	cmd.AddCommand(queueCreateCmd(f), queueUpdateCmd(f), queueListCmd(f), queueDescribeCmd(f), queueSendCmd(f),
-		queueReceiveCmd(f), queueConsumeCmd(f), queueAckCmd(f), queueNackCmd(f), queueExtendCmd(f),
+		queueReceiveCmd(f), queuePeekCmd(f), queueConsumeCmd(f), queueAckCmd(f), queueNackCmd(f), queueExtendCmd(f),
 		queuePurgeCmd(f), queueDeleteCmd(f))
 	return cmd
 }

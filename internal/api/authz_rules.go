@@ -80,6 +80,9 @@ func requirements(msg any) ([]need, policy) {
 		return on(auth.Consume, queueRes(m.GetQueue())), checked
 	case *sluicev1.NackRequest:
 		return on(auth.Consume, queueRes(m.GetQueue())), checked
+	case *sluicev1.PeekRequest:
+		// Changes nothing, but reads bodies: what a consumer may read.
+		return on(auth.Consume, queueRes(m.GetQueue())), checked
 
 	// DeadLetterService.
 	case *sluicev1.ListDeadLetterSourcesRequest:
@@ -93,6 +96,9 @@ func requirements(msg any) ([]need, policy) {
 			n = append(n, need{auth.Produce, queueRes(d)})
 		}
 		return n, checked
+	case *sluicev1.PreviewRedriveRequest:
+		// Shows a sample of what would move: whoever may move it may see it.
+		return on(auth.Redrive, queueRes(m.GetDeadLetterQueue())), checked
 	case *sluicev1.GetRedriveRequest, *sluicev1.CancelRedriveRequest:
 		return nil, lookedUp
 	case *sluicev1.ListRedrivesRequest:

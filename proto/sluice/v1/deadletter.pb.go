@@ -751,11 +751,235 @@ func (x *CancelRedriveResponse) GetRedrive() *Redrive {
 	return nil
 }
 
+type PreviewRedriveRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	DeadLetterQueue string                 `protobuf:"bytes,1,opt,name=dead_letter_queue,json=deadLetterQueue,proto3" json:"dead_letter_queue,omitempty"`
+	// Empty = back to each message's source queue.
+	DestinationQueue string         `protobuf:"bytes,2,opt,name=destination_queue,json=destinationQueue,proto3" json:"destination_queue,omitempty"`
+	Filter           *RedriveFilter `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
+	// As StartRedrive's: 0 = all that match.
+	Limit int64 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// How many of the messages to return, 0 to 100; default 10.
+	SampleSize    *int32 `protobuf:"varint,5,opt,name=sample_size,json=sampleSize,proto3,oneof" json:"sample_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewRedriveRequest) Reset() {
+	*x = PreviewRedriveRequest{}
+	mi := &file_sluice_v1_deadletter_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewRedriveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewRedriveRequest) ProtoMessage() {}
+
+func (x *PreviewRedriveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_deadletter_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewRedriveRequest.ProtoReflect.Descriptor instead.
+func (*PreviewRedriveRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_deadletter_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PreviewRedriveRequest) GetDeadLetterQueue() string {
+	if x != nil {
+		return x.DeadLetterQueue
+	}
+	return ""
+}
+
+func (x *PreviewRedriveRequest) GetDestinationQueue() string {
+	if x != nil {
+		return x.DestinationQueue
+	}
+	return ""
+}
+
+func (x *PreviewRedriveRequest) GetFilter() *RedriveFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *PreviewRedriveRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *PreviewRedriveRequest) GetSampleSize() int32 {
+	if x != nil && x.SampleSize != nil {
+		return *x.SampleSize
+	}
+	return 0
+}
+
+// RedriveDestinationCount is how many previewed messages go to one queue.
+type RedriveDestinationCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveDestinationCount) Reset() {
+	*x = RedriveDestinationCount{}
+	mi := &file_sluice_v1_deadletter_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveDestinationCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveDestinationCount) ProtoMessage() {}
+
+func (x *RedriveDestinationCount) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_deadletter_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveDestinationCount.ProtoReflect.Descriptor instead.
+func (*RedriveDestinationCount) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_deadletter_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RedriveDestinationCount) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *RedriveDestinationCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type PreviewRedriveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages the redrive would move: those the filter accepts, capped by
+	// the limit, in flight and delayed ones included (a redrive waits for
+	// them).
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// Dead-letter messages looked at. A preview looks at 100,000 at most:
+	// complete is false when it stopped there, and count is then a floor.
+	Examined     int64                      `protobuf:"varint,2,opt,name=examined,proto3" json:"examined,omitempty"`
+	Complete     bool                       `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
+	Destinations []*RedriveDestinationCount `protobuf:"bytes,4,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	// Accepted messages with no source queue to return to and no
+	// destination_queue: a redrive of them would fail.
+	Unroutable int64 `protobuf:"varint,5,opt,name=unroutable,proto3" json:"unroutable,omitempty"`
+	// The first sample_size of them, in the order a redrive takes them.
+	Sample        []*PeekedMessage `protobuf:"bytes,6,rep,name=sample,proto3" json:"sample,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreviewRedriveResponse) Reset() {
+	*x = PreviewRedriveResponse{}
+	mi := &file_sluice_v1_deadletter_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreviewRedriveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreviewRedriveResponse) ProtoMessage() {}
+
+func (x *PreviewRedriveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_deadletter_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreviewRedriveResponse.ProtoReflect.Descriptor instead.
+func (*PreviewRedriveResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_deadletter_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *PreviewRedriveResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *PreviewRedriveResponse) GetExamined() int64 {
+	if x != nil {
+		return x.Examined
+	}
+	return 0
+}
+
+func (x *PreviewRedriveResponse) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
+func (x *PreviewRedriveResponse) GetDestinations() []*RedriveDestinationCount {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+func (x *PreviewRedriveResponse) GetUnroutable() int64 {
+	if x != nil {
+		return x.Unroutable
+	}
+	return 0
+}
+
+func (x *PreviewRedriveResponse) GetSample() []*PeekedMessage {
+	if x != nil {
+		return x.Sample
+	}
+	return nil
+}
+
 var File_sluice_v1_deadletter_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_deadletter_proto_rawDesc = "" +
 	"\n" +
-	"\x1asluice/v1/deadletter.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/common.proto\"4\n" +
+	"\x1asluice/v1/deadletter.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/common.proto\x1a\x15sluice/v1/queue.proto\"4\n" +
 	"\x1cListDeadLetterSourcesRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"D\n" +
 	"\x1dListDeadLetterSourcesResponse\x12#\n" +
@@ -802,16 +1026,37 @@ const file_sluice_v1_deadletter_proto_rawDesc = "" +
 	"\x14CancelRedriveRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"E\n" +
 	"\x15CancelRedriveResponse\x12,\n" +
-	"\aredrive\x18\x01 \x01(\v2\x12.sluice.v1.RedriveR\aredrive*\x9c\x01\n" +
+	"\aredrive\x18\x01 \x01(\v2\x12.sluice.v1.RedriveR\aredrive\"\xee\x01\n" +
+	"\x15PreviewRedriveRequest\x12*\n" +
+	"\x11dead_letter_queue\x18\x01 \x01(\tR\x0fdeadLetterQueue\x12+\n" +
+	"\x11destination_queue\x18\x02 \x01(\tR\x10destinationQueue\x120\n" +
+	"\x06filter\x18\x03 \x01(\v2\x18.sluice.v1.RedriveFilterR\x06filter\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12$\n" +
+	"\vsample_size\x18\x05 \x01(\x05H\x00R\n" +
+	"sampleSize\x88\x01\x01B\x0e\n" +
+	"\f_sample_size\"E\n" +
+	"\x17RedriveDestinationCount\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x80\x02\n" +
+	"\x16PreviewRedriveResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x1a\n" +
+	"\bexamined\x18\x02 \x01(\x03R\bexamined\x12\x1a\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete\x12F\n" +
+	"\fdestinations\x18\x04 \x03(\v2\".sluice.v1.RedriveDestinationCountR\fdestinations\x12\x1e\n" +
+	"\n" +
+	"unroutable\x18\x05 \x01(\x03R\n" +
+	"unroutable\x120\n" +
+	"\x06sample\x18\x06 \x03(\v2\x18.sluice.v1.PeekedMessageR\x06sample*\x9c\x01\n" +
 	"\fRedriveState\x12\x1d\n" +
 	"\x19REDRIVE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REDRIVE_STATE_RUNNING\x10\x01\x12\x1b\n" +
 	"\x17REDRIVE_STATE_COMPLETED\x10\x02\x12\x1b\n" +
 	"\x17REDRIVE_STATE_CANCELLED\x10\x03\x12\x18\n" +
-	"\x14REDRIVE_STATE_FAILED\x10\x042\xc0\x03\n" +
+	"\x14REDRIVE_STATE_FAILED\x10\x042\x97\x04\n" +
 	"\x11DeadLetterService\x12j\n" +
 	"\x15ListDeadLetterSources\x12'.sluice.v1.ListDeadLetterSourcesRequest\x1a(.sluice.v1.ListDeadLetterSourcesResponse\x12O\n" +
-	"\fStartRedrive\x12\x1e.sluice.v1.StartRedriveRequest\x1a\x1f.sluice.v1.StartRedriveResponse\x12I\n" +
+	"\fStartRedrive\x12\x1e.sluice.v1.StartRedriveRequest\x1a\x1f.sluice.v1.StartRedriveResponse\x12U\n" +
+	"\x0ePreviewRedrive\x12 .sluice.v1.PreviewRedriveRequest\x1a!.sluice.v1.PreviewRedriveResponse\x12I\n" +
 	"\n" +
 	"GetRedrive\x12\x1c.sluice.v1.GetRedriveRequest\x1a\x1d.sluice.v1.GetRedriveResponse\x12O\n" +
 	"\fListRedrives\x12\x1e.sluice.v1.ListRedrivesRequest\x1a\x1f.sluice.v1.ListRedrivesResponse\x12R\n" +
@@ -830,7 +1075,7 @@ func file_sluice_v1_deadletter_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_deadletter_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_deadletter_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sluice_v1_deadletter_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_v1_deadletter_proto_goTypes = []any{
 	(RedriveState)(0),                     // 0: sluice.v1.RedriveState
 	(*ListDeadLetterSourcesRequest)(nil),  // 1: sluice.v1.ListDeadLetterSourcesRequest
@@ -845,39 +1090,48 @@ var file_sluice_v1_deadletter_proto_goTypes = []any{
 	(*ListRedrivesResponse)(nil),          // 10: sluice.v1.ListRedrivesResponse
 	(*CancelRedriveRequest)(nil),          // 11: sluice.v1.CancelRedriveRequest
 	(*CancelRedriveResponse)(nil),         // 12: sluice.v1.CancelRedriveResponse
-	nil,                                   // 13: sluice.v1.RedriveFilter.AttributesEntry
-	(*timestamppb.Timestamp)(nil),         // 14: google.protobuf.Timestamp
-	(*ErrorInfo)(nil),                     // 15: sluice.v1.ErrorInfo
-	(*AttributeValue)(nil),                // 16: sluice.v1.AttributeValue
+	(*PreviewRedriveRequest)(nil),         // 13: sluice.v1.PreviewRedriveRequest
+	(*RedriveDestinationCount)(nil),       // 14: sluice.v1.RedriveDestinationCount
+	(*PreviewRedriveResponse)(nil),        // 15: sluice.v1.PreviewRedriveResponse
+	nil,                                   // 16: sluice.v1.RedriveFilter.AttributesEntry
+	(*timestamppb.Timestamp)(nil),         // 17: google.protobuf.Timestamp
+	(*ErrorInfo)(nil),                     // 18: sluice.v1.ErrorInfo
+	(*PeekedMessage)(nil),                 // 19: sluice.v1.PeekedMessage
+	(*AttributeValue)(nil),                // 20: sluice.v1.AttributeValue
 }
 var file_sluice_v1_deadletter_proto_depIdxs = []int32{
-	13, // 0: sluice.v1.RedriveFilter.attributes:type_name -> sluice.v1.RedriveFilter.AttributesEntry
+	16, // 0: sluice.v1.RedriveFilter.attributes:type_name -> sluice.v1.RedriveFilter.AttributesEntry
 	3,  // 1: sluice.v1.Redrive.filter:type_name -> sluice.v1.RedriveFilter
 	0,  // 2: sluice.v1.Redrive.state:type_name -> sluice.v1.RedriveState
-	14, // 3: sluice.v1.Redrive.start_time:type_name -> google.protobuf.Timestamp
-	14, // 4: sluice.v1.Redrive.end_time:type_name -> google.protobuf.Timestamp
-	15, // 5: sluice.v1.Redrive.error:type_name -> sluice.v1.ErrorInfo
+	17, // 3: sluice.v1.Redrive.start_time:type_name -> google.protobuf.Timestamp
+	17, // 4: sluice.v1.Redrive.end_time:type_name -> google.protobuf.Timestamp
+	18, // 5: sluice.v1.Redrive.error:type_name -> sluice.v1.ErrorInfo
 	3,  // 6: sluice.v1.StartRedriveRequest.filter:type_name -> sluice.v1.RedriveFilter
 	4,  // 7: sluice.v1.StartRedriveResponse.redrive:type_name -> sluice.v1.Redrive
 	4,  // 8: sluice.v1.GetRedriveResponse.redrive:type_name -> sluice.v1.Redrive
 	4,  // 9: sluice.v1.ListRedrivesResponse.redrives:type_name -> sluice.v1.Redrive
 	4,  // 10: sluice.v1.CancelRedriveResponse.redrive:type_name -> sluice.v1.Redrive
-	16, // 11: sluice.v1.RedriveFilter.AttributesEntry.value:type_name -> sluice.v1.AttributeValue
-	1,  // 12: sluice.v1.DeadLetterService.ListDeadLetterSources:input_type -> sluice.v1.ListDeadLetterSourcesRequest
-	5,  // 13: sluice.v1.DeadLetterService.StartRedrive:input_type -> sluice.v1.StartRedriveRequest
-	7,  // 14: sluice.v1.DeadLetterService.GetRedrive:input_type -> sluice.v1.GetRedriveRequest
-	9,  // 15: sluice.v1.DeadLetterService.ListRedrives:input_type -> sluice.v1.ListRedrivesRequest
-	11, // 16: sluice.v1.DeadLetterService.CancelRedrive:input_type -> sluice.v1.CancelRedriveRequest
-	2,  // 17: sluice.v1.DeadLetterService.ListDeadLetterSources:output_type -> sluice.v1.ListDeadLetterSourcesResponse
-	6,  // 18: sluice.v1.DeadLetterService.StartRedrive:output_type -> sluice.v1.StartRedriveResponse
-	8,  // 19: sluice.v1.DeadLetterService.GetRedrive:output_type -> sluice.v1.GetRedriveResponse
-	10, // 20: sluice.v1.DeadLetterService.ListRedrives:output_type -> sluice.v1.ListRedrivesResponse
-	12, // 21: sluice.v1.DeadLetterService.CancelRedrive:output_type -> sluice.v1.CancelRedriveResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	3,  // 11: sluice.v1.PreviewRedriveRequest.filter:type_name -> sluice.v1.RedriveFilter
+	14, // 12: sluice.v1.PreviewRedriveResponse.destinations:type_name -> sluice.v1.RedriveDestinationCount
+	19, // 13: sluice.v1.PreviewRedriveResponse.sample:type_name -> sluice.v1.PeekedMessage
+	20, // 14: sluice.v1.RedriveFilter.AttributesEntry.value:type_name -> sluice.v1.AttributeValue
+	1,  // 15: sluice.v1.DeadLetterService.ListDeadLetterSources:input_type -> sluice.v1.ListDeadLetterSourcesRequest
+	5,  // 16: sluice.v1.DeadLetterService.StartRedrive:input_type -> sluice.v1.StartRedriveRequest
+	13, // 17: sluice.v1.DeadLetterService.PreviewRedrive:input_type -> sluice.v1.PreviewRedriveRequest
+	7,  // 18: sluice.v1.DeadLetterService.GetRedrive:input_type -> sluice.v1.GetRedriveRequest
+	9,  // 19: sluice.v1.DeadLetterService.ListRedrives:input_type -> sluice.v1.ListRedrivesRequest
+	11, // 20: sluice.v1.DeadLetterService.CancelRedrive:input_type -> sluice.v1.CancelRedriveRequest
+	2,  // 21: sluice.v1.DeadLetterService.ListDeadLetterSources:output_type -> sluice.v1.ListDeadLetterSourcesResponse
+	6,  // 22: sluice.v1.DeadLetterService.StartRedrive:output_type -> sluice.v1.StartRedriveResponse
+	15, // 23: sluice.v1.DeadLetterService.PreviewRedrive:output_type -> sluice.v1.PreviewRedriveResponse
+	8,  // 24: sluice.v1.DeadLetterService.GetRedrive:output_type -> sluice.v1.GetRedriveResponse
+	10, // 25: sluice.v1.DeadLetterService.ListRedrives:output_type -> sluice.v1.ListRedrivesResponse
+	12, // 26: sluice.v1.DeadLetterService.CancelRedrive:output_type -> sluice.v1.CancelRedriveResponse
+	21, // [21:27] is the sub-list for method output_type
+	15, // [15:21] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_deadletter_proto_init() }
@@ -886,13 +1140,15 @@ func file_sluice_v1_deadletter_proto_init() {
 		return
 	}
 	file_sluice_v1_common_proto_init()
+	file_sluice_v1_queue_proto_init()
+	file_sluice_v1_deadletter_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_deadletter_proto_rawDesc), len(file_sluice_v1_deadletter_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// MessageState is where a peeked message stands.
+type MessageState int32
+
+const (
+	MessageState_MESSAGE_STATE_UNSPECIFIED MessageState = 0
+	// Not in flight and not delayed: a receive may deliver it.
+	MessageState_MESSAGE_STATE_VISIBLE MessageState = 1
+	// Delivered; visibility_deadline says until when.
+	MessageState_MESSAGE_STATE_IN_FLIGHT MessageState = 2
+	// Waiting out a send or nack delay until visibility_deadline.
+	MessageState_MESSAGE_STATE_DELAYED MessageState = 3
+	// FIFO: behind an unfinished message of its group.
+	MessageState_MESSAGE_STATE_BLOCKED MessageState = 4
+)
+
+// Enum value maps for MessageState.
+var (
+	MessageState_name = map[int32]string{
+		0: "MESSAGE_STATE_UNSPECIFIED",
+		1: "MESSAGE_STATE_VISIBLE",
+		2: "MESSAGE_STATE_IN_FLIGHT",
+		3: "MESSAGE_STATE_DELAYED",
+		4: "MESSAGE_STATE_BLOCKED",
+	}
+	MessageState_value = map[string]int32{
+		"MESSAGE_STATE_UNSPECIFIED": 0,
+		"MESSAGE_STATE_VISIBLE":     1,
+		"MESSAGE_STATE_IN_FLIGHT":   2,
+		"MESSAGE_STATE_DELAYED":     3,
+		"MESSAGE_STATE_BLOCKED":     4,
+	}
+)
+
+func (x MessageState) Enum() *MessageState {
+	p := new(MessageState)
+	*p = x
+	return p
+}
+
+func (x MessageState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MessageState) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_queue_proto_enumTypes[0].Descriptor()
+}
+
+func (MessageState) Type() protoreflect.EnumType {
+	return &file_sluice_v1_queue_proto_enumTypes[0]
+}
+
+func (x MessageState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MessageState.Descriptor instead.
+func (MessageState) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_queue_proto_rawDescGZIP(), []int{0}
+}
+
 // QueueConfig is a queue's settings. Unset fields take the defaults shown.
 type QueueConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2255,6 +2315,190 @@ func (*NackResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_queue_proto_rawDescGZIP(), []int{36}
 }
 
+type PeekRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// First sequence looked at; 0 (or below the first unfinished message):
+	// from the first unfinished message.
+	FromSequence uint64 `protobuf:"varint,2,opt,name=from_sequence,json=fromSequence,proto3" json:"from_sequence,omitempty"`
+	// 1 to 100; default 10.
+	MaxMessages   int32 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeekRequest) Reset() {
+	*x = PeekRequest{}
+	mi := &file_sluice_v1_queue_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeekRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeekRequest) ProtoMessage() {}
+
+func (x *PeekRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_queue_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
+func (*PeekRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_queue_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *PeekRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PeekRequest) GetFromSequence() uint64 {
+	if x != nil {
+		return x.FromSequence
+	}
+	return 0
+}
+
+func (x *PeekRequest) GetMaxMessages() int32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+// PeekedMessage is a message as a peek sees it: receipt, fencing_token and
+// first_receive_time are never set (there is no delivery); receive_count
+// is the receives so far; visibility_deadline, for a message in flight or
+// delayed, is when it is visible again.
+type PeekedMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	State         MessageState           `protobuf:"varint,2,opt,name=state,proto3,enum=sluice.v1.MessageState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeekedMessage) Reset() {
+	*x = PeekedMessage{}
+	mi := &file_sluice_v1_queue_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeekedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeekedMessage) ProtoMessage() {}
+
+func (x *PeekedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_queue_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeekedMessage.ProtoReflect.Descriptor instead.
+func (*PeekedMessage) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_queue_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PeekedMessage) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *PeekedMessage) GetState() MessageState {
+	if x != nil {
+		return x.State
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+type PeekResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*PeekedMessage       `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Peek from here for the next page. Equal to end_sequence when the peek
+	// read to the end of the queue's log; a peek also stops after 16 MiB of
+	// log, so fewer than max_messages with next_sequence below end_sequence
+	// means: go on from next_sequence.
+	NextSequence uint64 `protobuf:"varint,2,opt,name=next_sequence,json=nextSequence,proto3" json:"next_sequence,omitempty"`
+	// The log's end (one past the newest message) when the peek looked.
+	EndSequence   uint64 `protobuf:"varint,3,opt,name=end_sequence,json=endSequence,proto3" json:"end_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeekResponse) Reset() {
+	*x = PeekResponse{}
+	mi := &file_sluice_v1_queue_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeekResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeekResponse) ProtoMessage() {}
+
+func (x *PeekResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_queue_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
+func (*PeekResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_queue_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PeekResponse) GetMessages() []*PeekedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *PeekResponse) GetNextSequence() uint64 {
+	if x != nil {
+		return x.NextSequence
+	}
+	return 0
+}
+
+func (x *PeekResponse) GetEndSequence() uint64 {
+	if x != nil {
+		return x.EndSequence
+	}
+	return 0
+}
+
 var File_sluice_v1_queue_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_queue_proto_rawDesc = "" +
@@ -2424,7 +2668,24 @@ const file_sluice_v1_queue_proto_rawDesc = "" +
 	"\areceipt\x18\x02 \x01(\tR\areceipt\x12/\n" +
 	"\x05delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x0e\n" +
-	"\fNackResponse2\xcd\a\n" +
+	"\fNackResponse\"k\n" +
+	"\vPeekRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12#\n" +
+	"\rfrom_sequence\x18\x02 \x01(\x04R\ffromSequence\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\"l\n" +
+	"\rPeekedMessage\x12,\n" +
+	"\amessage\x18\x01 \x01(\v2\x12.sluice.v1.MessageR\amessage\x12-\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x17.sluice.v1.MessageStateR\x05state\"\x8c\x01\n" +
+	"\fPeekResponse\x124\n" +
+	"\bmessages\x18\x01 \x03(\v2\x18.sluice.v1.PeekedMessageR\bmessages\x12#\n" +
+	"\rnext_sequence\x18\x02 \x01(\x04R\fnextSequence\x12!\n" +
+	"\fend_sequence\x18\x03 \x01(\x04R\vendSequence*\x9b\x01\n" +
+	"\fMessageState\x12\x1d\n" +
+	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15MESSAGE_STATE_VISIBLE\x10\x01\x12\x1b\n" +
+	"\x17MESSAGE_STATE_IN_FLIGHT\x10\x02\x12\x19\n" +
+	"\x15MESSAGE_STATE_DELAYED\x10\x03\x12\x19\n" +
+	"\x15MESSAGE_STATE_BLOCKED\x10\x042\x86\b\n" +
 	"\fQueueService\x12L\n" +
 	"\vCreateQueue\x12\x1d.sluice.v1.CreateQueueRequest\x1a\x1e.sluice.v1.CreateQueueResponse\x12C\n" +
 	"\bGetQueue\x12\x1a.sluice.v1.GetQueueRequest\x1a\x1b.sluice.v1.GetQueueResponse\x12I\n" +
@@ -2441,7 +2702,8 @@ const file_sluice_v1_queue_proto_rawDesc = "" +
 	"\x03Ack\x12\x15.sluice.v1.AckRequest\x1a\x16.sluice.v1.AckResponse\x12C\n" +
 	"\bAckBatch\x12\x1a.sluice.v1.AckBatchRequest\x1a\x1b.sluice.v1.AckBatchResponse\x12=\n" +
 	"\x06Extend\x12\x18.sluice.v1.ExtendRequest\x1a\x19.sluice.v1.ExtendResponse\x127\n" +
-	"\x04Nack\x12\x16.sluice.v1.NackRequest\x1a\x17.sluice.v1.NackResponseB6Z4github.com/sluice-mq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\x04Nack\x12\x16.sluice.v1.NackRequest\x1a\x17.sluice.v1.NackResponse\x127\n" +
+	"\x04Peek\x12\x16.sluice.v1.PeekRequest\x1a\x17.sluice.v1.PeekResponseB6Z4github.com/sluice-mq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_queue_proto_rawDescOnce sync.Once
@@ -2455,132 +2717,142 @@ func file_sluice_v1_queue_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_queue_proto_rawDescData
 }
 
-var file_sluice_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_sluice_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_sluice_v1_queue_proto_goTypes = []any{
-	(*QueueConfig)(nil),           // 0: sluice.v1.QueueConfig
-	(*DeadLetterPolicy)(nil),      // 1: sluice.v1.DeadLetterPolicy
-	(*Queue)(nil),                 // 2: sluice.v1.Queue
-	(*QueueStats)(nil),            // 3: sluice.v1.QueueStats
-	(*Message)(nil),               // 4: sluice.v1.Message
-	(*DeadLetterInfo)(nil),        // 5: sluice.v1.DeadLetterInfo
-	(*CreateQueueRequest)(nil),    // 6: sluice.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),   // 7: sluice.v1.CreateQueueResponse
-	(*GetQueueRequest)(nil),       // 8: sluice.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),      // 9: sluice.v1.GetQueueResponse
-	(*ListQueuesRequest)(nil),     // 10: sluice.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 11: sluice.v1.ListQueuesResponse
-	(*UpdateQueueRequest)(nil),    // 12: sluice.v1.UpdateQueueRequest
-	(*UpdateQueueResponse)(nil),   // 13: sluice.v1.UpdateQueueResponse
-	(*DeleteQueueRequest)(nil),    // 14: sluice.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),   // 15: sluice.v1.DeleteQueueResponse
-	(*PurgeQueueRequest)(nil),     // 16: sluice.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 17: sluice.v1.PurgeQueueResponse
-	(*SendEntry)(nil),             // 18: sluice.v1.SendEntry
-	(*SendRequest)(nil),           // 19: sluice.v1.SendRequest
-	(*SendResult)(nil),            // 20: sluice.v1.SendResult
-	(*SendResponse)(nil),          // 21: sluice.v1.SendResponse
-	(*SendBatchRequest)(nil),      // 22: sluice.v1.SendBatchRequest
-	(*SendBatchResponse)(nil),     // 23: sluice.v1.SendBatchResponse
-	(*ReceiveRequest)(nil),        // 24: sluice.v1.ReceiveRequest
-	(*ReceiveResponse)(nil),       // 25: sluice.v1.ReceiveResponse
-	(*ConsumeRequest)(nil),        // 26: sluice.v1.ConsumeRequest
-	(*ConsumeResponse)(nil),       // 27: sluice.v1.ConsumeResponse
-	(*AckRequest)(nil),            // 28: sluice.v1.AckRequest
-	(*AckResponse)(nil),           // 29: sluice.v1.AckResponse
-	(*AckBatchRequest)(nil),       // 30: sluice.v1.AckBatchRequest
-	(*AckResult)(nil),             // 31: sluice.v1.AckResult
-	(*AckBatchResponse)(nil),      // 32: sluice.v1.AckBatchResponse
-	(*ExtendRequest)(nil),         // 33: sluice.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 34: sluice.v1.ExtendResponse
-	(*NackRequest)(nil),           // 35: sluice.v1.NackRequest
-	(*NackResponse)(nil),          // 36: sluice.v1.NackResponse
-	nil,                           // 37: sluice.v1.Message.AttributesEntry
-	nil,                           // 38: sluice.v1.SendEntry.AttributesEntry
-	(*durationpb.Duration)(nil),   // 39: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil), // 41: google.protobuf.FieldMask
-	(*ErrorInfo)(nil),             // 42: sluice.v1.ErrorInfo
-	(*AttributeValue)(nil),        // 43: sluice.v1.AttributeValue
+	(MessageState)(0),             // 0: sluice.v1.MessageState
+	(*QueueConfig)(nil),           // 1: sluice.v1.QueueConfig
+	(*DeadLetterPolicy)(nil),      // 2: sluice.v1.DeadLetterPolicy
+	(*Queue)(nil),                 // 3: sluice.v1.Queue
+	(*QueueStats)(nil),            // 4: sluice.v1.QueueStats
+	(*Message)(nil),               // 5: sluice.v1.Message
+	(*DeadLetterInfo)(nil),        // 6: sluice.v1.DeadLetterInfo
+	(*CreateQueueRequest)(nil),    // 7: sluice.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),   // 8: sluice.v1.CreateQueueResponse
+	(*GetQueueRequest)(nil),       // 9: sluice.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),      // 10: sluice.v1.GetQueueResponse
+	(*ListQueuesRequest)(nil),     // 11: sluice.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),    // 12: sluice.v1.ListQueuesResponse
+	(*UpdateQueueRequest)(nil),    // 13: sluice.v1.UpdateQueueRequest
+	(*UpdateQueueResponse)(nil),   // 14: sluice.v1.UpdateQueueResponse
+	(*DeleteQueueRequest)(nil),    // 15: sluice.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),   // 16: sluice.v1.DeleteQueueResponse
+	(*PurgeQueueRequest)(nil),     // 17: sluice.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 18: sluice.v1.PurgeQueueResponse
+	(*SendEntry)(nil),             // 19: sluice.v1.SendEntry
+	(*SendRequest)(nil),           // 20: sluice.v1.SendRequest
+	(*SendResult)(nil),            // 21: sluice.v1.SendResult
+	(*SendResponse)(nil),          // 22: sluice.v1.SendResponse
+	(*SendBatchRequest)(nil),      // 23: sluice.v1.SendBatchRequest
+	(*SendBatchResponse)(nil),     // 24: sluice.v1.SendBatchResponse
+	(*ReceiveRequest)(nil),        // 25: sluice.v1.ReceiveRequest
+	(*ReceiveResponse)(nil),       // 26: sluice.v1.ReceiveResponse
+	(*ConsumeRequest)(nil),        // 27: sluice.v1.ConsumeRequest
+	(*ConsumeResponse)(nil),       // 28: sluice.v1.ConsumeResponse
+	(*AckRequest)(nil),            // 29: sluice.v1.AckRequest
+	(*AckResponse)(nil),           // 30: sluice.v1.AckResponse
+	(*AckBatchRequest)(nil),       // 31: sluice.v1.AckBatchRequest
+	(*AckResult)(nil),             // 32: sluice.v1.AckResult
+	(*AckBatchResponse)(nil),      // 33: sluice.v1.AckBatchResponse
+	(*ExtendRequest)(nil),         // 34: sluice.v1.ExtendRequest
+	(*ExtendResponse)(nil),        // 35: sluice.v1.ExtendResponse
+	(*NackRequest)(nil),           // 36: sluice.v1.NackRequest
+	(*NackResponse)(nil),          // 37: sluice.v1.NackResponse
+	(*PeekRequest)(nil),           // 38: sluice.v1.PeekRequest
+	(*PeekedMessage)(nil),         // 39: sluice.v1.PeekedMessage
+	(*PeekResponse)(nil),          // 40: sluice.v1.PeekResponse
+	nil,                           // 41: sluice.v1.Message.AttributesEntry
+	nil,                           // 42: sluice.v1.SendEntry.AttributesEntry
+	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil), // 45: google.protobuf.FieldMask
+	(*ErrorInfo)(nil),             // 46: sluice.v1.ErrorInfo
+	(*AttributeValue)(nil),        // 47: sluice.v1.AttributeValue
 }
 var file_sluice_v1_queue_proto_depIdxs = []int32{
-	39, // 0: sluice.v1.QueueConfig.visibility_timeout:type_name -> google.protobuf.Duration
-	39, // 1: sluice.v1.QueueConfig.retention:type_name -> google.protobuf.Duration
-	39, // 2: sluice.v1.QueueConfig.delay:type_name -> google.protobuf.Duration
-	39, // 3: sluice.v1.QueueConfig.receive_wait:type_name -> google.protobuf.Duration
-	1,  // 4: sluice.v1.QueueConfig.dead_letter:type_name -> sluice.v1.DeadLetterPolicy
-	39, // 5: sluice.v1.QueueConfig.deduplication_window:type_name -> google.protobuf.Duration
-	39, // 6: sluice.v1.QueueConfig.max_visibility_extension:type_name -> google.protobuf.Duration
-	0,  // 7: sluice.v1.Queue.config:type_name -> sluice.v1.QueueConfig
-	3,  // 8: sluice.v1.Queue.stats:type_name -> sluice.v1.QueueStats
-	40, // 9: sluice.v1.Queue.create_time:type_name -> google.protobuf.Timestamp
-	39, // 10: sluice.v1.QueueStats.oldest_message_age:type_name -> google.protobuf.Duration
-	37, // 11: sluice.v1.Message.attributes:type_name -> sluice.v1.Message.AttributesEntry
-	39, // 12: sluice.v1.Message.delay:type_name -> google.protobuf.Duration
-	40, // 13: sluice.v1.Message.send_time:type_name -> google.protobuf.Timestamp
-	40, // 14: sluice.v1.Message.first_receive_time:type_name -> google.protobuf.Timestamp
-	40, // 15: sluice.v1.Message.visibility_deadline:type_name -> google.protobuf.Timestamp
-	5,  // 16: sluice.v1.Message.dead_letter:type_name -> sluice.v1.DeadLetterInfo
-	40, // 17: sluice.v1.DeadLetterInfo.first_receive_time:type_name -> google.protobuf.Timestamp
-	40, // 18: sluice.v1.DeadLetterInfo.last_receive_time:type_name -> google.protobuf.Timestamp
-	40, // 19: sluice.v1.DeadLetterInfo.dead_letter_time:type_name -> google.protobuf.Timestamp
-	0,  // 20: sluice.v1.CreateQueueRequest.config:type_name -> sluice.v1.QueueConfig
-	2,  // 21: sluice.v1.CreateQueueResponse.queue:type_name -> sluice.v1.Queue
-	2,  // 22: sluice.v1.GetQueueResponse.queue:type_name -> sluice.v1.Queue
-	2,  // 23: sluice.v1.ListQueuesResponse.queues:type_name -> sluice.v1.Queue
-	0,  // 24: sluice.v1.UpdateQueueRequest.config:type_name -> sluice.v1.QueueConfig
-	41, // 25: sluice.v1.UpdateQueueRequest.update_mask:type_name -> google.protobuf.FieldMask
-	2,  // 26: sluice.v1.UpdateQueueResponse.queue:type_name -> sluice.v1.Queue
-	38, // 27: sluice.v1.SendEntry.attributes:type_name -> sluice.v1.SendEntry.AttributesEntry
-	39, // 28: sluice.v1.SendEntry.delay:type_name -> google.protobuf.Duration
-	18, // 29: sluice.v1.SendRequest.message:type_name -> sluice.v1.SendEntry
-	20, // 30: sluice.v1.SendResponse.result:type_name -> sluice.v1.SendResult
-	18, // 31: sluice.v1.SendBatchRequest.messages:type_name -> sluice.v1.SendEntry
-	20, // 32: sluice.v1.SendBatchResponse.results:type_name -> sluice.v1.SendResult
-	39, // 33: sluice.v1.ReceiveRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	39, // 34: sluice.v1.ReceiveRequest.wait:type_name -> google.protobuf.Duration
-	4,  // 35: sluice.v1.ReceiveResponse.messages:type_name -> sluice.v1.Message
-	39, // 36: sluice.v1.ConsumeRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	4,  // 37: sluice.v1.ConsumeResponse.message:type_name -> sluice.v1.Message
-	42, // 38: sluice.v1.AckResult.error:type_name -> sluice.v1.ErrorInfo
-	31, // 39: sluice.v1.AckBatchResponse.results:type_name -> sluice.v1.AckResult
-	39, // 40: sluice.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	40, // 41: sluice.v1.ExtendResponse.visibility_deadline:type_name -> google.protobuf.Timestamp
-	39, // 42: sluice.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	43, // 43: sluice.v1.Message.AttributesEntry.value:type_name -> sluice.v1.AttributeValue
-	43, // 44: sluice.v1.SendEntry.AttributesEntry.value:type_name -> sluice.v1.AttributeValue
-	6,  // 45: sluice.v1.QueueService.CreateQueue:input_type -> sluice.v1.CreateQueueRequest
-	8,  // 46: sluice.v1.QueueService.GetQueue:input_type -> sluice.v1.GetQueueRequest
-	10, // 47: sluice.v1.QueueService.ListQueues:input_type -> sluice.v1.ListQueuesRequest
-	12, // 48: sluice.v1.QueueService.UpdateQueue:input_type -> sluice.v1.UpdateQueueRequest
-	14, // 49: sluice.v1.QueueService.DeleteQueue:input_type -> sluice.v1.DeleteQueueRequest
-	16, // 50: sluice.v1.QueueService.PurgeQueue:input_type -> sluice.v1.PurgeQueueRequest
-	19, // 51: sluice.v1.QueueService.Send:input_type -> sluice.v1.SendRequest
-	22, // 52: sluice.v1.QueueService.SendBatch:input_type -> sluice.v1.SendBatchRequest
-	24, // 53: sluice.v1.QueueService.Receive:input_type -> sluice.v1.ReceiveRequest
-	26, // 54: sluice.v1.QueueService.Consume:input_type -> sluice.v1.ConsumeRequest
-	28, // 55: sluice.v1.QueueService.Ack:input_type -> sluice.v1.AckRequest
-	30, // 56: sluice.v1.QueueService.AckBatch:input_type -> sluice.v1.AckBatchRequest
-	33, // 57: sluice.v1.QueueService.Extend:input_type -> sluice.v1.ExtendRequest
-	35, // 58: sluice.v1.QueueService.Nack:input_type -> sluice.v1.NackRequest
-	7,  // 59: sluice.v1.QueueService.CreateQueue:output_type -> sluice.v1.CreateQueueResponse
-	9,  // 60: sluice.v1.QueueService.GetQueue:output_type -> sluice.v1.GetQueueResponse
-	11, // 61: sluice.v1.QueueService.ListQueues:output_type -> sluice.v1.ListQueuesResponse
-	13, // 62: sluice.v1.QueueService.UpdateQueue:output_type -> sluice.v1.UpdateQueueResponse
-	15, // 63: sluice.v1.QueueService.DeleteQueue:output_type -> sluice.v1.DeleteQueueResponse
-	17, // 64: sluice.v1.QueueService.PurgeQueue:output_type -> sluice.v1.PurgeQueueResponse
-	21, // 65: sluice.v1.QueueService.Send:output_type -> sluice.v1.SendResponse
-	23, // 66: sluice.v1.QueueService.SendBatch:output_type -> sluice.v1.SendBatchResponse
-	25, // 67: sluice.v1.QueueService.Receive:output_type -> sluice.v1.ReceiveResponse
-	27, // 68: sluice.v1.QueueService.Consume:output_type -> sluice.v1.ConsumeResponse
-	29, // 69: sluice.v1.QueueService.Ack:output_type -> sluice.v1.AckResponse
-	32, // 70: sluice.v1.QueueService.AckBatch:output_type -> sluice.v1.AckBatchResponse
-	34, // 71: sluice.v1.QueueService.Extend:output_type -> sluice.v1.ExtendResponse
-	36, // 72: sluice.v1.QueueService.Nack:output_type -> sluice.v1.NackResponse
-	59, // [59:73] is the sub-list for method output_type
-	45, // [45:59] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	43, // 0: sluice.v1.QueueConfig.visibility_timeout:type_name -> google.protobuf.Duration
+	43, // 1: sluice.v1.QueueConfig.retention:type_name -> google.protobuf.Duration
+	43, // 2: sluice.v1.QueueConfig.delay:type_name -> google.protobuf.Duration
+	43, // 3: sluice.v1.QueueConfig.receive_wait:type_name -> google.protobuf.Duration
+	2,  // 4: sluice.v1.QueueConfig.dead_letter:type_name -> sluice.v1.DeadLetterPolicy
+	43, // 5: sluice.v1.QueueConfig.deduplication_window:type_name -> google.protobuf.Duration
+	43, // 6: sluice.v1.QueueConfig.max_visibility_extension:type_name -> google.protobuf.Duration
+	1,  // 7: sluice.v1.Queue.config:type_name -> sluice.v1.QueueConfig
+	4,  // 8: sluice.v1.Queue.stats:type_name -> sluice.v1.QueueStats
+	44, // 9: sluice.v1.Queue.create_time:type_name -> google.protobuf.Timestamp
+	43, // 10: sluice.v1.QueueStats.oldest_message_age:type_name -> google.protobuf.Duration
+	41, // 11: sluice.v1.Message.attributes:type_name -> sluice.v1.Message.AttributesEntry
+	43, // 12: sluice.v1.Message.delay:type_name -> google.protobuf.Duration
+	44, // 13: sluice.v1.Message.send_time:type_name -> google.protobuf.Timestamp
+	44, // 14: sluice.v1.Message.first_receive_time:type_name -> google.protobuf.Timestamp
+	44, // 15: sluice.v1.Message.visibility_deadline:type_name -> google.protobuf.Timestamp
+	6,  // 16: sluice.v1.Message.dead_letter:type_name -> sluice.v1.DeadLetterInfo
+	44, // 17: sluice.v1.DeadLetterInfo.first_receive_time:type_name -> google.protobuf.Timestamp
+	44, // 18: sluice.v1.DeadLetterInfo.last_receive_time:type_name -> google.protobuf.Timestamp
+	44, // 19: sluice.v1.DeadLetterInfo.dead_letter_time:type_name -> google.protobuf.Timestamp
+	1,  // 20: sluice.v1.CreateQueueRequest.config:type_name -> sluice.v1.QueueConfig
+	3,  // 21: sluice.v1.CreateQueueResponse.queue:type_name -> sluice.v1.Queue
+	3,  // 22: sluice.v1.GetQueueResponse.queue:type_name -> sluice.v1.Queue
+	3,  // 23: sluice.v1.ListQueuesResponse.queues:type_name -> sluice.v1.Queue
+	1,  // 24: sluice.v1.UpdateQueueRequest.config:type_name -> sluice.v1.QueueConfig
+	45, // 25: sluice.v1.UpdateQueueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	3,  // 26: sluice.v1.UpdateQueueResponse.queue:type_name -> sluice.v1.Queue
+	42, // 27: sluice.v1.SendEntry.attributes:type_name -> sluice.v1.SendEntry.AttributesEntry
+	43, // 28: sluice.v1.SendEntry.delay:type_name -> google.protobuf.Duration
+	19, // 29: sluice.v1.SendRequest.message:type_name -> sluice.v1.SendEntry
+	21, // 30: sluice.v1.SendResponse.result:type_name -> sluice.v1.SendResult
+	19, // 31: sluice.v1.SendBatchRequest.messages:type_name -> sluice.v1.SendEntry
+	21, // 32: sluice.v1.SendBatchResponse.results:type_name -> sluice.v1.SendResult
+	43, // 33: sluice.v1.ReceiveRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	43, // 34: sluice.v1.ReceiveRequest.wait:type_name -> google.protobuf.Duration
+	5,  // 35: sluice.v1.ReceiveResponse.messages:type_name -> sluice.v1.Message
+	43, // 36: sluice.v1.ConsumeRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	5,  // 37: sluice.v1.ConsumeResponse.message:type_name -> sluice.v1.Message
+	46, // 38: sluice.v1.AckResult.error:type_name -> sluice.v1.ErrorInfo
+	32, // 39: sluice.v1.AckBatchResponse.results:type_name -> sluice.v1.AckResult
+	43, // 40: sluice.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	44, // 41: sluice.v1.ExtendResponse.visibility_deadline:type_name -> google.protobuf.Timestamp
+	43, // 42: sluice.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	5,  // 43: sluice.v1.PeekedMessage.message:type_name -> sluice.v1.Message
+	0,  // 44: sluice.v1.PeekedMessage.state:type_name -> sluice.v1.MessageState
+	39, // 45: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.PeekedMessage
+	47, // 46: sluice.v1.Message.AttributesEntry.value:type_name -> sluice.v1.AttributeValue
+	47, // 47: sluice.v1.SendEntry.AttributesEntry.value:type_name -> sluice.v1.AttributeValue
+	7,  // 48: sluice.v1.QueueService.CreateQueue:input_type -> sluice.v1.CreateQueueRequest
+	9,  // 49: sluice.v1.QueueService.GetQueue:input_type -> sluice.v1.GetQueueRequest
+	11, // 50: sluice.v1.QueueService.ListQueues:input_type -> sluice.v1.ListQueuesRequest
+	13, // 51: sluice.v1.QueueService.UpdateQueue:input_type -> sluice.v1.UpdateQueueRequest
+	15, // 52: sluice.v1.QueueService.DeleteQueue:input_type -> sluice.v1.DeleteQueueRequest
+	17, // 53: sluice.v1.QueueService.PurgeQueue:input_type -> sluice.v1.PurgeQueueRequest
+	20, // 54: sluice.v1.QueueService.Send:input_type -> sluice.v1.SendRequest
+	23, // 55: sluice.v1.QueueService.SendBatch:input_type -> sluice.v1.SendBatchRequest
+	25, // 56: sluice.v1.QueueService.Receive:input_type -> sluice.v1.ReceiveRequest
+	27, // 57: sluice.v1.QueueService.Consume:input_type -> sluice.v1.ConsumeRequest
+	29, // 58: sluice.v1.QueueService.Ack:input_type -> sluice.v1.AckRequest
+	31, // 59: sluice.v1.QueueService.AckBatch:input_type -> sluice.v1.AckBatchRequest
+	34, // 60: sluice.v1.QueueService.Extend:input_type -> sluice.v1.ExtendRequest
+	36, // 61: sluice.v1.QueueService.Nack:input_type -> sluice.v1.NackRequest
+	38, // 62: sluice.v1.QueueService.Peek:input_type -> sluice.v1.PeekRequest
+	8,  // 63: sluice.v1.QueueService.CreateQueue:output_type -> sluice.v1.CreateQueueResponse
+	10, // 64: sluice.v1.QueueService.GetQueue:output_type -> sluice.v1.GetQueueResponse
+	12, // 65: sluice.v1.QueueService.ListQueues:output_type -> sluice.v1.ListQueuesResponse
+	14, // 66: sluice.v1.QueueService.UpdateQueue:output_type -> sluice.v1.UpdateQueueResponse
+	16, // 67: sluice.v1.QueueService.DeleteQueue:output_type -> sluice.v1.DeleteQueueResponse
+	18, // 68: sluice.v1.QueueService.PurgeQueue:output_type -> sluice.v1.PurgeQueueResponse
+	22, // 69: sluice.v1.QueueService.Send:output_type -> sluice.v1.SendResponse
+	24, // 70: sluice.v1.QueueService.SendBatch:output_type -> sluice.v1.SendBatchResponse
+	26, // 71: sluice.v1.QueueService.Receive:output_type -> sluice.v1.ReceiveResponse
+	28, // 72: sluice.v1.QueueService.Consume:output_type -> sluice.v1.ConsumeResponse
+	30, // 73: sluice.v1.QueueService.Ack:output_type -> sluice.v1.AckResponse
+	33, // 74: sluice.v1.QueueService.AckBatch:output_type -> sluice.v1.AckBatchResponse
+	35, // 75: sluice.v1.QueueService.Extend:output_type -> sluice.v1.ExtendResponse
+	37, // 76: sluice.v1.QueueService.Nack:output_type -> sluice.v1.NackResponse
+	40, // 77: sluice.v1.QueueService.Peek:output_type -> sluice.v1.PeekResponse
+	63, // [63:78] is the sub-list for method output_type
+	48, // [48:63] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_queue_proto_init() }
@@ -2594,13 +2866,14 @@ func file_sluice_v1_queue_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_queue_proto_rawDesc), len(file_sluice_v1_queue_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   39,
+			NumEnums:      1,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_sluice_v1_queue_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_queue_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_queue_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_queue_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_queue_proto = out.File

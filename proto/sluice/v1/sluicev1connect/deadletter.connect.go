@@ -43,6 +43,9 @@ const (
 	// DeadLetterServiceStartRedriveProcedure is the fully-qualified name of the DeadLetterService's
 	// StartRedrive RPC.
 	DeadLetterServiceStartRedriveProcedure = "/sluice.v1.DeadLetterService/StartRedrive"
+	// DeadLetterServicePreviewRedriveProcedure is the fully-qualified name of the DeadLetterService's
+	// PreviewRedrive RPC.
+	DeadLetterServicePreviewRedriveProcedure = "/sluice.v1.DeadLetterService/PreviewRedrive"
 	// DeadLetterServiceGetRedriveProcedure is the fully-qualified name of the DeadLetterService's
 	// GetRedrive RPC.
 	DeadLetterServiceGetRedriveProcedure = "/sluice.v1.DeadLetterService/GetRedrive"
@@ -65,6 +68,10 @@ type DeadLetterServiceClient interface {
 	// Moved messages restart with receive count 0 and keep their id, body and
 	// attributes.
 	StartRedrive(context.Context, *connect.Request[v1.StartRedriveRequest]) (*connect.Response[v1.StartRedriveResponse], error)
+	// PreviewRedrive says what StartRedrive with the same fields would move
+	// now: how many messages, to which queues, and a sample of them. Nothing
+	// changes (it peeks). Needs redrive on the dead-letter queue.
+	PreviewRedrive(context.Context, *connect.Request[v1.PreviewRedriveRequest]) (*connect.Response[v1.PreviewRedriveResponse], error)
 	// GetRedrive reports a redrive's progress.
 	GetRedrive(context.Context, *connect.Request[v1.GetRedriveRequest]) (*connect.Response[v1.GetRedriveResponse], error)
 	// ListRedrives lists redrives, newest first.
@@ -96,6 +103,12 @@ func NewDeadLetterServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithSchema(deadLetterServiceMethods.ByName("StartRedrive")),
 			connect.WithClientOptions(opts...),
 		),
+		previewRedrive: connect.NewClient[v1.PreviewRedriveRequest, v1.PreviewRedriveResponse](
+			httpClient,
+			baseURL+DeadLetterServicePreviewRedriveProcedure,
+			connect.WithSchema(deadLetterServiceMethods.ByName("PreviewRedrive")),
+			connect.WithClientOptions(opts...),
+		),
 		getRedrive: connect.NewClient[v1.GetRedriveRequest, v1.GetRedriveResponse](
 			httpClient,
 			baseURL+DeadLetterServiceGetRedriveProcedure,
@@ -121,6 +134,7 @@ func NewDeadLetterServiceClient(httpClient connect.HTTPClient, baseURL string, o
 type deadLetterServiceClient struct {
 	listDeadLetterSources *connect.Client[v1.ListDeadLetterSourcesRequest, v1.ListDeadLetterSourcesResponse]
 	startRedrive          *connect.Client[v1.StartRedriveRequest, v1.StartRedriveResponse]
+	previewRedrive        *connect.Client[v1.PreviewRedriveRequest, v1.PreviewRedriveResponse]
 	getRedrive            *connect.Client[v1.GetRedriveRequest, v1.GetRedriveResponse]
 	listRedrives          *connect.Client[v1.ListRedrivesRequest, v1.ListRedrivesResponse]
 	cancelRedrive         *connect.Client[v1.CancelRedriveRequest, v1.CancelRedriveResponse]
@@ -134,6 +148,11 @@ func (c *deadLetterServiceClient) ListDeadLetterSources(ctx context.Context, req
 // StartRedrive calls sluice.v1.DeadLetterService.StartRedrive.
 func (c *deadLetterServiceClient) StartRedrive(ctx context.Context, req *connect.Request[v1.StartRedriveRequest]) (*connect.Response[v1.StartRedriveResponse], error) {
 	return c.startRedrive.CallUnary(ctx, req)
+}
+
+// PreviewRedrive calls sluice.v1.DeadLetterService.PreviewRedrive.
+func (c *deadLetterServiceClient) PreviewRedrive(ctx context.Context, req *connect.Request[v1.PreviewRedriveRequest]) (*connect.Response[v1.PreviewRedriveResponse], error) {
+	return c.previewRedrive.CallUnary(ctx, req)
 }
 
 // GetRedrive calls sluice.v1.DeadLetterService.GetRedrive.
@@ -162,6 +181,10 @@ type DeadLetterServiceHandler interface {
 	// Moved messages restart with receive count 0 and keep their id, body and
 	// attributes.
 	StartRedrive(context.Context, *connect.Request[v1.StartRedriveRequest]) (*connect.Response[v1.StartRedriveResponse], error)
+	// PreviewRedrive says what StartRedrive with the same fields would move
+	// now: how many messages, to which queues, and a sample of them. Nothing
+	// changes (it peeks). Needs redrive on the dead-letter queue.
+	PreviewRedrive(context.Context, *connect.Request[v1.PreviewRedriveRequest]) (*connect.Response[v1.PreviewRedriveResponse], error)
 	// GetRedrive reports a redrive's progress.
 	GetRedrive(context.Context, *connect.Request[v1.GetRedriveRequest]) (*connect.Response[v1.GetRedriveResponse], error)
 	// ListRedrives lists redrives, newest first.
@@ -189,6 +212,12 @@ func NewDeadLetterServiceHandler(svc DeadLetterServiceHandler, opts ...connect.H
 		connect.WithSchema(deadLetterServiceMethods.ByName("StartRedrive")),
 		connect.WithHandlerOptions(opts...),
 	)
+	deadLetterServicePreviewRedriveHandler := connect.NewUnaryHandler(
+		DeadLetterServicePreviewRedriveProcedure,
+		svc.PreviewRedrive,
+		connect.WithSchema(deadLetterServiceMethods.ByName("PreviewRedrive")),
+		connect.WithHandlerOptions(opts...),
+	)
 	deadLetterServiceGetRedriveHandler := connect.NewUnaryHandler(
 		DeadLetterServiceGetRedriveProcedure,
 		svc.GetRedrive,
@@ -213,6 +242,8 @@ func NewDeadLetterServiceHandler(svc DeadLetterServiceHandler, opts ...connect.H
 			deadLetterServiceListDeadLetterSourcesHandler.ServeHTTP(w, r)
 		case DeadLetterServiceStartRedriveProcedure:
 			deadLetterServiceStartRedriveHandler.ServeHTTP(w, r)
+		case DeadLetterServicePreviewRedriveProcedure:
+			deadLetterServicePreviewRedriveHandler.ServeHTTP(w, r)
 		case DeadLetterServiceGetRedriveProcedure:
 			deadLetterServiceGetRedriveHandler.ServeHTTP(w, r)
 		case DeadLetterServiceListRedrivesProcedure:
@@ -234,6 +265,10 @@ func (UnimplementedDeadLetterServiceHandler) ListDeadLetterSources(context.Conte
 
 func (UnimplementedDeadLetterServiceHandler) StartRedrive(context.Context, *connect.Request[v1.StartRedriveRequest]) (*connect.Response[v1.StartRedriveResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.DeadLetterService.StartRedrive is not implemented"))
+}
+
+func (UnimplementedDeadLetterServiceHandler) PreviewRedrive(context.Context, *connect.Request[v1.PreviewRedriveRequest]) (*connect.Response[v1.PreviewRedriveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.DeadLetterService.PreviewRedrive is not implemented"))
 }
 
 func (UnimplementedDeadLetterServiceHandler) GetRedrive(context.Context, *connect.Request[v1.GetRedriveRequest]) (*connect.Response[v1.GetRedriveResponse], error) {

@@ -68,6 +68,8 @@ const (
 	QueueServiceExtendProcedure = "/sluice.v1.QueueService/Extend"
 	// QueueServiceNackProcedure is the fully-qualified name of the QueueService's Nack RPC.
 	QueueServiceNackProcedure = "/sluice.v1.QueueService/Nack"
+	// QueueServicePeekProcedure is the fully-qualified name of the QueueService's Peek RPC.
+	QueueServicePeekProcedure = "/sluice.v1.QueueService/Peek"
 )
 
 // QueueServiceClient is a client for the sluice.v1.QueueService service.
@@ -115,6 +117,13 @@ type QueueServiceClient interface {
 	// Nack releases a delivery: visible again now, or after `delay`. The
 	// reason is kept and travels to the dead-letter queue if it ends there.
 	Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error)
+	// Peek returns a queue's unfinished messages (visible, in flight, delayed,
+	// FIFO-blocked) in log order without receiving them: no receipt is made,
+	// no receive is counted, nothing is hidden or dead-lettered. For looking
+	// into a queue or a dead-letter queue (the console's browser, `sluice
+	// queue peek`); a topic partition is read by offset with TopicService.Fetch,
+	// which changes nothing either. Needs consume: it reads bodies.
+	Peek(context.Context, *connect.Request[v1.PeekRequest]) (*connect.Response[v1.PeekResponse], error)
 }
 
 // NewQueueServiceClient constructs a client for the sluice.v1.QueueService service. By default, it
@@ -212,6 +221,12 @@ func NewQueueServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(queueServiceMethods.ByName("Nack")),
 			connect.WithClientOptions(opts...),
 		),
+		peek: connect.NewClient[v1.PeekRequest, v1.PeekResponse](
+			httpClient,
+			baseURL+QueueServicePeekProcedure,
+			connect.WithSchema(queueServiceMethods.ByName("Peek")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -231,6 +246,7 @@ type queueServiceClient struct {
 	ackBatch    *connect.Client[v1.AckBatchRequest, v1.AckBatchResponse]
 	extend      *connect.Client[v1.ExtendRequest, v1.ExtendResponse]
 	nack        *connect.Client[v1.NackRequest, v1.NackResponse]
+	peek        *connect.Client[v1.PeekRequest, v1.PeekResponse]
 }
 
 // CreateQueue calls sluice.v1.QueueService.CreateQueue.
@@ -303,6 +319,11 @@ func (c *queueServiceClient) Nack(ctx context.Context, req *connect.Request[v1.N
 	return c.nack.CallUnary(ctx, req)
 }
 
+// Peek calls sluice.v1.QueueService.Peek.
+func (c *queueServiceClient) Peek(ctx context.Context, req *connect.Request[v1.PeekRequest]) (*connect.Response[v1.PeekResponse], error) {
+	return c.peek.CallUnary(ctx, req)
+}
+
 // QueueServiceHandler is an implementation of the sluice.v1.QueueService service.
 type QueueServiceHandler interface {
 	// CreateQueue creates a queue. Creating an existing queue with the same
@@ -348,6 +369,13 @@ type QueueServiceHandler interface {
 	// Nack releases a delivery: visible again now, or after `delay`. The
 	// reason is kept and travels to the dead-letter queue if it ends there.
 	Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error)
+	// Peek returns a queue's unfinished messages (visible, in flight, delayed,
+	// FIFO-blocked) in log order without receiving them: no receipt is made,
+	// no receive is counted, nothing is hidden or dead-lettered. For looking
+	// into a queue or a dead-letter queue (the console's browser, `sluice
+	// queue peek`); a topic partition is read by offset with TopicService.Fetch,
+	// which changes nothing either. Needs consume: it reads bodies.
+	Peek(context.Context, *connect.Request[v1.PeekRequest]) (*connect.Response[v1.PeekResponse], error)
 }
 
 // NewQueueServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -441,6 +469,12 @@ func NewQueueServiceHandler(svc QueueServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(queueServiceMethods.ByName("Nack")),
 		connect.WithHandlerOptions(opts...),
 	)
+	queueServicePeekHandler := connect.NewUnaryHandler(
+		QueueServicePeekProcedure,
+		svc.Peek,
+		connect.WithSchema(queueServiceMethods.ByName("Peek")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sluice.v1.QueueService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case QueueServiceCreateQueueProcedure:
@@ -471,6 +505,8 @@ func NewQueueServiceHandler(svc QueueServiceHandler, opts ...connect.HandlerOpti
 			queueServiceExtendHandler.ServeHTTP(w, r)
 		case QueueServiceNackProcedure:
 			queueServiceNackHandler.ServeHTTP(w, r)
+		case QueueServicePeekProcedure:
+			queueServicePeekHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -534,4 +570,8 @@ func (UnimplementedQueueServiceHandler) Extend(context.Context, *connect.Request
 
 func (UnimplementedQueueServiceHandler) Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.QueueService.Nack is not implemented"))
+}
+
+func (UnimplementedQueueServiceHandler) Peek(context.Context, *connect.Request[v1.PeekRequest]) (*connect.Response[v1.PeekResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sluice.v1.QueueService.Peek is not implemented"))
 }
