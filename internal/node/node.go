@@ -4,8 +4,8 @@
 // configured fsync policy and preallocation, ties the broker's Close to the
 // server's shutdown, starts maintenance, offers the broker's state to
 // /metrics and its fsyncs to the storage observer, and mounts the
-// front-ends: the native API on the HTTP listener, Kafka and SQS on their
-// own listeners (internal/server starts those only when configured).
+// front-ends: the native API and the web console on the HTTP listener,
+// Kafka and SQS on their own listeners (internal/server starts those only when configured).
 //
 // `sluice serve` (through Run) and sluicetest both start through Setup, so
 // tests run the production assembly. When sluice becomes a cluster, this is
@@ -84,7 +84,9 @@ func Setup(opts Options) server.Setup {
 		if err := s.Metrics().RegisterSource(metricsSource(b, s.Config().DataDir)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		mountAPI(s, b, store)
+		if err := mountConsole(s, mountAPI(s, b, store), store != nil); err != nil {
+			return err
+		}
 		mountAdmin(s, b, store)
 		if err := mountKafka(s, b, store); err != nil {
 			return err
