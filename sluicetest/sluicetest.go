@@ -33,6 +33,7 @@ type settings struct {
 	clientOpts []client.Option
 	dataDir    string
 	authFile   string
+	sqs        bool
 }
 
 // WithFsync sets the durability policy ("always", the default; "never" is
@@ -59,10 +60,15 @@ func WithDataDir(dir string) Option { return func(s *settings) { s.dataDir = dir
 // WithClientOptions(client.WithToken(...)).
 func WithAuthFile(path string) Option { return func(s *settings) { s.authFile = path } }
 
+// WithSQS also serves the SQS API on a free 127.0.0.1 port (Server.SQSURL).
+func WithSQS() Option { return func(s *settings) { s.sqs = true } }
+
 // Server is a broker running for one test.
 type Server struct {
 	// Addr is the API's host:port; URL is "http://" + Addr.
-	Addr, URL  string
+	Addr, URL string
+	// SQSURL is the SQS endpoint, "http://" + its host:port (WithSQS).
+	SQSURL     string
 	DataDir    string
 	stop       func() error
 	clientOpts []client.Option
@@ -96,6 +102,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 	cfg := server.Defaults()
 	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = st.dataDir, "127.0.0.1:0", "", ""
 	cfg.Fsync = st.fsync
+	if st.sqs {
+		cfg.SQSAddr = "127.0.0.1:0"
+	}
 	cfg.AuthFile = st.authFile
 	if st.maxRequest > 0 {
 		cfg.MaxRequestBytes = st.maxRequest
@@ -129,5 +138,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 		}
 	})
 	addr := srv.Addr(server.HTTP)
-	return &Server{Addr: addr, URL: "http://" + addr, DataDir: st.dataDir, stop: stop, clientOpts: st.clientOpts}
+	out := &Server{Addr: addr, URL: "http://" + addr, DataDir: st.dataDir, stop: stop, clientOpts: st.clientOpts}
+	if st.sqs {
+		out.SQSURL = "http://" + srv.Addr(server.SQS)
+	}
+	return out
 }
