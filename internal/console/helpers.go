@@ -23,10 +23,9 @@ func badRequest(msg string) error {
 
 // sample is the last reading of two counters of one queue, for rates.
 type sample struct {
-	at       time.Time
-	a, b     uint64
-	ra, rb   rate // the rates computed at the last fresh reading
-	computed bool
+	at     time.Time
+	a, b   uint64
+	ra, rb rate // the rates computed at the last fresh reading
 }
 
 // rate is a counter's rate between two page loads, if known.
