@@ -60,6 +60,18 @@ func TestPagesAnswer(t *testing.T) {
 	if code, body, _ := get(t, srv.URL+"/ui/queues/nosuch"); code != http.StatusNotFound || !strings.Contains(body, "QUEUE_NOT_FOUND") {
 		t.Errorf("unknown queue: %d %.300s", code, body)
 	}
+	// By time: from a time before the first record, the first; after the last, none.
+	if code, body, _ := get(t, srv.URL+"/ui/topics/events/0?time=2000-01-01T00:00"); code != http.StatusOK || !strings.Contains(body, "rec-0") {
+		t.Errorf("partition from a time long ago: %d %.300s", code, body)
+	}
+	if code, body, _ := get(t, srv.URL+"/ui/topics/events/0?time=2999-01-01T00:00:00Z"); code != http.StatusOK || strings.Contains(body, "rec-") {
+		t.Errorf("partition from a time to come: %d, want no records", code)
+	}
+	for _, bad := range []string{"/ui/topics/events/x", "/ui/topics/events/0?time=yesterday", "/ui/topics/events/0?offset=-1"} {
+		if code, _, _ := get(t, srv.URL+bad); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", bad, code)
+		}
+	}
 	if code, _, _ := get(t, srv.URL+"/ui/topics/events/x"); code != http.StatusBadRequest {
 		t.Errorf("bad partition: %d", code)
 	}

@@ -2,9 +2,13 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-mq/sluice/client"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
@@ -173,7 +177,19 @@ type partitionData struct {
 	Topic     string
 	Partition int32
 	Offset    int64
+	Time      string // the time asked for, if the offset was found from one
 	Records   *sluicev1.PartitionRecords
+}
+
+// parseTime reads the browser's datetime-local value (no zone: UTC, as the
+// page says) or an RFC 3339 time.
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("not a time: %q", s)
 }
 
 func (c *Console) partition(ctx context.Context, r *http.Request, api *client.Client) (string, any, error) {
@@ -183,13 +199,24 @@ func (c *Console) partition(ctx context.Context, r *http.Request, api *client.Cl
 		return "", nil, badRequest("partition " + r.PathValue("partition") + " is not a partition number")
 	}
 	d.Partition = int32(p)
-	if o := r.URL.Query().Get("offset"); o != "" {
+	q := r.URL.Query()
+	if o := q.Get("offset"); o != "" && q.Get("time") == "" {
 		if d.Offset, err = strconv.ParseInt(o, 10, 64); err != nil || d.Offset < 0 {
 			return "", nil, badRequest("offset " + o + " is not an offset")
 		}
 	} else {
-		offs, err := api.ListOffsets(ctx, &client.ListOffsetsRequest{Topic: d.Topic, Partitions: []int32{d.Partition},
-			Spec: &sluicev1.ListOffsetsRequest_Earliest{Earliest: true}})
+		// From a time (the first record at or after it), or the first stored.
+		req := &client.ListOffsetsRequest{Topic: d.Topic, Partitions: []int32{d.Partition},
+			Spec: &sluicev1.ListOffsetsRequest_Earliest{Earliest: true}}
+		if tm := q.Get("time"); tm != "" {
+			at, err := parseTime(tm)
+			if err != nil {
+				return "", nil, badRequest("time " + tm + ": want 2006-01-02T15:04:05Z (UTC) or RFC 3339")
+			}
+			d.Time = at.UTC().Format("2006-01-02T15:04:05")
+			req.Spec = &sluicev1.ListOffsetsRequest_Time{Time: timestamppb.New(at)}
+		}
+		offs, err := api.ListOffsets(ctx, req)
 		if err != nil {
 			return "", nil, err
 		}
