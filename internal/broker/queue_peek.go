@@ -25,6 +25,10 @@ const PeekMax = 100
 // time, with Next saying where to go on.
 const peekScanBytes = 16 << 20
 
+// peekFirstReadBytes is a peek's first read of the log: a console page of
+// 20 small messages, without copying a fill's 256 KiB.
+const peekFirstReadBytes = 32 << 10
+
 // PeekOptions select what PeekQueue returns.
 type PeekOptions struct {
 	// From is the first offset looked at; below the queue's first
@@ -75,9 +79,12 @@ func (q *queueRT) peek(from int64, n int) (PeekResult, error) {
 	pos := max(from, q.cur().Floor())
 	q.mu.Unlock()
 	res := PeekResult{End: q.log.HighWatermark()}
-	for scanned := 0; pos < res.End && len(res.Messages) < n && scanned < peekScanBytes; {
+	// A page of a few messages needs a small read; a run of finished ones
+	// (or large messages) grows it to a fill's.
+	size := peekFirstReadBytes
+	for scanned := 0; pos < res.End && len(res.Messages) < n && scanned < peekScanBytes; size = fillReadBytes {
 		pos = max(pos, q.log.LogStartOffset())
-		data, err := q.log.Read(pos, fillReadBytes)
+		data, err := q.log.Read(pos, size)
 		if errors.Is(err, storage.ErrOffsetOutOfRange) && pos < q.log.LogStartOffset() {
 			continue // retention deleted it meanwhile: on from the new start
 		}

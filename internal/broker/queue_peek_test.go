@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 func peekBodies(ms []PeekedMessage) []string {
@@ -131,5 +134,41 @@ func TestPreviewRedriveIsWhatTheRedriveMoves(t *testing.T) {
 	}
 	if _, err := e.b.PreviewRedrive(RedriveRequest{Source: "dlq", Destination: "nosuch"}, 1); !errors.Is(err, ErrQueueNotFound) {
 		t.Errorf("missing destination: %v", err)
+	}
+}
+
+// BenchmarkPeekQueue: one console page of a queue (20 messages of 1 KiB)
+// whose first half of 10,000 messages was received (in flight), in memory.
+func BenchmarkPeekQueue(b *testing.B) {
+	br, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: quietLogger(),
+		Sync: storage.SyncPolicy{Mode: storage.SyncNever}, HeadroomBytes: -1, PreallocateBytes: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	if _, err := br.CreateQueue(QueueSettings{Name: "q"}); err != nil {
+		b.Fatal(err)
+	}
+	body := make([]byte, 1024)
+	for range 100 {
+		in := make([]SendInput, 100)
+		for i := range in {
+			in[i] = SendInput{Body: body}
+		}
+		if _, err := br.Send(context.Background(), "q", in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 50 {
+		if _, err := br.Receive(context.Background(), "q", ReceiveOptions{Max: 100}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := br.PeekQueue("q", PeekOptions{From: 5000, Max: 20})
+		if err != nil || len(res.Messages) != 20 {
+			b.Fatalf("%d messages, %v", len(res.Messages), err)
+		}
 	}
 }
