@@ -113,6 +113,9 @@ them. Nothing moves and nothing is received.`,
 		for _, d := range p.GetDestinations() {
 			fmt.Fprintf(w, "  %d to %s\n", d.GetCount(), d.GetQueue())
 		}
+		if n := p.GetWaiting(); n > 0 {
+			fmt.Fprintf(w, "  not counted: %d in flight or delayed (a redrive started now moves them only if they are visible again before it ends)\n", n)
+		}
 		if n := p.GetUnroutable(); n > 0 {
 			fmt.Fprintf(w, "  %d with no source queue: a redrive fails on them unless --to names a queue\n", n)
 		}

@@ -73,7 +73,7 @@ func (d *deadLetterService) PreviewRedrive(_ context.Context, req *connect.Reque
 		return nil, d.toConnect(err, meta)
 	}
 	out := &sluicev1.PreviewRedriveResponse{Count: p.Count, Examined: p.Examined, Complete: p.Complete,
-		Unroutable: p.Unroutable}
+		Unroutable: p.Unroutable, Waiting: p.Waiting}
 	for _, dc := range p.Destinations {
 		out.Destinations = append(out.Destinations, &sluicev1.RedriveDestinationCount{Queue: dc.Queue, Count: dc.Count})
 	}

@@ -10,10 +10,13 @@ const previewScanMessages = 100_000
 // RedrivePreview is what a redrive with the same request would move if it
 // started now, found by peeking (nothing changes).
 type RedrivePreview struct {
-	// Count is how many messages would move: those the filter accepts,
-	// capped by the limit. In-flight and delayed ones count: a redrive
-	// waits for them.
+	// Count is how many messages would move: the visible ones the filter
+	// accepts (FIFO ones behind their group too), capped by the limit.
 	Count int64
+	// Waiting counts accepted messages in flight or delayed: a redrive
+	// ends when it finds nothing visible, so it moves them only if they are
+	// visible again before it ends. Not in Count, nor in the sample.
+	Waiting int64
 	// Examined is how many dead-letter messages were looked at; Complete
 	// is false when the scan stopped at its bound before the end, so Count
 	// is at least what it says.
@@ -66,6 +69,10 @@ func (b *Broker) PreviewRedrive(req RedriveRequest, sample int) (RedrivePreview,
 		for _, pm := range page.Messages {
 			p.Examined++
 			if !accepts(pm.Message) {
+				continue
+			}
+			if pm.State == "in_flight" || pm.State == "delayed" {
+				p.Waiting++
 				continue
 			}
 			if req.Limit > 0 && p.Count == req.Limit {

@@ -885,9 +885,8 @@ func (x *RedriveDestinationCount) GetCount() int64 {
 
 type PreviewRedriveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Messages the redrive would move: those the filter accepts, capped by
-	// the limit, in flight and delayed ones included (a redrive waits for
-	// them).
+	// Messages the redrive would move: the visible ones the filter accepts
+	// (FIFO ones behind their group too), capped by the limit.
 	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
 	// Dead-letter messages looked at. A preview looks at 100,000 at most:
 	// complete is false when it stopped there, and count is then a floor.
@@ -898,7 +897,11 @@ type PreviewRedriveResponse struct {
 	// destination_queue: a redrive of them would fail.
 	Unroutable int64 `protobuf:"varint,5,opt,name=unroutable,proto3" json:"unroutable,omitempty"`
 	// The first sample_size of them, in the order a redrive takes them.
-	Sample        []*PeekedMessage `protobuf:"bytes,6,rep,name=sample,proto3" json:"sample,omitempty"`
+	Sample []*PeekedMessage `protobuf:"bytes,6,rep,name=sample,proto3" json:"sample,omitempty"`
+	// Accepted messages in flight or delayed, not in count: a redrive ends
+	// when it finds nothing visible, so it moves them only if they are
+	// visible again before it ends.
+	Waiting       int64 `protobuf:"varint,7,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -975,6 +978,13 @@ func (x *PreviewRedriveResponse) GetSample() []*PeekedMessage {
 	return nil
 }
 
+func (x *PreviewRedriveResponse) GetWaiting() int64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
 var File_sluice_v1_deadletter_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_deadletter_proto_rawDesc = "" +
@@ -1037,7 +1047,7 @@ const file_sluice_v1_deadletter_proto_rawDesc = "" +
 	"\f_sample_size\"E\n" +
 	"\x17RedriveDestinationCount\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\x80\x02\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x9a\x02\n" +
 	"\x16PreviewRedriveResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x1a\n" +
 	"\bexamined\x18\x02 \x01(\x03R\bexamined\x12\x1a\n" +
@@ -1046,7 +1056,8 @@ const file_sluice_v1_deadletter_proto_rawDesc = "" +
 	"\n" +
 	"unroutable\x18\x05 \x01(\x03R\n" +
 	"unroutable\x120\n" +
-	"\x06sample\x18\x06 \x03(\v2\x18.sluice.v1.PeekedMessageR\x06sample*\x9c\x01\n" +
+	"\x06sample\x18\x06 \x03(\v2\x18.sluice.v1.PeekedMessageR\x06sample\x12\x18\n" +
+	"\awaiting\x18\a \x01(\x03R\awaiting*\x9c\x01\n" +
 	"\fRedriveState\x12\x1d\n" +
 	"\x19REDRIVE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REDRIVE_STATE_RUNNING\x10\x01\x12\x1b\n" +
