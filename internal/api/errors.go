@@ -65,6 +65,9 @@ const (
 	ReasonNotLeader = "NOT_LEADER"
 	// ReasonReplicationUnknown: a replicated write may or may not have been committed.
 	ReasonReplicationUnknown = "REPLICATION_UNKNOWN"
+	// ReasonNotCoordinator: in a cluster, a consumer-group call on a node that does not
+	// coordinate groups (the controller does): retry on the controller.
+	ReasonNotCoordinator = "NOT_COORDINATOR"
 )
 
 // errorRule maps one broker error (matched with errors.Is) to a Connect code
@@ -102,6 +105,8 @@ var errorTable = []errorRule{
 	{broker.ErrUnknownProducerID, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrSubscriptionNotFound, connect.CodeNotFound, ReasonSubNotFound},
 	{broker.ErrSubscriptionExists, connect.CodeAlreadyExists, ReasonSubExists},
+	{broker.ErrNotCoordinator, connect.CodeUnavailable, ReasonNotCoordinator},
+	{broker.ErrCoordinatorNotAvailable, connect.CodeUnavailable, ReasonNotCoordinator},
 	{broker.ErrGroupNotFound, connect.CodeNotFound, ReasonGroupNotFound},
 	{broker.ErrGroupNotEmpty, connect.CodeFailedPrecondition, ReasonGroupActive},
 	{broker.ErrInconsistentProtocol, connect.CodeFailedPrecondition, ReasonGroupProtocol},

@@ -216,6 +216,13 @@ func Open(opts Options) (_ *Broker, err error) {
 		b.closeQueues()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	if b.cluster != nil {
+		if err := b.openClusterGroups(opts.Cluster); err != nil {
+			b.streams.close()
+			b.closeQueues()
+			return nil, err
+		}
+	}
 	b.log.Info("broker open", "dir", opts.Dir, "queues", len(b.queues), "sync", opts.Sync.String())
 	if b.cluster != nil {
 		go b.cluster.run()

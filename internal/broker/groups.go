@@ -35,6 +35,8 @@ type groupRT struct {
 	syncs  map[group.Ticket]chan group.SyncResult
 	closed bool // joins and syncs are refused: nothing would answer them
 
+	cl *clusterGroups // in a cluster: offsets go through the metadata group (cluster_groups.go)
+
 	kick chan struct{} // a deadline may have moved (capacity 1)
 	stop chan struct{} // closed by close: the ticker goroutine returns
 	done chan struct{} // closed when it has

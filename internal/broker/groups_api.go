@@ -32,6 +32,9 @@ func (b *Broker) JoinGroup(ctx context.Context, req group.JoinRequest) (group.Jo
 	if err != nil {
 		return group.JoinResult{}, err
 	}
+	if err := b.CheckCoordinator(ctx); err != nil {
+		return group.JoinResult{}, err
+	}
 	ch := make(chan group.JoinResult, 1)
 	if err := g.lockChecked(); err != nil {
 		return group.JoinResult{}, err
@@ -42,9 +45,9 @@ func (b *Broker) JoinGroup(ctx context.Context, req group.JoinRequest) (group.Jo
 	}
 	t, out := g.coord.Join(b.now(), req)
 	g.joins[t] = ch
-	jch := g.dispatchLocked(out)
+	durable := g.persistLocked(ctx, out)
 	g.mu.Unlock()
-	if err := g.wait(jch); err != nil {
+	if err := durable(); err != nil {
 		return group.JoinResult{}, err
 	}
 	select {
@@ -64,6 +67,9 @@ func (b *Broker) JoinGroup(ctx context.Context, req group.JoinRequest) (group.Jo
 func (b *Broker) SyncGroup(ctx context.Context, req group.SyncRequest) (group.SyncResult, error) {
 	g, err := b.groups()
 	if err != nil {
+		return group.SyncResult{}, err
+	}
+	if err := b.CheckCoordinator(ctx); err != nil {
 		return group.SyncResult{}, err
 	}
 	ch := make(chan group.SyncResult, 1)
@@ -99,6 +105,9 @@ func (b *Broker) Heartbeat(req group.HeartbeatRequest) error {
 	if err != nil {
 		return err
 	}
+	if err := b.CheckCoordinator(context.Background()); err != nil {
+		return err
+	}
 	if err := g.lockChecked(); err != nil {
 		return err
 	}
@@ -112,6 +121,9 @@ func (b *Broker) Heartbeat(req group.HeartbeatRequest) error {
 func (b *Broker) LeaveGroup(groupID string, refs []group.MemberRef) ([]error, error) {
 	g, err := b.groups()
 	if err != nil {
+		return nil, err
+	}
+	if err := b.CheckCoordinator(context.Background()); err != nil {
 		return nil, err
 	}
 	if err := g.lockChecked(); err != nil {
@@ -133,6 +145,9 @@ func (b *Broker) CommitOffsets(ctx context.Context, req group.CommitRequest) ([]
 	if err != nil {
 		return nil, err
 	}
+	if err := b.CheckCoordinator(ctx); err != nil {
+		return nil, err
+	}
 	errs := make([]error, len(req.Offsets))
 	var keep []group.OffsetCommit
 	var idx []int
@@ -148,7 +163,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, req group.CommitRequest) ([]
 		return nil, err
 	}
 	cerrs, out, err := g.coord.Commit(b.now(), req)
-	jch := g.dispatchLocked(out)
+	durable := g.persistLocked(ctx, out)
 	g.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -156,7 +171,7 @@ func (b *Broker) CommitOffsets(ctx context.Context, req group.CommitRequest) ([]
 	for j, e := range cerrs {
 		errs[idx[j]] = e
 	}
-	if err := g.wait(jch); err != nil {
+	if err := durable(); err != nil {
 		return nil, fmt.Errorf("commit not durable: %w", err)
 	}
 	return errs, nil
@@ -213,14 +228,23 @@ func (b *Broker) DeleteGroup(groupID string) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), groupChangeTimeout)
+	defer cancel()
+	if err := b.CheckCoordinator(ctx); err != nil {
+		return err
+	}
 	if err := g.lockChecked(); err != nil {
 		return err
 	}
 	out, err := g.coord.Delete(groupID)
-	jch := g.dispatchLocked(out)
+	durable := g.persistLocked(ctx, out)
 	g.mu.Unlock()
-	return errors.Join(err, g.wait(jch))
+	return errors.Join(err, durable())
 }
+
+// groupChangeTimeout bounds, in a cluster, the wait for the metadata group's commit of a
+// group change made by a call that has no context of its own.
+const groupChangeTimeout = 10 * time.Second
 
 // ResetTo says where ResetGroupOffsets moves a group.
 type ResetTo int
@@ -248,6 +272,11 @@ func (b *Broker) ResetGroupOffsets(groupID, topic string, partitions []int32, sp
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), groupChangeTimeout)
+	defer cancel()
+	if err := b.CheckCoordinator(ctx); err != nil {
+		return nil, err
+	}
 	t, err := b.streams.topic(topic)
 	if err != nil {
 		return nil, err
@@ -273,12 +302,12 @@ func (b *Broker) ResetGroupOffsets(groupID, topic string, partitions []int32, sp
 		return nil, err
 	}
 	out, err := g.coord.ResetOffsets(b.now(), groupID, offs)
-	jch := g.dispatchLocked(out)
+	durable := g.persistLocked(ctx, out)
 	g.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	return offs, g.wait(jch)
+	return offs, durable()
 }
 
 func resolveReset(p *partitionRT, spec ResetSpec) (int64, error) {
@@ -352,16 +381,21 @@ func (b *Broker) DeleteOffsets(groupID string, partitions []group.TopicPartition
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), groupChangeTimeout)
+	defer cancel()
+	if err := b.CheckCoordinator(ctx); err != nil {
+		return nil, err
+	}
 	if err := g.lockChecked(); err != nil {
 		return nil, err
 	}
 	errs, out, err := g.coord.DeleteOffsets(b.now(), groupID, partitions)
-	jch := g.dispatchLocked(out)
+	durable := g.persistLocked(ctx, out)
 	g.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if err := g.wait(jch); err != nil {
+	if err := durable(); err != nil {
 		return nil, fmt.Errorf("offset deletion not durable: %w", err)
 	}
 	return errs, nil

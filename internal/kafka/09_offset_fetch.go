@@ -16,7 +16,7 @@ import (
 // reset policy. It needs describe on the group (GROUP_AUTHORIZATION_FAILED)
 // and on each listed topic (TOPIC_AUTHORIZATION_FAILED); "all" leaves out
 // the topics the principal may not describe.
-func handleOffsetFetch(_ context.Context, c *conn, req *kmsg.OffsetFetchRequest) (reply, error) {
+func handleOffsetFetch(ctx context.Context, c *conn, req *kmsg.OffsetFetchRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for _, g := range req.Groups {
@@ -24,7 +24,7 @@ func handleOffsetFetch(_ context.Context, c *conn, req *kmsg.OffsetFetchRequest)
 			for _, t := range g.Topics {
 				topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
 			}
-			code, got := c.fetchGroupOffsets(g.Group, topics, g.Topics == nil)
+			code, got := c.fetchGroupOffsets(ctx, g.Group, topics, g.Topics == nil)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
 			for _, t := range got {
@@ -45,7 +45,7 @@ func handleOffsetFetch(_ context.Context, c *conn, req *kmsg.OffsetFetchRequest)
 	for _, t := range req.Topics {
 		topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
 	}
-	resp.ErrorCode, resp.Topics = c.fetchGroupOffsets(req.Group, topics, req.Topics == nil && req.Version >= 2)
+	resp.ErrorCode, resp.Topics = c.fetchGroupOffsets(ctx, req.Group, topics, req.Topics == nil && req.Version >= 2)
 	return msg(resp)
 }
 
@@ -56,14 +56,19 @@ type offsetFetchTopic struct {
 }
 
 // fetchGroupOffsets answers one group: its error code and its topics. A
-// refusal of the group is also set on every listed partition, because
-// v0-1 carry the error per partition only.
-func (c *conn) fetchGroupOffsets(group string, topics []offsetFetchTopic, all bool) (int16, []kmsg.OffsetFetchResponseTopic) {
+// refusal of the group (not authorized; NOT_COORDINATOR) is also set on
+// every listed partition, because v0-1 carry the error per partition only.
+func (c *conn) fetchGroupOffsets(ctx context.Context, group string, topics []offsetFetchTopic, all bool) (int16, []kmsg.OffsetFetchResponseTopic) {
 	if group == "" {
 		return errCode(errInvalidGroupID, nil), nil
 	}
+	code := int16(0)
 	if !c.may(auth.Describe, auth.Group, group) {
-		code := kerr.GroupAuthorizationFailed.Code
+		code = kerr.GroupAuthorizationFailed.Code
+	} else if err := c.s.b.CheckCoordinator(ctx); err != nil {
+		code = errCode(err, nil) // in a cluster, on a node other than the controller
+	}
+	if code != 0 {
 		var out []kmsg.OffsetFetchResponseTopic
 		for _, t := range topics {
 			rt := kmsg.NewOffsetFetchResponseTopic()

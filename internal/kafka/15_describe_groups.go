@@ -13,12 +13,18 @@ import (
 // member's subscription and assignment as the leader sent it. An unknown
 // group is described as Dead with no error, as Kafka does before v6; v6+
 // answer GROUP_ID_NOT_FOUND with a message (KIP-1043).
-func handleDescribeGroups(_ context.Context, c *conn, req *kmsg.DescribeGroupsRequest) (reply, error) {
+func handleDescribeGroups(ctx context.Context, c *conn, req *kmsg.DescribeGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
 		if !c.may(auth.Describe, auth.Group, id) {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
 			rg.Group, rg.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		if err := c.s.b.CheckCoordinator(ctx); err != nil && id != "" {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = id, errCode(err, nil)
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}

@@ -2,12 +2,14 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleListGroups lists every group, filtered by state when v4+ asks and
@@ -15,10 +17,18 @@ import (
 // "consumer" and KIP-932's "share" groups are not served yet).
 // As in Kafka, describe on the cluster shows every group; otherwise only
 // the groups the principal may describe are listed.
-func handleListGroups(_ context.Context, c *conn, req *kmsg.ListGroupsRequest) (reply, error) {
+func handleListGroups(ctx context.Context, c *conn, req *kmsg.ListGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	all := c.mayCluster(auth.Describe)
 	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return strings.EqualFold(t, groupTypeClassic) }) {
+		return msg(resp)
+	}
+	// A broker lists the groups it coordinates: in a cluster a node other than the
+	// controller coordinates none (clients ask every broker and merge).
+	if err := c.s.b.CheckCoordinator(ctx); errors.Is(err, broker.ErrNotCoordinator) {
+		return msg(resp)
+	} else if err != nil {
+		resp.ErrorCode = errCode(err, nil)
 		return msg(resp)
 	}
 	for _, g := range c.s.b.ListGroups() {

@@ -15,6 +15,10 @@ var errorTable = []struct {
 	err  error
 	code *kerr.Error
 }{
+	// In a cluster, a group request on a node other than the controller; clients find
+	// the coordinator again (broker/cluster_groups.go).
+	{broker.ErrNotCoordinator, kerr.NotCoordinator},
+	{broker.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
 	{broker.ErrTopicNotFound, kerr.UnknownTopicOrPartition},
 	{broker.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
 	{broker.ErrTopicExists, kerr.TopicAlreadyExists},

@@ -260,12 +260,26 @@ func checkName(name string) error {
 
 // do proposes cmd and waits for this node to apply it.
 func (c *Catalog) do(ctx context.Context, cmd Command) (Result, error) {
+	wait, err := c.doAsync(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	return wait(ctx)
+}
+
+// doAsync proposes cmd; the function it returns waits for this node to apply it.
+func (c *Catalog) doAsync(cmd Command) (func(context.Context) (Result, error), error) {
 	cmd.Origin = uint64(c.host.Node())
 	cmd.Request = c.seq.Add(1)
 	p, err := c.host.ProposeAsync(Group, cmd.Encode(nil))
 	if err != nil {
-		return Result{}, mapErr(err)
+		return nil, mapErr(err)
 	}
+	return func(ctx context.Context) (Result, error) { return c.await(ctx, p, cmd.Request) }, nil
+}
+
+// await waits for proposal p of request req to be applied on this node.
+func (c *Catalog) await(ctx context.Context, p *multiraft.Proposal, req uint64) (Result, error) {
 	select {
 	case <-p.Done():
 	case <-ctx.Done():
@@ -279,7 +293,7 @@ func (c *Catalog) do(ctx context.Context, cmd Command) (Result, error) {
 	if err != nil {
 		return Result{}, mapErr(err)
 	}
-	r, ok := c.sm.take(index, cmd.Request)
+	r, ok := c.sm.take(index, req)
 	if !ok {
 		return Result{}, fmt.Errorf("%w: entry %d applied without this node's result", ErrOutcomeUnknown, index)
 	}

@@ -18,6 +18,9 @@ const (
 	OpDeleteTopic   Op = 3
 	OpAddPartitions Op = 4
 	OpUpdateTopic   Op = 5
+	// OpGroupOffsets carries consumer-group offset changes: bytes this package never
+	// interprets, handed to the broker's GroupOffsets hook on every node (groupoffsets.go).
+	OpGroupOffsets Op = 6
 )
 
 // commandVersion is an entry's first byte: a replica that meets a version it does not know
@@ -26,9 +29,10 @@ const commandVersion = 1
 
 // Limits of a decoded command: the decoder allocates nothing past them on any input.
 const (
-	MaxAddr       = 1 << 10 // a node address
-	MaxSettings   = 1 << 20 // a topic's settings
-	MaxPartitions = 10000   // partitions of one topic
+	MaxAddr         = 1 << 10 // a node address
+	MaxSettings     = 1 << 20 // a topic's settings
+	MaxPartitions   = 10000   // partitions of one topic
+	MaxGroupOffsets = 8 << 20 // a group-offsets payload
 )
 
 // ErrBadCommand: an entry that is not one well-formed command. The state machine stops on
@@ -47,6 +51,7 @@ type Command struct {
 	Partitions int32  // Create: the count; AddPartitions: the new total
 	RF         int32  // Create: the replication factor (<= 0: the default)
 	Settings   []byte // Create, Update (empty: none)
+	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier)
 }
 
 // Encode appends c's encoding to b.
@@ -57,6 +62,7 @@ type Command struct {
 //	3 DeleteTopic    name(bytes)
 //	4 AddPartitions  name(bytes) total(varint)
 //	5 UpdateTopic    name(bytes) settings(bytes)
+//	6 GroupOffsets   payload(bytes)
 //
 // bytes is a uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -82,6 +88,8 @@ func (c *Command) Encode(b []byte) []byte {
 	case OpUpdateTopic:
 		b = appendString(b, c.Name)
 		b = appendBytes(b, c.Settings)
+	case OpGroupOffsets:
+		b = appendBytes(b, c.Payload)
 	}
 	return b
 }
@@ -126,11 +134,16 @@ func Decode(b []byte) (Command, error) {
 	case OpUpdateTopic:
 		c.Name = string(d.bytes(MaxTopicName))
 		c.Settings = d.bytes(MaxSettings)
+	case OpGroupOffsets:
+		c.Payload = d.bytes(MaxGroupOffsets)
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}
 	if len(c.Settings) == 0 {
 		c.Settings = nil
+	}
+	if len(c.Payload) == 0 {
+		c.Payload = nil
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d trailing bytes", len(d.b))

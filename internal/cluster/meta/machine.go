@@ -29,9 +29,19 @@ type Machine struct {
 	mu      sync.Mutex // guards changed and results
 	changed chan struct{}
 	results map[uint64]Result
+
+	// gmu guards the group-offsets hook and what waits for it (groupoffsets.go). Taken
+	// before the hook's own locks, never while holding mu.
+	gmu     sync.Mutex
+	hook    GroupOffsets
+	pending []groupOffsets // applied before a hook was set, oldest first
+	offsets bool           // a hook was set or a group-offsets entry applied: keep the log
 }
 
-var _ multiraft.StateMachine = (*Machine)(nil)
+var (
+	_ multiraft.StateMachine      = (*Machine)(nil)
+	_ multiraft.CompactionLimiter = (*Machine)(nil)
+)
 
 // NewMachine returns the empty catalog of node (whose proposals' results it keeps).
 func NewMachine(node multiraft.NodeID) *Machine {
@@ -72,20 +82,34 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 		r     Result
 	}
 	var mine []kept
+	var offsets []groupOffsets
+	catalog := false
 	for _, e := range ents {
 		c, err := Decode(e.Data)
 		if err != nil {
 			return fmt.Errorf("meta: entry %d: %w", e.Index, err)
 		}
-		r := s.apply(e, &c)
-		s.Index = e.Index
+		var r Result
+		if c.Op == OpGroupOffsets {
+			// Not the catalog's: State stays as it is (no reconcile round per commit).
+			offsets = append(offsets, groupOffsets{e.Index, c.Payload})
+		} else {
+			r = s.apply(e, &c)
+			s.Index, catalog = e.Index, true
+		}
 		if c.Origin == m.node {
 			r.Request = c.Request
 			mine = append(mine, kept{e.Index, r})
 		}
 	}
 	// Publish before the results: a caller that got its result sees a State at least as new.
-	m.publish(s)
+	if catalog {
+		m.publish(s)
+	}
+	// And hand the offsets over before the results too: a commit answered is applied here.
+	if err := m.deliver(offsets); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	for _, k := range mine {
 		m.keep(k.index, k.r)

@@ -8,7 +8,13 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
 
-const snapVersion = 1
+// snapVersion is a snapshot of the catalog alone; snapVersionPending is the same followed
+// by the group-offsets payloads applied before the broker's hook was set (groupoffsets.go),
+// which only the snapshot then holds.
+const (
+	snapVersion        = 1
+	snapVersionPending = 2
+)
 
 // Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
 //
@@ -16,8 +22,20 @@ const snapVersion = 1
 //	nnodes(uvarint) {id(uvarint) kafka(bytes) http(bytes) sqs(bytes)}...        by id
 //	ntopics(uvarint) {name(bytes) id(16) version(uvarint) settings(bytes)
 //	                  nparts(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...}...  by name
+//
+// Version 2 is the same followed by the group-offsets payloads not yet handed to a hook
+// (appendPending): a snapshot taken while the broker was still opening.
 func (m *Machine) Snapshot() ([]byte, error) {
-	return m.State().encode(), nil
+	pending, err := m.checkpoint()
+	if err != nil {
+		return nil, err
+	}
+	b := m.State().encode()
+	if len(pending) > 0 {
+		b[0] = snapVersionPending
+		b = appendPending(b, pending)
+	}
+	return b, nil
 }
 
 func (s *State) encode() []byte {
@@ -56,9 +74,10 @@ func (s *State) encode() []byte {
 // ErrOutcomeUnknown.
 func (m *Machine) Restore(data []byte) error {
 	s := emptyState()
+	var pending []groupOffsets
 	if len(data) > 0 {
 		var err error
-		if s, err = decodeState(data); err != nil {
+		if s, pending, err = decodeState(data); err != nil {
 			return fmt.Errorf("meta: snapshot: %w", err)
 		}
 	}
@@ -66,14 +85,14 @@ func (m *Machine) Restore(data []byte) error {
 	m.results = map[uint64]Result{}
 	m.mu.Unlock()
 	m.publish(s)
-	return nil
+	return m.restorePending(pending)
 }
 
 // decodeState parses a snapshot and checks what apply guarantees: nodes sorted and unique,
 // legal unique topic names, group ids below NextGroup and unique, replicas registered.
-func decodeState(data []byte) (*State, error) {
-	if data[0] != snapVersion {
-		return nil, fmt.Errorf("version %d", data[0])
+func decodeState(data []byte) (*State, []groupOffsets, error) {
+	if data[0] != snapVersion && data[0] != snapVersionPending {
+		return nil, nil, fmt.Errorf("version %d", data[0])
 	}
 	d := decoder{b: data[1:]}
 	s := emptyState()
@@ -99,13 +118,17 @@ func decodeState(data []byte) (*State, error) {
 			s.Topics[t.Name] = t
 		}
 	}
+	var pending []groupOffsets
+	if d.err == nil && data[0] == snapVersionPending {
+		pending = d.pending()
+	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail("%d trailing bytes", len(d.b))
 	}
 	if d.err != nil {
-		return nil, d.err
+		return nil, nil, d.err
 	}
-	return s, nil
+	return s, pending, nil
 }
 
 // count reads a count of items of at least one byte each: never more than the bytes left.

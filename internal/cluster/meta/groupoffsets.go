@@ -1,0 +1,188 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Consumer-group offsets ride on the metadata group (docs/cluster.md, "Consumer groups"):
+// the coordinator proposes one OpGroupOffsets command per change of committed offsets,
+// and every node hands its payload, bytes this package never reads, to the broker's
+// GroupOffsets hook, which applies it to its local group state and journal. The offsets
+// are not part of State or of the snapshot: the broker's group journal on each node is
+// their durable copy, made durable up to the snapshot's index before every snapshot
+// (Checkpoint), and the log after the snapshot is re-applied at restart, as a replicated
+// partition does with its local log (docs/cluster.md, "Replicated partition").
+
+// GroupOffsets is the hook the broker registers (Machine.SetGroupOffsets).
+type GroupOffsets interface {
+	// ApplyGroupOffsets applies one committed payload. Called in log order from the host's
+	// Ready loop (or from SetGroupOffsets for what was applied before the hook was set),
+	// never twice at once. It must not wait for a sync: the journal write may be durable
+	// later, by the next Checkpoint. An error stops the metadata group on this node (an
+	// entry cannot be skipped).
+	ApplyGroupOffsets(index uint64, payload []byte) error
+	// Checkpoint makes everything applied so far durable. Called before every snapshot of
+	// the metadata group: the snapshot says the entries up to its index need not be
+	// re-applied. An error fails the snapshot, which stops the group on this node.
+	Checkpoint() error
+}
+
+// groupOffsets is one applied OpGroupOffsets entry.
+type groupOffsets struct {
+	index   uint64
+	payload []byte
+}
+
+// SetGroupOffsets registers the hook and hands it, in order, the payloads applied before
+// it was set: the host starts applying the metadata log (a restart re-applies the tail
+// after the snapshot) before the broker opens. Set once, before the broker serves.
+func (m *Machine) SetGroupOffsets(h GroupOffsets) error {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	m.hook, m.offsets = h, true
+	for len(m.pending) > 0 {
+		o := m.pending[0]
+		if err := h.ApplyGroupOffsets(o.index, o.payload); err != nil {
+			return fmt.Errorf("meta: entry %d: group offsets: %w", o.index, err)
+		}
+		m.pending = m.pending[1:]
+	}
+	m.pending = nil
+	return nil
+}
+
+// deliver hands applied payloads to the hook, or keeps them until one is set. An empty
+// payload (a barrier) carries nothing.
+func (m *Machine) deliver(offs []groupOffsets) error {
+	if len(offs) == 0 {
+		return nil
+	}
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	m.offsets = true
+	for _, o := range offs {
+		if len(o.payload) == 0 {
+			continue
+		}
+		if m.hook == nil {
+			// The entry's bytes are the host's: keep a copy.
+			m.pending = append(m.pending, groupOffsets{o.index, bytes.Clone(o.payload)})
+			continue
+		}
+		if err := m.hook.ApplyGroupOffsets(o.index, o.payload); err != nil {
+			return fmt.Errorf("meta: entry %d: group offsets: %w", o.index, err)
+		}
+	}
+	return nil
+}
+
+// CompactLimit keeps the whole metadata log once group offsets go through it: a follower
+// sent a snapshot instead of the entries would lack the offsets they carried, since the
+// snapshot holds the catalog only. (multiraft.CompactionLimiter; MaxUint64: no limit.)
+// The log then grows with every commit that changes an offset; docs/cluster.md says what
+// lifts it.
+func (m *Machine) CompactLimit() uint64 {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	if m.offsets {
+		return 0
+	}
+	return math.MaxUint64
+}
+
+// checkpoint runs the hook's Checkpoint before a snapshot, and returns the payloads still
+// waiting for a hook, which the snapshot must carry (nothing else holds them).
+func (m *Machine) checkpoint() ([]groupOffsets, error) {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	if m.hook != nil {
+		if err := m.hook.Checkpoint(); err != nil {
+			return nil, fmt.Errorf("meta: group offsets checkpoint: %w", err)
+		}
+	}
+	return m.pending, nil
+}
+
+// restorePending replaces the payloads waiting for a hook by a snapshot's, and hands them
+// to the hook if one is set.
+func (m *Machine) restorePending(p []groupOffsets) error {
+	m.gmu.Lock()
+	m.pending = p
+	m.offsets = m.offsets || len(p) > 0
+	h := m.hook
+	m.gmu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return m.SetGroupOffsets(h)
+}
+
+// appendPending encodes the payloads a snapshot carries:
+//
+//	n(uvarint, >= 1) {index(uvarint) payload(bytes)}...   indexes increasing
+func appendPending(b []byte, p []groupOffsets) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	for _, o := range p {
+		b = binary.AppendUvarint(b, o.index)
+		b = appendBytes(b, o.payload)
+	}
+	return b
+}
+
+func (d *decoder) pending() []groupOffsets {
+	n := d.count()
+	if d.err == nil && n == 0 {
+		d.fail("an empty group-offsets section")
+	}
+	var out []groupOffsets
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		o := groupOffsets{index: d.uvarint(), payload: bytes.Clone(d.bytes(MaxGroupOffsets))}
+		if d.err == nil && (len(o.payload) == 0 || len(out) > 0 && out[len(out)-1].index >= o.index) {
+			d.fail("group offsets at %d: empty or out of order", o.index)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// ProposeGroupOffsets proposes one group-offsets payload and returns once it is committed
+// and applied on this node (handed to the hook). Leader only: a follower answers
+// *NotLeaderError. An empty payload is a barrier: once it returns, this node has applied
+// every entry committed before it, so its group offsets are as new as the cluster's.
+func (c *Catalog) ProposeGroupOffsets(ctx context.Context, payload []byte) error {
+	if len(payload) > MaxGroupOffsets {
+		return fmt.Errorf("meta: group offsets of %d bytes (max %d)", len(payload), MaxGroupOffsets)
+	}
+	_, err := c.do(ctx, Command{Op: OpGroupOffsets, Payload: payload})
+	return err
+}
+
+// ProposeGroupOffsetsAsync is ProposeGroupOffsets without the wait: the entry takes its
+// place in the log now (so a caller that proposes under its own lock orders its entries),
+// and the function it returns waits for it to be applied here.
+func (c *Catalog) ProposeGroupOffsetsAsync(payload []byte) (func(context.Context) error, error) {
+	if len(payload) > MaxGroupOffsets {
+		return nil, fmt.Errorf("meta: group offsets of %d bytes (max %d)", len(payload), MaxGroupOffsets)
+	}
+	wait, err := c.doAsync(Command{Op: OpGroupOffsets, Payload: payload})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := wait(ctx)
+		return err
+	}, nil
+}
+
+// Term is the metadata group's term and whether this node leads it.
+func (c *Catalog) Term() (term uint64, leader bool) {
+	st, err := c.host.Status(Group)
+	if err != nil {
+		return 0, false
+	}
+	return st.Term, st.Leader == c.host.Node()
+}
