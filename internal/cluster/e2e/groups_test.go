@@ -49,7 +49,7 @@ func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
 	m := startMember(ctx, t, c, group, topic)
 	for round := range kills {
 		m.waitProgress(ctx, t, 300)
-		ctl := controller(ctx, adm)
+		ctl := c.controller(ctx)
 		t.Logf("round %d: controller %d", round, ctl)
 		c.kill(ctl)
 		killed := time.Now()
@@ -120,12 +120,34 @@ func commitStart(ctx context.Context, t *testing.T, adm *kadm.Client, group, top
 	}
 }
 
-// controller asks the cluster for its controller, waiting for one.
-func controller(ctx context.Context, adm *kadm.Client) int {
+// controller returns the controller once a majority of the nodes name it and none names
+// another (a node just restarted may not know it yet), so the node killed is the
+// coordinator.
+func (c *cluster) controller(ctx context.Context) int {
+	c.t.Helper()
+	adms := make([]*kadm.Client, len(c.kafka))
+	for i, addr := range c.kafka {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		defer cl.Close()
+		adms[i] = kadm.NewClient(cl)
+	}
 	for ctx.Err() == nil {
-		md, err := adm.BrokerMetadata(ctx)
-		if err == nil && md.Controller > 0 {
-			return int(md.Controller)
+		named := map[int]int{} // controller -> nodes naming it
+		for _, adm := range adms {
+			mctx, cancel := context.WithTimeout(ctx, time.Second)
+			md, err := adm.BrokerMetadata(mctx)
+			cancel()
+			if err == nil && md.Controller > 0 {
+				named[int(md.Controller)]++
+			}
+		}
+		for id, n := range named {
+			if len(named) == 1 && n >= 2 {
+				return id
+			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
