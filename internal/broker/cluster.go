@@ -12,8 +12,9 @@ package broker
 // log is cut back to its last checkpoint and re-applied after a crash. Fetches are served
 // by the leader from its local log, which holds only committed records.
 //
-// Not replicated yet, and said so in docs/cluster.md: queues, subscriptions and consumer
-// groups' offsets stay on the node that serves them.
+// Consumer groups are coordinated by the controller, their committed offsets replicated
+// through the metadata group (cluster_groups.go). Not replicated yet, and said so in
+// docs/cluster.md: queues and subscriptions stay on the node that serves them.
 
 import (
 	"errors"

@@ -50,8 +50,9 @@ func (c *conn) coordinator(typ int8, key string) (node int32, host string, port 
 }
 
 // clusterCoordinator: in a cluster every group is coordinated by the controller (the
-// metadata group's leader), so all members of a group meet on one node. Its committed
-// offsets live on that node only (docs/cluster.md, "Not replicated yet").
+// metadata group's leader), so all members of a group meet on one node; other nodes answer
+// group requests NOT_COORDINATOR, and committed offsets are replicated through the metadata
+// group (docs/cluster.md, "Consumer groups").
 func (c *conn) clusterCoordinator() (int32, string, int32, int16, *string) {
 	ctl := c.controller()
 	for _, b := range c.brokers() {
