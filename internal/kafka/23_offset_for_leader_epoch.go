@@ -12,7 +12,7 @@ import (
 // handleOffsetForLeaderEpoch answers clients that check for log truncation
 // (KIP-320). A partition has had one leader, at epoch 0, since it was
 // created, so epoch 0 ends at the high watermark and later epochs are
-// unknown.
+// unknown. In a cluster epochs are Raft terms (clusterEpochEnd).
 func handleOffsetForLeaderEpoch(_ context.Context, c *conn, req *kmsg.OffsetForLeaderEpochRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	for _, t := range req.Topics {
@@ -26,6 +26,8 @@ func handleOffsetForLeaderEpoch(_ context.Context, c *conn, req *kmsg.OffsetForL
 			switch {
 			case denied:
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case c.s.b.Clustered():
+				c.clusterEpochEnd(t.Topic, p, &rp) // epochs are Raft terms there
 			case p.CurrentLeaderEpoch > 0:
 				rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			case p.LeaderEpoch > 0:

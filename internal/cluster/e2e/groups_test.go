@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/testproc"
 )
@@ -278,7 +276,7 @@ func (m *member) run(ctx context.Context, t *testing.T) {
 		m.mu.Unlock()
 		m.processed.Add(int64(len(recs)))
 		if len(recs) > 0 {
-			if err := m.commit(ctx, recs); err != nil {
+			if err := m.cl.CommitRecords(ctx, recs...); err != nil {
 				m.commitErrs.Add(1)
 				if ctx.Err() == nil {
 					t.Logf("commit: %v", err)
@@ -289,37 +287,6 @@ func (m *member) run(ctx context.Context, t *testing.T) {
 		}
 		time.Sleep(30 * time.Millisecond) // slow processing: a backlog outlives the kills
 	}
-}
-
-// commit commits the offsets after recs, with leader epoch -1: franz-go checks a
-// committed epoch with OffsetForLeaderEpoch, which in a cluster refuses every epoch
-// above 0 today (UNKNOWN_LEADER_EPOCH, retried forever), and that is not what this test
-// is about.
-func (m *member) commit(ctx context.Context, recs []*kgo.Record) error {
-	offs := map[string]map[int32]kgo.EpochOffset{}
-	for _, r := range recs {
-		if offs[r.Topic] == nil {
-			offs[r.Topic] = map[int32]kgo.EpochOffset{}
-		}
-		if r.Offset+1 > offs[r.Topic][r.Partition].Offset {
-			offs[r.Topic][r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset + 1}
-		}
-	}
-	var cerr error
-	m.cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			cerr = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
-					cerr = err
-				}
-			}
-		}
-	})
-	return cerr
 }
 
 // waitProgress waits until the member processed and committed n more records.
