@@ -1,0 +1,121 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+// coordinator waits for the node that coordinates groups (the metadata leader, ready).
+func (c *memCluster) coordinator() (multiraft.NodeID, *Broker) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, id := range c.ids {
+			b := c.nodes[id].b
+			if b == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := b.CheckCoordinator(ctx)
+			cancel()
+			if err == nil {
+				return id, b
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatal("no coordinator within 10 s")
+	return 0, nil
+}
+
+// TestClusterGroupOffsetsSurviveControllerPowerCuts: three brokers of a cluster in one
+// process (metadata snapshots every 25 entries, so the group journal's checkpoint runs),
+// a group's offsets committed on the coordinator, whose node then loses power; the next
+// coordinator serves the last acknowledged offsets, nodes that are not the coordinator
+// refuse group calls with NotCoordinatorError, and at the end every node, the ones that
+// lost power included, holds the last acknowledged offsets.
+func TestClusterGroupOffsetsSurviveControllerPowerCuts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	c := newMemCluster(t, 3)
+	_, ctl := c.coordinator()
+	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int32]int64{}
+	commit := func(off int64) {
+		t.Helper()
+		for attempt := 0; ; attempt++ {
+			if attempt == 200 {
+				t.Fatalf("commit %d: no coordinator took it", off)
+			}
+			_, b := c.coordinator()
+			errs, err := b.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", Generation: -1,
+				Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: off, LeaderEpoch: -1}, {Topic: "t", Partition: 1, Offset: off + 1, LeaderEpoch: -1}}})
+			if errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorNotAvailable) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if err != nil || errs[0] != nil || errs[1] != nil {
+				t.Fatalf("commit %d: %v %v", off, err, errs)
+			}
+			acked[0], acked[1] = off, off+1
+			return
+		}
+	}
+	holds := func(b *Broker) bool {
+		for p, want := range acked {
+			if got, ok := b.FetchOffset("g", "t", p); !ok || got.Offset != want {
+				return false
+			}
+		}
+		return true
+	}
+	rounds := envInt("SLUICE_CLUSTER_CUTS", 4)
+	for round := range rounds {
+		for i := range 30 { // past a metadata snapshot every round
+			commit(int64(100*round + i))
+		}
+		id, b := c.coordinator()
+		if !holds(b) {
+			t.Fatalf("round %d: the coordinator does not hold its own acknowledged offsets", round)
+		}
+		for _, other := range c.ids {
+			if ob := c.nodes[other].b; other != id && ob != nil {
+				_, err := ob.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", Generation: -1,
+					Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: 1}}})
+				var nc *NotCoordinatorError
+				if !errors.As(err, &nc) {
+					t.Fatalf("round %d: a commit on n%d (not the coordinator, n%d is): %v", round, other, id, err)
+				}
+				if _, err := ob.JoinGroup(context.Background(), group.JoinRequest{Group: "g"}); !errors.Is(err, ErrNotCoordinator) {
+					t.Fatalf("round %d: a join on n%d: %v", round, other, err)
+				}
+			}
+		}
+		c.crash(id, true)
+		next, nb := c.coordinator()
+		if !holds(nb) {
+			got0, _ := nb.FetchOffset("g", "t", 0)
+			t.Fatalf("round %d: n%d lost power; the new coordinator n%d has t/0 at %d, acknowledged %d", round, id, next, got0.Offset, acked[0])
+		}
+		c.start(id)
+		t.Logf("round %d: coordinator n%d lost power, n%d took over with the acknowledged offsets", round, id, next)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, id := range c.ids {
+		for !holds(c.nodes[id].b) {
+			if time.Now().After(deadline) {
+				got0, _ := c.nodes[id].b.FetchOffset("g", "t", 0)
+				t.Fatalf("n%d: t/0 at %d, acknowledged %d", id, got0.Offset, acked[0])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
