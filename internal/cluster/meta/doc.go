@@ -10,8 +10,14 @@
 // (internal/node) watches State/Changed and creates the broker topics and partition groups
 // a node must host; this package creates nothing itself.
 //
+// It also carries consumer-group offset changes (OpGroupOffsets, groupoffsets.go): bytes
+// it never reads, handed in log order to the hook the broker registers on every node. They
+// are not part of State or of the catalog's snapshot (only those applied before the hook
+// was set ride in it), so once they flow the metadata log is never compacted.
+//
 // It must never import the broker, a front-end, the server or the node (deps_test.go),
-// read a clock or a random source in apply, interpret a topic's settings, or mutate a
+// read a clock or a random source in apply, interpret a topic's settings or a group-offsets
+// payload, or mutate a
 // State it has handed out: a State is an immutable value, replaced whole on every change.
 // See docs/cluster.md, "Catalog".
 package meta
