@@ -17,7 +17,7 @@
 //
 // It must never import the broker, a front-end, the server or the node (deps_test.go),
 // read a clock or a random source in apply, interpret a topic's settings or a group-offsets
-// payload, or mutate a
-// State it has handed out: a State is an immutable value, replaced whole on every change.
+// payload, or mutate a State it has handed out: a State is an immutable value, replaced
+// whole on every change.
 // See docs/cluster.md, "Catalog".
 package meta
