@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,14 +20,13 @@ import (
 // cluster is n `sluice serve` processes on fixed loopback ports, so a node restarted
 // comes back where clients and peers expect it.
 type cluster struct {
-	t       *testing.T
-	bin     string
-	dirs    []string
-	raft    []string // --cluster-addr of node i+1
-	kafka   []string // --kafka-addr of node i+1
-	procs   []*testproc.Proc
-	peers   string
-	extraMu sync.Mutex
+	t     *testing.T
+	bin   string
+	dirs  []string
+	raft  []string // --cluster-addr of node i+1
+	kafka []string // --kafka-addr of node i+1
+	procs []*testproc.Proc
+	peers string
 }
 
 func freeAddr(t *testing.T) string {
