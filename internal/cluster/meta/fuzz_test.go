@@ -14,6 +14,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{commandVersion, byte(OpCreateTopic), 0, 0})
+	f.Add((&Command{Op: OpGroupOffsets, Origin: 1, Request: 7, Payload: []byte("offsets")}).Encode(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {
@@ -41,6 +42,10 @@ func FuzzRestore(f *testing.F) {
 	snap, _ := m.Snapshot()
 	f.Add(snap)
 	f.Add([]byte{snapVersion})
+	pending := NewMachine(1)
+	applyAll(f, pending, 1, append(seedCommands(), Command{Op: OpGroupOffsets, Payload: []byte("offsets")}))
+	snap, _ = pending.Snapshot()
+	f.Add(snap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMachine(1)
 		if err := m.Restore(b); err != nil {
