@@ -61,6 +61,12 @@ type clusterGroups struct {
 	g   *groupRT
 	cat *meta.Catalog
 
+	// journaled is a coordinator fed only what this node journals (every applied entry,
+	// and the local events dispatchLocked journals): the journal's state, without what the
+	// coordinator applied ahead of a commit. The group journal's snapshots encode it, so a
+	// change whose entry never commits cannot reach the disk. Guarded by g.mu.
+	journaled *group.Coordinator
+
 	readyTerm atomic.Uint64 // the metadata term the coordinator was made ready in; 0: not ready
 	readyMu   sync.Mutex    // one barrier at a time
 
@@ -78,12 +84,35 @@ var _ meta.GroupOffsets = (*clusterGroups)(nil)
 // machine hands them over now.
 func (b *Broker) openClusterGroups(o *ClusterOptions) error {
 	g := b.streams.groups
-	c := &clusterGroups{g: g, cat: o.Catalog}
-	g.cl = c
+	c := newClusterGroups(g, o.Catalog)
 	if err := o.Meta.SetGroupOffsets(c); err != nil {
 		return fmt.Errorf("broker: consumer-group offsets: %w", err)
 	}
 	return nil
+}
+
+// newClusterGroups puts g in a cluster. Nothing was applied ahead of a commit yet (no
+// member joined), so the coordinator's state is the journal's.
+func newClusterGroups(g *groupRT, cat *meta.Catalog) *clusterGroups {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := &clusterGroups{g: g, cat: cat, journaled: group.New(group.Config{})}
+	for _, ev := range g.coord.Snapshot() {
+		_ = c.journaled.Apply(ev) // the coordinator's own events: valid
+	}
+	g.cl = c
+	return c
+}
+
+// journaledLocked feeds the events this node journals to the journal's coordinator (nil
+// c: a single node, whose coordinator is the journal's). Called with g.mu held.
+func (c *clusterGroups) journaledLocked(evs []group.Event) {
+	if c == nil {
+		return
+	}
+	for _, ev := range evs {
+		_ = c.journaled.Apply(ev) // applied to the coordinator already: valid
+	}
 }
 
 // CheckCoordinator returns nil if this node coordinates consumer groups now: always for
@@ -229,6 +258,7 @@ func (c *clusterGroups) ApplyGroupOffsets(index uint64, payload []byte) error {
 			return err
 		}
 	}
+	c.journaledLocked(evs)
 	ch := g.recordLocked(raws)
 	if ch == nil {
 		return nil

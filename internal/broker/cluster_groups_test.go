@@ -34,7 +34,7 @@ func TestGroupOffsetsHookApplies(t *testing.T) {
 		}
 		payloads = append(payloads, b)
 	}
-	hook := func() *clusterGroups { return &clusterGroups{g: e.b.streams.groups} }
+	hook := func() *clusterGroups { return newClusterGroups(e.b.streams.groups, nil) }
 	check := func(when string) {
 		t.Helper()
 		if got, ok := e.b.FetchOffset("g", "t", 0); !ok || got.Offset != 9 {
@@ -108,4 +108,44 @@ func FuzzDecodeGroupEvents(f *testing.F) {
 			t.Fatalf("re-encoded payload refused: %v", err)
 		}
 	})
+}
+
+// In a cluster the coordinator applies a change before its metadata entry commits; the
+// group journal's snapshot must hold only what was journaled (applied entries), so a
+// change whose entry never commits is not on disk when the coordinator is rebuilt or the
+// node restarts. (With the coordinator's own state in the snapshot, t/0 comes back at 50.)
+func TestClusterGroupSnapshotLeavesOutUncommitted(t *testing.T) {
+	e := newEnv(t, nil) // SnapshotEvery 50: a clean close snapshots after 5 events
+	e.createTopic("t", 1)
+	g := e.b.streams.groups
+	c := newClusterGroups(g, nil)
+	at := time.UnixMilli(1_700_000_000_000)
+	for i := range 8 {
+		b, err := encodeGroupEvents([]group.Event{{Type: group.EventOffsetsCommitted, Group: "g", Time: at,
+			Offsets: []group.CommittedOffset{{Topic: "t", Partition: 0, Committed: group.Committed{Offset: int64(i), LeaderEpoch: -1, CommitTime: at}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ApplyGroupOffsets(uint64(10+i), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The coordinator's commit, applied in memory; its entry never commits.
+	g.mu.Lock()
+	_, _, err := g.coord.Commit(e.clock.Now(), group.CommitRequest{Group: "g", Generation: -1,
+		Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: 50, LeaderEpoch: -1}}})
+	g.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.b.FetchOffset("g", "t", 0); got.Offset != 50 {
+		t.Fatalf("memory holds %d, want the uncommitted 50", got.Offset)
+	}
+	if err := c.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	e.restart() // the clean close snapshots the group journal
+	if got, _ := e.b.FetchOffset("g", "t", 0); got.Offset != 7 {
+		t.Fatalf("after a restart t/0 is at %d, want 7 (the last applied entry)", got.Offset)
+	}
 }

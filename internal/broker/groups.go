@@ -115,7 +115,13 @@ func (g *groupRT) applySnapshot(rest []byte) error {
 // an encoded group.Event. Called with mu held.
 func (g *groupRT) snapshotLocked() ([]byte, error) {
 	var buf []byte
-	for _, ev := range g.coord.Snapshot() {
+	evs := g.coord.Snapshot()
+	if g.cl != nil {
+		// In a cluster the coordinator's memory runs ahead of the journal (a change is
+		// applied before its metadata entry commits): the snapshot is the journal's state.
+		evs = g.cl.journaled.Snapshot()
+	}
+	for _, ev := range evs {
 		b, err := ev.MarshalBinary()
 		if err != nil {
 			return nil, err
@@ -154,6 +160,7 @@ func (g *groupRT) dispatchLocked(out group.Output) <-chan error {
 		}
 		enc = append(enc, b)
 	}
+	g.cl.journaledLocked(out.Events)
 	return g.recordLocked(enc)
 }
 
