@@ -10,12 +10,15 @@
 #   systemd          systemd-analyze verify checks deploy/sluice.service
 #   prometheus       promtool checks and unit-tests deploy/prometheus's alert rules
 #   chromium         the web console's browser tests (internal/console, headless)
+#   postgresql, mariadb-server   the outbox relay's and the inbox's real
+#                    databases (internal/outbox, client/inbox); the tests
+#                    start their own servers on temporary directories
 #   nodejs, npm      the Node Kafka client (internal/kafka/testdata/node);
 #                    only when no node is on PATH: a newer Node from another
 #                    repository (it needs Node 20.19+; bookworm ships 18)
 #                    must not be replaced by Debian's
 set -euo pipefail
-pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka systemd prometheus chromium)
+pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka systemd prometheus chromium postgresql mariadb-server)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

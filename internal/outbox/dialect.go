@@ -121,7 +121,7 @@ func (d *dialect) doneSQL(table string, del bool, n int) string {
 // run); nil for an unknown driver.
 func Schema(driver, table string) []string {
 	d, ok := dialects[driver]
-	if !ok {
+	if !ok || !ident.MatchString(table) {
 		return nil
 	}
 	return strings.Split(fmt.Sprintf(d.schema, table), ";\n")
@@ -131,7 +131,7 @@ func Schema(driver, table string) []string {
 func Migrate(ctx context.Context, db *sql.DB, driver, table string) error {
 	stmts := Schema(driver, table)
 	if stmts == nil {
-		return fmt.Errorf("outbox: unknown driver %q", driver)
+		return fmt.Errorf("outbox: unknown driver %q or table %q not a plain identifier", driver, table)
 	}
 	for _, s := range stmts {
 		if _, err := db.ExecContext(ctx, s); err != nil {

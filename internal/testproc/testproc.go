@@ -50,7 +50,14 @@ type Proc struct {
 // cleanup unless Stop ended it.
 func Serve(t testing.TB, bin string, flags ...string) *Proc {
 	t.Helper()
-	args := append([]string{"serve", "--log-format", "json"}, flags...)
+	return Run(t, bin, append([]string{"serve", "--log-format", "json"}, flags...)...)
+}
+
+// Run runs bin with args (any subcommand that logs JSON lines to stderr,
+// "listening" lines included, such as `sluice outbox relay --log-format
+// json`) and returns at once, as Serve does.
+func Run(t testing.TB, bin string, args ...string) *Proc {
+	t.Helper()
 	p := &Proc{t: t, cmd: exec.Command(bin, args...), addrs: map[string]string{},
 		changed: make(chan struct{}), done: make(chan struct{})}
 	for _, kv := range os.Environ() {
