@@ -69,7 +69,7 @@ END $$`)
 	consumed := make(chan struct{})
 	go func() { defer close(consumed); loyalty.consume(cctx, c, "loyalty") }()
 
-	cfgPath := writeRelayConfig(t, dsn)
+	cfgPath := writeRelayConfig(t, dsn, "batch: 1")
 	relay := testproc.Run(t, bin, "outbox", "relay", "--config", cfgPath, "--server", srv.URL, "--log-format", "json")
 	waitFor(t, "the relay's mark of evt-b to wait on the advisory lock", func() bool {
 		var n int
@@ -148,7 +148,7 @@ func checkout(t *testing.T, db *sql.DB, event string, order, points int) {
 func writeRelayConfig(t *testing.T, dsn string, extra ...string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "relay.yaml")
-	cfg := fmt.Sprintf("driver: postgres\ndsn: %q\nqueue: loyalty\nbatch: 1\ninterval: 10ms\nmetrics_addr: 127.0.0.1:0\n", dsn)
+	cfg := fmt.Sprintf("driver: postgres\ndsn: %q\nqueue: loyalty\ninterval: 10ms\nmetrics_addr: 127.0.0.1:0\n", dsn)
 	if err := os.WriteFile(p, []byte(cfg+strings.Join(extra, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +206,7 @@ func (l *loyalty) consume(ctx context.Context, c *client.Client, queue string) {
 	for ctx.Err() == nil {
 		msgs, err := c.Receive(ctx, queue, client.MaxMessages(10), client.Wait(100*time.Millisecond))
 		if err != nil {
+			sleep(ctx, 50*time.Millisecond) // the broker is down: try again
 			continue
 		}
 		for _, m := range msgs {
