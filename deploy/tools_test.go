@@ -59,13 +59,16 @@ func TestSystemdUnitVerifies(t *testing.T) {
 }
 
 // The alert rules pass promtool's check (PromQL parses, templates render)
-// and its unit tests (deploy/prometheus/sluice-alerts.test.yml): the
+// and its unit tests (deploy/prometheus/sluice-alerts.test.yml; the outbox
+// relay's rules beside them): the
 // alerts fire on the series they are meant for, and not before their for:.
 func TestAlertRulesPromtool(t *testing.T) {
 	promtool := need(t, "promtool", "prometheus")
 	for _, args := range [][]string{
 		{"check", "rules", "prometheus/sluice-alerts.yml"},
 		{"test", "rules", "prometheus/sluice-alerts.test.yml"},
+		{"check", "rules", "prometheus/sluice-outbox-alerts.yml"},
+		{"test", "rules", "prometheus/sluice-outbox-alerts.test.yml"},
 	} {
 		out, err := exec.CommandContext(t.Context(), promtool, args...).CombinedOutput()
 		if err != nil {

@@ -316,3 +316,58 @@ func TestMetricsText(t *testing.T) {
 		t.Error("polling relay exports a CDC slot lag")
 	}
 }
+
+// blockingPublisher holds every publish until release is closed.
+type blockingPublisher struct {
+	Publisher
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (p *blockingPublisher) Publish(ctx context.Context, evs []Event) error {
+	p.once.Do(func() { close(p.entered) })
+	<-p.release
+	return p.Publisher.Publish(ctx, evs)
+}
+
+// While a relay holds its claimed rows across the broker round trip, the
+// application's inserts into the outbox do not wait for it: on InnoDB the
+// claim runs at READ COMMITTED, so it takes no gap lock in front of new ids.
+func TestClaimDoesNotBlockInserts(t *testing.T) {
+	for _, dc := range drivers[:2] {
+		t.Run(dc.driver, func(t *testing.T) {
+			e := newEnv(t, dc, Config{Queue: "q"})
+			if _, err := e.c.CreateQueue(t.Context(), "q", nil); err != nil {
+				t.Fatal(err)
+			}
+			e.insert(t, e.db, "evt-1", "", "x", "")
+			pub, err := NewPublisher(t.Context(), e.c, e.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bp := &blockingPublisher{Publisher: pub, entered: make(chan struct{}), release: make(chan struct{})}
+			r, err := NewRelay(e.cfg, e.db, bp, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { _, err := r.Step(t.Context()); done <- err }()
+			<-bp.entered
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err = e.db.ExecContext(ctx, dc.insert, "evt-2", nil, []byte("y"), nil)
+			close(bp.release)
+			if err != nil {
+				t.Fatalf("insert while the relay held its claim: %v after %s", err, time.Since(start))
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := drain(t, r); got != 1 {
+				t.Fatalf("relayed %d after the held step, want evt-2", got)
+			}
+		})
+	}
+}
