@@ -93,6 +93,9 @@ func TestDependencyDirection(t *testing.T) {
 		// The web console is a client of the native API like any other:
 		// it reaches the broker only through the public client.
 		"internal/console": append([]string{mod + "internal/broker", mod + "internal/queue", mod + "internal/storage", mod + "internal/auth"}, above...),
+		// The outbox relay is a client of the broker (docs/outbox.md): it
+		// publishes through the public client and links nothing of the core.
+		"internal/outbox": {mod + "internal/"},
 		// Raft storage: below the broker, beside storage; it decides no
 		// Raft logic and knows no state machine.
 		"internal/cluster/raftstore": append([]string{mod + "internal/broker", mod + "internal/queue", mod + "internal/group", mod + "internal/journal", "net/http",
