@@ -244,8 +244,28 @@ func (s *stream) handle(ctx context.Context, raw pgproto3.BackendMessage) error 
 	return nil
 }
 
-// logical handles one pgoutput message.
-func (s *stream) logical(data []byte) error {
+// logical handles one pgoutput message. pglogrepl's decoders index into
+// the message without checking every length; a malformed message from the
+// server is turned into an error (the session restarts) rather than a
+// crash of the relay (FuzzCDCMessages).
+func (s *stream) logical(data []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("outbox: cdc: malformed pgoutput message (%d bytes): %v", len(data), p)
+		}
+	}()
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case 'R', 'B', 'C':
+	case 'I':
+		if err := checkInsert(data); err != nil {
+			return err
+		}
+	default:
+		return nil // updates, deletes, types, origins: nothing the relay reads
+	}
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
 		return fmt.Errorf("outbox: cdc: decode: %w", err)

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -83,4 +84,39 @@ func byteaText(s string) ([]byte, error) {
 		return nil, fmt.Errorf("want bytea hex output (\\x…), got %.20q", s)
 	}
 	return hex.DecodeString(h)
+}
+
+// checkInsert walks an Insert message's tuple before pglogrepl decodes it:
+// its decoder allocates each column's declared length before looking at
+// how many bytes there are, so a damaged length would ask for up to 4 GiB.
+func checkInsert(data []byte) error {
+	bad := func(what string) error {
+		return fmt.Errorf("outbox: cdc: malformed insert message (%d bytes): %s", len(data), what)
+	}
+	// 'I', relation id (4), 'N', column count (2).
+	if len(data) < 8 || data[5] != 'N' {
+		return bad("short header")
+	}
+	n := int(binary.BigEndian.Uint16(data[6:8]))
+	rest := data[8:]
+	for range n {
+		if len(rest) < 1 {
+			return bad("fewer columns than announced")
+		}
+		kind := rest[0]
+		rest = rest[1:]
+		if kind != pglogrepl.TupleDataTypeText && kind != pglogrepl.TupleDataTypeBinary {
+			continue
+		}
+		if len(rest) < 4 {
+			return bad("truncated column length")
+		}
+		l := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(l) > uint64(len(rest)) {
+			return bad("column longer than the message")
+		}
+		rest = rest[l:]
+	}
+	return nil
 }
