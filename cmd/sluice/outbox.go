@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -49,7 +50,18 @@ reads PostgreSQL's WAL through a logical replication slot. The broker is
 			if err != nil {
 				return err
 			}
-			return runRelay(ctx, cfg, c, log)
+			// The config's server: and token_file: stand in for the flags
+			// when these are not given.
+			if cfg.Server != "" && !cmd.Flags().Changed("server") && os.Getenv("SLUICE_SERVER") == "" {
+				if c, err = relayClient(cfg, cfg.Server, f.token); err != nil {
+					return err
+				}
+			} else if cfg.TokenFile != "" && f.token == "" {
+				if c, err = relayClient(cfg, f.server, ""); err != nil {
+					return err
+				}
+			}
+			return runRelay(ctx, cfg, c, log, false)
 		}),
 	}
 	cmd.Flags().StringVar(&path, "config", "", "relay config `file` (YAML; docs/outbox.md)")
@@ -68,8 +80,11 @@ func relayLogger(cmd *cobra.Command, format string) (*slog.Logger, error) {
 }
 
 // runRelay opens the database, waits for the broker (a relay started
-// before it retries rather than exits), and relays until ctx ends.
-func runRelay(ctx context.Context, cfg outbox.Config, c *client.Client, log *slog.Logger) error {
+// before it retries rather than exits), and relays until ctx ends. A
+// missing destination or a refused credential stops it, unless
+// waitForDestination (a relay inside `sluice serve`, whose broker may be
+// new and empty: it waits for the queue or topic to be created).
+func runRelay(ctx context.Context, cfg outbox.Config, c *client.Client, log *slog.Logger, waitForDestination bool) error {
 	db, err := outbox.Open(cfg)
 	if err != nil {
 		return err
@@ -82,8 +97,11 @@ func runRelay(ctx context.Context, cfg outbox.Config, c *client.Client, log *slo
 		}
 		// A missing destination, or a refused credential, is a mistake to
 		// report, not an outage to wait out.
-		if ctx.Err() != nil || errors.Is(err, client.ErrQueueNotFound) || errors.Is(err, client.ErrTopicNotFound) ||
-			errors.Is(err, client.ErrUnauthenticated) || errors.Is(err, client.ErrPermissionDenied) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		missing := errors.Is(err, client.ErrQueueNotFound) || errors.Is(err, client.ErrTopicNotFound)
+		if (missing && !waitForDestination) || errors.Is(err, client.ErrUnauthenticated) || errors.Is(err, client.ErrPermissionDenied) {
 			return err
 		}
 		log.Warn("outbox: broker not reachable yet", "err", err, "attempt", attempt)

@@ -75,6 +75,16 @@ SIGTERM or SIGINT shut down gracefully: in-flight requests finish (within
 			// After the first signal, restore the default handling so a
 			// second Ctrl-C kills a shutdown that hangs.
 			context.AfterFunc(ctx, stop)
+			// Outbox relays (docs/outbox.md) run beside the broker as its
+			// clients, and stop with it.
+			rctx, stopRelays := context.WithCancel(ctx)
+			waitRelays, err := startServeRelays(rctx, cfg, log)
+			if err != nil {
+				stopRelays()
+				return err
+			}
+			defer waitRelays()
+			defer stopRelays()
 			return node.Run(ctx, cfg, log, version)
 		},
 	}

@@ -168,6 +168,9 @@ var serveSettings = []serveSetting{
 	maxConnSetting("http-max-connections", "native API", func(c *server.Config) *int { return &c.HTTPMaxConnections }),
 	maxConnSetting("kafka-max-connections", "Kafka", func(c *server.Config) *int { return &c.KafkaMaxConnections }),
 	maxConnSetting("sqs-max-connections", "SQS", func(c *server.Config) *int { return &c.SQSMaxConnections }),
+
+	// The transactional outbox: docs/outbox.md.
+	setting("outbox-config", "outbox relay config `files` (comma-separated) to run beside the broker, each a client of its native API (docs/outbox.md)", func(c *server.Config) *string { return &c.OutboxConfigs }),
 }
 
 func durationSetting(name, usage string, p func(*server.Config) *time.Duration) serveSetting {

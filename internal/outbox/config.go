@@ -54,6 +54,13 @@ type Config struct {
 	Slot        string `yaml:"slot"`
 	Publication string `yaml:"publication"`
 
+	// Server is the broker's URL and TokenFile a file holding the bearer
+	// token of its native API, for a relay `sluice serve --outbox-config`
+	// runs (default: its own HTTP listener, no token); `sluice outbox
+	// relay` uses them when --server / --token are not given.
+	Server    string `yaml:"server"`
+	TokenFile string `yaml:"token_file"`
+
 	// MetricsAddr, if set, serves /metrics (Prometheus text) there.
 	MetricsAddr string `yaml:"metrics_addr"`
 }

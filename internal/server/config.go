@@ -13,6 +13,11 @@ import (
 type Config struct {
 	DataDir string
 
+	// OutboxConfigs are relay config files (comma-separated) that `sluice
+	// serve` runs beside the broker, each a client of its native API
+	// (docs/outbox.md). The server itself never reads them.
+	OutboxConfigs string
+
 	// Listen addresses; "" disables that listener. A port of 0 picks a free
 	// one (tests use "127.0.0.1:0" and read the result with Server.Addr).
 	HTTPAddr  string
