@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -82,7 +83,11 @@ func (c *CDC) Setup(ctx context.Context) error {
 // and started again from the slot's confirmed position after a backoff.
 func (c *CDC) Run(ctx context.Context) error {
 	c.log.Info("outbox relay started", "table", c.cfg.Table, "destination", destination(c.cfg), "mode", "cdc", "slot", c.cfg.Slot)
-	go c.watchLag(ctx)
+	lagCtx, stopLag := context.WithCancel(ctx)
+	var lag sync.WaitGroup
+	lag.Go(func() { c.watchLag(lagCtx) })
+	defer lag.Wait()
+	defer stopLag()
 	failures := 0
 	for ctx.Err() == nil {
 		err := c.Setup(ctx)
@@ -272,11 +277,7 @@ func (s *stream) logical(data []byte) (err error) {
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessage:
-		r, err := newRelation(m)
-		if err != nil {
-			return err
-		}
-		s.rels[m.RelationID] = r
+		s.rels[m.RelationID] = newRelation(m)
 	case *pglogrepl.BeginMessage:
 		s.inTx, s.txEvents = true, s.txEvents[:0]
 	case *pglogrepl.InsertMessage:

@@ -18,7 +18,7 @@ type relation struct {
 	id, eventID, key, payload, headers int // column indexes; -1 when absent
 }
 
-func newRelation(m *pglogrepl.RelationMessage) (*relation, error) {
+func newRelation(m *pglogrepl.RelationMessage) *relation {
 	r := &relation{name: m.RelationName, id: -1, eventID: -1, key: -1, payload: -1, headers: -1}
 	for i, col := range m.Columns {
 		switch col.Name {
@@ -34,7 +34,7 @@ func newRelation(m *pglogrepl.RelationMessage) (*relation, error) {
 			r.headers = i
 		}
 	}
-	return r, nil
+	return r
 }
 
 // decode reads one inserted row (pgoutput sends columns as text).

@@ -66,6 +66,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		// The backlog is queried after every short claim and at least once
+		// a second, failed steps included: during a broker outage the
+		// oldest row's age is what the alert watches.
+		if time.Since(lastStats) >= time.Second || (err == nil && n < r.cfg.Batch) {
+			if serr := r.RefreshStats(ctx); serr != nil && ctx.Err() == nil {
+				r.metrics.errors.Add(1)
+				r.log.Warn("outbox stats query failed", "err", serr)
+			}
+			lastStats = time.Now()
+		}
 		if err != nil {
 			failures++
 			r.metrics.errors.Add(1)
@@ -74,13 +84,6 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		}
 		failures = 0
-		if n < r.cfg.Batch || time.Since(lastStats) >= time.Second {
-			if err := r.RefreshStats(ctx); err != nil && ctx.Err() == nil {
-				r.metrics.errors.Add(1)
-				r.log.Warn("outbox stats query failed", "err", err)
-			}
-			lastStats = time.Now()
-		}
 		if n < r.cfg.Batch {
 			sleep(ctx, r.cfg.Interval)
 		}

@@ -371,3 +371,32 @@ func TestClaimDoesNotBlockInserts(t *testing.T) {
 		})
 	}
 }
+
+// downPublisher is a broker that refuses everything.
+type downPublisher struct{}
+
+func (downPublisher) Publish(context.Context, []Event) error { return errors.New("broker down") }
+
+// While the broker is down the backlog metrics keep moving: the oldest
+// unsent row's age is what the 30 s alert watches, so it must grow during
+// exactly the outage it is for.
+func TestBacklogMetricsDuringBrokerOutage(t *testing.T) {
+	dc := drivers[0]
+	e := newEnv(t, dc, Config{Queue: "q"})
+	if _, err := e.db.ExecContext(t.Context(), `INSERT INTO outbox (event_id, payload, created_at) VALUES ('evt-old', 'x', now() - interval '90 seconds')`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(e.cfg, e.db, downPublisher{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, r)
+	defer stop()
+	waitFor(t, "the backlog metrics during the outage", func() bool {
+		rows, age := r.Metrics().Backlog()
+		return rows == 1 && age >= 90
+	})
+	if r.Metrics().Errors() == 0 {
+		t.Fatal("failed steps not counted")
+	}
+}
