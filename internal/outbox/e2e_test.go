@@ -28,7 +28,7 @@ import (
 // UPDATE is held by a trigger on an advisory lock the test owns), so the
 // restarted relay publishes evt-b again; the inbox applies it once.
 func TestSeedRelayKilledBetweenPublishAndMark(t *testing.T) {
-	bin := testproc.Build(t, t.TempDir())
+	bin := sluiceBin(t)
 	srv := sluicetest.Start(t)
 	c := client.New(srv.URL)
 	ctx := t.Context()

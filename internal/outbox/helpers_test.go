@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,33 @@ var dbs testproc.Databases
 func TestMain(m *testing.M) {
 	code := m.Run()
 	dbs.Stop()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+// The sluice binary, built once for the package's process tests.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+)
+
+func sluiceBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		d, err := os.MkdirTemp("", "sluice-outbox-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		binDir = d
+		binPath = testproc.Build(t, d)
+	})
+	if binPath == "" {
+		t.Fatal("building the sluice binary failed in an earlier test")
+	}
+	return binPath
 }
 
 // driverCase is one database the polling relay runs on.

@@ -21,7 +21,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
-// soak is how long the kill loop runs: a few seconds in CI,
+// soak is how long the kill loop runs: two seconds in CI,
 // SLUICE_OUTBOX_SOAK=1m (1,000 orders/s) by hand.
 func soak(t *testing.T) (d time.Duration, perSecond int) {
 	if s := os.Getenv("SLUICE_OUTBOX_SOAK"); s != "" {
@@ -31,7 +31,7 @@ func soak(t *testing.T) (d time.Duration, perSecond int) {
 		}
 		return d, 1000
 	}
-	return 3 * time.Second, 200
+	return 2 * time.Second, 200
 }
 
 // The relay and the broker, both real processes, are SIGKILLed at random
@@ -46,7 +46,7 @@ func TestKillLoopEveryOrderAppliedOnce(t *testing.T) {
 
 func killLoop(t *testing.T, mode string) {
 	dur, rate := soak(t)
-	bin := testproc.Build(t, t.TempDir())
+	bin := sluiceBin(t)
 	ctx := t.Context()
 	port := freePort(t)
 	brokerURL := "http://127.0.0.1:" + port
