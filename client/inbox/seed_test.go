@@ -2,10 +2,12 @@ package inbox_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/client/inbox"
@@ -122,5 +124,49 @@ func consumeGroup(ctx context.Context, c *client.Client, in *inbox.Inbox, db con
 			return err
 		}
 		*log = append(*log, fmt.Sprintf("commit %d", pos))
+	}
+}
+
+// A topic subscription delivers record headers as attributes, so the
+// worker's inbox handler dedupes a republished record by its event id.
+func TestSubscriptionWorkerWithInbox(t *testing.T) {
+	c := consumerDBs[2] // the database does not matter here: SQLite is quickest
+	cl, _ := sluicetest.New(t)
+	ctx := t.Context()
+	if _, err := cl.CreateTopic(ctx, "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateSubscription(ctx, "orders", "loyalty", &client.SubscriptionConfig{FromEarliest: true}); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*client.ProduceRecord
+	for _, ev := range []string{"evt-a", "evt-b", "evt-a"} { // evt-a republished
+		recs = append(recs, &client.ProduceRecord{Value: []byte(`{"order_id":101,"points":10}`),
+			Headers: []*client.Header{{Key: inbox.EventIDKey, Value: []byte(ev)}}})
+	}
+	if _, err := cl.Produce(ctx, "orders", recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	db := c.open(t)
+	in := newInbox(t, db, c.dialect)
+	wctx, stop := context.WithCancel(ctx)
+	w := cl.NewWorker("orders/loyalty", in.Handler(func(ctx context.Context, tx *sql.Tx, m *client.Message) error {
+		return c.addPoints(101, 10)(ctx, tx)
+	}), client.OnError(func(m *client.Message, err error) { t.Errorf("handler: %v", err) }))
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	// All three deliveries acked, the repeat too (skipped, not failed).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s, err := cl.GetSubscription(ctx, "orders", "loyalty")
+		if err == nil && s.GetStats().GetAckedTotal() == 3 {
+			break
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := points(t, db); got != "101=20" {
+		t.Fatalf("points %q, want 101=20 (evt-a and evt-b once each)", got)
 	}
 }
