@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,7 +25,26 @@ func newCDCEnv(t *testing.T) *env {
 	if _, err := e.c.CreateQueue(t.Context(), "q", nil); err != nil {
 		t.Fatal(err)
 	}
+	dropSlotAtCleanup(t, e.db, e.cfg.Slot)
 	return e
+}
+
+// dropSlotAtCleanup drops a test's slot when it ends: a slot keeps WAL, and
+// the server has only max_replication_slots of them. A relay still
+// streaming from it (a test that failed early) is disconnected first.
+func dropSlotAtCleanup(t *testing.T, db *sql.DB, slot string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for range 50 {
+			_, _ = db.ExecContext(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot)
+			var n int
+			if db.QueryRowContext(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&n) != nil || n == 0 {
+				return
+			}
+			_, _ = db.ExecContext(ctx, `SELECT pg_drop_replication_slot($1)`, slot)
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }
 
 func (e *env) cdc(t *testing.T) *CDC {

@@ -79,9 +79,12 @@ func killLoop(t *testing.T, mode string) {
 	}
 	mustExec(t, app, `CREATE TABLE orders (id INT PRIMARY KEY, points INT NOT NULL)`)
 	extra := []string{"batch: 50"}
+	slot := fmt.Sprintf("kill%d", cdcSlots.Add(1))
 	if mode == "cdc" {
-		slot := fmt.Sprintf("kill%d", cdcSlots.Add(1))
 		extra = append(extra, "mode: cdc", "slot: "+slot, "publication: "+slot)
+	}
+	if mode == "cdc" {
+		dropSlotAtCleanup(t, app, slot)
 	}
 	cfgPath := writeRelayConfig(t, dsn, extra...)
 	startRelay := func() *testproc.Proc {
@@ -92,10 +95,11 @@ func killLoop(t *testing.T, mode string) {
 	if mode == "cdc" {
 		// The slot exists once the relay is up: rows before it are not in
 		// its stream.
+		// Its own slot: other tests' slots live on the same server.
 		waitFor(t, "the relay's slot", func() bool {
 			var n int
-			_ = app.QueryRowContext(ctx, `SELECT count(*) FROM pg_replication_slots`).Scan(&n)
-			return n > 0 && scrape(t, "http://"+metricsAddr+"/metrics") != ""
+			_ = app.QueryRowContext(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&n)
+			return n == 1
 		})
 	}
 
@@ -136,7 +140,17 @@ func killLoop(t *testing.T, mode string) {
 	producers.Wait()
 	n := int(produced.Load())
 	metricsAddr = relay.Addr("metrics")
-	waitForLong(t, 60*time.Second, fmt.Sprintf("all %d orders applied", n), func() bool { return loyalty.applied() == n })
+	if !waitUntil(60*time.Second, func() bool { return loyalty.applied() == n }) {
+		var missing []string
+		for i := 1; i <= n && len(missing) < 20; i++ {
+			if loyalty.appliedCount(fmt.Sprintf("evt-%d", i)) == 0 {
+				missing = append(missing, fmt.Sprintf("evt-%d", i))
+			}
+		}
+		var slotState string
+		_ = app.QueryRowContext(ctx, `SELECT slot_name || ' active=' || active || ' confirmed=' || confirmed_flush_lsn || ' current=' || pg_current_wal_lsn() FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&slotState)
+		t.Fatalf("%d of %d orders applied; missing %v; slot %s; kills %v\nrelay log:\n%s", loyalty.applied(), n, missing, slotState, kills, relay.Logs())
+	}
 	waitFor(t, "the relay's backlog metrics at zero", func() bool {
 		body := scrape(t, "http://"+metricsAddr+"/metrics")
 		return containsAll(body, `sluice_outbox_rows_pending{table="outbox",destination="queue:loyalty"} 0`,
@@ -210,15 +224,15 @@ func freePort(t *testing.T) string {
 	return p
 }
 
-func waitForLong(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
+func waitUntil(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return true
 }
 
 func containsAll(s string, subs ...string) bool {
