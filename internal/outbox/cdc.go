@@ -74,6 +74,13 @@ func (c *CDC) Setup(ctx context.Context) error {
 			return fmt.Errorf("outbox: cdc: create slot: %w", err)
 		}
 		c.log.Info("outbox: created replication slot", "slot", c.cfg.Slot)
+		// Rows committed before the slot are not in its stream: say so
+		// loudly when there are any (docs/outbox.md, "CDC mode").
+		var unsent int64
+		if err := c.db.QueryRowContext(ctx, "SELECT count(*) FROM "+c.cfg.Table+" WHERE sent_at IS NULL").Scan(&unsent); err == nil && unsent > 0 {
+			c.log.Warn("outbox: the table held unsent rows when the slot was created; those committed before it are not streamed: relay them once with mode: polling",
+				"table", c.cfg.Table, "rows", unsent)
+		}
 	}
 	return nil
 }
