@@ -400,3 +400,37 @@ func TestBacklogMetricsDuringBrokerOutage(t *testing.T) {
 		t.Fatal("failed steps not counted")
 	}
 }
+
+// Two relays with lock: wait (active and hot standby): each claim waits
+// for the rows the other holds, so the queue still gets every row once, in
+// id order.
+func TestStandbyWaitKeepsOrder(t *testing.T) {
+	for _, dc := range drivers[:2] {
+		t.Run(dc.driver, func(t *testing.T) {
+			e := newEnv(t, dc, Config{Queue: "q", Batch: 10, Interval: time.Millisecond, Lock: "wait"})
+			if _, err := e.c.CreateQueue(t.Context(), "q", nil); err != nil {
+				t.Fatal(err)
+			}
+			const n = 200
+			var want []string
+			for i := range n {
+				id := fmt.Sprintf("evt-%03d", i)
+				want = append(want, id)
+				e.insert(t, e.db, id, "", "x", "")
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			relays := []*Relay{e.relay(t), e.relay(t)}
+			for _, r := range relays {
+				wg.Go(func() { _ = r.Run(ctx) })
+			}
+			got := receiveAll(t, e.c, "q", n)
+			cancel()
+			wg.Wait()
+			if !slices.Equal(got, want) {
+				t.Fatalf("delivered %d messages, not the %d rows in id order:\n%v", len(got), n, got)
+			}
+			t.Logf("relays published %d and %d", relays[0].Metrics().Published(), relays[1].Metrics().Published())
+		})
+	}
+}
