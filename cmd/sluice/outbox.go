@@ -53,11 +53,11 @@ reads PostgreSQL's WAL through a logical replication slot. The broker is
 			// The config's server: and token_file: stand in for the flags
 			// when these are not given.
 			if cfg.Server != "" && !cmd.Flags().Changed("server") && os.Getenv("SLUICE_SERVER") == "" {
-				if c, err = relayClient(cfg, cfg.Server, f.token); err != nil {
+				if c, err = relayClient(cfg, cfg.Server, f.token, f.tls.config); err != nil {
 					return err
 				}
 			} else if cfg.TokenFile != "" && f.token == "" {
-				if c, err = relayClient(cfg, f.server, ""); err != nil {
+				if c, err = relayClient(cfg, f.server, "", f.tls.config); err != nil {
 					return err
 				}
 			}

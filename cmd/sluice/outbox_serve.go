@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,7 +40,7 @@ func startServeRelays(ctx context.Context, cfg server.Config, log *slog.Logger) 
 	}
 	var wg sync.WaitGroup
 	for i, rc := range cfgs {
-		c, err := relayClient(rc, rc.Server, "")
+		c, err := relayClient(rc, rc.Server, "", nil)
 		if err != nil {
 			return nil, fmt.Errorf("--outbox-config %s: %w", paths[i], err)
 		}
@@ -66,8 +67,9 @@ func ownURL(httpAddr string) (string, error) {
 }
 
 // relayClient is the client of the relay's broker: url, with the token
-// from the config's token_file, or else token.
-func relayClient(rc outbox.Config, url, token string) (*client.Client, error) {
+// from the config's token_file, or else token; tc (the --ca-file and
+// client-certificate flags of the standalone relay) may be nil.
+func relayClient(rc outbox.Config, url, token string, tc *tls.Config) (*client.Client, error) {
 	if rc.TokenFile != "" {
 		b, err := os.ReadFile(rc.TokenFile)
 		if err != nil {
@@ -78,6 +80,9 @@ func relayClient(rc outbox.Config, url, token string) (*client.Client, error) {
 	var opts []client.Option
 	if token != "" {
 		opts = append(opts, client.WithToken(token))
+	}
+	if tc != nil {
+		opts = append(opts, client.WithTLS(tc))
 	}
 	return client.New(url, opts...), nil
 }
