@@ -67,7 +67,7 @@ func ownURL(httpAddr string) (string, error) {
 }
 
 // relayClient is the client of the relay's broker: url, with the token
-// from the config's token_file, or else token; tc (the --ca-file and
+// from the config's token_file, or else token; tc (the --tls-ca and
 // client-certificate flags of the standalone relay) may be nil.
 func relayClient(rc outbox.Config, url, token string, tc *tls.Config) (*client.Client, error) {
 	if rc.TokenFile != "" {
