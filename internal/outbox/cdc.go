@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -32,6 +33,9 @@ type CDC struct {
 	// crash would.
 	afterPublish func([]Event) error
 }
+
+// errStandby: the slot is streaming to another relay; this one waits.
+var errStandby = errors.New("outbox: cdc: the slot is in use by another relay")
 
 // NewCDC returns the CDC relay of cfg (mode cdc, driver postgres) over db.
 func NewCDC(cfg Config, db *sql.DB, pub Publisher, log *slog.Logger) (*CDC, error) {
@@ -104,6 +108,15 @@ func (c *CDC) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if errors.Is(err, errStandby) {
+			// Another relay streams from the slot: the backlog is its to
+			// report (and the slot lag, which every relay reports).
+			c.metrics.setBacklog(0, 0)
+			failures = 0
+			c.log.Debug("outbox cdc: standby, the slot is in use", "slot", c.cfg.Slot)
+			sleep(ctx, time.Second)
+			continue
+		}
 		failures++
 		c.metrics.errors.Add(1)
 		c.log.Warn("outbox cdc session failed", "err", err, "failures", failures)
@@ -155,6 +168,9 @@ func (c *CDC) session(ctx context.Context) error {
 	if err := pglogrepl.StartReplication(ctx, conn, c.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + c.cfg.Publication + "'"},
 	}); err != nil {
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "55006" { // object_in_use
+			return errStandby
+		}
 		return fmt.Errorf("outbox: cdc: start replication on slot %s: %w", c.cfg.Slot, err)
 	}
 	s := &stream{c: c, conn: conn, rels: map[uint32]*relation{}, confirmed: start, pendingTo: start}

@@ -172,3 +172,32 @@ func TestCDCCrashBeforeConfirmReplays(t *testing.T) {
 		t.Fatalf("new relay delivered %v, want only evt-c", got)
 	}
 }
+
+// Two CDC relays on one slot: one streams, the other waits as a standby
+// (not counted as failing) and takes over when the first stops.
+func TestCDCStandbyTakesOver(t *testing.T) {
+	e := newCDCEnv(t)
+	r1 := e.cdc(t)
+	stop1 := run(t, r1)
+	waitFor(t, "the first relay to stream", func() bool {
+		var active bool
+		_ = e.db.QueryRowContext(t.Context(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, e.cfg.Slot).Scan(&active)
+		return active
+	})
+	r2 := e.cdc(t)
+	stop2 := run(t, r2)
+	defer stop2()
+	e.insert(t, e.db, "evt-a", "", "a", "")
+	if got := receiveAll(t, e.c, "q", 1); !slices.Equal(got, []string{"evt-a"}) {
+		t.Fatalf("delivered %v", got)
+	}
+	time.Sleep(1500 * time.Millisecond) // the standby has retried at least once
+	if n := r2.Metrics().Errors(); n != 0 {
+		t.Fatalf("the standby counted %d errors: the slot in use is its normal state", n)
+	}
+	stop1()
+	e.insert(t, e.db, "evt-b", "", "b", "")
+	if got := receiveAll(t, e.c, "q", 1); !slices.Equal(got, []string{"evt-b"}) {
+		t.Fatalf("after the active relay stopped, delivered %v, want evt-b from the standby", got)
+	}
+}
