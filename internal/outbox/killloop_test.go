@@ -114,19 +114,22 @@ func killLoop(t *testing.T, mode string) {
 	var consumers sync.WaitGroup
 	consumers.Go(func() { loyalty.consume(cctx, c, "loyalty") })
 
-	// Checkout: orders at rate per second for dur.
-	var produced atomic.Int64
+	// Checkout: orders at rate per second for dur, from 4 writers (one
+	// commit's latency would cap a single writer below the rate).
+	var produced, next atomic.Int64
 	var producers sync.WaitGroup
-	producers.Go(func() {
-		tick := time.NewTicker(time.Second / time.Duration(rate))
-		defer tick.Stop()
-		end := time.Now().Add(dur)
-		for i := 1; time.Now().Before(end); i++ {
-			<-tick.C
-			checkoutQuiet(ctx, app, fmt.Sprintf("evt-%d", i), i, i%13+1)
-			produced.Add(1)
-		}
-	})
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	end := time.Now().Add(dur)
+	for range 4 {
+		producers.Go(func() {
+			for time.Now().Before(end) {
+				<-tick.C
+				i := int(next.Add(1))
+				checkoutQuiet(ctx, app, fmt.Sprintf("evt-%d", i), i, i%13+1)
+				produced.Add(1)
+			}
+		})
+	}
 
 	// Chaos: every 100-400 ms kill the relay (mostly) or the broker.
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 17))
@@ -145,6 +148,7 @@ func killLoop(t *testing.T, mode string) {
 		}
 	}
 	producers.Wait()
+	tick.Stop()
 	n := int(produced.Load())
 	if !waitUntil(60*time.Second, func() bool { return loyalty.applied() == n }) {
 		var missing []string
