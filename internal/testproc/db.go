@@ -26,10 +26,11 @@ var ErrNoDatabase = errors.New("database server not installed")
 type Database struct {
 	// DSN connects as the superuser to the default database, in the form
 	// the package's Go driver takes (pgx: a URL; go-sql-driver: its DSN).
-	DSN  string
-	Addr string // 127.0.0.1:port
-	dir  string
-	stop func()
+	DSN    string
+	Addr   string // 127.0.0.1:port
+	dir    string
+	stop   func()
+	reaper *exec.Cmd // stops the server if this process dies first
 }
 
 // Stop shuts the server down and removes its data directory.
@@ -37,8 +38,35 @@ func (d *Database) Stop() {
 	if d == nil {
 		return
 	}
+	if d.reaper != nil {
+		_ = d.reaper.Process.Kill()
+		_ = d.reaper.Wait()
+	}
 	d.stop()
 	_ = os.RemoveAll(d.dir)
+}
+
+// startReaper runs a shell that waits for this process to be gone, then
+// runs stop (a shell command that stops the server and removes its
+// directory): a test binary that panics, or that go test kills at its
+// timeout, never reaches Stop, and a database server must not outlive it.
+func startReaper(stop string) *exec.Cmd {
+	cmd := exec.Command("sh", "-c", fmt.Sprintf("while kill -0 %d 2>/dev/null; do sleep 1; done; %s", os.Getpid(), stop))
+	if cmd.Start() != nil {
+		return nil // no sh: Stop still stops the server
+	}
+	return cmd
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func shellCmd(c *exec.Cmd) string {
+	q := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
 }
 
 // freePort asks the kernel for a free 127.0.0.1 port. Another process may
@@ -128,9 +156,11 @@ func StartPostgres(settings ...string) (*Database, error) {
 		return nil, fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, log)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	stopCmd := func() *exec.Cmd { return asOwner(ctl, "-D", data, "-m", "immediate", "-w", "stop") }
 	return &Database{
 		DSN: "postgres://postgres@" + addr + "/postgres?sslmode=disable", Addr: addr, dir: dir,
-		stop: func() { _ = asOwner(ctl, "-D", data, "-m", "immediate", "-w", "stop").Run() },
+		stop:   func() { _ = stopCmd().Run() },
+		reaper: startReaper(shellCmd(stopCmd()) + "; rm -rf " + shellQuote(dir)),
 	}, nil
 }
 
@@ -199,5 +229,6 @@ func StartMariaDB() (*Database, error) {
 			return nil, fmt.Errorf("mariadbd not listening on %s within 60s\n%s", addr, log)
 		}
 	}
-	return &Database{DSN: "root@tcp(" + addr + ")/test?parseTime=true", Addr: addr, dir: dir, stop: stop}, nil
+	return &Database{DSN: "root@tcp(" + addr + ")/test?parseTime=true", Addr: addr, dir: dir, stop: stop,
+		reaper: startReaper(fmt.Sprintf("kill -9 %d; rm -rf %s", cmd.Process.Pid, shellQuote(dir)))}, nil
 }
