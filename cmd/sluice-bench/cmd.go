@@ -30,6 +30,7 @@ type benchFlags struct {
 	kafkaSASL  kafkaSASL
 	sqsURL     string
 	partitions int
+	replicas   int
 	output     string
 	probeDir   string
 	probeTime  time.Duration
@@ -102,6 +103,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.IntVar(&c.Rate, "rate", 5000, "messages per second (latency)")
 	fl.BoolVar(&c.Queue, "queue", false, "produce and consume use a queue instead of a topic (native)")
 	fl.IntVar(&f.partitions, "partitions", 1, "partitions of the topic (native, kafka)")
+	fl.IntVar(&f.replicas, "replication-factor", 1, "replicas of each partition of the topic (kafka; above 1 needs a cluster)")
 	fl.StringVar(&c.Name, "name", "", "queue or topic to use (default bench-<workload>); it is recreated")
 	fl.StringVarP(&f.output, "output", "o", "table", "output `format`: table or json")
 	fl.StringVar(&f.probeDir, "probe-dir", os.TempDir(), "measure the disk under this `folder` first (\"\" skips)")
@@ -152,7 +154,10 @@ func (f *benchFlags) run(cmd *cobra.Command) error {
 }
 
 func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
-	shape := benchShape{partitions: int32(max(f.partitions, 1)), consumers: f.cfg.Consumers, prefetch: f.cfg.Prefetch}
+	if f.replicas < 1 || f.replicas > 16 || (f.replicas > 1 && f.protocol != "kafka") {
+		return nil, fmt.Errorf("--replication-factor: want 1 to 16, and above 1 over kafka only, got %d", f.replicas)
+	}
+	shape := benchShape{partitions: int32(max(f.partitions, 1)), replication: int16(f.replicas), consumers: f.cfg.Consumers, prefetch: f.cfg.Prefetch}
 	if f.tlsCA != "" {
 		pem, err := os.ReadFile(f.tlsCA)
 		if err != nil {

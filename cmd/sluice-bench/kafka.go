@@ -89,7 +89,7 @@ func (d *kafkaDriver) Prepare(ctx context.Context, name string, _ load.Kind) err
 			return fmt.Errorf("delete topic %s: %w", name, r.Err)
 		}
 	}
-	cres, err := adm.CreateTopics(ctx, d.partitions, 1, nil, name)
+	cres, err := adm.CreateTopics(ctx, d.partitions, max(d.replication, 1), nil, name)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,36 @@ func (d *kafkaDriver) Prepare(ctx context.Context, name string, _ load.Kind) err
 			return fmt.Errorf("create topic %s: %w", name, r.Err)
 		}
 	}
-	return nil
+	return waitLeaders(ctx, adm, name, d.partitions)
+}
+
+// waitLeaders waits (30 s at most) until Metadata names a leader for every partition of
+// topic: in a cluster each partition's Raft group elects one after the topic is created,
+// and a timed run must not start with that election. On a single node it returns at once.
+func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		led := int32(0)
+		if err == nil {
+			for _, p := range md.Topics[topic].Partitions {
+				if p.Err == nil && p.Leader >= 0 {
+					led++
+				}
+			}
+		}
+		if led == partitions {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s: %d of %d partitions have a leader after 30s (last error: %v)", topic, led, partitions, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (d *kafkaDriver) Producer(_ context.Context, name string, _ load.Kind, _ int) (load.Producer, error) {

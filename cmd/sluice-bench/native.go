@@ -25,8 +25,11 @@ type nativeDriver struct {
 // benchShape is what drivers need to know of the run beyond one call.
 type benchShape struct {
 	partitions int32 // of a topic the driver creates
-	consumers  int   // consumer i reads partitions i, i+consumers, …
-	prefetch   int   // unacked deliveries a queue consumer holds
+	// replication is the replication factor of a Kafka topic the driver creates (a
+	// cluster's; 1 on a single node).
+	replication int16
+	consumers   int // consumer i reads partitions i, i+consumers, …
+	prefetch    int // unacked deliveries a queue consumer holds
 	// tls, when set, is the client side of every connection (--tls-ca):
 	// the run goes to the broker's TLS listeners.
 	tls *tls.Config

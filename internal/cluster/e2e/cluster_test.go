@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/internal/cluster/faultproxy"
 	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
@@ -27,6 +29,15 @@ type cluster struct {
 	kafka []string // --kafka-addr of node i+1
 	procs []*testproc.Proc
 	peers string
+	// nodePeers, when set, is node i+1's own --cluster-peers (peers behind proxies).
+	nodePeers []string
+	// links[from-1][to-1] is the proxy node from dials to reach node to (nil on the
+	// diagonal), when the cluster runs behind proxies.
+	links [][]*faultproxy.Proxy
+	// direct holds one client per node whose requests go to that node only (nodeClient),
+	// under directMu.
+	directMu sync.Mutex
+	direct   map[int]*kgo.Client
 }
 
 func freeAddr(t *testing.T) string {
@@ -40,6 +51,17 @@ func freeAddr(t *testing.T) string {
 }
 
 func startCluster(t *testing.T, n int) *cluster {
+	return startClusterWith(t, n, false)
+}
+
+// startProxiedCluster is startCluster with a faultproxy on every directed link: node i's
+// --cluster-peers names, for every other node j, the proxy links[i][j] in front of j's
+// listener, so cutting a link is a mode on one proxy (docs/cluster.md, "The fault proxy").
+func startProxiedCluster(t *testing.T, n int) *cluster {
+	return startClusterWith(t, n, true)
+}
+
+func startClusterWith(t *testing.T, n int, proxied bool) *cluster {
 	c := &cluster{t: t, bin: testproc.Build(t, t.TempDir())}
 	var peers []string
 	for i := range n {
@@ -49,6 +71,26 @@ func startCluster(t *testing.T, n int) *cluster {
 		peers = append(peers, fmt.Sprintf("%d=%s", i+1, c.raft[i]))
 	}
 	c.peers = strings.Join(peers, ",")
+	if proxied {
+		c.links = make([][]*faultproxy.Proxy, n)
+		for from := range n {
+			c.links[from] = make([]*faultproxy.Proxy, n)
+			var own []string
+			for to := range n {
+				addr := c.raft[to]
+				if to != from {
+					p, err := faultproxy.New(c.raft[to])
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { _ = p.Close() })
+					c.links[from][to], addr = p, p.Addr()
+				}
+				own = append(own, fmt.Sprintf("%d=%s", to+1, addr))
+			}
+			c.nodePeers = append(c.nodePeers, strings.Join(own, ","))
+		}
+	}
 	c.procs = make([]*testproc.Proc, n)
 	for i := range n {
 		c.start(i + 1)
@@ -62,12 +104,27 @@ func startCluster(t *testing.T, n int) *cluster {
 // start runs node id (1-based) on its data directory and ports.
 func (c *cluster) start(id int) {
 	i := id - 1
+	peers := c.peers
+	if c.nodePeers != nil {
+		peers = c.nodePeers[i]
+	}
 	c.procs[i] = testproc.Serve(c.t, c.bin, "--data-dir", c.dirs[i], "--node-id", strconv.Itoa(id),
-		"--cluster-addr", c.raft[i], "--cluster-peers", c.peers,
+		"--cluster-addr", c.raft[i], "--cluster-peers", peers,
 		"--kafka-addr", c.kafka[i], "--http-addr", "127.0.0.1:0", "--sqs-addr", "")
 }
 
 func (c *cluster) kill(id int) { c.procs[id-1].Kill() }
+
+// isolate puts every link between node id and the others in mode m (both directions);
+// faultproxy.Pass heals them.
+func (c *cluster) isolate(id int, m faultproxy.Mode) {
+	for other := range c.links {
+		if other != id-1 {
+			c.links[id-1][other].Set(m)
+			c.links[other][id-1].Set(m)
+		}
+	}
+}
 
 func (c *cluster) client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()

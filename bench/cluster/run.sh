@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# bench/cluster/run.sh — what the cluster costs against a single node, in one run on this
+# machine (issue 14, "Performance"):
+#
+#   W1        Kafka produce, acks=all, 1 KiB, 256 in flight, 1 and 8 partitions: a
+#             single node (--fsync always, rf 1) against a 3-node cluster on loopback
+#             (rf 3), alternated ROUNDS times so both see the same machine; msgs/s,
+#             produce latency p50/p99, and CPU per message of the node(s) serving it.
+#   failover  the leader of a partition SIGKILLed under an acks=all producer, restarted,
+#             KILLS times: kill to the first acknowledged write (TestLeaderKilledUnderLoad).
+#   idle      the 3 nodes' CPU over IDLE_SECS with 1,000 partitions (rf 3) created and
+#             idle (their groups quiesced), from /proc/<pid>/stat.
+#   profile   a CPU profile of the W1 leader (8 partitions, the node leading the most),
+#             with perf (the server has no /debug/pprof): the top symbols.
+#
+#   bench/cluster/run.sh [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile]
+#
+# Run by hand, never in CI. Everything listens on 127.0.0.1 and is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+export PATH=$PATH:/usr/local/go/bin
+ROUNDS=2 DUR=10s KILLS=20 IDLE_SECS=60 PROFILE=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rounds) ROUNDS=$2; shift ;;
+    --duration) DUR=$2; shift ;;
+    --kills) KILLS=$2; shift ;;
+    --idle-secs) IDLE_SECS=$2; shift ;;
+    --no-profile) PROFILE=0 ;;
+    *) echo "usage: $0 [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile]" >&2; exit 2 ;;
+  esac
+  shift
+done
+WORK=$(mktemp -d /tmp/sluice-clusterbench.XXXXXX)
+declare -A PID
+cleanup() {
+  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+log() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
+
+go build -o "$WORK/sluice" ./cmd/sluice
+go build -o "$WORK/sluice-bench" ./cmd/sluice-bench
+cd "$WORK"
+
+ready() { # name http-port
+  for _ in $(seq 300); do
+    curl -fsS "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return
+    sleep 0.1
+  done
+  echo "$1 did not get ready:" >&2; tail -20 "$WORK/$1.log" >&2; exit 1
+}
+# Ports: single node 4x080/4x092; node i of the cluster 4i080 (HTTP), 4i092 (Kafka),
+# 4i095 (Raft).
+./sluice serve --data-dir "$WORK/single" --fsync always --log-level warn \
+  --http-addr 127.0.0.1:40080 --kafka-addr 127.0.0.1:40092 --sqs-addr "" 2>"$WORK/single.log" &
+PID[single]=$!
+PEERS="1=127.0.0.1:41095,2=127.0.0.1:42095,3=127.0.0.1:43095"
+for i in 1 2 3; do
+  ./sluice serve --data-dir "$WORK/n$i" --fsync always --log-level warn --node-id "$i" \
+    --cluster-addr "127.0.0.1:4${i}095" --cluster-peers "$PEERS" \
+    --http-addr "127.0.0.1:4${i}080" --kafka-addr "127.0.0.1:4${i}092" --sqs-addr "" 2>"$WORK/n$i.log" &
+  PID[n$i]=$!
+done
+ready single 40080
+for i in 1 2 3; do ready "n$i" "4${i}080"; done
+CLUSTER_PIDS="${PID[n1]} ${PID[n2]} ${PID[n3]}"
+
+cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+W1=(produce --size 1024 --in-flight 256 --batch 1 --duration "$DUR" --count 100000000 --protocol kafka --probe-dir "" --quiet -o json)
+# w1 label kafka-addr rf partitions name pids…: one W1 run, one table row; the JSON kept.
+w1() {
+  local label=$1 addr=$2 rf=$3 parts=$4 name=$5; shift 5
+  local before after
+  before=$(cpu "$@")
+  ./sluice-bench "${W1[@]}" --kafka-addr "$addr" --replication-factor "$rf" --partitions "$parts" --name "$name" >"$WORK/$name.json"
+  after=$(cpu "$@")
+  python3 - "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$before" "$after" "$WORK/$name.json" <<'EOF' | tee -a "$WORK/w1.rows"
+import json, sys
+r = json.load(open(sys.argv[5]))["result"]
+l = r["latency"]
+cpu_us = (int(sys.argv[4]) - int(sys.argv[3])) * 10000 / max(r["sent"], 1)
+print("| %s | %s | %.0f | %.2f | %.2f | %.1f |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"], l["p99_ms"], cpu_us))
+EOF
+}
+
+log "W1: $ROUNDS rounds of $DUR, single node vs 3-node cluster"
+echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg |"
+echo "|---|---|---|---|---|---|"
+for r in $(seq "$ROUNDS"); do
+  for parts in 1 8; do
+    w1 "single rf1 p$parts #$r" 127.0.0.1:40092 1 "$parts" "s$parts-$r" "${PID[single]}"
+    # shellcheck disable=SC2086
+    w1 "cluster rf3 p$parts #$r" 127.0.0.1:41092 3 "$parts" "c$parts-$r" $CLUSTER_PIDS
+  done
+done
+python3 - "$WORK/w1.rows" <<'EOF'
+import re, sys, statistics
+rows = [l.split("|")[1:-1] for l in open(sys.argv[1])]
+by = {}
+for cells in rows:
+    label = cells[0].strip().rsplit(" #", 1)[0]
+    by.setdefault(label, []).append([float(c) for c in cells[2:]])
+print()
+print("| partitions | cluster/single msgs/s | single p50/p99 ms | cluster p50/p99 ms | CPU µs/msg single / cluster (3 nodes) |")
+print("|---|---|---|---|---|")
+for p in (1, 8):
+    s, c = by["single rf1 p%d" % p], by["cluster rf3 p%d" % p]
+    m = lambda rs, i: statistics.median(r[i] for r in rs)
+    print("| %d | %.2f× (%.0f / %.0f) | %.2f / %.2f | %.2f / %.2f | %.1f / %.1f |" % (
+        p, m(c, 0) / m(s, 0), m(c, 0), m(s, 0), m(s, 1), m(s, 2), m(c, 1), m(c, 2), m(s, 3), m(c, 3)))
+print("(medians over the rounds)")
+EOF
+
+if [ "$PROFILE" = 1 ]; then
+  log "profile: perf on the leader of the 8-partition topic under W1"
+  ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 8 --name prof \
+    --duration 2s >/dev/null
+  # The node leading most of prof's partitions, from Kafka Metadata (the bench is a Kafka client).
+  LEADER=$(python3 - <<'EOF'
+import socket, struct
+# Kafka Metadata v1 for topic "prof", by hand: the leader of each partition.
+def req(sock, body):
+    sock.sendall(struct.pack(">i", len(body)) + body)
+    n = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return sock.recv(n, socket.MSG_WAITALL)
+s = socket.create_connection(("127.0.0.1", 41092))
+body = struct.pack(">hhih", 3, 1, 1, 5) + b"bench" + struct.pack(">i", 1) + struct.pack(">h", 4) + b"prof"
+b = req(s, body)
+o = 4
+def i32():
+    global o; v = struct.unpack(">i", b[o:o+4])[0]; o += 4; return v
+def i16():
+    global o; v = struct.unpack(">h", b[o:o+2])[0]; o += 2; return v
+def st():
+    global o; n = i16(); v = b[o:o+max(n, 0)]; o += max(n, 0); return v
+for _ in range(i32()):
+    i32(); st(); i32(); st()
+i32()  # controller
+count = {}
+for _ in range(i32()):
+    i16(); st(); o += 1
+    for _ in range(i32()):
+        i16(); i32(); leader = i32()
+        count[leader] = count.get(leader, 0) + 1
+        for _ in range(i32()): i32()
+        for _ in range(i32()): i32()
+print(max(count, key=count.get))
+EOF
+)
+  LPID=${PID[n$LEADER]}
+  ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 8 --name prof2 \
+    --duration 15s >/dev/null &
+  BENCH=$!
+  sleep 3
+  perf record -F 499 -g -p "$LPID" -o "$WORK/perf.data" -- sleep 8 >/dev/null 2>&1 || true
+  wait "$BENCH" || true
+  echo
+  echo "CPU profile of node $LEADER (leader of most of the 8 partitions) under W1, 8 s at 499 Hz; self time:"
+  echo '```'
+  perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
+    grep -E '^ +[0-9]' | head -30
+  echo '```'
+  echo "By package (self time):"
+  echo '```'
+  perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null |
+    awk '/^ +[0-9.]+%/ { pct=$1; sub(/%/, "", pct); sym=$NF
+      if (sym ~ /^\[/) sym=$(NF); pkg=sym; sub(/\.[^.\/]*$/, "", pkg); sub(/\(.*$/, "", pkg)
+      if (pkg ~ /^runtime/) pkg="runtime"; if (pkg ~ /syscall|Syscall/) pkg="syscall"
+      t[pkg]+=pct } END { for (p in t) printf "%6.2f%%  %s\n", t[p], p }' | sort -rn | head -20
+  echo '```'
+fi
+
+# Idle: stop the single node (it is not measured), create 1,000 partitions on the cluster.
+kill "${PID[single]}"; wait "${PID[single]}" 2>/dev/null || true; unset 'PID[single]'
+log "idle: 1,000 partitions (rf 3), then the 3 nodes' CPU over ${IDLE_SECS}s"
+./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 1000 --name idle \
+  --duration 2s --count 1000 >/dev/null
+sleep 10 # the groups written to quiesce after 6 ticks; the rest never woke
+# shellcheck disable=SC2086
+before=$(cpu $CLUSTER_PIDS); t0=$(date +%s.%N)
+sleep "$IDLE_SECS"
+# shellcheck disable=SC2086
+after=$(cpu $CLUSTER_PIDS); t1=$(date +%s.%N)
+echo
+python3 -c 'import sys; b,a,t0,t1=map(float,sys.argv[1:]); print("idle, 3 nodes with 1,000 partitions (rf 3) each: %.2f %% of one core for all three together (%.2f %% per node), over %.0f s" % ((a-b)/100/(t1-t0)*100, (a-b)/100/(t1-t0)*100/3, t1-t0))' "$before" "$after" "$t0" "$t1"
+for i in 1 2 3; do
+  p=${PID[n$i]}
+  echo "  node $i: $(awk '{print $20}' /proc/$p/stat) threads, RSS $(awk '/VmRSS/ {print $2, $3}' /proc/$p/status)"
+done
+
+# Failover: the kill test's long form (it runs its own 3 nodes).
+log "failover: $KILLS kills (TestLeaderKilledUnderLoad)"
+cd "$ROOT"
+echo
+SLUICE_CLUSTER_KILLS=$KILLS go test -count=1 -run 'TestLeaderKilledUnderLoad$' -v -timeout 30m ./internal/cluster/e2e/ 2>&1 |
+  grep -E 'failover|acknowledged|log checked|^(--- |ok|FAIL)' || true
