@@ -116,69 +116,77 @@ print("(medians over the rounds)")
 EOF
 
 if [ "$PROFILE" = 1 ]; then
-  log "profile: perf on the leader of the 8-partition topic under W1"
-  ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 8 --name prof \
-    --duration 2s >/dev/null
-  # The node leading most of prof's partitions, from Kafka Metadata (the bench is a Kafka client).
+  log "profile: perf on the leader of a 1-partition topic under W1"
+  ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 1 --name prof \
+    --duration 15s >"$WORK/prof.json" &
+  BENCH=$!
+  sleep 3 # the topic is created and its leader elected
   LEADER=$(python3 - <<'EOF'
 import socket, struct
-# Kafka Metadata v1 for topic "prof", by hand: the leader of each partition.
-def req(sock, body):
-    sock.sendall(struct.pack(">i", len(body)) + body)
-    n = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return sock.recv(n, socket.MSG_WAITALL)
+# Kafka Metadata v1 for topic "prof", by hand: the leader of partition 0.
 s = socket.create_connection(("127.0.0.1", 41092))
-body = struct.pack(">hhih", 3, 1, 1, 5) + b"bench" + struct.pack(">i", 1) + struct.pack(">h", 4) + b"prof"
-b = req(s, body)
+body = struct.pack(">hhih", 3, 1, 1, 5) + b"bench" + struct.pack(">ih", 1, 4) + b"prof"
+s.sendall(struct.pack(">i", len(body)) + body)
+b = s.recv(struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0], socket.MSG_WAITALL)
 o = 4
-def i32():
-    global o; v = struct.unpack(">i", b[o:o+4])[0]; o += 4; return v
-def i16():
-    global o; v = struct.unpack(">h", b[o:o+2])[0]; o += 2; return v
-def st():
-    global o; n = i16(); v = b[o:o+max(n, 0)]; o += max(n, 0); return v
-for _ in range(i32()):
-    i32(); st(); i32(); st()
-i32()  # controller
-count = {}
-for _ in range(i32()):
-    i16(); st(); o += 1
-    for _ in range(i32()):
-        i16(); i32(); leader = i32()
-        count[leader] = count.get(leader, 0) + 1
-        for _ in range(i32()): i32()
-        for _ in range(i32()): i32()
-print(max(count, key=count.get))
+def take(fmt):
+    global o
+    v = struct.unpack_from(fmt, b, o)[0]; o += struct.calcsize(fmt); return v
+def string():
+    global o
+    n = take(">h"); o += max(n, 0)
+for _ in range(take(">i")):
+    take(">i"); string(); take(">i"); string()
+take(">i")  # controller
+take(">i"); take(">h"); string(); take(">b")  # one topic
+take(">i"); take(">h"); take(">i")            # its first partition
+print(take(">i"))
 EOF
 )
   LPID=${PID[n$LEADER]}
-  ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 8 --name prof2 \
-    --duration 15s >/dev/null &
-  BENCH=$!
-  sleep 3
   perf record -F 499 -g -p "$LPID" -o "$WORK/perf.data" -- sleep 8 >/dev/null 2>&1 || true
   wait "$BENCH" || true
-  echo
-  echo "CPU profile of node $LEADER (leader of most of the 8 partitions) under W1, 8 s at 499 Hz; self time:"
-  echo '```'
-  perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
-    grep -E '^ +[0-9]' | head -30
-  echo '```'
-  echo "By package (self time):"
-  echo '```'
-  perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null |
-    awk '/^ +[0-9.]+%/ { pct=$1; sub(/%/, "", pct); sym=$NF
-      if (sym ~ /^\[/) sym=$(NF); pkg=sym; sub(/\.[^.\/]*$/, "", pkg); sub(/\(.*$/, "", pkg)
-      if (pkg ~ /^runtime/) pkg="runtime"; if (pkg ~ /syscall|Syscall/) pkg="syscall"
-      t[pkg]+=pct } END { for (p in t) printf "%6.2f%%  %s\n", t[p], p }' | sort -rn | head -20
-  echo '```'
+  python3 - "$WORK/prof.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["result"]
+print("\nprofiled run (cluster rf3 p1, 15 s): %.0f msgs/s, p50 %.2f ms, p99 %.2f ms" % (r["msgs_per_sec"], r["latency"]["p50_ms"], r["latency"]["p99_ms"]))
+EOF
+  perf report -i "$WORK/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null >"$WORK/perf.txt" || true
+  python3 - "$LEADER" "$WORK/perf.txt" <<'EOF'
+import re, sys
+rows = []
+for line in open(sys.argv[2]):
+    m = re.match(r"\s+([0-9.]+)%\s+\[(.)\]\s+(\S+)", line)
+    if m:
+        rows.append((float(m.group(1)), m.group(2), m.group(3)))
+def pkg(kind, sym):
+    if kind == "k":
+        return "kernel"
+    if sym.startswith("runtime.") or sym.startswith("internal/runtime"):
+        return "go runtime"
+    head, _, tail = sym.rpartition("/")
+    return (head + "/" if head else "") + tail.split(".")[0]
+by = {}
+for pct, kind, sym in rows:
+    by[pkg(kind, sym)] = by.get(pkg(kind, sym), 0) + pct
+print("\nCPU profile of node %s (the partition's leader) under W1, perf 8 s at 499 Hz, self time by package:" % sys.argv[1])
+print("```")
+for p, v in sorted(by.items(), key=lambda kv: -kv[1])[:15]:
+    print("%6.2f%%  %s" % (v, p))
+print("```\ntop symbols:\n```")
+for pct, kind, sym in rows[:20]:
+    print("%6.2f%%  [%s] %s" % (pct, kind, sym))
+print("```")
+EOF
 fi
 
 # Idle: stop the single node (it is not measured), create 1,000 partitions on the cluster.
 kill "${PID[single]}"; wait "${PID[single]}" 2>/dev/null || true; unset 'PID[single]'
 log "idle: 1,000 partitions (rf 3), then the 3 nodes' CPU over ${IDLE_SECS}s"
+# The bench creates the topic and waits for 1,000 leaders (one group sync after another on
+# each node: minutes on a shared disk), then writes 1,000 records; its --duration bounds both.
 ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 1000 --name idle \
-  --duration 2s --count 1000 >/dev/null
+  --duration 300s --count 1000 >/dev/null
 sleep 10 # the groups written to quiesce after 6 ticks; the rest never woke
 # shellcheck disable=SC2086
 before=$(cpu $CLUSTER_PIDS); t0=$(date +%s.%N)

@@ -101,11 +101,13 @@ func (d *kafkaDriver) Prepare(ctx context.Context, name string, _ load.Kind) err
 	return waitLeaders(ctx, adm, name, d.partitions)
 }
 
-// waitLeaders waits (30 s at most) until Metadata names a leader for every partition of
-// topic: in a cluster each partition's Raft group elects one after the topic is created,
-// and a timed run must not start with that election. On a single node it returns at once.
+// waitLeaders waits until Metadata names a leader for every partition of topic: in a
+// cluster each partition's Raft group elects one after the topic is created, and a timed
+// run must not start with that election. On a single node it returns at once. A node
+// creates its groups one sync after another, so the wait allowed grows with partitions.
 func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions int32) error {
-	deadline := time.Now().Add(30 * time.Second)
+	limit := 30*time.Second + time.Duration(partitions)*100*time.Millisecond
+	deadline := time.Now().Add(limit)
 	for {
 		md, err := adm.Metadata(ctx, topic)
 		led := int32(0)
@@ -120,7 +122,7 @@ func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("topic %s: %d of %d partitions have a leader after 30s (last error: %v)", topic, led, partitions, err)
+			return fmt.Errorf("topic %s: %d of %d partitions have a leader after %v (last error: %v)", topic, led, partitions, limit, err)
 		}
 		select {
 		case <-ctx.Done():
