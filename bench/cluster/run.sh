@@ -60,7 +60,7 @@ ready() { # name http-port
 PID[single]=$!
 PEERS="1=127.0.0.1:41095,2=127.0.0.1:42095,3=127.0.0.1:43095"
 for i in 1 2 3; do
-  ./sluice serve --data-dir "$WORK/n$i" --fsync always --log-level warn --node-id "$i" \
+  ./sluice serve --data-dir "$WORK/n$i" --fsync always --log-level info --node-id "$i" \
     --cluster-addr "127.0.0.1:4${i}095" --cluster-peers "$PEERS" \
     --http-addr "127.0.0.1:4${i}080" --kafka-addr "127.0.0.1:4${i}092" --sqs-addr "" 2>"$WORK/n$i.log" &
   PID[n$i]=$!
@@ -70,26 +70,32 @@ for i in 1 2 3; do ready "n$i" "4${i}080"; done
 CLUSTER_PIDS="${PID[n1]} ${PID[n2]} ${PID[n3]}"
 
 cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
+ticks() { local p; for p in "$@"; do awk '{printf "%d,", $14 + $15}' "/proc/$p/stat"; done; }
 W1=(produce --size 1024 --in-flight 256 --batch 1 --duration "$DUR" --count 100000000 --protocol kafka --probe-dir "" --quiet -o json)
 # w1 label kafka-addr rf partitions name pids…: one W1 run, one table row; the JSON kept.
 w1() {
   local label=$1 addr=$2 rf=$3 parts=$4 name=$5; shift 5
   local before after
-  before=$(cpu "$@")
+  before=$(ticks "$@")
   ./sluice-bench "${W1[@]}" --kafka-addr "$addr" --replication-factor "$rf" --partitions "$parts" --name "$name" >"$WORK/$name.json"
-  after=$(cpu "$@")
+  after=$(ticks "$@")
   python3 - "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$before" "$after" "$WORK/$name.json" <<'EOF' | tee -a "$WORK/w1.rows"
 import json, sys
 r = json.load(open(sys.argv[5]))["result"]
 l = r["latency"]
-cpu_us = (int(sys.argv[4]) - int(sys.argv[3])) * 10000 / max(r["sent"], 1)
-print("| %s | %s | %.0f | %.2f | %.2f | %.1f |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"], l["p99_ms"], cpu_us))
+b = [int(x) for x in sys.argv[3].split(",") if x]
+a = [int(x) for x in sys.argv[4].split(",") if x]
+per = [(y - x) * 10000 / max(r["sent"], 1) for x, y in zip(b, a)]  # clock ticks are 10 ms
+print("| %s | %s | %.0f | %.2f | %.2f | %.1f | %s |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"],
+    l["p99_ms"], sum(per), " / ".join("%.1f" % x for x in per)))
 EOF
 }
 
+./sluice-bench produce --count 1 --protocol kafka --kafka-addr 127.0.0.1:40092 --name probe --probe-dir "$WORK" \
+  --quiet | grep 'disk under' || true
 log "W1: $ROUNDS rounds of $DUR, single node vs 3-node cluster"
-echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg |"
-echo "|---|---|---|---|---|---|"
+echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg | per node (n1 / n2 / n3) |"
+echo "|---|---|---|---|---|---|---|"
 for r in $(seq "$ROUNDS"); do
   for parts in 1 8; do
     w1 "single rf1 p$parts #$r" 127.0.0.1:40092 1 "$parts" "s$parts-$r" "${PID[single]}"
@@ -103,7 +109,7 @@ rows = [l.split("|")[1:-1] for l in open(sys.argv[1])]
 by = {}
 for cells in rows:
     label = cells[0].strip().rsplit(" #", 1)[0]
-    by.setdefault(label, []).append([float(c) for c in cells[2:]])
+    by.setdefault(label, []).append([float(c) for c in cells[2:6]])
 print()
 print("| partitions | cluster/single msgs/s | single p50/p99 ms | cluster p50/p99 ms | CPU µs/msg single / cluster (3 nodes) |")
 print("|---|---|---|---|---|")
@@ -114,6 +120,9 @@ for p in (1, 8):
         p, m(c, 0) / m(s, 0), m(c, 0), m(s, 0), m(s, 1), m(s, 2), m(c, 1), m(c, 2), m(s, 3), m(c, 3)))
 print("(medians over the rounds)")
 EOF
+# Leaderships moved during the runs (each partition returns to its preferred replica once
+# in sync, checked every 10 s): a move stalls that partition's producers for a round trip.
+echo "preferred-leader handbacks during W1: $(cat "$WORK"/n?.log | grep -c 'handing a partition back' || true)"
 
 if [ "$PROFILE" = 1 ]; then
   log "profile: perf on the leader of a 1-partition topic under W1"
@@ -199,10 +208,25 @@ for i in 1 2 3; do
   p=${PID[n$i]}
   echo "  node $i: $(awk '{print $20}' /proc/$p/stat) threads, RSS $(awk '/VmRSS/ {print $2, $3}' /proc/$p/status)"
 done
+if [ "$PROFILE" = 1 ]; then
+  # Where the idle CPU goes: perf on node 1 for 20 s more (few samples: it is idle).
+  perf record -F 999 -g -p "${PID[n1]}" -o "$WORK/idle.data" -- sleep 20 >/dev/null 2>&1 || true
+  echo
+  echo "idle node 1, perf 20 s at 999 Hz, self time by symbol (top 15):"
+  echo '```'
+  perf report -i "$WORK/idle.data" --no-children --sort symbol --stdio -g none 2>/dev/null |
+    awk '/^ +[0-9.]+%/ && n < 15 { printf "%8s  %s %s\n", $1, $2, $3; n++ }' || true
+  echo '```'
+  echo "idle node 1, callers by Go function (children, top 25):"
+  echo '```'
+  perf report -i "$WORK/idle.data" --children --sort symbol --stdio -g none 2>/dev/null |
+    awk '/^ +[0-9.]+%/ && $4 ~ /sluice|raft|runtime\.gcBgMarkWorker|runtime\.mcall|time\.|kafka|node/ && n < 25 { printf "%8s  %s\n", $1, $4; n++ }' || true
+  echo '```'
+fi
 
 # Failover: the kill test's long form (it runs its own 3 nodes).
 log "failover: $KILLS kills (TestLeaderKilledUnderLoad)"
 cd "$ROOT"
 echo
 SLUICE_CLUSTER_KILLS=$KILLS go test -count=1 -run 'TestLeaderKilledUnderLoad$' -v -timeout 30m ./internal/cluster/e2e/ 2>&1 |
-  grep -E 'failover|acknowledged|log checked|^(--- |ok|FAIL)' || true
+  grep -E 'round [0-9]+:|failover|acknowledged|log checked|^(--- |ok|FAIL)' || true
