@@ -53,20 +53,20 @@ ready() { # name http-port
   done
   echo "$1 did not get ready:" >&2; tail -20 "$WORK/$1.log" >&2; exit 1
 }
-# Ports: single node 4x080/4x092; node i of the cluster 4i080 (HTTP), 4i092 (Kafka),
-# 4i095 (Raft).
+# Ports, below Linux's ephemeral range (32768 and up, where a client's own port may sit):
+# single node 20080 (HTTP), 20092 (Kafka); node i of the cluster 2i080, 2i092, 2i095 (Raft).
 ./sluice serve --data-dir "$WORK/single" --fsync always --log-level warn \
-  --http-addr 127.0.0.1:40080 --kafka-addr 127.0.0.1:40092 --sqs-addr "" 2>"$WORK/single.log" &
+  --http-addr 127.0.0.1:20080 --kafka-addr 127.0.0.1:20092 --sqs-addr "" 2>"$WORK/single.log" &
 PID[single]=$!
-PEERS="1=127.0.0.1:41095,2=127.0.0.1:42095,3=127.0.0.1:43095"
+PEERS="1=127.0.0.1:21095,2=127.0.0.1:22095,3=127.0.0.1:23095"
 for i in 1 2 3; do
   ./sluice serve --data-dir "$WORK/n$i" --fsync always --log-level info --node-id "$i" \
-    --cluster-addr "127.0.0.1:4${i}095" --cluster-peers "$PEERS" \
-    --http-addr "127.0.0.1:4${i}080" --kafka-addr "127.0.0.1:4${i}092" --sqs-addr "" 2>"$WORK/n$i.log" &
+    --cluster-addr "127.0.0.1:2${i}095" --cluster-peers "$PEERS" \
+    --http-addr "127.0.0.1:2${i}080" --kafka-addr "127.0.0.1:2${i}092" --sqs-addr "" 2>"$WORK/n$i.log" &
   PID[n$i]=$!
 done
-ready single 40080
-for i in 1 2 3; do ready "n$i" "4${i}080"; done
+ready single 20080
+for i in 1 2 3; do ready "n$i" "2${i}080"; done
 CLUSTER_PIDS="${PID[n1]} ${PID[n2]} ${PID[n3]}"
 
 cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
@@ -91,16 +91,16 @@ print("| %s | %s | %.0f | %.2f | %.2f | %.1f | %s |" % (sys.argv[1], sys.argv[2]
 EOF
 }
 
-./sluice-bench produce --count 1 --protocol kafka --kafka-addr 127.0.0.1:40092 --name probe --probe-dir "$WORK" \
+./sluice-bench produce --count 1 --protocol kafka --kafka-addr 127.0.0.1:20092 --name probe --probe-dir "$WORK" \
   --quiet | grep 'disk under' || true
 log "W1: $ROUNDS rounds of $DUR, single node vs 3-node cluster"
 echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg | per node (n1 / n2 / n3) |"
 echo "|---|---|---|---|---|---|---|"
 for r in $(seq "$ROUNDS"); do
   for parts in 1 8; do
-    w1 "single rf1 p$parts #$r" 127.0.0.1:40092 1 "$parts" "s$parts-$r" "${PID[single]}"
+    w1 "single rf1 p$parts #$r" 127.0.0.1:20092 1 "$parts" "s$parts-$r" "${PID[single]}"
     # shellcheck disable=SC2086
-    w1 "cluster rf3 p$parts #$r" 127.0.0.1:41092 3 "$parts" "c$parts-$r" $CLUSTER_PIDS
+    w1 "cluster rf3 p$parts #$r" 127.0.0.1:21092 3 "$parts" "c$parts-$r" $CLUSTER_PIDS
   done
 done
 python3 - "$WORK/w1.rows" <<'EOF'
@@ -126,14 +126,14 @@ echo "preferred-leader handbacks during W1: $(cat "$WORK"/n?.log | grep -c 'hand
 
 if [ "$PROFILE" = 1 ]; then
   log "profile: perf on the leader of a 1-partition topic under W1"
-  ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 1 --name prof \
+  ./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:21092 --replication-factor 3 --partitions 1 --name prof \
     --duration 15s >"$WORK/prof.json" &
   BENCH=$!
   sleep 3 # the topic is created and its leader elected
   LEADER=$(python3 - <<'EOF'
 import socket, struct
 # Kafka Metadata v1 for topic "prof", by hand: the leader of partition 0.
-s = socket.create_connection(("127.0.0.1", 41092))
+s = socket.create_connection(("127.0.0.1", 21092))
 body = struct.pack(">hhih", 3, 1, 1, 5) + b"bench" + struct.pack(">ih", 1, 4) + b"prof"
 s.sendall(struct.pack(">i", len(body)) + body)
 b = s.recv(struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0], socket.MSG_WAITALL)
@@ -194,7 +194,7 @@ kill "${PID[single]}"; wait "${PID[single]}" 2>/dev/null || true; unset 'PID[sin
 log "idle: 1,000 partitions (rf 3), then the 3 nodes' CPU over ${IDLE_SECS}s"
 # The bench creates the topic and waits for 1,000 leaders (one group sync after another on
 # each node: minutes on a shared disk), then writes 1,000 records; its --duration bounds both.
-./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:41092 --replication-factor 3 --partitions 1000 --name idle \
+./sluice-bench "${W1[@]}" --kafka-addr 127.0.0.1:21092 --replication-factor 3 --partitions 1000 --name idle \
   --duration 300s --count 1000 >/dev/null
 sleep 10 # the groups written to quiesce after 6 ticks; the rest never woke
 # shellcheck disable=SC2086
