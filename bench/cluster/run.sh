@@ -71,36 +71,50 @@ CLUSTER_PIDS="${PID[n1]} ${PID[n2]} ${PID[n3]}"
 
 cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
 ticks() { local p; for p in "$@"; do awk '{printf "%d,", $14 + $15}' "/proc/$p/stat"; done; }
+# fsyncs HTTP-ports…: fdatasyncs so far and their seconds, summed over the nodes (the Raft
+# log's and the partition logs' alike: sluice_storage_fsync_duration_seconds).
+fsyncs() {
+  local port
+  for port in "$@"; do curl -fsS "http://127.0.0.1:$port/metrics"; done |
+    awk '/^sluice_storage_fsync_duration_seconds_count/ {n += $2} /^sluice_storage_fsync_duration_seconds_sum/ {s += $2}
+      END {printf "%d:%f", n, s}'
+}
 W1=(produce --size 1024 --in-flight 256 --batch 1 --duration "$DUR" --count 100000000 --protocol kafka --probe-dir "" --quiet -o json)
-# w1 label kafka-addr rf partitions name pids…: one W1 run, one table row; the JSON kept.
+# w1 label kafka-addr rf partitions name "http-ports" pids…: one W1 run, one table row; the
+# JSON kept.
 w1() {
-  local label=$1 addr=$2 rf=$3 parts=$4 name=$5; shift 5
-  local before after
-  before=$(ticks "$@")
+  local label=$1 addr=$2 rf=$3 parts=$4 name=$5 ports=$6; shift 6
+  local before after fb fa
+  # shellcheck disable=SC2086
+  fb=$(fsyncs $ports); before=$(ticks "$@")
   ./sluice-bench "${W1[@]}" --kafka-addr "$addr" --replication-factor "$rf" --partitions "$parts" --name "$name" >"$WORK/$name.json"
-  after=$(ticks "$@")
-  python3 - "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$before" "$after" "$WORK/$name.json" <<'EOF' | tee -a "$WORK/w1.rows"
+  # shellcheck disable=SC2086
+  after=$(ticks "$@"); fa=$(fsyncs $ports)
+  python3 - "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$before" "$after" "$WORK/$name.json" "$fb" "$fa" <<'EOF' | tee -a "$WORK/w1.rows"
 import json, sys
 r = json.load(open(sys.argv[5]))["result"]
 l = r["latency"]
+sent = max(r["sent"], 1)
 b = [int(x) for x in sys.argv[3].split(",") if x]
 a = [int(x) for x in sys.argv[4].split(",") if x]
-per = [(y - x) * 10000 / max(r["sent"], 1) for x, y in zip(b, a)]  # clock ticks are 10 ms
-print("| %s | %s | %.0f | %.2f | %.2f | %.1f | %s |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"],
-    l["p99_ms"], sum(per), " / ".join("%.1f" % x for x in per)))
+per = [(y - x) * 10000 / sent for x, y in zip(b, a)]  # clock ticks are 10 ms
+(n0, s0), (n1, s1) = [map(float, v.split(":")) for v in sys.argv[6:8]]
+syncs = n1 - n0
+print("| %s | %s | %.0f | %.2f | %.2f | %.1f | %s | %.0f | %.2f |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"],
+    l["p99_ms"], sum(per), " / ".join("%.1f" % x for x in per), sent / max(syncs, 1), (s1 - s0) * 1000 / max(syncs, 1)))
 EOF
 }
 
 ./sluice-bench produce --count 1 --protocol kafka --kafka-addr 127.0.0.1:20092 --name probe --probe-dir "$WORK" \
   --quiet | grep 'disk under' || true
 log "W1: $ROUNDS rounds of $DUR, single node vs 3-node cluster"
-echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg | per node (n1 / n2 / n3) |"
-echo "|---|---|---|---|---|---|---|"
+echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg | per node (n1 / n2 / n3) | msgs per fdatasync (all nodes) | fdatasync mean ms |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for r in $(seq "$ROUNDS"); do
   for parts in 1 8; do
-    w1 "single rf1 p$parts #$r" 127.0.0.1:20092 1 "$parts" "s$parts-$r" "${PID[single]}"
+    w1 "single rf1 p$parts #$r" 127.0.0.1:20092 1 "$parts" "s$parts-$r" 20080 "${PID[single]}"
     # shellcheck disable=SC2086
-    w1 "cluster rf3 p$parts #$r" 127.0.0.1:21092 3 "$parts" "c$parts-$r" $CLUSTER_PIDS
+    w1 "cluster rf3 p$parts #$r" 127.0.0.1:21092 3 "$parts" "c$parts-$r" "21080 22080 23080" $CLUSTER_PIDS
   done
 done
 python3 - "$WORK/w1.rows" <<'EOF'
