@@ -94,7 +94,9 @@ func (d *kafkaDriver) Prepare(ctx context.Context, name string, _ load.Kind) err
 		return err
 	}
 	for _, r := range cres {
-		if r.Err != nil {
+		// TOPIC_ALREADY_EXISTS right after the delete is this create's own retry: a
+		// large topic on a cluster can take longer than the request's timeout.
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("create topic %s: %w", name, r.Err)
 		}
 	}
