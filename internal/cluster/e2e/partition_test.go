@@ -3,15 +3,18 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/faultproxy"
 )
@@ -87,10 +90,37 @@ func TestLeaderPartitionedAway(t *testing.T) {
 	if minority > 3 {
 		t.Errorf("isolated node %d acknowledged %d writes sent after the cut", old, minority)
 	}
+	waitCaughtUp(ctx, t, c, topic)
 	for i := range c.procs {
 		c.procs[i].Stop()
 	}
 	checkConverged(t, c, topic, w.acked())
+}
+
+// waitCaughtUp waits until every node's local log of topic/0 has the same high watermark
+// (DescribeTopic answers from the node's own log). A follower applies what it knows to be
+// committed, and learns the last commit index from the leader's next message: stopped a
+// moment too early, it would hold a correct prefix, and the comparison would fail on that.
+func waitCaughtUp(ctx context.Context, t *testing.T, c *cluster, topic string) {
+	t.Helper()
+	var hws []int64
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		hws = hws[:0]
+		for _, p := range c.procs {
+			info, err := client.New("http://"+p.Addr("http")).DescribeTopic(ctx, topic)
+			hw := int64(-1)
+			if err == nil && len(info.GetPartitions()) == 1 {
+				hw = info.GetPartitions()[0].GetHighWatermark()
+			}
+			hws = append(hws, hw)
+		}
+		if hws[0] >= 0 && !slices.ContainsFunc(hws, func(hw int64) bool { return hw != hws[0] }) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the nodes' high watermarks of %s/0 did not meet: %v", topic, hws)
 }
 
 // waitLeader waits until every node but any isolated one agrees on one leader of
@@ -169,14 +199,14 @@ type ack struct {
 type writers struct {
 	mu      sync.Mutex
 	acks    []ack
-	refused map[int]int // answered with an error code
-	lost    map[int]int // no answer (timeout, connection)
+	refused map[int]map[string]int // answered with an error code, by code name
+	lost    map[int]int            // no answer (timeout, connection)
 	quit    chan struct{}
 	wg      sync.WaitGroup
 }
 
 func startWriters(ctx context.Context, t *testing.T, c *cluster, topic string) *writers {
-	w := &writers{refused: map[int]int{}, lost: map[int]int{}, quit: make(chan struct{})}
+	w := &writers{refused: map[int]map[string]int{}, lost: map[int]int{}, quit: make(chan struct{})}
 	for id := 1; id <= len(c.procs); id++ {
 		cl := c.nodeClient(t, id)
 		w.wg.Add(1)
@@ -225,7 +255,10 @@ func (w *writers) produce(ctx context.Context, t *testing.T, cl *kgo.Client, id 
 	case err != nil:
 		w.lost[id]++
 	case p.ErrorCode != 0:
-		w.refused[id]++
+		if w.refused[id] == nil {
+			w.refused[id] = map[string]int{}
+		}
+		w.refused[id][kerr.ErrorForCode(p.ErrorCode).(*kerr.Error).Message]++
 	default:
 		w.acks = append(w.acks, ack{node: id, value: value, offset: p.BaseOffset, sent: sent, got: got})
 	}
