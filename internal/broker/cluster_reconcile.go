@@ -181,15 +181,17 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p})
 	// The catalog's replica list bootstraps a group this node never held; a group
 	// with state on disk reopens from it and the list is not used.
-	fresh := !slices.Contains(c.host.Groups(), cp.Group)
 	if err := c.host.CreateGroup(cp.Group, cp.Replicas, m); err != nil {
 		return fmt.Errorf("partition %s/%d: raft group %d: %w", p.topic, p.index, cp.Group, err)
 	}
 	p.repl.Store(&hostedReplica{part: replpart.NewPartition(c.host, cp.Group, m), group: cp.Group,
 		replicas: slices.Clone(cp.Replicas)})
-	if fresh && len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {
-		// The preferred leader stands at once rather than after an election timeout:
-		// a topic just created is writable within a round trip.
+	if st, err := c.host.Status(cp.Group); err == nil && st.Term <= 1 && st.Leader == 0 &&
+		len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {
+		// A group just bootstrapped (term 1, nobody elected yet): its preferred leader
+		// stands at once rather than after an election timeout, so a topic just created
+		// is writable within a round trip. A group reopened after a restart does not: it
+		// would only disturb the leader its peers elected meanwhile.
 		_ = c.host.Campaign(cp.Group)
 	}
 	return nil

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +35,22 @@ type memNode struct {
 	host   *multiraft.Host
 	b      *Broker
 	cancel context.CancelFunc
+	tr     *deadableTransport
+}
+
+// deadableTransport is a node's way onto the network until it dies: a crashed host's
+// goroutines may still be in a Ready round, and nothing they send may reach a peer (a
+// process killed sends nothing after its death; without this a zombie acknowledged entries
+// it wrote after the disk's crash image was taken).
+type deadableTransport struct {
+	multiraft.Transport
+	dead atomic.Bool
+}
+
+func (d *deadableTransport) Send(b multiraft.Batch) {
+	if !d.dead.Load() {
+		d.Transport.Send(b)
+	}
 }
 
 func newMemCluster(t *testing.T, n int) *memCluster {
@@ -66,8 +84,9 @@ func (c *memCluster) start(id multiraft.NodeID) {
 			peers = append(peers, p)
 		}
 	}
-	h, err := multiraft.New(multiraft.Config{Node: id, Peers: peers, Engine: eng, Transport: c.net.Transport(id),
-		SnapshotEntries: 25}) // checkpoints often: restarts restore them and re-apply the rest
+	nd.tr = &deadableTransport{Transport: c.net.Transport(id)}
+	h, err := multiraft.New(multiraft.Config{Node: id, Peers: peers, Engine: eng, Transport: nd.tr,
+		SnapshotEntries: 25, Log: clusterTestLogger(id)}) // checkpoints often: restarts restore them and re-apply the rest
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -82,7 +101,7 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	c.net.Attach(id, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	go h.Run(ctx, multiraft.NewTimeTicker(5*time.Millisecond))
-	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: quietLogger(), SnapshotEvery: 50,
+	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50,
 		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m)}})
 	if err != nil {
 		c.t.Fatalf("n%d: broker: %v", id, err)
@@ -126,15 +145,34 @@ func (c *memCluster) stop(id multiraft.NodeID) {
 // machine does not) keeps every write, synced or not.
 func (c *memCluster) crash(id multiraft.NodeID, powerCut bool) {
 	nd := c.nodes[id]
+	nd.tr.dead.Store(true)
 	c.net.Detach(id)
-	nd.cancel()
-	nd.host.Close()
-	nd.b.cluster.close()
 	if !powerCut {
 		nd.fs.SyncAll() // the page cache outlives the process
 	}
-	nd.fs = nd.fs.CrashClone()
+	nd.fs = nd.fs.CrashClone() // the disk as of the crash; what the zombie writes later is lost
+	nd.cancel()
+	nd.host.Close()
+	nd.b.cluster.close()
 	nd.host, nd.b = nil, nil
+}
+
+// describe is every live node's view of every group it hosts.
+func (c *memCluster) describe() string {
+	var out string
+	for _, id := range c.ids {
+		nd := c.nodes[id]
+		if nd.host == nil {
+			out += fmt.Sprintf("\nn%d down", id)
+			continue
+		}
+		for _, g := range nd.host.Groups() {
+			st, err := nd.host.Status(g)
+			out += fmt.Sprintf("\nn%d g%d: %+v %v", id, g, st, err)
+		}
+		out += fmt.Sprintf("\nn%d stats %+v", id, nd.host.Stats())
+	}
+	return out
 }
 
 // leaderOf is the broker leading topic/partition, as its own node sees it.
@@ -167,7 +205,7 @@ func TestClusterPowerCuts(t *testing.T) {
 	}
 	rng := rand.New(rand.NewSource(7))
 	acked := map[int32]map[int64]string{0: {}, 1: {}}
-	next := 0
+	next, unknown := 0, 0
 	produce := func(n int) {
 		for range n {
 			p := int32(next % 2)
@@ -182,14 +220,21 @@ func TestClusterPowerCuts(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 					continue
 				}
-				res, err := b.Produce(context.Background(), "t", []ProduceRecord{{Value: []byte(v), Partition: &p}}, ProduceOptions{})
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				res, err := b.Produce(ctx, "t", []ProduceRecord{{Value: []byte(v), Partition: &p}}, ProduceOptions{})
+				cancel()
 				if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) {
 					time.Sleep(10 * time.Millisecond)
 					continue
 				}
 				if errors.Is(err, ErrReplicationUnknown) {
+					unknown++
+					if unknown == 10 {
+						t.Fatalf("t/%d: 10 produces in a row of unknown outcome; the groups: %s", p, c.describe())
+					}
 					break // maybe stored: not acknowledged
 				}
+				unknown = 0
 				if err != nil {
 					t.Fatalf("produce %s: %v", v, err)
 				}
@@ -278,4 +323,13 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// clusterTestLogger is silent unless SLUICE_TEST_LOG is set (then warnings and errors go to
+// stderr, each line naming its node).
+func clusterTestLogger(id multiraft.NodeID) *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") == "" {
+		return quietLogger()
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("node", uint64(id))
 }

@@ -90,7 +90,7 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	host, err := multiraft.New(multiraft.Config{Node: self, Peers: otherIDs, Engine: eng, Transport: tr})
+	host, err := multiraft.New(multiraft.Config{Node: self, Peers: otherIDs, Engine: eng, Transport: tr, Log: log})
 	if err != nil {
 		tr.Close()
 		return nil, fmt.Errorf("cluster: %w", err)

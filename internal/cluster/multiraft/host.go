@@ -3,6 +3,7 @@ package multiraft
 import (
 	"fmt"
 	"log"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -39,6 +40,9 @@ type Config struct {
 	MaxInflightMsgs  int
 	MaxInflightBytes uint64
 	Logger           raft.Logger // raft's logger (errors only, to the standard logger)
+	// Log hears what the host itself has to say: a group that stopped on this node
+	// (slog.Default()).
+	Log *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -64,6 +68,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = quietLogger{}
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
 	}
 }
 

@@ -55,6 +55,8 @@ func (h *Host) ProcessReady() (bool, error) {
 			w.g.failAll(err)
 			delete(h.active, w.g.id)
 			h.mu.Unlock()
+			h.cfg.Log.Error("multiraft: a group stopped on this node: its state machine refused an entry; "+
+				"its other replicas carry on, and a restart of this node tries again", "group", uint64(w.g.id), "err", err)
 		}
 	}
 	h.mu.Lock()
