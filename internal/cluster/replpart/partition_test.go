@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
@@ -119,6 +120,9 @@ func TestAppendBlocksUntilApplied(t *testing.T) {
 			if i == 500 {
 				t.Fatal("Append not answered in 500 ticks")
 			}
+			// Ticks are logical time and cost nothing: on a loaded machine 500 of them
+			// can pass before the goroutine has even proposed. A millisecond each lets it.
+			time.Sleep(time.Millisecond)
 			c.tick()
 			continue
 		}
