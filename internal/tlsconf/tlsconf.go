@@ -44,6 +44,8 @@ type Options struct {
 	// changed files (err nil: the new certificate serves) and of each
 	// SIGHUP. leaf is the certificate now serving either way.
 	OnReload func(leaf *x509.Certificate, err error)
+	// Now is the clock a failed change's settle time is measured on (time.Now).
+	Now func() time.Time
 }
 
 // material is one loaded set of files; it is never changed once stored.
@@ -66,13 +68,22 @@ type Reloader struct {
 	// reports, and a broken file is reported once, not every poll.
 	failSum      [sha256.Size]byte
 	failReported bool
+	failSeen     time.Time // when failSum was first seen
 }
+
+// failSettle is how long a change that does not load must stay unchanged before a poll
+// reports it: a pair replaced file by file is half written for milliseconds, and with a
+// short poll interval on a loaded machine two polls can fall inside that window.
+const failSettle = time.Second
 
 // New loads the files once; it fails if they do not load, so a server
 // with a bad certificate does not start.
 func New(opts Options) (*Reloader, error) {
 	if opts.CertFile == "" || opts.KeyFile == "" {
 		return nil, errors.New("tls: both a certificate and a key file are needed")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -223,7 +234,7 @@ func (r *Reloader) readSum() (files, [sha256.Size]byte, error) {
 
 // Poll reloads if the files changed since the certificate serving now was
 // loaded. A change that does not load is reported only if it is still
-// there, unchanged, at the next poll: files are rarely replaced in one
+// there, unchanged, failSettle later: files are rarely replaced in one
 // step (the certificate, then the key), and a half-written pair must not
 // count as a failure.
 func (r *Reloader) Poll() {
@@ -246,7 +257,10 @@ func (r *Reloader) Poll() {
 		}
 	}
 	if sum != r.failSum {
-		r.failSum, r.failReported = sum, false // first sight: wait a poll
+		r.failSum, r.failReported, r.failSeen = sum, false, r.opts.Now() // first sight: wait
+		return
+	}
+	if r.opts.Now().Sub(r.failSeen) < failSettle {
 		return
 	}
 	r.failReported = true

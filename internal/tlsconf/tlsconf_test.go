@@ -55,8 +55,12 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) options(clientCA string) Options {
+	var now time.Time
 	return Options{CertFile: f.cert, KeyFile: f.key, ClientCAFile: clientCA,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Each reading of the clock is 600 ms after the last: a broken file seen by
+		// one poll has settled (failSettle) by the second poll after it.
+		Now: func() time.Time { now = now.Add(600 * time.Millisecond); return now },
 		OnReload: func(leaf *x509.Certificate, err error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -184,8 +188,8 @@ func TestPollServesNewCertificateToNewConnections(t *testing.T) {
 }
 
 // TestBadFileKeepsOldCertificate: a certificate file that does not load
-// is reported once (on the second poll that sees it: the first may be a
-// swap caught half-way), the old certificate keeps serving, and fixing
+// is reported once (by a poll a second or more after the first that saw it:
+// that one may be a swap caught half-way), the old certificate keeps serving, and fixing
 // the file reloads.
 func TestBadFileKeepsOldCertificate(t *testing.T) {
 	f := newFixture(t)
