@@ -93,7 +93,7 @@ func TestModes(t *testing.T) {
 	p.SetDirection(Up, Stall) // nothing read from the client: held, then delivered in order
 	// The counter moves after the write that forwarded "back" returned, which may be
 	// after its echo reached us: wait for all 12 bytes sent so far to be counted.
-	for deadline := time.Now().Add(2 * time.Second); p.Forwarded[Up].Load() < int64(len("passholeback")); {
+	for deadline := time.Now().Add(2 * time.Second); p.Forwarded[Up].Load() < uint64(len("passholeback")); {
 		if time.Now().After(deadline) {
 			t.Fatalf("forwarded up %d bytes, want 12", p.Forwarded[Up].Load())
 		}
