@@ -13,6 +13,11 @@ func (p *partitionRT) sizeBytes() int64 { return p.log.Size() }
 func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) (timeCut, cut int64) {
 	b := t.s.b
 	cut = p.log.LogStartOffset()
+	if cut == p.log.HighWatermark() {
+		// Nothing stored: nothing to delete, and no segment to read (a node of a
+		// thousand idle partitions spent a fifth of its idle CPU here).
+		return cut, cut
+	}
 	if s.Retention > 0 {
 		off, err := p.log.OffsetForTime(b.now().Add(-s.Retention).UnixMilli())
 		switch {
