@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -68,29 +67,8 @@ at start. docs/operations.md ("Corruption") says what to do about each.`,
 }
 
 func fetchCorruption(ctx context.Context, f *clientFlags) (*node.CorruptionReport, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(f.server, "/")+node.CorruptionPath, nil)
-	if err != nil {
-		return nil, err
-	}
-	if f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+f.token)
-	}
-	hc := http.DefaultClient
-	if f.tls.config != nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = f.tls.config
-		hc = &http.Client{Transport: t}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", node.CorruptionPath, resp.Status)
-	}
 	var rep node.CorruptionReport
-	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+	if err := adminCall(ctx, f, f.server, "GET", node.CorruptionPath, nil, &rep); err != nil {
 		return nil, fmt.Errorf("%s: %w", node.CorruptionPath, err)
 	}
 	return &rep, nil
