@@ -21,6 +21,9 @@ const (
 	// OpGroupOffsets carries consumer-group offset changes: bytes this package never
 	// interprets, handed to the broker's GroupOffsets hook on every node (groupoffsets.go).
 	OpGroupOffsets Op = 6
+	OpCreateQueue  Op = 7
+	OpDeleteQueue  Op = 8
+	OpUpdateQueue  Op = 9
 )
 
 // commandVersion is an entry's first byte: a replica that meets a version it does not know
@@ -47,9 +50,9 @@ type Command struct {
 	Request uint64 // unique per Origin
 
 	Node       Node   // RegisterNode
-	Name       string // the topic's: Create, Delete, AddPartitions, Update
+	Name       string // the topic's or queue's: Create, Delete, AddPartitions, Update
 	Partitions int32  // Create: the count; AddPartitions: the new total
-	RF         int32  // Create: the replication factor (<= 0: the default)
+	RF         int32  // CreateTopic, CreateQueue: the replication factor (<= 0: the default)
 	Settings   []byte // Create, Update (empty: none)
 	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier)
 }
@@ -63,6 +66,9 @@ type Command struct {
 //	4 AddPartitions  name(bytes) total(varint)
 //	5 UpdateTopic    name(bytes) settings(bytes)
 //	6 GroupOffsets   payload(bytes)
+//	7 CreateQueue    name(bytes) rf(varint) settings(bytes)
+//	8 DeleteQueue    name(bytes)
+//	9 UpdateQueue    name(bytes) settings(bytes)
 //
 // bytes is a uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -85,11 +91,17 @@ func (c *Command) Encode(b []byte) []byte {
 	case OpAddPartitions:
 		b = appendString(b, c.Name)
 		b = binary.AppendVarint(b, int64(c.Partitions))
-	case OpUpdateTopic:
+	case OpUpdateTopic, OpUpdateQueue:
 		b = appendString(b, c.Name)
 		b = appendBytes(b, c.Settings)
 	case OpGroupOffsets:
 		b = appendBytes(b, c.Payload)
+	case OpCreateQueue:
+		b = appendString(b, c.Name)
+		b = binary.AppendVarint(b, int64(c.RF))
+		b = appendBytes(b, c.Settings)
+	case OpDeleteQueue:
+		b = appendString(b, c.Name)
 	}
 	return b
 }
@@ -136,6 +148,15 @@ func Decode(b []byte) (Command, error) {
 		c.Settings = d.bytes(MaxSettings)
 	case OpGroupOffsets:
 		c.Payload = d.bytes(MaxGroupOffsets)
+	case OpCreateQueue:
+		c.Name = string(d.bytes(MaxQueueName))
+		c.RF = d.int32()
+		c.Settings = d.bytes(MaxSettings)
+	case OpDeleteQueue:
+		c.Name = string(d.bytes(MaxQueueName))
+	case OpUpdateQueue:
+		c.Name = string(d.bytes(MaxQueueName))
+		c.Settings = d.bytes(MaxSettings)
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}

@@ -13,6 +13,9 @@ import (
 type Result struct {
 	Request uint64
 	Topic   *Topic // CreateTopic, AddPartitions, UpdateTopic: the topic after the change
+	// Queue: CreateQueue, UpdateQueue: the queue after the change; a CreateQueue refused
+	// with ErrQueueExists: the queue that exists (SQS's CreateQueue is idempotent).
+	Queue *Queue
 	Err     error  // the catalog refused the command (ErrTopicExists, ErrUnknownTopic, ...)
 }
 
@@ -169,6 +172,8 @@ func (s *State) apply(e multiraft.Entry, c *Command) Result {
 		nt.Settings, nt.Version = bytes.Clone(c.Settings), e.Index
 		s.Topics[c.Name] = &nt
 		return Result{Topic: &nt}
+	case OpCreateQueue, OpDeleteQueue, OpUpdateQueue:
+		return s.applyQueue(e, c)
 	}
 	return Result{} // unreachable: Decode refuses unknown ops
 }

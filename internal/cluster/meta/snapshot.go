@@ -10,10 +10,13 @@ import (
 
 // snapVersion is a snapshot of the catalog alone; snapVersionPending is the same followed
 // by the group-offsets payloads applied before the broker's hook was set (groupoffsets.go),
-// which only the snapshot then holds.
+// which only the snapshot then holds. Versions 3 and 4 are 1 and 2 with the queues after
+// the topics: what Snapshot writes now; 1 and 2 (no queues) still restore.
 const (
-	snapVersion        = 1
-	snapVersionPending = 2
+	snapVersion              = 1
+	snapVersionPending       = 2
+	snapVersionQueues        = 3
+	snapVersionQueuesPending = 4
 )
 
 // Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
@@ -23,8 +26,11 @@ const (
 //	ntopics(uvarint) {name(bytes) id(16) version(uvarint) settings(bytes)
 //	                  nparts(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...}...  by name
 //
-// Version 2 is the same followed by the group-offsets payloads not yet handed to a hook
-// (appendPending): a snapshot taken while the broker was still opening.
+//	(versions 3 and 4) nqueues(uvarint) {name(bytes) settings(bytes) group(uvarint)
+//	                  created(uvarint) version(uvarint) nreps(uvarint) {node(uvarint)}...}...  by name
+//
+// Version 2 (4) is the same as 1 (3) followed by the group-offsets payloads not yet handed
+// to a hook (appendPending): a snapshot taken while the broker was still opening.
 func (m *Machine) Snapshot() ([]byte, error) {
 	pending, err := m.checkpoint()
 	if err != nil {
@@ -32,14 +38,14 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	}
 	b := m.State().encode()
 	if len(pending) > 0 {
-		b[0] = snapVersionPending
+		b[0] = snapVersionQueuesPending
 		b = appendPending(b, pending)
 	}
 	return b, nil
 }
 
 func (s *State) encode() []byte {
-	b := []byte{snapVersion}
+	b := []byte{snapVersionQueues}
 	b = binary.AppendUvarint(b, s.Index)
 	b = binary.AppendUvarint(b, uint64(s.NextGroup))
 	b = binary.AppendUvarint(b, uint64(len(s.Nodes)))
@@ -64,6 +70,20 @@ func (s *State) encode() []byte {
 			for _, r := range p.Replicas {
 				b = binary.AppendUvarint(b, uint64(r))
 			}
+		}
+	}
+	qnames := s.QueueNames()
+	b = binary.AppendUvarint(b, uint64(len(qnames)))
+	for _, name := range qnames {
+		q := s.Queues[name]
+		b = appendString(b, name)
+		b = appendBytes(b, q.Settings)
+		b = binary.AppendUvarint(b, uint64(q.Group))
+		b = binary.AppendUvarint(b, q.Created)
+		b = binary.AppendUvarint(b, q.Version)
+		b = binary.AppendUvarint(b, uint64(len(q.Replicas)))
+		for _, r := range q.Replicas {
+			b = binary.AppendUvarint(b, uint64(r))
 		}
 	}
 	return b
@@ -91,7 +111,8 @@ func (m *Machine) Restore(data []byte) error {
 // decodeState parses a snapshot and checks what apply guarantees: nodes sorted and unique,
 // legal unique topic names, group ids below NextGroup and unique, replicas registered.
 func decodeState(data []byte) (*State, []groupOffsets, error) {
-	if data[0] != snapVersion && data[0] != snapVersionPending {
+	version := data[0]
+	if version < snapVersion || version > snapVersionQueuesPending {
 		return nil, nil, fmt.Errorf("version %d", data[0])
 	}
 	d := decoder{b: data[1:]}
@@ -118,8 +139,17 @@ func decodeState(data []byte) (*State, []groupOffsets, error) {
 			s.Topics[t.Name] = t
 		}
 	}
+	if version >= snapVersionQueues {
+		nq := d.count()
+		for i := uint64(0); i < nq && d.err == nil; i++ {
+			q := d.queue(s, groups)
+			if d.err == nil {
+				s.Queues[q.Name] = q
+			}
+		}
+	}
 	var pending []groupOffsets
-	if d.err == nil && data[0] == snapVersionPending {
+	if d.err == nil && (version == snapVersionPending || version == snapVersionQueuesPending) {
 		pending = d.pending()
 	}
 	if d.err == nil && len(d.b) > 0 {
@@ -182,4 +212,39 @@ func (d *decoder) topic(s *State, groups map[multiraft.GroupID]bool) *Topic {
 		t.Partitions = append(t.Partitions, part)
 	}
 	return t
+}
+
+func (d *decoder) queue(s *State, groups map[multiraft.GroupID]bool) *Queue {
+	q := &Queue{Name: string(d.bytes(MaxQueueName))}
+	if d.err == nil && (!ValidQueueName(q.Name) || s.Queues[q.Name] != nil) {
+		d.fail("queue name %q", q.Name)
+	}
+	if set := d.bytes(MaxSettings); len(set) > 0 {
+		q.Settings = bytes.Clone(set)
+	}
+	q.Group = multiraft.GroupID(d.uvarint())
+	if d.err == nil && (q.Group < FirstDataGroup || q.Group >= s.NextGroup || groups[q.Group]) {
+		d.fail("queue %q: group %d", q.Name, q.Group)
+	}
+	groups[q.Group] = true
+	q.Created = d.uvarint()
+	q.Version = d.uvarint()
+	if d.err == nil && q.Version < q.Created {
+		d.fail("queue %q: version %d before its creation %d", q.Name, q.Version, q.Created)
+	}
+	nr := d.count()
+	if d.err == nil && (nr == 0 || nr > uint64(len(s.Nodes))) {
+		d.fail("queue %q: %d replicas", q.Name, nr)
+	}
+	for r := uint64(0); r < nr && d.err == nil; r++ {
+		id := multiraft.NodeID(d.uvarint())
+		if _, ok := s.Node(id); d.err == nil && !ok {
+			d.fail("queue %q: replica %d not registered", q.Name, id)
+		}
+		q.Replicas = append(q.Replicas, id)
+	}
+	if d.err != nil {
+		return nil
+	}
+	return q
 }

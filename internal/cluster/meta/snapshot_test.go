@@ -24,6 +24,13 @@ func seedCommands() []Command {
 		{Op: OpCreateTopic, Name: "early", Partitions: 2, RF: 2},
 		{Op: OpRegisterNode, Node: Node{ID: 1, KafkaAddr: "n1:19092"}},
 		{Op: OpDeleteTopic, Name: "gone"},
+		{Op: OpCreateQueue, Name: "jobs", RF: 0, Settings: []byte(`{"visibility_timeout":1}`)},
+		{Op: OpCreateQueue, Name: "jobs", RF: 1}, // exists
+		{Op: OpCreateQueue, Name: "spare", RF: 2},
+		{Op: OpUpdateQueue, Name: "spare", Settings: []byte(`{}`)},
+		{Op: OpDeleteQueue, Name: "spare"},
+		{Op: OpCreateQueue, Name: "spare", RF: 1},
+		{Op: OpDeleteQueue, Name: "nothing"},
 	}
 }
 
@@ -45,7 +52,7 @@ func TestSnapshotRestoreEqualsApplied(t *testing.T) {
 	full := NewMachine(1)
 	applyAll(t, full, 1, cmds)
 	want := full.State()
-	if len(want.Topics) != 2 || want.NextGroup != FirstDataGroup+1+8+2 {
+	if len(want.Topics) != 2 || len(want.Queues) != 2 || want.NextGroup != FirstDataGroup+1+8+2+3 {
 		t.Fatalf("history did not do what it should: %+v", want)
 	}
 	for cut := 0; cut <= len(cmds); cut++ {
@@ -93,13 +100,23 @@ func TestRestoreRefusesInconsistentSnapshot(t *testing.T) {
 		return s.encode()
 	}
 	cases := map[string][]byte{
-		"version":         {2},
+		"version":         {3},
 		"truncated":       good.encode()[:10],
 		"trailing":        append(good.encode(), 0),
 		"next group":      bad(func(s *State) { s.NextGroup = 2 }),
 		"nodes unordered": bad(func(s *State) { s.Nodes[0], s.Nodes[1] = s.Nodes[1], s.Nodes[0] }),
 		"bad name": bad(func(s *State) {
 			s.Topics[".."] = s.Topics["orders"]
+		}),
+		"queue group of a topic": bad(func(s *State) {
+			q := *s.Queues["jobs"]
+			q.Group = s.Topics["orders"].Partitions[0].Group
+			s.Queues["jobs"] = &q
+		}),
+		"queue replica unknown": bad(func(s *State) {
+			q := *s.Queues["jobs"]
+			q.Replicas = []multiraft.NodeID{9}
+			s.Queues["jobs"] = &q
 		}),
 	}
 	for name, data := range cases {

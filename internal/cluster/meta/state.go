@@ -56,12 +56,13 @@ type State struct {
 	Index     uint64 // last applied index
 	Nodes     []Node // sorted by ID
 	Topics    map[string]*Topic
+	Queues    map[string]*Queue // queue.go
 	NextGroup multiraft.GroupID
 }
 
 // emptyState is the catalog before any entry.
 func emptyState() *State {
-	return &State{Topics: map[string]*Topic{}, NextGroup: FirstDataGroup}
+	return &State{Topics: map[string]*Topic{}, Queues: map[string]*Queue{}, NextGroup: FirstDataGroup}
 }
 
 // Node returns the registered node id, if any.
@@ -93,6 +94,10 @@ func (s *State) clone() *State {
 	c.Topics = make(map[string]*Topic, len(s.Topics)+1)
 	for k, v := range s.Topics {
 		c.Topics[k] = v
+	}
+	c.Queues = make(map[string]*Queue, len(s.Queues)+1)
+	for k, v := range s.Queues {
+		c.Queues[k] = v
 	}
 	return &c
 }
