@@ -16,7 +16,7 @@ type Result struct {
 	// Queue: CreateQueue, UpdateQueue: the queue after the change; a CreateQueue refused
 	// with ErrQueueExists: the queue that exists (SQS's CreateQueue is idempotent).
 	Queue *Queue
-	Err     error  // the catalog refused the command (ErrTopicExists, ErrUnknownTopic, ...)
+	Err   error // the catalog refused the command (ErrTopicExists, ErrUnknownTopic, ...)
 }
 
 // maxResults bounds the results kept for proposals whose caller gave up waiting.
