@@ -28,6 +28,13 @@ type Stats struct {
 // visible, which changes nothing durable.
 func (c *Cursor) Stats(now time.Time) Stats {
 	c.promote(tn(now))
+	return c.Counts()
+}
+
+// Counts is Stats without moving anything: a message whose delay or visibility ran out but
+// that no call has moved yet still counts as delayed or in flight. A replicated queue reads
+// its replicas' cursors with it, since only a committed command may change one.
+func (c *Cursor) Counts() Stats {
 	s := Stats{
 		InFlight: c.n[kInFlight], Delayed: c.n[kDelayed], Ready: c.n[kReadyNew] + c.n[kReadyRetry],
 		Blocked: c.n[kBlocked], Held: len(c.msgs), Runs: len(c.done.runs),

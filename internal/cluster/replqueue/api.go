@@ -122,7 +122,14 @@ func (q *Queue) start(c Command) (*call, error) {
 	if last := q.sm.Now(); c.Now.Before(last) {
 		c.Now = last
 	}
-	p, err := q.host.ProposeAsync(q.group, c.Encode(nil))
+	data := c.Encode(nil)
+	// Every replica decodes the entry with Decode's limits and stops the group on one it
+	// refuses (it cannot skip it): a receipt, attribute or duration out of those limits
+	// must be refused here, before it is in the log.
+	if _, err := Decode(data); err != nil {
+		return nil, fmt.Errorf("replqueue: refused before proposing: %w", err)
+	}
+	p, err := q.host.ProposeAsync(q.group, data)
 	if err != nil {
 		return nil, mapErr(err)
 	}
