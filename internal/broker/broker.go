@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -327,6 +328,11 @@ func (b *Broker) ListQueues(prefix string) []string {
 		if strings.HasPrefix(n, prefix) {
 			names = append(names, n)
 		}
+	}
+	if b.cluster != nil {
+		names = append(names, b.cluster.queueNames(prefix)...) // cluster_queues.go
+		sort.Strings(names)
+		return slices.Compact(names)
 	}
 	sort.Strings(names)
 	return names

@@ -29,6 +29,8 @@ type clusterRT struct {
 	mu sync.Mutex
 	// reconciled is the catalog index the last round brought this node to.
 	reconciled uint64
+	// queues are the queue groups hosted here (cluster_queues_host.go).
+	queues clusterQueues
 
 	stop chan struct{}
 	done chan struct{}
@@ -47,6 +49,7 @@ func (c *clusterRT) run() {
 	for {
 		changed := c.meta.Changed()
 		c.reconcile()
+		c.reconcileQueues()
 		if time.Since(balanced) >= balanceEvery {
 			c.balanceLeaders()
 			balanced = time.Now()

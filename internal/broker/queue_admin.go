@@ -19,6 +19,9 @@ func (b *Broker) CreateQueue(s QueueSettings) (QueueSettings, error) {
 	if err := s.Validate(); err != nil {
 		return QueueSettings{}, err
 	}
+	if b.cluster != nil {
+		return b.cluster.createQueue(s) // the catalog's (cluster_queues.go)
+	}
 	b.queueAdmin.Lock()
 	defer b.queueAdmin.Unlock()
 	b.mu.RLock()
@@ -120,6 +123,9 @@ func sameSettings(a, b QueueSettings) bool {
 
 // GetQueue returns a queue's settings.
 func (b *Broker) GetQueue(name string) (QueueSettings, error) {
+	if b.cluster != nil && b.cluster.clusteredQueue(name) {
+		return b.cluster.getQueue(name)
+	}
 	q, err := b.queue(name)
 	if err != nil {
 		return QueueSettings{}, err
@@ -130,6 +136,9 @@ func (b *Broker) GetQueue(name string) (QueueSettings, error) {
 // UpdateQueue changes a queue's settings with fn. The name, FIFO-ness and
 // identity cannot change. In-flight deliveries keep their deadlines.
 func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSettings, error) {
+	if b.cluster != nil && b.cluster.clusteredQueue(name) {
+		return b.cluster.updateQueue(name, fn)
+	}
 	b.queueAdmin.Lock()
 	defer b.queueAdmin.Unlock()
 	q := b.queues[name]
@@ -168,6 +177,9 @@ func (b *Broker) UpdateQueue(name string, fn func(*QueueSettings)) (QueueSetting
 // DeleteQueue deletes a queue and its messages. A queue that is another
 // queue's dead-letter target cannot be deleted until that link is removed.
 func (b *Broker) DeleteQueue(name string) error {
+	if b.cluster != nil && b.cluster.clusteredQueue(name) {
+		return b.cluster.deleteQueue(name)
+	}
 	b.queueAdmin.Lock()
 	defer b.queueAdmin.Unlock()
 	b.mu.Lock()
@@ -221,6 +233,9 @@ func (b *Broker) deleteUnavailableLocked(name string) error {
 // PurgeQueue finishes every message sent before now: buffered, delayed and
 // in flight alike (their receipts become stale).
 func (b *Broker) PurgeQueue(ctx context.Context, name string) error {
+	if b.cluster != nil && b.cluster.clusteredQueue(name) {
+		return notReplicated("PurgeQueue")
+	}
 	q, err := b.queue(name)
 	if err != nil {
 		return err

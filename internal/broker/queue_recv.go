@@ -50,6 +50,9 @@ const MaxReceiveBatch = 10_000
 // arrives or becomes visible, the wait ends, or ctx ends; a send wakes it at
 // once.
 func (b *Broker) Receive(ctx context.Context, queueName string, opts ReceiveOptions) ([]Delivery, error) {
+	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
+		return b.cluster.receiveQueue(ctx, queueName, opts)
+	}
 	q, err := b.queue(queueName)
 	if err != nil {
 		return nil, err
@@ -201,6 +204,9 @@ func (q *queueRT) deliveries(ds []queue.Delivery, cached []*Message) ([]Delivery
 // message was delivered again, or is finished) is refused with
 // ErrReceiptStale and changes nothing.
 func (b *Broker) Ack(ctx context.Context, queueName, receipt string) error {
+	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
+		return b.cluster.ackQueue(ctx, queueName, receipt)
+	}
 	q, err := b.queue(queueName)
 	if err != nil {
 		return err
@@ -212,6 +218,9 @@ func (b *Broker) Ack(ctx context.Context, queueName, receipt string) error {
 // its own result (nil, or why it was refused); the call's error is for the
 // queue as a whole.
 func (b *Broker) AckBatch(ctx context.Context, queueName string, receipts []string) ([]error, error) {
+	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
+		return b.cluster.ackBatchQueue(ctx, queueName, receipts)
+	}
 	q, err := b.queue(queueName)
 	if err != nil {
 		return nil, err
@@ -223,6 +232,9 @@ func (b *Broker) AckBatch(ctx context.Context, queueName string, receipts []stri
 // since the receive is bounded by the queue's MaxExtension. d = 0 makes the
 // message visible again at once.
 func (b *Broker) Extend(ctx context.Context, queueName, receipt string, d time.Duration) error {
+	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
+		return b.cluster.extendQueue(ctx, queueName, receipt, d)
+	}
 	q, err := b.queue(queueName)
 	if err != nil {
 		return err
@@ -233,6 +245,9 @@ func (b *Broker) Extend(ctx context.Context, queueName, receipt string, d time.D
 // Nack releases a delivery: visible again after delay (0: at once), with a
 // reason kept for the dead-letter queue.
 func (b *Broker) Nack(ctx context.Context, queueName, receipt string, delay time.Duration, reason string) error {
+	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
+		return b.cluster.nackQueue(ctx, queueName, receipt, delay)
+	}
 	q, err := b.queue(queueName)
 	if err != nil {
 		return err

@@ -35,6 +35,9 @@ type SendInput struct {
 // input gets a result; an invalid one is refused alone (as SQS's batch
 // partial failure), and the call's error is for the queue as a whole.
 func (b *Broker) Send(ctx context.Context, queueName string, in []SendInput) ([]SendResult, error) {
+	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
+		return b.cluster.sendQueue(ctx, queueName, in)
+	}
 	q, err := b.queue(queueName)
 	if err != nil {
 		return nil, err

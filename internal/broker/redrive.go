@@ -132,6 +132,9 @@ type redrives struct {
 // StartRedrive starts moving messages out of a dead-letter queue and
 // returns at once; GetRedrive reports progress.
 func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
+	if b.cluster != nil && (b.cluster.clusteredQueue(req.Source) || b.cluster.clusteredQueue(req.Destination)) {
+		return RedriveTask{}, notReplicated("message move tasks (redrive)")
+	}
 	src, err := b.queue(req.Source)
 	if err != nil {
 		return RedriveTask{}, err

@@ -43,6 +43,9 @@ func (s QueueStats) Depth() int64 { return s.Visible + s.InFlight + s.Delayed }
 
 // QueueStats reports one queue's stats.
 func (b *Broker) QueueStats(name string) (QueueStats, error) {
+	if b.cluster != nil && b.cluster.clusteredQueue(name) {
+		return b.cluster.queueStats(name)
+	}
 	q, err := b.queue(name)
 	if err != nil {
 		return QueueStats{}, err

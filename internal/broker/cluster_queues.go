@@ -1,0 +1,237 @@
+package broker
+
+// Queues in a cluster (docs/cluster.md, "Queues in a cluster").
+//
+// A queue is the catalog's (meta.Queue: its settings as JSON and one Raft group), and its
+// messages live in that group's replicated state machine (internal/cluster/replqueue) on
+// each replica, never in a local queue directory. CreateQueue, DeleteQueue and settings
+// changes are catalog proposals (the metadata leader only, NotLeaderError with Catalog
+// elsewhere); GetQueue and ListQueues read the catalog on any node; Send, Receive, Ack,
+// Nack, Extend and QueueStats run on the queue group's leader and answer NotLeaderError
+// elsewhere (the SQS front-end forwards them). The reconciler (cluster_queues_host.go)
+// hosts each queue's group on the nodes the catalog places it on.
+//
+// What replqueue does not replicate is refused with ErrNotReplicated, never served from an
+// unreplicated local queue: FIFO queues, dead-letter queues (a receive limit), purge,
+// redrive, and changing the retention or the extension limit after creation (both are the
+// replicated cursor's configuration, which every replica must apply alike).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
+	"go.etcd.io/raft/v3"
+)
+
+// ErrNotReplicated: the operation or setting is not supported for a queue in a cluster
+// yet (the replicated queue lacks it), and is refused rather than served unreplicated.
+var ErrNotReplicated = errors.New("not supported for a queue in a cluster yet")
+
+// ErrOutcomeUnknown: a replicated command may or may not have been applied (the leader
+// changed or the wait ran out). A retried send may duplicate, as an SQS client accepts.
+var ErrOutcomeUnknown = errors.New("outcome unknown: the cluster did not confirm the change in time")
+
+func notReplicated(what string) error {
+	return fmt.Errorf("%w: %s (docs/cluster.md, \"Queues in a cluster\")", ErrNotReplicated, what)
+}
+
+// clusteredQueue reports whether name is a catalog queue this node knows of.
+func (c *clusterRT) clusteredQueue(name string) bool {
+	return c.meta.State().Queues[name] != nil
+}
+
+// queueSettings decodes a catalog queue's settings; its ID is its group.
+func queueSettingsOf(cq *meta.Queue) (QueueSettings, error) {
+	var s QueueSettings
+	if err := json.Unmarshal(cq.Settings, &s); err != nil {
+		return QueueSettings{}, fmt.Errorf("catalog settings of queue %s: %w", cq.Name, err)
+	}
+	s.Name, s.ID = cq.Name, uint64(cq.Group)
+	return s, nil
+}
+
+// refuseUnreplicated refuses the settings a replicated queue cannot honour.
+func refuseUnreplicated(s QueueSettings) error {
+	switch {
+	case s.FIFO:
+		return notReplicated("FIFO queues")
+	case s.MaxReceives > 0 || s.DeadLetterQueue != "":
+		return notReplicated("dead-letter queues (a redrive policy)")
+	}
+	return nil
+}
+
+func (c *clusterRT) createQueue(s QueueSettings) (QueueSettings, error) {
+	if err := refuseUnreplicated(s); err != nil {
+		return QueueSettings{}, err
+	}
+	if cq := c.meta.State().Queues[s.Name]; cq != nil {
+		// SQS's CreateQueue is idempotent: answer an identical one on any node.
+		return c.existingQueue(cq, s)
+	}
+	now := c.b.now()
+	s.CreatedAt, s.ModifiedAt, s.ID = now, now, 0
+	data, err := json.Marshal(s)
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	cq, err := c.cat.CreateQueue(ctx, s.Name, 0, data)
+	if errors.Is(err, meta.ErrQueueExists) && cq != nil {
+		return c.existingQueue(cq, s)
+	}
+	if err != nil {
+		return QueueSettings{}, c.queueCatalogErr(err)
+	}
+	c.reconcileQueues()
+	return queueSettingsOf(cq)
+}
+
+func (c *clusterRT) existingQueue(cq *meta.Queue, want QueueSettings) (QueueSettings, error) {
+	cur, err := queueSettingsOf(cq)
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	if !sameSettings(cur, want) {
+		return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueExists, want.Name)
+	}
+	return cur, nil
+}
+
+func (c *clusterRT) getQueue(name string) (QueueSettings, error) {
+	cq := c.meta.State().Queues[name]
+	if cq == nil {
+		return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	}
+	return queueSettingsOf(cq)
+}
+
+// updateQueue applies fn to the catalog's settings and proposes the result.
+func (c *clusterRT) updateQueue(name string, fn func(*QueueSettings)) (QueueSettings, error) {
+	cur, err := c.getQueue(name)
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	next := cur.clone()
+	fn(&next)
+	next.Name, next.ID, next.FIFO, next.CreatedAt = cur.Name, cur.ID, cur.FIFO, cur.CreatedAt
+	next.Normalize()
+	if err := next.Validate(); err != nil {
+		return QueueSettings{}, err
+	}
+	if err := refuseUnreplicated(next); err != nil {
+		return QueueSettings{}, err
+	}
+	if next.Retention != cur.Retention || next.MaxExtension != cur.MaxExtension {
+		return QueueSettings{}, notReplicated("changing MessageRetentionPeriod or the extension limit after creation")
+	}
+	next.ModifiedAt = c.b.now()
+	stored := next
+	stored.ID = 0
+	data, err := json.Marshal(stored)
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	cq, err := c.cat.UpdateQueue(ctx, name, data)
+	if err != nil {
+		return QueueSettings{}, c.queueCatalogErr(err)
+	}
+	return queueSettingsOf(cq)
+}
+
+func (c *clusterRT) deleteQueue(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	if err := c.cat.DeleteQueue(ctx, name); err != nil {
+		return c.queueCatalogErr(err)
+	}
+	c.reconcileQueues()
+	return nil
+}
+
+// queueNames lists the catalog's queues with prefix.
+func (c *clusterRT) queueNames(prefix string) []string {
+	var out []string
+	for _, n := range c.meta.State().QueueNames() {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *clusterRT) queueCatalogErr(err error) error {
+	var nl *meta.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return &NotLeaderError{What: "the catalog", Catalog: true, Leader: int32(nl.Leader)}
+	case errors.Is(err, meta.ErrQueueExists):
+		return ErrQueueExists
+	case errors.Is(err, meta.ErrUnknownQueue):
+		return ErrQueueNotFound
+	case errors.Is(err, meta.ErrInvalidQueueName):
+		return invalid("name", "%v", err)
+	case errors.Is(err, meta.ErrReplicationFactor):
+		return invalid("replication_factor", "%v", err)
+	case errors.Is(err, meta.ErrOutcomeUnknown):
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+	return err
+}
+
+// leaderQueue returns the hosted queue name if this node leads its group, else a
+// *NotLeaderError naming the leader it believes in (the catalog's preferred leader when
+// this node is no replica).
+func (c *clusterRT) leaderQueue(name string) (*hostedQueue, QueueSettings, error) {
+	cq := c.meta.State().Queues[name]
+	if cq == nil {
+		return nil, QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	}
+	s, err := queueSettingsOf(cq)
+	if err != nil {
+		return nil, QueueSettings{}, err
+	}
+	what := "queue " + name
+	h := c.hostedQueue(name)
+	if h == nil || h.group != cq.Group {
+		if slices.Contains(cq.Replicas, c.node) {
+			return nil, s, &NotLeaderError{What: what} // placed here, not hosted yet
+		}
+		return nil, s, &NotLeaderError{What: what, Leader: int32(cq.Replicas[0])}
+	}
+	st, err := c.host.Status(h.group)
+	if err != nil {
+		return nil, s, &NotLeaderError{What: what}
+	}
+	if st.Role != raft.StateLeader {
+		return nil, s, &NotLeaderError{What: what, Leader: int32(st.Leader)}
+	}
+	return h, s, nil
+}
+
+// replErr maps a replicated queue's errors to the broker's.
+func replErr(name string, err error) error {
+	var nl *replqueue.NotLeaderError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nl):
+		return &NotLeaderError{What: "queue " + name, Leader: int32(nl.Leader)}
+	case errors.Is(err, replqueue.ErrOutcomeUnknown), errors.Is(err, multiraft.ErrProposalDropped),
+		errors.Is(err, multiraft.ErrRemoved):
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	case errors.Is(err, replqueue.ErrBadCommand):
+		return invalid("request", "%v", err)
+	}
+	return mapCursorErr(err)
+}

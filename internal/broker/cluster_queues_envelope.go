@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+)
+
+// A replicated queue message's body is an envelope: the attributes a single node keeps in
+// record headers travel in the replicated body instead, so one Raft entry carries the
+// whole message and replqueue's per-attribute limits never apply.
+//
+//	version(1)=1 nattrs(uvarint) {name(bytes) type(bytes) value(bytes)}... by name
+//	nsystem(uvarint) {key(bytes) value(bytes)}... by key, then the body (the rest)
+//
+// bytes is a uvarint length then the bytes.
+const envelopeVersion = 1
+
+var errBadEnvelope = errors.New("malformed replicated message envelope")
+
+func encodeEnvelope(attrs map[string]Attribute, sys map[string]string, body []byte) []byte {
+	n := 8 + len(body)
+	for k, a := range attrs {
+		n += len(k) + len(a.DataType) + len(a.Value) + 9
+	}
+	b := make([]byte, 0, n)
+	b = append(b, envelopeVersion)
+	b = binary.AppendUvarint(b, uint64(len(attrs)))
+	for _, k := range sortedKeys(attrs) {
+		b = appendEnvBytes(b, []byte(k))
+		b = appendEnvBytes(b, []byte(attrs[k].DataType))
+		b = appendEnvBytes(b, attrs[k].Value)
+	}
+	b = binary.AppendUvarint(b, uint64(len(sys)))
+	for _, k := range sortedKeys(sys) {
+		b = appendEnvBytes(b, []byte(k))
+		b = appendEnvBytes(b, []byte(sys[k]))
+	}
+	return append(b, body...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func appendEnvBytes(b, v []byte) []byte { return append(binary.AppendUvarint(b, uint64(len(v))), v...) }
+
+// decodeEnvelope parses an envelope; the body aliases b. Nil maps when there are none.
+func decodeEnvelope(b []byte) (map[string]Attribute, map[string]string, []byte, error) {
+	if len(b) == 0 || b[0] != envelopeVersion {
+		return nil, nil, nil, errBadEnvelope
+	}
+	d := envDecoder{b: b[1:], ok: true}
+	var attrs map[string]Attribute
+	if n := d.count(); n > 0 {
+		attrs = make(map[string]Attribute, n)
+		for i := uint64(0); i < n && d.ok; i++ {
+			k, t, v := string(d.bytes()), string(d.bytes()), d.bytes()
+			attrs[k] = Attribute{DataType: t, Value: v}
+		}
+	}
+	var sys map[string]string
+	if n := d.count(); n > 0 {
+		sys = make(map[string]string, n)
+		for i := uint64(0); i < n && d.ok; i++ {
+			k, v := string(d.bytes()), string(d.bytes())
+			sys[k] = v
+		}
+	}
+	if !d.ok {
+		return nil, nil, nil, errBadEnvelope
+	}
+	return attrs, sys, d.b, nil
+}
+
+type envDecoder struct {
+	b  []byte
+	ok bool
+}
+
+func (d *envDecoder) uvarint() uint64 {
+	if !d.ok {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.ok = false
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a count of items of at least two bytes each: never more than that allows.
+func (d *envDecoder) count() uint64 {
+	n := d.uvarint()
+	if !d.ok || n > uint64(len(d.b))/2 {
+		d.ok = false
+		return 0
+	}
+	return n
+}
+
+func (d *envDecoder) bytes() []byte {
+	n := d.uvarint()
+	if !d.ok || n > uint64(len(d.b)) {
+		d.ok = false
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}

@@ -1,0 +1,140 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// clusterQueues are the queue groups this node hosts, by queue name.
+type clusterQueues struct {
+	mu     sync.Mutex // serialises reconcile rounds; guards hosted
+	hosted map[string]*hostedQueue
+}
+
+// hostedQueue is this node's replica of one queue's group.
+type hostedQueue struct {
+	name  string
+	group multiraft.GroupID
+	sm    *wakingMachine
+	q     *replqueue.Queue
+}
+
+// wakingMachine is a replqueue.Machine that wakes long polls whenever it applies entries
+// or restores a snapshot: a send committed on the leader closes the channel a waiting
+// Receive holds, so waiting costs no Raft entry.
+type wakingMachine struct {
+	*replqueue.Machine
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newWakingMachine(m *replqueue.Machine) *wakingMachine {
+	return &wakingMachine{Machine: m, ch: make(chan struct{})}
+}
+
+func (w *wakingMachine) Apply(ents []multiraft.Entry) error {
+	err := w.Machine.Apply(ents)
+	w.wake()
+	return err
+}
+
+func (w *wakingMachine) Restore(data []byte) error {
+	err := w.Machine.Restore(data)
+	w.wake()
+	return err
+}
+
+func (w *wakingMachine) wake() {
+	w.mu.Lock()
+	close(w.ch)
+	w.ch = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// changed returns a channel closed at the next apply or restore. Take it before reading
+// the machine, so a change in between is not missed.
+func (w *wakingMachine) changed() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ch
+}
+
+func (c *clusterRT) hostedQueue(name string) *hostedQueue {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	return c.queues.hosted[name]
+}
+
+// reconcileQueues hosts the group of every catalog queue placed on this node and stops
+// hosting (and deletes the storage of) the groups of queues the catalog dropped. Only
+// groups this process hosted are removed, so a restart replaying a stale catalog never
+// deletes anything.
+func (c *clusterRT) reconcileQueues() {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	if c.queues.hosted == nil {
+		c.queues.hosted = map[string]*hostedQueue{}
+	}
+	st := c.meta.State()
+	for name, h := range c.queues.hosted {
+		if cq := st.Queues[name]; cq == nil || cq.Group != h.group {
+			if err := c.host.RemoveGroup(h.group); err != nil && !errors.Is(err, multiraft.ErrGroupUnknown) {
+				c.log.Warn("cluster: removing a deleted queue's group; retrying", "queue", name, "err", err)
+				continue
+			}
+			delete(c.queues.hosted, name)
+		}
+	}
+	for _, name := range st.QueueNames() {
+		cq := st.Queues[name]
+		if c.queues.hosted[name] != nil || !slices.Contains(cq.Replicas, c.node) {
+			continue
+		}
+		h, err := c.hostQueue(cq)
+		if err != nil {
+			c.log.Warn("cluster: queue not yet hosted; retrying", "queue", name, "err", err)
+			continue
+		}
+		c.queues.hosted[name] = h
+	}
+}
+
+// replicatedConfig is the cursor configuration of a queue's replicated state machine. It
+// reads only settings that never change after creation (updateQueue refuses to), so every
+// replica, started at any time, builds the same machine. Receives always name their
+// visibility, so the Visibility here is never used; it is the extension limit only to be
+// valid.
+func replicatedConfig(s QueueSettings) queue.Config {
+	return queue.Config{Visibility: s.MaxExtension, MaxExtension: s.MaxExtension, Retention: s.Retention}
+}
+
+func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
+	s, err := queueSettingsOf(cq)
+	if err != nil {
+		return nil, err
+	}
+	m, err := replqueue.NewMachine(c.node, replicatedConfig(s))
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: %w", cq.Name, err)
+	}
+	wm := newWakingMachine(m)
+	// The catalog's replica list bootstraps a group this node never held; one with state
+	// on disk reopens from it (and restores its machine from snapshot and log).
+	if err := c.host.CreateGroup(cq.Group, cq.Replicas, wm); err != nil {
+		return nil, fmt.Errorf("queue %s: raft group %d: %w", cq.Name, cq.Group, err)
+	}
+	if cq.Replicas[0] == c.node {
+		// The preferred leader stands at once rather than after an election timeout (with
+		// pre-vote, a campaign never unseats a live leader).
+		_ = c.host.Campaign(cq.Group)
+	}
+	return &hostedQueue{name: cq.Name, group: cq.Group, sm: wm,
+		q: replqueue.NewQueue(c.host, cq.Group, m, c.b.now)}, nil
+}

@@ -1,0 +1,248 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
+)
+
+// replTimeout bounds one replicated command: a commit of the queue's group.
+const replTimeout = 10 * time.Second
+
+func (c *clusterRT) sendQueue(ctx context.Context, name string, in []SendInput) ([]SendResult, error) {
+	h, s, err := c.leaderQueue(name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, replTimeout)
+	defer cancel()
+	results := make([]SendResult, len(in))
+	var wg sync.WaitGroup
+	for i := range in {
+		body, delay, err := envelope(s, &in[i])
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off, err := h.q.Send(ctx, body, replqueue.SendOptions{Delay: delay})
+			if err != nil {
+				results[i].Err = replErr(name, err)
+				return
+			}
+			results[i] = SendResult{ID: messageID(h.group, off), Sequence: off}
+		}()
+	}
+	wg.Wait()
+	// Leadership lost before anything was sent: the whole call goes to the leader.
+	var nl *NotLeaderError
+	for _, r := range results {
+		if r.Err == nil || !errors.As(r.Err, &nl) {
+			return results, nil
+		}
+	}
+	if nl != nil {
+		return nil, nl
+	}
+	return results, nil
+}
+
+// envelope checks one message against the queue's settings as a single node's send does
+// and encodes it as a replicated message body: the attributes travel inside the body, so
+// replqueue's attribute limits never come into play.
+func envelope(s QueueSettings, in *SendInput) ([]byte, time.Duration, error) {
+	m := Message{Body: in.Body, Attributes: in.Attributes}
+	if n := m.size(); n > s.MaxMessageBytes {
+		return nil, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, s.MaxMessageBytes)
+	}
+	if in.GroupID != "" {
+		return nil, 0, invalid("group_id", "message groups are for FIFO queues only")
+	}
+	delay := in.Delay
+	if delay == 0 && !in.NoDelay {
+		delay = s.DefaultDelay
+	}
+	if delay < 0 || delay > s.Retention {
+		return nil, 0, invalid("delay", "%v: want 0 to the retention period %v", delay, s.Retention)
+	}
+	b := encodeEnvelope(in.Attributes, in.System, in.Body)
+	if len(b) > replqueue.MaxBody {
+		return nil, 0, fmt.Errorf("%w: %d bytes with its attributes, limit %d in a cluster", ErrMessageTooLarge, len(b), replqueue.MaxBody)
+	}
+	return b, delay, nil
+}
+
+// messageID names a replicated message: its group and offset, in a UUID's form. Every
+// replica computes the same one, and a group id is never reused.
+func messageID(g multiraft.GroupID, off int64) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(g))
+	binary.BigEndian.PutUint64(b[8:], uint64(off))
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// receiveQueue receives on the leader. With a wait it sleeps until the replica holds
+// something deliverable (an apply wakes it), a delay or visibility runs out, the wait
+// ends, or ctx ends; it proposes a Receive only when the machine says one can deliver.
+func (c *clusterRT) receiveQueue(ctx context.Context, name string, opts ReceiveOptions) ([]Delivery, error) {
+	h, s, err := c.leaderQueue(name)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Max == 0 {
+		opts.Max = 1
+	}
+	if opts.Max < 0 || opts.Max > replqueue.MaxReceive {
+		return nil, invalid("max", "%d: want 1 to %d in a cluster", opts.Max, replqueue.MaxReceive)
+	}
+	if opts.Wait == WaitQueueDefault {
+		opts.Wait = s.ReceiveWait
+	}
+	if opts.Wait < 0 {
+		return nil, invalid("wait", "%v: must not be negative", opts.Wait)
+	}
+	vis := opts.Visibility
+	if vis == 0 {
+		vis = s.VisibilityTimeout
+	}
+	vis = max(vis, time.Nanosecond) // replqueue reads 0 as "the machine's"
+	var timeout <-chan time.Time
+	if opts.Wait > 0 {
+		t := time.NewTimer(opts.Wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		wake := h.sm.changed()
+		if h.sm.Deliverable(c.b.now()) {
+			rctx, cancel := context.WithTimeout(ctx, replTimeout)
+			ds, err := h.q.Receive(rctx, opts.Max, vis)
+			cancel()
+			if err != nil {
+				return nil, replErr(name, err)
+			}
+			if len(ds) > 0 {
+				return deliveriesOf(h.group, ds)
+			}
+		}
+		if opts.Wait == 0 {
+			return nil, nil
+		}
+		// Nothing to hand out: wait for an apply, the next due time, or the end. A
+		// deposed leader keeps applying, and its next Receive answers NOT_LEADER.
+		due := h.sm.Depth().NextDue
+		if due.IsZero() {
+			due = c.b.now().Add(time.Second) // re-check leadership now and then
+		}
+		if !waitForWork(ctx, wake, due, c.b.now(), timeout) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func deliveriesOf(g multiraft.GroupID, ds []replqueue.Delivery) ([]Delivery, error) {
+	out := make([]Delivery, 0, len(ds))
+	for _, d := range ds {
+		attrs, sys, body, err := decodeEnvelope(d.Body)
+		if err != nil {
+			return nil, fmt.Errorf("queue message %d: %w", d.Offset, err)
+		}
+		out = append(out, Delivery{
+			Message: Message{ID: messageID(g, d.Offset), Body: body, Attributes: attrs, System: sys,
+				SentAt: d.SentAt},
+			Sequence: d.Offset, Receipt: bindReceipt(g, d.Receipt), ReceiveCount: d.ReceiveCount,
+			Deadline: d.Deadline})
+	}
+	return out, nil
+}
+
+// A replicated queue's receipt is the cursor's, prefixed with the group: a receipt of one
+// queue (or of a deleted queue of the same name) is refused by another rather than acking
+// whatever message has the same offset there.
+func bindReceipt(g multiraft.GroupID, r string) string {
+	return "c" + strconv.FormatUint(uint64(g), 10) + "." + r
+}
+
+func unbindReceipt(g multiraft.GroupID, r string) (string, error) {
+	p, rest, ok := strings.Cut(r, ".")
+	if !ok || p != "c"+strconv.FormatUint(uint64(g), 10) || len(rest) > replqueue.MaxString {
+		return "", ErrReceiptInvalid
+	}
+	return rest, nil
+}
+
+// lease runs one receipt operation on the leader.
+func (c *clusterRT) lease(ctx context.Context, name, receipt string, op func(context.Context, *replqueue.Queue, string) error) error {
+	h, _, err := c.leaderQueue(name)
+	if err != nil {
+		return err
+	}
+	r, err := unbindReceipt(h.group, receipt)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, replTimeout)
+	defer cancel()
+	return replErr(name, op(ctx, h.q, r))
+}
+
+func (c *clusterRT) ackQueue(ctx context.Context, name, receipt string) error {
+	return c.lease(ctx, name, receipt, func(ctx context.Context, q *replqueue.Queue, r string) error {
+		return q.Ack(ctx, r)
+	})
+}
+
+func (c *clusterRT) ackBatchQueue(ctx context.Context, name string, receipts []string) ([]error, error) {
+	if _, _, err := c.leaderQueue(name); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(receipts))
+	var wg sync.WaitGroup
+	for i, r := range receipts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.ackQueue(ctx, name, r)
+		}()
+	}
+	wg.Wait()
+	return errs, nil
+}
+
+func (c *clusterRT) extendQueue(ctx context.Context, name, receipt string, d time.Duration) error {
+	return c.lease(ctx, name, receipt, func(ctx context.Context, q *replqueue.Queue, r string) error {
+		return q.Extend(ctx, r, d)
+	})
+}
+
+func (c *clusterRT) nackQueue(ctx context.Context, name, receipt string, delay time.Duration) error {
+	return c.lease(ctx, name, receipt, func(ctx context.Context, q *replqueue.Queue, r string) error {
+		return q.Nack(ctx, r, delay)
+	})
+}
+
+// queueStats reads the leader's replica: the counts as of its last applied command.
+func (c *clusterRT) queueStats(name string) (QueueStats, error) {
+	h, _, err := c.leaderQueue(name)
+	if err != nil {
+		return QueueStats{}, err
+	}
+	d := h.sm.Depth()
+	st := QueueStats{Name: name, Visible: d.Visible, InFlight: d.InFlight, Delayed: d.Delayed, Sent: uint64(d.Sent)}
+	if !d.OldestSentAt.IsZero() {
+		st.OldestAge = max(c.b.now().Sub(d.OldestSentAt), 0)
+	}
+	return st, nil
+}
