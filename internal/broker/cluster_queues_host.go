@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -31,22 +32,32 @@ type hostedQueue struct {
 // Receive holds, so waiting costs no Raft entry.
 type wakingMachine struct {
 	*replqueue.Machine
-	mu sync.Mutex
-	ch chan struct{}
+	log *slog.Logger
+	mu  sync.Mutex
+	ch  chan struct{}
 }
 
-func newWakingMachine(m *replqueue.Machine) *wakingMachine {
-	return &wakingMachine{Machine: m, ch: make(chan struct{})}
+func newWakingMachine(m *replqueue.Machine, log *slog.Logger) *wakingMachine {
+	return &wakingMachine{Machine: m, log: log, ch: make(chan struct{})}
 }
 
+// Apply applies, and says so loudly when the machine refuses an entry: the host then
+// stops the group on this node for good (it cannot skip the entry), which nothing else
+// reports.
 func (w *wakingMachine) Apply(ents []multiraft.Entry) error {
 	err := w.Machine.Apply(ents)
+	if err != nil {
+		w.log.Error("cluster: a queue's replica refused a committed entry; its group is stopped on this node", "err", err)
+	}
 	w.wake()
 	return err
 }
 
 func (w *wakingMachine) Restore(data []byte) error {
 	err := w.Machine.Restore(data)
+	if err != nil {
+		w.log.Error("cluster: a queue's replica could not restore a snapshot", "err", err)
+	}
 	w.wake()
 	return err
 }
@@ -124,7 +135,7 @@ func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: %w", cq.Name, err)
 	}
-	wm := newWakingMachine(m)
+	wm := newWakingMachine(m, c.log.With("queue", cq.Name, "group", cq.Group))
 	// The catalog's replica list bootstraps a group this node never held; one with state
 	// on disk reopens from it (and restores its machine from snapshot and log).
 	if err := c.host.CreateGroup(cq.Group, cq.Replicas, wm); err != nil {

@@ -46,6 +46,7 @@ var (
 	errRequestTooLarge    = errKind{"RequestEntityTooLarge", "RequestEntityTooLarge", 413, true}
 	errInternal           = errKind{"InternalFailure", "InternalFailure", 500, false}
 	errUnavailable        = errKind{"ServiceUnavailable", "ServiceUnavailable", 503, false}
+	errUnsupported        = errKind{"UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", 400, true}
 )
 
 // The authentication and authorization errors, AWS's common errors rather
@@ -65,9 +66,13 @@ var (
 type apiError struct {
 	kind    errKind
 	message string
+	// cause is kept where the handler still acts on it: a *broker.NotLeaderError, which
+	// ServeHTTP forwards to the leader (forward.go) rather than answer.
+	cause error
 }
 
 func (e *apiError) Error() string { return e.kind.code + ": " + e.message }
+func (e *apiError) Unwrap() error { return e.cause }
 
 func newError(k errKind, format string, args ...any) *apiError {
 	return &apiError{kind: k, message: fmt.Sprintf(format, args...)}
@@ -113,6 +118,12 @@ func toAPIError(err error) *apiError {
 		return newError(errMessageNotInflight, "The message referred to isn't in flight.")
 	case errors.As(err, &inv):
 		return newError(errInvalidParameter, "%v", err)
+	case errors.Is(err, broker.ErrNotReplicated):
+		return newError(errUnsupported, "%v", err)
+	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrOutcomeUnknown):
+		ae := newError(errUnavailable, "%v; retry", err)
+		ae.cause = err
+		return ae
 	case errors.Is(err, broker.ErrClosed):
 		return newError(errUnavailable, "the broker is shutting down")
 	case errors.Is(err, broker.ErrQueueUnavailable):

@@ -121,6 +121,7 @@ type call struct {
 	json      bool
 	action    string
 	body      []byte // JSON body
+	raw       []byte // the request body as it came, for forwarding (forward.go)
 	form      form   // query parameters
 	pathQueue string // queue name from the URL path, if any
 	requestID string
@@ -163,6 +164,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := fn(h, c)
 	if err != nil {
+		if h.forward(w, r, c, err) {
+			return
+		}
 		h.writeError(w, c, err)
 		return
 	}
@@ -192,6 +196,7 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 		}
 		return newError(errMalformedQuery, "reading request body: %v", err)
 	}
+	c.raw = body
 	if err := h.authenticate(r, c, body); err != nil {
 		return err
 	}
@@ -226,6 +231,9 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 
 // baseURL is the scheme and host queue URLs carry.
 func (h *Handler) baseURL(r *http.Request) string {
+	if base := forwardedBase(r); base != "" {
+		return base // forwarded by the node the client used (forward.go)
+	}
 	if h.cfg.AdvertisedURL != "" {
 		return h.cfg.AdvertisedURL
 	}

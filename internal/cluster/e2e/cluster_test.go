@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,8 +28,10 @@ type cluster struct {
 	dirs  []string
 	raft  []string // --cluster-addr of node i+1
 	kafka []string // --kafka-addr of node i+1
+	sqs   []string // --sqs-addr of node i+1
 	procs []*testproc.Proc
 	peers string
+	flags []string // more flags for every node
 	// nodePeers, when set, is node i+1's own --cluster-peers (peers behind proxies).
 	nodePeers []string
 	// links[from-1][to-1] is the proxy node from dials to reach node to (nil on the
@@ -40,8 +43,20 @@ type cluster struct {
 	direct   map[int]*kgo.Client
 }
 
+// freeAddr returns a loopback address free now, on a port below Linux's ephemeral range
+// (32768-60999 by default): a node binds it later, and a port from the ephemeral range may
+// meanwhile become the local port of some outgoing connection (the clients', the nodes'
+// own), which makes the bind fail and the node exit at start. ":0" only if none is found.
 func freeAddr(t *testing.T) string {
 	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err == nil {
+			addr := ln.Addr().String()
+			ln.Close()
+			return addr
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +65,9 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startCluster(t *testing.T, n int) *cluster {
-	return startClusterWith(t, n, false)
+// startCluster starts n nodes, each with the flags given too.
+func startCluster(t *testing.T, n int, flags ...string) *cluster {
+	return startClusterWith(t, n, false, flags...)
 }
 
 // startProxiedCluster is startCluster with a faultproxy on every directed link: node i's
@@ -61,13 +77,14 @@ func startProxiedCluster(t *testing.T, n int) *cluster {
 	return startClusterWith(t, n, true)
 }
 
-func startClusterWith(t *testing.T, n int, proxied bool) *cluster {
-	c := &cluster{t: t, bin: testproc.Build(t, t.TempDir())}
+func startClusterWith(t *testing.T, n int, proxied bool, flags ...string) *cluster {
+	c := &cluster{t: t, bin: testproc.Build(t, t.TempDir()), flags: flags}
 	var peers []string
 	for i := range n {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)))
 		c.raft = append(c.raft, freeAddr(t))
 		c.kafka = append(c.kafka, freeAddr(t))
+		c.sqs = append(c.sqs, freeAddr(t))
 		peers = append(peers, fmt.Sprintf("%d=%s", i+1, c.raft[i]))
 	}
 	c.peers = strings.Join(peers, ",")
@@ -108,9 +125,10 @@ func (c *cluster) start(id int) {
 	if c.nodePeers != nil {
 		peers = c.nodePeers[i]
 	}
-	c.procs[i] = testproc.Serve(c.t, c.bin, "--data-dir", c.dirs[i], "--node-id", strconv.Itoa(id),
+	args := []string{"--data-dir", c.dirs[i], "--node-id", strconv.Itoa(id),
 		"--cluster-addr", c.raft[i], "--cluster-peers", peers,
-		"--kafka-addr", c.kafka[i], "--http-addr", "127.0.0.1:0", "--sqs-addr", "")
+		"--kafka-addr", c.kafka[i], "--http-addr", "127.0.0.1:0", "--sqs-addr", c.sqs[i]}
+	c.procs[i] = testproc.Serve(c.t, c.bin, append(args, c.flags...)...)
 }
 
 func (c *cluster) kill(id int) { c.procs[id-1].Kill() }

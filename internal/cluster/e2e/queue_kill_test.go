@@ -1,0 +1,343 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestQueueLeaderKilledUnderLoad: three nodes, one SQS queue replicated on all of them,
+// an aws-sdk-go-v2 producer and consumer both speaking to one node only (requests for a
+// queue led elsewhere are forwarded inside the cluster), and the queue's leader killed
+// with SIGKILL and restarted, again and again. The checker asserts that every
+// acknowledged SendMessage is received, and that no message is delivered by a receive
+// that started after its DeleteMessage was answered. Redeliveries (a receive whose answer
+// was lost in a failover comes back after the visibility timeout) are counted.
+// SLUICE_CLUSTER_KILLS sets the rounds (CI: 3).
+func TestQueueLeaderKilledUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three sluice processes")
+	}
+	kills := envInt("SLUICE_CLUSTER_KILLS", 3)
+	c := startCluster(t, 3)
+	for i := range c.procs {
+		c.procs[i].Addr("sqs")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(90+kills*25)*time.Second)
+	defer cancel()
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+
+	// The queue's replication factor is min(3, nodes registered) when it is created.
+	c.awaitRegistered(rctx, t, 3)
+	const visibility = 10 // seconds: longer than a failover, so a delete is never late
+	// The client's node: chosen to be another than the queue's first leader, so forwarding
+	// is at work from the first request.
+	probe := c.sqsClient(ctx, t, 1)
+	qurl := createQueue(ctx, t, probe, "jobs", visibility)
+	if !strings.Contains(qurl, c.sqs[0]) {
+		t.Fatalf("queue URL %s does not name node 1 (%s), which the client asked", qurl, c.sqs[0])
+	}
+	first := c.queueLeader(ctx, t, "jobs")
+	via := first%3 + 1
+	cl := c.sqsClient(ctx, t, via)
+	qurl = strings.Replace(qurl, c.sqs[0], c.sqs[via-1], 1)
+	t.Logf("queue's first leader: node %d; clients through node %d (%s)", first, via, qurl)
+
+	ck := newQueueChecker()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ck.produce(ctx, cl, qurl, stop) }()
+	consumeDone := make(chan struct{})
+	go func() { defer wg.Done(); ck.consume(ctx, cl, qurl, visibility, consumeDone) }()
+
+	var failovers []time.Duration
+	for round := range kills {
+		time.Sleep(2 * time.Second)
+		leader := c.queueLeader(ctx, t, "jobs")
+		c.kill(leader)
+		killed := time.Now()
+		restart := func() {
+			time.Sleep(500 * time.Millisecond)
+			c.start(leader)
+			c.procs[leader-1].Addr("sqs")
+		}
+		if leader == via {
+			// The clients' own node led: they get nowhere until it is back.
+			restart()
+		}
+		for ck.lastSendStart.Load() < killed.UnixNano() && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+			if time.Since(killed) > 30*time.Second {
+				for i, p := range c.procs {
+					var keep []string
+					for _, l := range strings.Split(p.Logs(), "\n") {
+						if !strings.Contains(l, "request failed") {
+							keep = append(keep, l)
+						}
+					}
+					logs := strings.Join(keep, "\n")
+					t.Logf("node %d logs (tail):\n%s", i+1, logs[max(0, len(logs)-6000):])
+				}
+				t.Fatalf("no send answered 30 s after the kill; last error: %v", ck.lastErr.Load())
+			}
+		}
+		failovers = append(failovers, time.Since(killed))
+		t.Logf("round %d: killed node %d (the queue's leader; clients' node: %v); a send made after the kill answered after %v",
+			round, leader, leader == via, failovers[round])
+		if leader != via {
+			restart()
+		}
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	// Drain: every acknowledged send received and deleted, or the visibility timeout of a
+	// lost delivery and then some have passed.
+	drain := time.Now().Add(time.Duration(visibility)*time.Second + 30*time.Second)
+	for !ck.drained() && time.Now().Before(drain) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(consumeDone)
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("ran out of time: %v", ctx.Err())
+	}
+	ck.report(t, failovers)
+}
+
+// queueChecker keeps what the clients were told.
+type queueChecker struct {
+	mu            sync.Mutex
+	acked         map[int]bool      // SendMessage answered
+	received      map[int]int       // deliveries per message
+	deletedAt     map[int]time.Time // DeleteMessage answered
+	violations    []string
+	sent, sendErr atomic.Int64
+	recvErr       atomic.Int64
+	delErr        atomic.Int64
+	lastErr       atomic.Value
+	lastSendStart atomic.Int64 // start of the latest answered send (a failover ends when a send made after the kill answers)
+}
+
+func newQueueChecker() *queueChecker {
+	return &queueChecker{acked: map[int]bool{}, received: map[int]int{}, deletedAt: map[int]time.Time{}}
+}
+
+func (ck *queueChecker) produce(ctx context.Context, cl *awssqs.Client, qurl string, stop <-chan struct{}) {
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		start := time.Now()
+		_, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(qurl), MessageBody: aws.String(strconv.Itoa(n))})
+		if err != nil {
+			if ck.sendErr.Add(1)%50 == 1 {
+				ck.lastErr.Store(err.Error())
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		ck.lastSendStart.Store(start.UnixNano())
+		ck.sent.Add(1)
+		ck.mu.Lock()
+		ck.acked[n] = true
+		ck.mu.Unlock()
+	}
+}
+
+func (ck *queueChecker) consume(ctx context.Context, cl *awssqs.Client, qurl string, visibility int32, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		start := time.Now()
+		out, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(qurl),
+			MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: visibility})
+		if err != nil {
+			ck.recvErr.Add(1)
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		for _, m := range out.Messages {
+			n, _ := strconv.Atoi(aws.ToString(m.Body))
+			ck.mu.Lock()
+			ck.received[n]++
+			if at, ok := ck.deletedAt[n]; ok && at.Before(start) {
+				ck.violations = append(ck.violations, fmt.Sprintf("message %d delivered by a receive started %v after its delete was answered", n, start.Sub(at)))
+			}
+			ck.mu.Unlock()
+		}
+		if len(out.Messages) == 0 {
+			continue
+		}
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
+		for i, m := range out.Messages {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+		}
+		res, err := cl.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(qurl), Entries: entries})
+		if err != nil {
+			ck.delErr.Add(1)
+			continue // left to come back after the visibility timeout
+		}
+		answered := time.Now()
+		ck.mu.Lock()
+		for _, ok := range res.Successful {
+			i, _ := strconv.Atoi(aws.ToString(ok.Id))
+			n, _ := strconv.Atoi(aws.ToString(out.Messages[i].Body))
+			if _, seen := ck.deletedAt[n]; !seen {
+				ck.deletedAt[n] = answered
+			}
+		}
+		ck.delErr.Add(int64(len(res.Failed)))
+		ck.mu.Unlock()
+	}
+}
+
+// drained: every acknowledged send has been deleted.
+func (ck *queueChecker) drained() bool {
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	for n := range ck.acked {
+		if _, ok := ck.deletedAt[n]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (ck *queueChecker) report(t *testing.T, failovers []time.Duration) {
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	var missing []int
+	dups := 0
+	for n := range ck.acked {
+		if ck.received[n] == 0 {
+			missing = append(missing, n)
+		}
+	}
+	for _, k := range ck.received {
+		dups += k - 1
+	}
+	t.Logf("sent %d (acknowledged), %d send errors, %d receive errors, %d delete errors; %d messages received, %d redeliveries; failovers %v",
+		ck.sent.Load(), ck.sendErr.Load(), ck.recvErr.Load(), ck.delErr.Load(), len(ck.received), dups, summarize(failovers))
+	if len(missing) > 0 {
+		t.Errorf("%d acknowledged sends never received, e.g. %v", len(missing), missing[:min(len(missing), 10)])
+	}
+	for _, v := range ck.violations[:min(len(ck.violations), 10)] {
+		t.Error(v)
+	}
+	if ck.sent.Load() == 0 {
+		t.Error("nothing was sent")
+	}
+}
+
+// sqsClient is an aws-sdk-go-v2 client of node id's SQS listener, with the SDK's own
+// retries (as an application would run it).
+func (c *cluster) sqsClient(ctx context.Context, t *testing.T, id int) *awssqs.Client {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String("http://" + c.sqs[id-1]) })
+}
+
+func createQueue(ctx context.Context, t *testing.T, cl *awssqs.Client, name string, visibility int) string {
+	t.Helper()
+	for {
+		out, err := cl.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String(name),
+			Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(visibility)}})
+		if err == nil {
+			return aws.ToString(out.QueueUrl)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create queue: %v", err)
+		}
+		t.Logf("create queue: %v; retrying", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// queueLeader finds the node leading queue name: asked with the forwarded mark, a node
+// that does not lead answers ServiceUnavailable instead of forwarding, and the leader
+// answers.
+func (c *cluster) queueLeader(ctx context.Context, t *testing.T, name string) int {
+	t.Helper()
+	for ctx.Err() == nil {
+		for i, addr := range c.sqs {
+			if c.procs[i] == nil {
+				continue
+			}
+			form := url.Values{"Action": {"GetQueueAttributes"}, "QueueUrl": {"http://" + addr + "/000000000000/" + name},
+				"AttributeName.1": {"ApproximateNumberOfMessages"}}
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(form.Encode()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("X-Sluice-Forwarded-Base", "http://"+addr)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return i + 1
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no leader of queue %s: %v", name, errors.Join(ctx.Err()))
+	return 0
+}
+
+// awaitRegistered waits until every node's catalog lists all n nodes. Kafka Metadata
+// lists the node asked and the other registered ones, so each node is asked on its own
+// (a new client each time: a client caches what it was told).
+func (c *cluster) awaitRegistered(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < len(c.kafka); {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		cl.Close()
+		if err == nil && len(md.Brokers) == n {
+			i++
+			continue
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("node %d never listed %d nodes: %v (it lists %v)", i+1, n, err, md.Brokers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,101 @@
+package sqs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// Forwarding inside a cluster (docs/cluster.md, "Queues in a cluster"). A request the
+// broker answers with *broker.NotLeaderError naming a leader (a queue's group, or the
+// catalog for CreateQueue and friends) is proxied once to that node's registered SQS
+// address: same method, path and query, headers and body, and the same Host header, so a
+// SigV4 signature made for this node stays valid there. The client never sees leadership.
+// The leader answers with queue URLs naming the node the client used, which the
+// forwarded-base header carries. A request that arrives forwarded is never forwarded again
+// (no loops while leadership moves): it, and a request whose leader is unknown, is
+// answered ServiceUnavailable, which every SQS SDK retries.
+
+// forwardedHeader marks a forwarded request; its value is the scheme://host the client
+// used, for the queue URLs of the answer.
+const forwardedHeader = "X-Sluice-Forwarded-Base"
+
+// forwardTimeout bounds a forward: more than the longest long poll (20 s) plus a commit.
+const forwardTimeout = 30 * time.Second
+
+// hopHeaders are not passed on by a proxy (RFC 9110 7.6.1).
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+var forwardClient = &http.Client{
+	Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+		ResponseHeaderTimeout: forwardTimeout},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// forward answers a request whose action failed with err by proxying it to the leader,
+// when err is a NotLeaderError. It reports whether it answered.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call, err error) bool {
+	var nl *broker.NotLeaderError
+	if !errors.As(err, &nl) {
+		return false
+	}
+	addr := ""
+	for _, n := range h.b.ClusterNodes() {
+		if n.ID == nl.Leader && n.ID != h.b.NodeID() {
+			addr = n.SQSAddr
+		}
+	}
+	if addr == "" || r.Header.Get(forwardedHeader) != "" {
+		h.writeError(w, c, newError(errUnavailable, "%v; retry", nl))
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+	defer cancel()
+	req, rerr := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(c.raw))
+	if rerr != nil {
+		h.writeError(w, c, newError(errUnavailable, "forwarding to node %d: %v", nl.Leader, rerr))
+		return true
+	}
+	req.Header = r.Header.Clone()
+	for _, k := range hopHeaders {
+		req.Header.Del(k)
+	}
+	req.Host = r.Host
+	req.Header.Set(forwardedHeader, c.baseURL)
+	resp, rerr := forwardClient.Do(req)
+	if rerr != nil {
+		h.log.Debug("sqs: forwarding failed", "action", c.action, "leader", nl.Leader, "err", rerr)
+		h.writeError(w, c, newError(errUnavailable, "forwarding to node %d, which leads %s: %v", nl.Leader, nl.What, rerr))
+		return true
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	for _, k := range hopHeaders {
+		w.Header().Del(k)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	return true
+}
+
+// forwardedBase is the base URL a forwarding node put in the request, if it is one.
+func forwardedBase(r *http.Request) string {
+	v := r.Header.Get(forwardedHeader)
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
