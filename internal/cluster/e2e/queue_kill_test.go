@@ -2,10 +2,9 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // TestQueueLeaderKilledUnderLoad: three nodes, one SQS queue replicated on all of them,
@@ -35,7 +36,13 @@ func TestQueueLeaderKilledUnderLoad(t *testing.T) {
 		t.Skip("runs three sluice processes")
 	}
 	kills := envInt("SLUICE_CLUSTER_KILLS", 3)
-	c := startCluster(t, 3)
+	// With authentication on, so every forwarded request's SigV4 signature is checked
+	// again by the node it is forwarded to.
+	users := filepath.Join(t.TempDir(), "users.yaml")
+	if err := os.WriteFile(users, []byte(usersFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 3, "--auth-file", users)
 	for i := range c.procs {
 		c.procs[i].Addr("sqs")
 	}
@@ -61,12 +68,22 @@ func TestQueueLeaderKilledUnderLoad(t *testing.T) {
 	t.Logf("queue's first leader: node %d; clients through node %d (%s)", first, via, qurl)
 
 	ck := newQueueChecker()
+	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); ck.produce(ctx, cl, qurl, stop) }()
 	consumeDone := make(chan struct{})
 	go func() { defer wg.Done(); ck.consume(ctx, cl, qurl, visibility, consumeDone) }()
+
+	// Until the first kill the queue is led by another node than the clients': every
+	// answered request was forwarded (and its signature checked again there).
+	for ck.sent.Load() == 0 {
+		if ctx.Err() != nil || time.Since(start) > 20*time.Second {
+			t.Fatalf("no send answered through node %d while node %d leads: %v", via, first, ck.lastErr.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	var failovers []time.Duration
 	for round := range kills {
@@ -121,6 +138,15 @@ func TestQueueLeaderKilledUnderLoad(t *testing.T) {
 	}
 	ck.report(t, failovers)
 }
+
+const usersFile = `
+users:
+  - name: app
+    password: app-pw
+    access_keys: [{id: AKIDAPP, secret: app-secret}]
+acls:
+  - {user: app, allow: [all], resources: ["*"]}
+`
 
 // queueChecker keeps what the clients were told.
 type queueChecker struct {
@@ -260,14 +286,15 @@ func (ck *queueChecker) report(t *testing.T, failovers []time.Duration) {
 
 // sqsClient is an aws-sdk-go-v2 client of node id's SQS listener, with the SDK's own
 // retries (as an application would run it).
-func (c *cluster) sqsClient(ctx context.Context, t *testing.T, id int) *awssqs.Client {
+func (c *cluster) sqsClient(ctx context.Context, t *testing.T, id int, opts ...func(*awssqs.Options)) *awssqs.Client {
 	t.Helper()
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKIDAPP", "app-secret", "")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String("http://" + c.sqs[id-1]) })
+	opts = append([]func(*awssqs.Options){func(o *awssqs.Options) { o.BaseEndpoint = aws.String("http://" + c.sqs[id-1]) }}, opts...)
+	return awssqs.NewFromConfig(cfg, opts...)
 }
 
 func createQueue(ctx context.Context, t *testing.T, cl *awssqs.Client, name string, visibility int) string {
@@ -292,30 +319,21 @@ func createQueue(ctx context.Context, t *testing.T, cl *awssqs.Client, name stri
 func (c *cluster) queueLeader(ctx context.Context, t *testing.T, name string) int {
 	t.Helper()
 	for ctx.Err() == nil {
-		for i, addr := range c.sqs {
-			if c.procs[i] == nil {
-				continue
-			}
-			form := url.Values{"Action": {"GetQueueAttributes"}, "QueueUrl": {"http://" + addr + "/000000000000/" + name},
-				"AttributeName.1": {"ApproximateNumberOfMessages"}}
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/", strings.NewReader(form.Encode()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("X-Sluice-Forwarded-Base", "http://"+addr)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				continue
-			}
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+		for i := range c.sqs {
+			cl := c.sqsClient(ctx, t, i+1, func(o *awssqs.Options) {
+				o.RetryMaxAttempts = 1
+				o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue("X-Sluice-Forwarded-Base", "http://"+c.sqs[i]))
+			})
+			_, err := cl.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{
+				QueueUrl:       aws.String("http://" + c.sqs[i] + "/000000000000/" + name),
+				AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+			if err == nil {
 				return i + 1
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("no leader of queue %s: %v", name, errors.Join(ctx.Err()))
+	t.Fatalf("no leader of queue %s: %v", name, ctx.Err())
 	return 0
 }
 
@@ -325,7 +343,8 @@ func (c *cluster) queueLeader(ctx context.Context, t *testing.T, name string) in
 func (c *cluster) awaitRegistered(ctx context.Context, t *testing.T, n int) {
 	t.Helper()
 	for i := 0; i < len(c.kafka); {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka[i]))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka[i]),
+			kgo.SASL(plain.Auth{User: "app", Pass: "app-pw"}.AsMechanism()))
 		if err != nil {
 			t.Fatal(err)
 		}
