@@ -68,6 +68,9 @@ const (
 	// ReasonNotCoordinator: in a cluster, a consumer-group call on a node that does not
 	// coordinate groups (the controller does): retry on the controller.
 	ReasonNotCoordinator = "NOT_COORDINATOR"
+	// ReasonNotReplicated: in a cluster, a queue feature the replicated queue lacks (FIFO,
+	// dead-letter queues, purge, redrive); refused rather than served unreplicated.
+	ReasonNotReplicated = "NOT_REPLICATED"
 )
 
 // errorRule maps one broker error (matched with errors.Is) to a Connect code
@@ -122,6 +125,7 @@ var errorTable = []errorRule{
 	{broker.ErrClosed, connect.CodeUnavailable, ReasonShuttingDown},
 	{broker.ErrNotLeader, connect.CodeUnavailable, ReasonNotLeader},
 	{broker.ErrReplicationUnknown, connect.CodeUnavailable, ReasonReplicationUnknown},
+	{broker.ErrNotReplicated, connect.CodeUnimplemented, ReasonNotReplicated},
 	{broker.ErrStorageFull, connect.CodeResourceExhausted, ReasonStorageFull},
 	{broker.ErrStorageFailed, connect.CodeUnavailable, ReasonStorageFailed},
 	{context.Canceled, connect.CodeCanceled, ReasonCancelled},

@@ -34,10 +34,6 @@ import (
 // yet (the replicated queue lacks it), and is refused rather than served unreplicated.
 var ErrNotReplicated = errors.New("not supported for a queue in a cluster yet")
 
-// ErrOutcomeUnknown: a replicated command may or may not have been applied (the leader
-// changed or the wait ran out). A retried send may duplicate, as an SQS client accepts.
-var ErrOutcomeUnknown = errors.New("outcome unknown: the cluster did not confirm the change in time")
-
 func notReplicated(what string) error {
 	return fmt.Errorf("%w: %s (docs/cluster.md, \"Queues in a cluster\")", ErrNotReplicated, what)
 }
@@ -184,7 +180,7 @@ func (c *clusterRT) queueCatalogErr(err error) error {
 	case errors.Is(err, meta.ErrReplicationFactor):
 		return invalid("replication_factor", "%v", err)
 	case errors.Is(err, meta.ErrOutcomeUnknown):
-		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w", ErrReplicationUnknown, err)
 	}
 	return err
 }
@@ -229,7 +225,7 @@ func replErr(name string, err error) error {
 		return &NotLeaderError{What: "queue " + name, Leader: int32(nl.Leader)}
 	case errors.Is(err, replqueue.ErrOutcomeUnknown), errors.Is(err, multiraft.ErrProposalDropped),
 		errors.Is(err, multiraft.ErrRemoved):
-		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: %w", ErrReplicationUnknown, err)
 	case errors.Is(err, replqueue.ErrBadCommand):
 		return invalid("request", "%v", err)
 	}

@@ -120,7 +120,7 @@ func toAPIError(err error) *apiError {
 		return newError(errInvalidParameter, "%v", err)
 	case errors.Is(err, broker.ErrNotReplicated):
 		return newError(errUnsupported, "%v", err)
-	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrOutcomeUnknown):
+	case errors.Is(err, broker.ErrNotLeader), errors.Is(err, broker.ErrReplicationUnknown):
 		ae := newError(errUnavailable, "%v; retry", err)
 		ae.cause = err
 		return ae
