@@ -30,12 +30,13 @@ func newClusterCmd() *cobra.Command {
 func clusterStatusCmd(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "The nodes, the controller, and every partition the node hosts with its leader, term and in-sync replicas",
+		Short: "The nodes, the controller, and every partition and queue the node hosts with its leader, term and replicas",
 		Long: `Show the cluster as the node --server names sees it: every node the catalog
 knows with its addresses and whether it is heard from, the controller (the leader
 of the metadata group), and for each partition that node hosts a replica of: its
 Raft group, leader, term (Kafka's leader epoch), replicas, in-sync replicas (known
-on the leader), and commit and applied index.`,
+on the leader), and commit and applied index; then each queue it hosts a replica
+of: its leader, term, replicas, commit index and depth (messages not yet deleted).`,
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, _ *client.Client, _ []string) error {
@@ -61,7 +62,19 @@ on the leader), and commit and applied index.`,
 			rows[i] = []string{p.Topic, strconv.Itoa(int(p.Partition)), nodeName(p.Leader), strconv.FormatUint(p.Term, 10),
 				ids(p.Replicas), ids(p.InSync), strconv.FormatUint(p.Commit, 10), strconv.FormatBool(p.Quiesced)}
 		}
-		return table(out, []string{"TOPIC", "PARTITION", "LEADER", "TERM", "REPLICAS", "IN-SYNC", "COMMIT", "QUIET"}, rows)
+		if err := table(out, []string{"TOPIC", "PARTITION", "LEADER", "TERM", "REPLICAS", "IN-SYNC", "COMMIT", "QUIET"}, rows); err != nil {
+			return err
+		}
+		if len(st.Queues) == 0 {
+			return nil
+		}
+		fmt.Fprintln(out)
+		rows = make([][]string, len(st.Queues))
+		for i, q := range st.Queues {
+			rows[i] = []string{q.Queue, nodeName(q.Leader), strconv.FormatUint(q.Term, 10), ids(q.Replicas),
+				strconv.FormatUint(q.Commit, 10), strconv.FormatInt(q.Depth, 10), strconv.FormatBool(q.Quiesced)}
+		}
+		return table(out, []string{"QUEUE", "LEADER", "TERM", "REPLICAS", "COMMIT", "DEPTH", "QUIET"}, rows)
 	})
 	return cmd
 }

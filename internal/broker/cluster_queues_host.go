@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
@@ -148,4 +149,43 @@ func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
 	}
 	return &hostedQueue{name: cq.Name, group: cq.Group, sm: wm,
 		q: replqueue.NewQueue(c.host, cq.Group, m, c.b.now)}, nil
+}
+
+// QueueReplicaState is one hosted queue's Raft group on this node.
+type QueueReplicaState struct {
+	Queue    string  `json:"queue"`
+	Group    uint64  `json:"group"`
+	Leader   int32   `json:"leader"` // 0: none known
+	Term     uint64  `json:"term"`
+	Replicas []int32 `json:"replicas"`
+	Commit   uint64  `json:"commit"`
+	Applied  uint64  `json:"applied"`
+	Quiesced bool    `json:"quiesced"`
+	Depth    int64   `json:"depth"` // messages not yet deleted, as this replica holds them
+}
+
+// queueReplicas lists the hosted queues by name, for ClusterStatus.
+func (c *clusterRT) queueReplicas() []QueueReplicaState {
+	c.queues.mu.Lock()
+	hosted := make([]*hostedQueue, 0, len(c.queues.hosted))
+	for _, h := range c.queues.hosted {
+		hosted = append(hosted, h)
+	}
+	c.queues.mu.Unlock()
+	slices.SortFunc(hosted, func(a, b *hostedQueue) int { return strings.Compare(a.name, b.name) })
+	out := []QueueReplicaState{}
+	for _, h := range hosted {
+		st, err := c.host.Status(h.group)
+		if err != nil {
+			continue
+		}
+		d := h.sm.Depth()
+		qs := QueueReplicaState{Queue: h.name, Group: uint64(h.group), Leader: int32(st.Leader), Term: st.Term,
+			Commit: st.Commit, Applied: st.Applied, Quiesced: st.Quiesced, Depth: d.Visible + d.InFlight + d.Delayed}
+		for _, v := range st.Voters {
+			qs.Replicas = append(qs.Replicas, int32(v))
+		}
+		out = append(out, qs)
+	}
+	return out
 }

@@ -93,6 +93,21 @@ func TestClusterQueueCatalog(t *testing.T) {
 		}
 	}
 
+	// Every replica reports the queue's group and its leader.
+	for _, id := range c.ids {
+		nd := c.nodes[id]
+		c.eventually(fmt.Sprintf("n%d's status lists the queue", id), func() error {
+			st, err := nd.b.ClusterStatus()
+			if err != nil {
+				return err
+			}
+			if len(st.Queues) != 1 || st.Queues[0].Queue != "jobs" || st.Queues[0].Leader != int32(ql.id) || len(st.Queues[0].Replicas) != 3 {
+				return fmt.Errorf("queues %+v", st.Queues)
+			}
+			return nil
+		})
+	}
+
 	if err := l.b.DeleteQueue("jobs"); err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,11 @@ import (
 
 // ClusterStatus is a node's view of the cluster, for operators (`sluice cluster status`).
 type ClusterStatus struct {
-	Node       int32              `json:"node"`
-	Controller int32              `json:"controller"` // 0: none known
-	Nodes      []ClusterNodeState `json:"nodes"`
-	Partitions []ReplicaState     `json:"partitions"` // the partitions this node hosts
+	Node       int32               `json:"node"`
+	Controller int32               `json:"controller"` // 0: none known
+	Nodes      []ClusterNodeState  `json:"nodes"`
+	Partitions []ReplicaState      `json:"partitions"` // the partitions this node hosts
+	Queues     []QueueReplicaState `json:"queues"`     // the queues this node hosts (cluster_queues_host.go)
 }
 
 // ClusterNodeState is one node as this node sees it.
@@ -69,6 +70,7 @@ func (b *Broker) ClusterStatus() (ClusterStatus, error) {
 			out.Partitions = append(out.Partitions, ps)
 		}
 	}
+	out.Queues = c.queueReplicas()
 	slices.SortFunc(out.Partitions, func(a, b ReplicaState) int {
 		if a.Topic != b.Topic {
 			if a.Topic < b.Topic {
