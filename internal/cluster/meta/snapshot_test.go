@@ -100,7 +100,7 @@ func TestRestoreRefusesInconsistentSnapshot(t *testing.T) {
 		return s.encode()
 	}
 	cases := map[string][]byte{
-		"version":         {3},
+		"version":         {5},
 		"truncated":       good.encode()[:10],
 		"trailing":        append(good.encode(), 0),
 		"next group":      bad(func(s *State) { s.NextGroup = 2 }),
