@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"testing"
@@ -43,12 +44,7 @@ func newQCluster(t *testing.T, n int) *qcluster {
 	c := &qcluster{t: t, nodes: map[multiraft.NodeID]*qnode{}}
 	for i := 1; i <= n; i++ {
 		id := multiraft.NodeID(i)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := freeLoopback(t)
 		c.ids = append(c.ids, id)
 		c.nodes[id] = &qnode{id: id, addr: addr, eng: multiraft.NewMemEngine()}
 	}
@@ -72,6 +68,21 @@ func newQCluster(t *testing.T, n int) *qcluster {
 		}
 	}
 	return c
+}
+
+// freeLoopback is a loopback address free now, on a port below Linux's ephemeral range, so
+// no outgoing connection takes it before a restarted node binds it again.
+func freeLoopback(t *testing.T) string {
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err == nil {
+			addr := ln.Addr().String()
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free loopback port below 32000")
+	return ""
 }
 
 func (c *qcluster) start(id multiraft.NodeID, fresh bool) {
