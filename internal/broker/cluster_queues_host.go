@@ -142,9 +142,10 @@ func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
 	if err := c.host.CreateGroup(cq.Group, cq.Replicas, wm); err != nil {
 		return nil, fmt.Errorf("queue %s: raft group %d: %w", cq.Name, cq.Group, err)
 	}
-	if cq.Replicas[0] == c.node {
-		// The preferred leader stands at once rather than after an election timeout (with
-		// pre-vote, a campaign never unseats a live leader).
+	if st, err := c.host.Status(cq.Group); err == nil && st.Term <= 1 && st.Leader == 0 && cq.Replicas[0] == c.node {
+		// A group just bootstrapped: its preferred leader stands at once rather than after
+		// an election timeout. A group reopened after a restart does not (as partitions):
+		// it would only disturb the leader its peers elected meanwhile.
 		_ = c.host.Campaign(cq.Group)
 	}
 	return &hostedQueue{name: cq.Name, group: cq.Group, sm: wm,
