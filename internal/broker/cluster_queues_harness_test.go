@@ -71,7 +71,8 @@ func newQCluster(t *testing.T, n int) *qcluster {
 }
 
 // freeLoopback is a loopback address free now, on a port below Linux's ephemeral range, so
-// no outgoing connection takes it before a restarted node binds it again.
+// no outgoing connection takes it before a restarted node binds it again (and no process
+// started with port 0, as the e2e nodes are, can be handed it meanwhile).
 func freeLoopback(t *testing.T) string {
 	for range 100 {
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -43,20 +42,8 @@ type cluster struct {
 	direct   map[int]*kgo.Client
 }
 
-// freeAddr returns a loopback address free now, on a port below Linux's ephemeral range
-// (32768-60999 by default): a node binds it later, and a port from the ephemeral range may
-// meanwhile become the local port of some outgoing connection (the clients', the nodes'
-// own), which makes the bind fail and the node exit at start. ":0" only if none is found.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err == nil {
-			addr := ln.Addr().String()
-			ln.Close()
-			return addr
-		}
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
