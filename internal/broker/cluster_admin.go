@@ -22,7 +22,11 @@ func (c *clusterRT) createTopic(s TopicSettings) (TopicSettings, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
-	if _, err := c.cat.CreateTopic(ctx, s.Name, s.Partitions, s.Replication, settings); err != nil {
+	rf := s.Replication
+	if rf <= 0 {
+		rf = c.defaultReplication()
+	}
+	if _, err := c.cat.CreateTopic(ctx, s.Name, s.Partitions, rf, settings); err != nil {
 		return TopicSettings{}, c.catalogErr(err)
 	}
 	return c.local(s.Name)
@@ -98,4 +102,17 @@ func (c *clusterRT) catalogErr(err error) error {
 		return invalid("partitions", "%v", err)
 	}
 	return err
+}
+
+// defaultReplication is the replication factor of a topic or queue created without one:
+// min(3, the cluster's nodes), counted as the metadata group's voters (every node of
+// --cluster-peers), not the nodes registered so far. A create made before every node
+// registered is then refused (retried by the client) rather than placed on fewer
+// replicas for good.
+func (c *clusterRT) defaultReplication() int {
+	st, err := c.host.Status(meta.Group)
+	if err != nil || len(st.Voters) == 0 {
+		return 0 // the catalog's own default
+	}
+	return min(3, len(st.Voters))
 }

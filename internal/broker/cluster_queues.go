@@ -80,7 +80,7 @@ func (c *clusterRT) createQueue(s QueueSettings) (QueueSettings, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
-	cq, err := c.cat.CreateQueue(ctx, s.Name, 0, data)
+	cq, err := c.cat.CreateQueue(ctx, s.Name, c.defaultReplication(), data)
 	if errors.Is(err, meta.ErrQueueExists) && cq != nil {
 		return c.existingQueue(cq, s)
 	}
