@@ -27,8 +27,11 @@ type clusterRT struct {
 
 	// mu serialises reconcile rounds (the background loop and an admin call's own round).
 	mu sync.Mutex
-	// reconciled is the catalog index the last round brought this node to.
+	// reconciled is the catalog index the last round brought this node to, and inStep
+	// whether that round finished: a round over an unchanged catalog is skipped then
+	// (it would unmarshal every topic's settings each second for nothing).
 	reconciled uint64
+	inStep     bool
 	// queues are the queue groups hosted here (cluster_queues_host.go).
 	queues clusterQueues
 
@@ -73,6 +76,9 @@ func (c *clusterRT) reconcile() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.meta.State()
+	if c.inStep && st.Index == c.reconciled {
+		return
+	}
 	ok := true
 	for _, name := range sortedTopicNames(st) {
 		if err := c.reconcileTopic(st, st.Topics[name]); err != nil {
@@ -95,9 +101,7 @@ func (c *clusterRT) reconcile() {
 			}
 		}
 	}
-	if ok {
-		c.reconciled = st.Index
-	}
+	c.reconciled, c.inStep = st.Index, ok
 }
 
 func sortedTopicNames(st *meta.State) []string {
