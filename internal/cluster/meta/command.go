@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/wire"
 )
 
 // Op is a command's kind.
@@ -124,39 +124,39 @@ func Decode(b []byte) (Command, error) {
 		return c, fmt.Errorf("%w: version %d", ErrBadCommand, b[0])
 	}
 	c.Op = Op(b[1])
-	d := decoder{b: b[2:]}
-	c.Origin = d.uvarint()
-	c.Request = d.uvarint()
+	d := decoder{wire.Decoder{B: b[2:], Bad: ErrBadCommand}}
+	c.Origin = d.Uvarint()
+	c.Request = d.Uvarint()
 	switch c.Op {
 	case OpRegisterNode:
-		c.Node.ID = multiraft.NodeID(d.uvarint())
-		c.Node.KafkaAddr = string(d.bytes(MaxAddr))
-		c.Node.HTTPAddr = string(d.bytes(MaxAddr))
-		c.Node.SQSAddr = string(d.bytes(MaxAddr))
+		c.Node.ID = multiraft.NodeID(d.Uvarint())
+		c.Node.KafkaAddr = string(d.Bytes(MaxAddr))
+		c.Node.HTTPAddr = string(d.Bytes(MaxAddr))
+		c.Node.SQSAddr = string(d.Bytes(MaxAddr))
 	case OpCreateTopic:
-		c.Name = string(d.bytes(MaxTopicName))
-		c.Partitions = d.int32()
-		c.RF = d.int32()
-		c.Settings = d.bytes(MaxSettings)
+		c.Name = string(d.Bytes(MaxTopicName))
+		c.Partitions = d.Int32()
+		c.RF = d.Int32()
+		c.Settings = d.Bytes(MaxSettings)
 	case OpDeleteTopic:
-		c.Name = string(d.bytes(MaxTopicName))
+		c.Name = string(d.Bytes(MaxTopicName))
 	case OpAddPartitions:
-		c.Name = string(d.bytes(MaxTopicName))
-		c.Partitions = d.int32()
+		c.Name = string(d.Bytes(MaxTopicName))
+		c.Partitions = d.Int32()
 	case OpUpdateTopic:
-		c.Name = string(d.bytes(MaxTopicName))
-		c.Settings = d.bytes(MaxSettings)
+		c.Name = string(d.Bytes(MaxTopicName))
+		c.Settings = d.Bytes(MaxSettings)
 	case OpGroupOffsets:
-		c.Payload = d.bytes(MaxGroupOffsets)
+		c.Payload = d.Bytes(MaxGroupOffsets)
 	case OpCreateQueue:
-		c.Name = string(d.bytes(MaxQueueName))
-		c.RF = d.int32()
-		c.Settings = d.bytes(MaxSettings)
+		c.Name = string(d.Bytes(MaxQueueName))
+		c.RF = d.Int32()
+		c.Settings = d.Bytes(MaxSettings)
 	case OpDeleteQueue:
-		c.Name = string(d.bytes(MaxQueueName))
+		c.Name = string(d.Bytes(MaxQueueName))
 	case OpUpdateQueue:
-		c.Name = string(d.bytes(MaxQueueName))
-		c.Settings = d.bytes(MaxSettings)
+		c.Name = string(d.Bytes(MaxQueueName))
+		c.Settings = d.Bytes(MaxSettings)
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}
@@ -166,59 +166,9 @@ func Decode(b []byte) (Command, error) {
 	if len(c.Payload) == 0 {
 		c.Payload = nil
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	return c, d.err
+	d.Done()
+	return c, d.Err
 }
 
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(f string, v ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrBadCommand, fmt.Sprintf(f, v...))
-	}
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) int32() int32 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 || v < math.MinInt32 || v > math.MaxInt32 {
-		d.fail("bad int32 varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return int32(v)
-}
-
-func (d *decoder) bytes(limit uint64) []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > limit || n > uint64(len(d.b)) {
-		d.fail("length %d (limit %d, %d left)", n, limit, len(d.b))
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
+// decoder is wire.Decoder with the catalog's own readers (snapshot.go, groupoffsets.go).
+type decoder struct{ wire.Decoder }

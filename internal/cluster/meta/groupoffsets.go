@@ -135,14 +135,14 @@ func appendPending(b []byte, p []groupOffsets) []byte {
 
 func (d *decoder) pending() []groupOffsets {
 	n := d.count()
-	if d.err == nil && n == 0 {
-		d.fail("an empty group-offsets section")
+	if d.Err == nil && n == 0 {
+		d.Fail("an empty group-offsets section")
 	}
 	var out []groupOffsets
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		o := groupOffsets{index: d.uvarint(), payload: bytes.Clone(d.bytes(MaxGroupOffsets))}
-		if d.err == nil && (len(o.payload) == 0 || len(out) > 0 && out[len(out)-1].index >= o.index) {
-			d.fail("group offsets at %d: empty or out of order", o.index)
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		o := groupOffsets{index: d.Uvarint(), payload: bytes.Clone(d.Bytes(MaxGroupOffsets))}
+		if d.Err == nil && (len(o.payload) == 0 || len(out) > 0 && out[len(out)-1].index >= o.index) {
+			d.Fail("group offsets at %d: empty or out of order", o.index)
 		}
 		out = append(out, o)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/wire"
 )
 
 // snapVersion is a snapshot of the catalog alone; snapVersionPending is the same followed
@@ -115,97 +116,95 @@ func decodeState(data []byte) (*State, []groupOffsets, error) {
 	if version < snapVersion || version > snapVersionQueuesPending {
 		return nil, nil, fmt.Errorf("version %d", data[0])
 	}
-	d := decoder{b: data[1:]}
+	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
 	s := emptyState()
-	s.Index = d.uvarint()
-	s.NextGroup = multiraft.GroupID(d.uvarint())
-	if d.err == nil && s.NextGroup < FirstDataGroup {
-		d.fail("next group %d", s.NextGroup)
+	s.Index = d.Uvarint()
+	s.NextGroup = multiraft.GroupID(d.Uvarint())
+	if d.Err == nil && s.NextGroup < FirstDataGroup {
+		d.Fail("next group %d", s.NextGroup)
 	}
 	nn := d.count()
-	for i := uint64(0); i < nn && d.err == nil; i++ {
-		n := Node{ID: multiraft.NodeID(d.uvarint()), KafkaAddr: string(d.bytes(MaxAddr)),
-			HTTPAddr: string(d.bytes(MaxAddr)), SQSAddr: string(d.bytes(MaxAddr))}
-		if d.err == nil && (n.ID == 0 || len(s.Nodes) > 0 && s.Nodes[len(s.Nodes)-1].ID >= n.ID) {
-			d.fail("node %d out of order", n.ID)
+	for i := uint64(0); i < nn && d.Err == nil; i++ {
+		n := Node{ID: multiraft.NodeID(d.Uvarint()), KafkaAddr: string(d.Bytes(MaxAddr)),
+			HTTPAddr: string(d.Bytes(MaxAddr)), SQSAddr: string(d.Bytes(MaxAddr))}
+		if d.Err == nil && (n.ID == 0 || len(s.Nodes) > 0 && s.Nodes[len(s.Nodes)-1].ID >= n.ID) {
+			d.Fail("node %d out of order", n.ID)
 		}
 		s.Nodes = append(s.Nodes, n)
 	}
 	groups := map[multiraft.GroupID]bool{}
 	nt := d.count()
-	for i := uint64(0); i < nt && d.err == nil; i++ {
+	for i := uint64(0); i < nt && d.Err == nil; i++ {
 		t := d.topic(s, groups)
-		if d.err == nil {
+		if d.Err == nil {
 			s.Topics[t.Name] = t
 		}
 	}
 	if version >= snapVersionQueues {
 		nq := d.count()
-		for i := uint64(0); i < nq && d.err == nil; i++ {
+		for i := uint64(0); i < nq && d.Err == nil; i++ {
 			q := d.queue(s, groups)
-			if d.err == nil {
+			if d.Err == nil {
 				s.Queues[q.Name] = q
 			}
 		}
 	}
 	var pending []groupOffsets
-	if d.err == nil && (version == snapVersionPending || version == snapVersionQueuesPending) {
+	if d.Err == nil && (version == snapVersionPending || version == snapVersionQueuesPending) {
 		pending = d.pending()
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return nil, nil, d.err
+	d.Done()
+	if d.Err != nil {
+		return nil, nil, d.Err
 	}
 	return s, pending, nil
 }
 
 // count reads a count of items of at least one byte each: never more than the bytes left.
 func (d *decoder) count() uint64 {
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail("%d items in %d bytes", n, len(d.b))
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Fail("%d items in %d bytes", n, len(d.B))
 		return 0
 	}
 	return n
 }
 
 func (d *decoder) topic(s *State, groups map[multiraft.GroupID]bool) *Topic {
-	t := &Topic{Name: string(d.bytes(MaxTopicName))}
-	if d.err == nil && (!ValidTopicName(t.Name) || s.Topics[t.Name] != nil) {
-		d.fail("topic name %q", t.Name)
+	t := &Topic{Name: string(d.Bytes(MaxTopicName))}
+	if d.Err == nil && (!ValidTopicName(t.Name) || s.Topics[t.Name] != nil) {
+		d.Fail("topic name %q", t.Name)
 	}
-	if d.err == nil && len(d.b) < len(t.ID) {
-		d.fail("short topic id")
+	if d.Err == nil && len(d.B) < len(t.ID) {
+		d.Fail("short topic id")
 	}
-	if d.err != nil {
+	if d.Err != nil {
 		return nil
 	}
-	copy(t.ID[:], d.b)
-	d.b = d.b[len(t.ID):]
-	t.Version = d.uvarint()
-	if set := d.bytes(MaxSettings); len(set) > 0 {
+	copy(t.ID[:], d.B)
+	d.B = d.B[len(t.ID):]
+	t.Version = d.Uvarint()
+	if set := d.Bytes(MaxSettings); len(set) > 0 {
 		t.Settings = bytes.Clone(set)
 	}
 	np := d.count()
-	if d.err == nil && (np == 0 || np > MaxPartitions) {
-		d.fail("topic %q: %d partitions", t.Name, np)
+	if d.Err == nil && (np == 0 || np > MaxPartitions) {
+		d.Fail("topic %q: %d partitions", t.Name, np)
 	}
-	for p := uint64(0); p < np && d.err == nil; p++ {
-		part := Partition{Group: multiraft.GroupID(d.uvarint())}
-		if d.err == nil && (part.Group < FirstDataGroup || part.Group >= s.NextGroup || groups[part.Group]) {
-			d.fail("topic %q: group %d", t.Name, part.Group)
+	for p := uint64(0); p < np && d.Err == nil; p++ {
+		part := Partition{Group: multiraft.GroupID(d.Uvarint())}
+		if d.Err == nil && (part.Group < FirstDataGroup || part.Group >= s.NextGroup || groups[part.Group]) {
+			d.Fail("topic %q: group %d", t.Name, part.Group)
 		}
 		groups[part.Group] = true
 		nr := d.count()
-		if d.err == nil && (nr == 0 || nr > uint64(len(s.Nodes))) {
-			d.fail("topic %q: %d replicas", t.Name, nr)
+		if d.Err == nil && (nr == 0 || nr > uint64(len(s.Nodes))) {
+			d.Fail("topic %q: %d replicas", t.Name, nr)
 		}
-		for r := uint64(0); r < nr && d.err == nil; r++ {
-			id := multiraft.NodeID(d.uvarint())
-			if _, ok := s.Node(id); d.err == nil && !ok {
-				d.fail("topic %q: replica %d not registered", t.Name, id)
+		for r := uint64(0); r < nr && d.Err == nil; r++ {
+			id := multiraft.NodeID(d.Uvarint())
+			if _, ok := s.Node(id); d.Err == nil && !ok {
+				d.Fail("topic %q: replica %d not registered", t.Name, id)
 			}
 			part.Replicas = append(part.Replicas, id)
 		}
@@ -215,35 +214,35 @@ func (d *decoder) topic(s *State, groups map[multiraft.GroupID]bool) *Topic {
 }
 
 func (d *decoder) queue(s *State, groups map[multiraft.GroupID]bool) *Queue {
-	q := &Queue{Name: string(d.bytes(MaxQueueName))}
-	if d.err == nil && (!ValidQueueName(q.Name) || s.Queues[q.Name] != nil) {
-		d.fail("queue name %q", q.Name)
+	q := &Queue{Name: string(d.Bytes(MaxQueueName))}
+	if d.Err == nil && (!ValidQueueName(q.Name) || s.Queues[q.Name] != nil) {
+		d.Fail("queue name %q", q.Name)
 	}
-	if set := d.bytes(MaxSettings); len(set) > 0 {
+	if set := d.Bytes(MaxSettings); len(set) > 0 {
 		q.Settings = bytes.Clone(set)
 	}
-	q.Group = multiraft.GroupID(d.uvarint())
-	if d.err == nil && (q.Group < FirstDataGroup || q.Group >= s.NextGroup || groups[q.Group]) {
-		d.fail("queue %q: group %d", q.Name, q.Group)
+	q.Group = multiraft.GroupID(d.Uvarint())
+	if d.Err == nil && (q.Group < FirstDataGroup || q.Group >= s.NextGroup || groups[q.Group]) {
+		d.Fail("queue %q: group %d", q.Name, q.Group)
 	}
 	groups[q.Group] = true
-	q.Created = d.uvarint()
-	q.Version = d.uvarint()
-	if d.err == nil && q.Version < q.Created {
-		d.fail("queue %q: version %d before its creation %d", q.Name, q.Version, q.Created)
+	q.Created = d.Uvarint()
+	q.Version = d.Uvarint()
+	if d.Err == nil && q.Version < q.Created {
+		d.Fail("queue %q: version %d before its creation %d", q.Name, q.Version, q.Created)
 	}
 	nr := d.count()
-	if d.err == nil && (nr == 0 || nr > uint64(len(s.Nodes))) {
-		d.fail("queue %q: %d replicas", q.Name, nr)
+	if d.Err == nil && (nr == 0 || nr > uint64(len(s.Nodes))) {
+		d.Fail("queue %q: %d replicas", q.Name, nr)
 	}
-	for r := uint64(0); r < nr && d.err == nil; r++ {
-		id := multiraft.NodeID(d.uvarint())
-		if _, ok := s.Node(id); d.err == nil && !ok {
-			d.fail("queue %q: replica %d not registered", q.Name, id)
+	for r := uint64(0); r < nr && d.Err == nil; r++ {
+		id := multiraft.NodeID(d.Uvarint())
+		if _, ok := s.Node(id); d.Err == nil && !ok {
+			d.Fail("queue %q: replica %d not registered", q.Name, id)
 		}
 		q.Replicas = append(q.Replicas, id)
 	}
-	if d.err != nil {
+	if d.Err != nil {
 		return nil
 	}
 	return q

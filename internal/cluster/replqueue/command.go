@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/wire"
 )
 
 // Op is a command's kind: its first byte in an entry.
@@ -108,108 +110,58 @@ func appendBytes(b, v []byte) []byte { return append(binary.AppendUvarint(b, uin
 // Decode parses one command. Any malformed input, trailing bytes included, is
 // ErrBadCommand; the body aliases b.
 func Decode(b []byte) (Command, error) {
-	d := decoder{b: b}
+	d := decoder{wire.Decoder{B: b, Bad: ErrBadCommand}}
 	var c Command
 	if len(b) == 0 {
 		return c, fmt.Errorf("%w: empty", ErrBadCommand)
 	}
 	c.Op = Op(b[0])
-	d.b = b[1:]
-	c.Origin = d.uvarint()
-	c.Request = d.uvarint()
-	c.Now = time.Unix(0, d.varint()).UTC()
+	d.B = b[1:]
+	c.Origin = d.Uvarint()
+	c.Request = d.Uvarint()
+	c.Now = time.Unix(0, d.Varint()).UTC()
 	switch c.Op {
 	case OpSend:
-		c.Body = d.bytes(MaxBody)
-		n := d.uvarint()
+		c.Body = d.Bytes(MaxBody)
+		n := d.Uvarint()
 		if n > MaxAttrs {
 			return c, fmt.Errorf("%w: %d attributes (max %d)", ErrBadCommand, n, MaxAttrs)
 		}
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			c.Attrs = append(c.Attrs, Attr{Key: string(d.bytes(MaxString)), Value: string(d.bytes(MaxString))})
+		for i := uint64(0); i < n && d.Err == nil; i++ {
+			c.Attrs = append(c.Attrs, Attr{Key: string(d.Bytes(MaxString)), Value: string(d.Bytes(MaxString))})
 		}
 		c.Delay = d.duration()
 	case OpReceive:
-		n := d.uvarint()
+		n := d.Uvarint()
 		if n == 0 || n > MaxReceive {
-			d.fail("receive max %d (1..%d)", n, MaxReceive)
+			d.Fail("receive max %d (1..%d)", n, MaxReceive)
 		}
 		c.Max = int(n)
 		c.Timeout = d.duration()
 	case OpAck:
-		c.Receipt = string(d.bytes(MaxString))
+		c.Receipt = string(d.Bytes(MaxString))
 	case OpNack:
-		c.Receipt = string(d.bytes(MaxString))
+		c.Receipt = string(d.Bytes(MaxString))
 		c.Delay = d.duration()
 	case OpExtend:
-		c.Receipt = string(d.bytes(MaxString))
+		c.Receipt = string(d.Bytes(MaxString))
 		c.Timeout = d.duration()
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	return c, d.err
+	d.Done()
+	return c, d.Err
 }
 
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) fail(f string, v ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrBadCommand, fmt.Sprintf(f, v...))
-	}
-}
-
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+// decoder is wire.Decoder with the queue's own readers (durations, snapshot.go).
+type decoder struct{ wire.Decoder }
 
 // duration is a non-negative varint of nanoseconds.
 func (d *decoder) duration() time.Duration {
-	v := d.varint()
+	v := d.Varint()
 	if v < 0 || v == math.MaxInt64 {
-		d.fail("duration %d out of range", v)
+		d.Fail("duration %d out of range", v)
 		return 0
 	}
 	return time.Duration(v)
-}
-
-func (d *decoder) bytes(limit uint64) []byte {
-	n := d.uvarint()
-	if d.err != nil {
-		return nil
-	}
-	if n > limit || n > uint64(len(d.b)) {
-		d.fail("length %d (limit %d, %d left)", n, limit, len(d.b))
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/wire"
 	"github.com/sluice-mq/sluice/internal/queue"
 )
 
@@ -66,36 +67,34 @@ func (m *Machine) Restore(data []byte) error {
 	if data[0] != snapVersion {
 		return fmt.Errorf("replqueue: snapshot version %d", data[0])
 	}
-	d := decoder{b: data[1:]}
-	now := d.varint()
-	next := d.uvarint()
-	applied := d.uvarint()
-	curSnap := d.bytes(uint64(len(data)))
-	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.b)) {
-		d.fail("%d messages in %d bytes", n, len(d.b))
+	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
+	now := d.Varint()
+	next := d.Uvarint()
+	applied := d.Uvarint()
+	curSnap := d.Bytes(uint64(len(data)))
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Fail("%d messages in %d bytes", n, len(d.B))
 	}
-	msgs := make(map[int64]*stored, min(n, uint64(len(d.b))))
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		off := int64(d.uvarint())
-		s := &stored{sentAt: d.varint(), availAt: d.varint(), body: bytes.Clone(d.bytes(uint64(len(data))))}
-		na := d.uvarint()
+	msgs := make(map[int64]*stored, min(n, uint64(len(d.B))))
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		off := int64(d.Uvarint())
+		s := &stored{sentAt: d.Varint(), availAt: d.Varint(), body: bytes.Clone(d.Bytes(uint64(len(data))))}
+		na := d.Uvarint()
 		if na > MaxAttrs {
-			d.fail("%d attributes", na)
+			d.Fail("%d attributes", na)
 		}
-		for j := uint64(0); j < na && d.err == nil; j++ {
-			s.attrs = append(s.attrs, Attr{Key: string(d.bytes(MaxString)), Value: string(d.bytes(MaxString))})
+		for j := uint64(0); j < na && d.Err == nil; j++ {
+			s.attrs = append(s.attrs, Attr{Key: string(d.Bytes(MaxString)), Value: string(d.Bytes(MaxString))})
 		}
 		if off < 0 || off >= int64(next) {
-			d.fail("message offset %d past next %d", off, next)
+			d.Fail("message offset %d past next %d", off, next)
 		}
 		msgs[off] = s
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	if d.err != nil {
-		return fmt.Errorf("replqueue: snapshot: %w", d.err)
+	d.Done()
+	if d.Err != nil {
+		return fmt.Errorf("replqueue: snapshot: %w", d.Err)
 	}
 	cur, err := queue.Restore(m.cfg, curSnap)
 	if err != nil {
