@@ -69,7 +69,7 @@ func Run(t testing.TB, bin string, args ...string) *Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := startWithParent(p.cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
