@@ -26,6 +26,30 @@ func (s *Server) wrap(next http.Handler, limit int64) http.Handler {
 	})
 }
 
+// untilMounted answers every request but the server's own (health, readiness, metrics)
+// with 503 and Retry-After while the setups run: the HTTP listener serves /healthz during
+// recovery, before the broker has mounted the native API, and a client that came early
+// would otherwise get a 404 — "unimplemented" to a Connect client, which does not retry —
+// for a route that exists a moment later. A 503 is "unavailable" to Connect and every HTTP
+// client, which retry it. Once mounted, it is never in the way again (a drain clears
+// readiness, not this).
+func (s *Server) untilMounted(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.mounted.Load() && !ownRoute(r.URL.Path) {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "not ready: recovering, retry", http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ownRoute: the server's own endpoints, served on the API's mux when metrics have no
+// listener of their own.
+func ownRoute(path string) bool {
+	return path == "/healthz" || path == "/readyz" || path == "/metrics"
+}
+
 // timeBodies bounds only how long request bodies take to arrive, for a
 // handler that guards the rest itself (the SQS handler limits sizes and
 // recovers panics in SQS's own error format).

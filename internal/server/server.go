@@ -71,6 +71,7 @@ type Server struct {
 	tls     *tlsconf.Reloader       // nil without --tls-cert
 
 	ready    atomic.Bool
+	mounted  atomic.Bool   // the setups finished: every front-end route is on the mux
 	draining chan struct{} // closed when shutdown begins
 	// base is the parent of every request context; cancelBase cuts off
 	// handlers still running when the shutdown timeout ends.
@@ -115,7 +116,7 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 	ops.HandleFunc("GET /readyz", s.readyz)
 	ops.Handle("GET /metrics", s.metrics.Handler())
 
-	api := s.wrap(s.mux, cfg.MaxRequestBytes)
+	api := s.wrap(s.untilMounted(s.mux), cfg.MaxRequestBytes)
 	s.https = map[string]*http.Server{HTTP: s.newHTTPServer(HTTP, api), HTTPTLS: s.newHTTPServer(HTTPTLS, api),
 		Metrics: s.newHTTPServer(Metrics, s.wrap(ops, cfg.MaxRequestBytes))}
 	if err := s.loadTLS(); err != nil {
@@ -281,6 +282,7 @@ func (s *Server) Start(ctx context.Context, setups ...Setup) error {
 			return errors.Join(err, s.shutdown())
 		}
 	}
+	s.mounted.Store(true)
 	s.SetReady(true)
 	s.log.Info("ready", "data_dir", s.cfg.DataDir, "fsync", s.cfg.Fsync)
 	return nil

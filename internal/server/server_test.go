@@ -89,9 +89,12 @@ func TestReadyOnlyAfterSetup(t *testing.T) {
 	defer cancel()
 	started := make(chan error, 1)
 	go func() { // owned by this test: joined by reading started below
-		started <- s.Start(ctx, func(context.Context, *Server) error {
+		started <- s.Start(ctx, func(_ context.Context, s *Server) error {
 			close(inSetup)
 			<-release
+			s.RegisterHTTP("GET /api/thing", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				io.WriteString(w, "thing")
+			}))
 			return nil
 		})
 	}()
@@ -103,12 +106,29 @@ func TestReadyOnlyAfterSetup(t *testing.T) {
 	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("readyz during recovery = %d, want 503", code)
 	}
+	// A client that comes before the API is mounted is told to retry, not that the
+	// route does not exist (a 404 is "unimplemented" to a Connect client, never retried).
+	resp, err := http.Get(base + "/api/thing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("API route during recovery = %d (Retry-After %q), want 503 with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
 	close(release)
 	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
 	if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
 		t.Errorf("readyz after recovery = %d, want 200", code)
+	}
+	if code, body := get(t, base+"/api/thing"); code != http.StatusOK || body != "thing" {
+		t.Errorf("API route after recovery = %d %q, want 200", code, body)
+	}
+	if code, _ := get(t, base+"/api/nothing"); code != http.StatusNotFound {
+		t.Errorf("unknown route after recovery = %d, want 404", code)
 	}
 	code, body := get(t, base+"/metrics")
 	if code != http.StatusOK || !strings.Contains(body, `sluice_build_info{version="test"} 1`) {
