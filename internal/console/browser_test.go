@@ -123,6 +123,7 @@ func TestBrowserPages(t *testing.T) {
 		{"/ui/groups", "groups", "reporting"},
 		{"/ui/groups/reporting", "group", "events"},
 		{"/ui/subscriptions", "subscriptions", "audit"},
+		{"/ui/cluster", "cluster-single", "single node"},
 	} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+p.path), chromedp.WaitReady(chromedp.CSS("main"))); err != nil {
 			t.Fatalf("%s: %v", p.path, err)
@@ -196,5 +197,64 @@ func TestBrowserRedrive(t *testing.T) {
 	}
 	if dlq, _ := c.GetQueue(t.Context(), "jobs-dlq"); depthOf(dlq) != 0 {
 		t.Errorf("dlq depth %d after the redrive, want 0", depthOf(dlq))
+	}
+}
+
+// A queue is created, configured, purged and deleted from the pages, as a person would:
+// open the form, type, click; each step's notice shows and the API agrees.
+func TestBrowserManageQueue(t *testing.T) {
+	srv := sluicetest.Start(t)
+	c := client.New(srv.URL)
+	ctx, consoleErrors := browser(t)
+	flash := func(step string, actions ...chromedp.Action[chromedp.Void]) string {
+		t.Helper()
+		if err := chromedp.Do(ctx, append(actions, chromedp.WaitVisible(chromedp.ID("flash")))...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("flash")))
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if errs := consoleErrors(); len(errs) > 0 {
+			t.Errorf("%s: console errors:\n%s", step, strings.Join(errs, "\n"))
+		}
+		return text
+	}
+	if got := flash("create",
+		chromedp.Navigate(srv.URL+"/ui/queues"),
+		chromedp.Click(chromedp.CSS("#create-queue summary")),
+		chromedp.SendKeys(chromedp.ID("new-queue-name"), "orders"),
+		chromedp.Click(chromedp.ID("create-queue-button")),
+	); got != "Queue created." {
+		t.Errorf("after create: %q", got)
+	}
+	screenshot(t, ctx, "queue-created")
+	for _, b := range []string{"a", "b", "c"} {
+		if _, err := c.Send(t.Context(), "orders", []byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := flash("settings",
+		chromedp.Navigate(srv.URL+"/ui/queues/orders"),
+		chromedp.Click(chromedp.CSS("#edit-settings summary")),
+		chromedp.SetValue(chromedp.CSS(`#edit-settings input[name="visibility"]`), "120"),
+		chromedp.Click(chromedp.ID("save-settings")),
+	); got != "Settings saved." {
+		t.Errorf("after settings: %q", got)
+	}
+	if q, _ := c.GetQueue(t.Context(), "orders"); q.GetConfig().GetVisibilityTimeout().AsDuration() != 2*time.Minute {
+		t.Errorf("visibility after the form: %v", q.GetConfig().GetVisibilityTimeout())
+	}
+	if got := flash("purge",
+		chromedp.Navigate(srv.URL+"/ui/queues/orders"), // a page with no notice yet
+		chromedp.Click(chromedp.CSS("#danger summary")),
+		chromedp.SendKeys(chromedp.ID("purge-confirm"), "orders"),
+		chromedp.Click(chromedp.ID("purge")),
+	); got != "Queue purged: 3 messages deleted." {
+		t.Errorf("after purge: %q", got)
+	}
+	screenshot(t, ctx, "queue-purged")
+	if q, _ := c.GetQueue(t.Context(), "orders"); depthOf(q) != 0 {
+		t.Errorf("depth after the purge: %d", depthOf(q))
 	}
 }

@@ -117,16 +117,23 @@ func (c *Console) Routes() []Route {
 	page := func(pattern string, fn pageFunc) { mux.Handle(pattern, c.page(fn)) }
 	page("GET "+Prefix+"/{$}", c.overview)
 	page("GET "+Prefix+"/queues", c.queues)
+	page("POST "+Prefix+"/queues", c.createQueue)
 	page("GET "+Prefix+"/queues/{name}", c.queue)
+	page("POST "+Prefix+"/queues/{name}/settings", c.updateQueue)
+	page("POST "+Prefix+"/queues/{name}/purge", c.purgeQueue)
+	page("POST "+Prefix+"/queues/{name}/delete", c.deleteQueue)
 	page("POST "+Prefix+"/queues/{name}/preview", c.previewRedrive)
 	page("POST "+Prefix+"/queues/{name}/redrive", c.startRedrive)
 	page("GET "+Prefix+"/redrives/{id}", c.redrive)
 	page("GET "+Prefix+"/topics", c.topics)
+	page("POST "+Prefix+"/topics", c.createTopic)
 	page("GET "+Prefix+"/topics/{name}", c.topic)
+	page("POST "+Prefix+"/topics/{name}/delete", c.deleteTopic)
 	page("GET "+Prefix+"/topics/{name}/{partition}", c.partition)
 	page("GET "+Prefix+"/groups", c.groups)
 	page("GET "+Prefix+"/groups/{name}", c.group)
 	page("GET "+Prefix+"/subscriptions", c.subscriptions)
+	page("GET "+Prefix+"/cluster", c.cluster)
 	mux.Handle("GET "+Prefix+"/api/redrives/{id}", c.api(c.redriveJSON))
 	h := securityHeaders(mux)
 	return []Route{
@@ -183,7 +190,7 @@ func (c *Console) page(fn pageFunc) http.Handler {
 			http.Redirect(w, r, string(redirect), http.StatusSeeOther)
 			return
 		}
-		v := view{Nav: navOf(r.URL.Path), Auth: signedIn, Data: data, Request: r}
+		v := view{Nav: navOf(r.URL.Path), Auth: signedIn, Data: data, Request: r, Flash: noticeOf(r)}
 		status := http.StatusOK
 		if err != nil {
 			code := codeOf(err)
@@ -290,7 +297,7 @@ func navOf(path string) string {
 	switch first {
 	case "queues", "redrives":
 		return "queues"
-	case "topics", "groups", "subscriptions":
+	case "topics", "groups", "subscriptions", "cluster":
 		return first
 	}
 	return "overview"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,13 @@ var funcs = template.FuncMap{
 			return "0s"
 		}
 		return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
+	},
+	// secs is a duration as a form's number of seconds ("" when unset).
+	"secs": func(d *durationpb.Duration) string {
+		if d == nil {
+			return ""
+		}
+		return strconv.FormatFloat(d.AsDuration().Seconds(), 'f', -1, 64)
 	},
 	"when": func(t *timestamppb.Timestamp) string {
 		if t == nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/auth"
@@ -16,18 +15,15 @@ import (
 // (plaintext and TLS), beside /healthz, /readyz and /metrics unless those
 // have a listener of their own. It returns the API's routes alone, for the
 // console to call in-process.
-func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store) http.Handler {
+func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store) {
 	cfg := s.Config()
 	a := api.New(api.Options{
 		Broker: b, Logger: s.Logger(), MaxRequestBytes: cfg.MaxRequestBytes,
 		Draining: s.Draining(), ObserveRequest: s.Metrics().ObserveRequest, Auth: store,
 	})
-	routes := http.NewServeMux()
 	for _, r := range a.Routes() {
 		s.RegisterHTTP(r.Pattern, r.Handler)
-		routes.Handle(r.Pattern, r.Handler)
 	}
-	return routes
 }
 
 // mountKafka attaches the Kafka front-end to the kafka listener and, when

@@ -84,10 +84,11 @@ func Setup(opts Options) server.Setup {
 		if err := s.Metrics().RegisterSource(metricsSource(b, s.Config().DataDir)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		if err := mountConsole(s, mountAPI(s, b, store), store != nil); err != nil {
+		mountAPI(s, b, store)
+		mountAdmin(s, b, store)
+		if err := mountConsole(s, store != nil); err != nil {
 			return err
 		}
-		mountAdmin(s, b, store)
 		if err := mountKafka(s, b, store); err != nil {
 			return err
 		}

@@ -134,6 +134,11 @@ func (s *Server) Logger() *slog.Logger { return s.log }
 // Metrics returns the registry served on /metrics.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
 
+// Handler is the HTTP listeners' mux with every route mounted so far and later (the native
+// API, the admin endpoints, the console), without the edge's middleware: for a caller
+// inside the process, such as the console, that makes its API calls in-process.
+func (s *Server) Handler() http.Handler { return s.mux }
+
 // RegisterHTTP mounts h on the HTTP listeners' mux (net/http pattern
 // syntax): plaintext and TLS serve the same routes. Safe to call while
 // serving; the Connect API is mounted this way.

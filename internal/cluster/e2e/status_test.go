@@ -50,6 +50,7 @@ func TestClusterStatusAndTransfer(t *testing.T) {
 			t.Errorf("node %+v: want alive with its addresses", n)
 		}
 	}
+	c.checkConsoleClusterPage(t, 2, int(st.Controller), "st")
 	// Move st/0 to a node that does not lead it, asking a node that does not lead it.
 	from := int(st.Partitions[0].Leader)
 	to := 1 + from%3
