@@ -23,6 +23,8 @@ type Config struct {
 	// before a broker restart can never be handed out again after it; the
 	// broker passes something unique per start (random or a start time).
 	Incarnation string
+	// Consumer configures KIP-848 consumer groups.
+	Consumer ConsumerConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -35,6 +37,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxMetadataSize == 0 {
 		c.MaxMetadataSize = 4096
 	}
+	c.Consumer = c.Consumer.withDefaults()
 	return c
 }
 
@@ -91,6 +94,8 @@ type GroupSummary struct {
 	Mode         AssignMode
 	ProtocolType string
 	Members      int
+	// Type is TypeClassic or TypeConsumer (KIP-848).
+	Type string
 }
 
 // List returns every group, sorted by id. Groups that only hold committed
@@ -98,7 +103,11 @@ type GroupSummary struct {
 func (c *Coordinator) List() []GroupSummary {
 	out := make([]GroupSummary, 0, len(c.groups))
 	for _, g := range c.groups {
-		out = append(out, GroupSummary{Group: g.id, State: g.state, Mode: g.mode, ProtocolType: g.protocolType, Members: len(g.members)})
+		sum := GroupSummary{Group: g.id, State: g.state, Mode: g.mode, ProtocolType: g.protocolType, Members: len(g.members), Type: TypeClassic}
+		if g.cg != nil {
+			sum.Type, sum.State, sum.ProtocolType, sum.Members = TypeConsumer, g.cg.state(), TypeConsumer, len(g.cg.members)
+		}
+		out = append(out, sum)
 	}
 	slices.SortFunc(out, func(a, b GroupSummary) int { return cmp.Compare(a.Group, b.Group) })
 	return out
@@ -115,6 +124,15 @@ type MemberInfo struct {
 	Partitions []TopicPartitions
 	// LastSeen is the member's last heartbeat, commit, join or sync.
 	LastSeen time.Time
+	// Consumer groups (KIP-848) only: Partitions is what the member may
+	// use now, Target what it is moving to, Revoking what it must release.
+	MemberEpoch      int32
+	MemberState      string // "stable", "unrevoked", "unreleased"
+	RackID           string
+	SubscribedTopics []string
+	SubscribedRegex  string
+	Target           []TopicPartitions
+	Revoking         []TopicPartitions
 }
 
 // GroupInfo describes a group.
@@ -127,6 +145,13 @@ type GroupInfo struct {
 	Protocol     string
 	Leader       string
 	Members      []MemberInfo
+	// Type is TypeClassic or TypeConsumer; for a consumer group Epoch is
+	// the group epoch, AssignmentEpoch the target's and Assignor the
+	// server assignor that computed it.
+	Type            string
+	Epoch           int32
+	AssignmentEpoch int32
+	Assignor        string
 }
 
 // Describe returns the group; an unknown group comes back as State Dead
@@ -136,7 +161,10 @@ func (c *Coordinator) Describe(id string) (info GroupInfo, ok bool) {
 	if g == nil {
 		return GroupInfo{Group: id, State: Dead}, false
 	}
-	info = GroupInfo{
+	if g.cg != nil {
+		return g.describeConsumer(), true
+	}
+	info = GroupInfo{Type: TypeClassic,
 		Group: g.id, State: g.state, Mode: g.mode, Generation: g.generation,
 		ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader,
 	}
@@ -158,7 +186,7 @@ func (c *Coordinator) Delete(id string) (Output, error) {
 		return Output{}, ErrInvalidGroupID
 	case g == nil:
 		return Output{}, ErrGroupNotFound
-	case g.state != Empty || len(g.pending) > 0:
+	case g.busy():
 		return Output{}, ErrGroupNotEmpty
 	}
 	delete(c.groups, id)
@@ -170,7 +198,7 @@ func (c *Coordinator) Delete(id string) (Output, error) {
 func (c *Coordinator) NextDeadline() (time.Time, bool) {
 	var best time.Time
 	for _, g := range c.groups {
-		if d, ok := g.nextDeadline(); ok && (best.IsZero() || d.Before(best)) {
+		if d, ok := g.nextDeadline(c); ok && (best.IsZero() || d.Before(best)) {
 			best = d
 		}
 	}
@@ -184,7 +212,10 @@ func (c *Coordinator) Tick(now time.Time) Output {
 	for _, id := range sortedKeys(c.groups) {
 		g := c.groups[id]
 		out.merge(c.tickGroup(g, now))
-		if g.state == Empty && len(g.members)+len(g.pending)+len(g.offsets) == 0 {
+		if g.cg != nil {
+			out.merge(c.tickConsumer(g, now))
+		}
+		if !g.busy() && len(g.offsets) == 0 {
 			// Nothing durable and nobody waiting: forget it, as Kafka
 			// drops empty groups without offsets, so abandoned first
 			// joins do not pile up.
@@ -221,6 +252,9 @@ func (c *Coordinator) SetPartitions(now time.Time, topic string, n int32) Output
 		g := c.groups[id]
 		if (g.state == Stable || g.state == CompletingRebalance) && g.subscribes(topic) {
 			out.merge(c.prepareRebalance(g, now))
+		}
+		if g.cg != nil && g.cg.subscribesTopic(topic) {
+			g.cg.epoch++ // the next heartbeat computes a target with the new partitions
 		}
 	}
 	return out

@@ -57,3 +57,32 @@ var (
 	// ErrCorruptEvent: UnmarshalEvent found bytes that are not an event.
 	ErrCorruptEvent = errors.New("group: corrupt event")
 )
+
+// Errors of KIP-848 consumer groups (ConsumerGroupHeartbeat and the
+// commits of their members).
+var (
+	// ErrInvalidRequest: a heartbeat whose fields contradict each other
+	// (INVALID_REQUEST); the wrapping error says which.
+	ErrInvalidRequest = errors.New("group: invalid request")
+	// ErrFencedMemberEpoch: the member's epoch is not the coordinator's
+	// (FENCED_MEMBER_EPOCH). The member drops its partitions and rejoins
+	// with epoch 0.
+	ErrFencedMemberEpoch = errors.New("group: fenced member epoch")
+	// ErrStaleMemberEpoch: a commit or offset fetch named an epoch the
+	// member no longer has, or a partition it did not own at that epoch
+	// (STALE_MEMBER_EPOCH).
+	ErrStaleMemberEpoch = errors.New("group: stale member epoch")
+	// ErrUnreleasedInstanceID: a static member joined with an instance id
+	// that a live member still holds (UNRELEASED_INSTANCE_ID).
+	ErrUnreleasedInstanceID = errors.New("group: instance id not released")
+	// ErrUnsupportedAssignor: the server assignor named is not one of
+	// group.consumer.assignors (UNSUPPORTED_ASSIGNOR).
+	ErrUnsupportedAssignor = errors.New("group: unsupported assignor")
+	// ErrInvalidRegex: the subscribed topic regex does not compile
+	// (INVALID_REGULAR_EXPRESSION).
+	ErrInvalidRegex = errors.New("group: invalid regular expression")
+	// ErrUnsupportedVersion: a consumer-protocol member committed with an
+	// OffsetCommit version that cannot carry its member epoch
+	// (UNSUPPORTED_VERSION).
+	ErrUnsupportedVersion = errors.New("group: unsupported version")
+)

@@ -72,6 +72,14 @@ type group struct {
 	joinNotBefore     time.Time
 	seq               uint64
 	offsets           map[topicPartition]Committed
+	// cg is set while the group is a KIP-848 consumer group: then the
+	// classic fields above stay empty (a group is one type at a time).
+	cg *consumerGroup
+}
+
+// busy reports whether the group has members of either type.
+func (g *group) busy() bool {
+	return g.state != Empty || len(g.pending) > 0 || (g.cg != nil && len(g.cg.members) > 0)
 }
 
 type topicPartition struct {
@@ -182,7 +190,7 @@ func (g *group) selectProtocol() string {
 }
 
 // nextDeadline is the earliest time Tick must look at this group.
-func (g *group) nextDeadline() (time.Time, bool) {
+func (g *group) nextDeadline(c *Coordinator) (time.Time, bool) {
 	var best time.Time
 	consider := func(t time.Time) {
 		if !t.IsZero() && (best.IsZero() || t.Before(best)) {
@@ -204,6 +212,9 @@ func (g *group) nextDeadline() (time.Time, bool) {
 		if g.allJoined() {
 			consider(g.joinNotBefore)
 		}
+	}
+	if g.cg != nil {
+		consider(c.nextConsumerDeadline(g.cg))
 	}
 	return best, !best.IsZero()
 }

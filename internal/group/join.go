@@ -23,6 +23,14 @@ func (c *Coordinator) Join(now time.Time, req JoinRequest) (Ticket, Output) {
 		return t, failJoin(t, req.MemberID, ErrUnknownMember)
 	}
 	g = c.getOrCreate(req.Group)
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			// A consumer (KIP-848) group with members: classic joins are
+			// refused, as Kafka does without online migration.
+			return t, failJoin(t, req.MemberID, ErrInconsistentProtocol)
+		}
+		g.cg = nil // an empty consumer group becomes classic
+	}
 	if !g.fits(req) {
 		return t, failJoin(t, req.MemberID, ErrInconsistentProtocol)
 	}

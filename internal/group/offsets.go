@@ -40,6 +40,9 @@ type CommitRequest struct {
 	InstanceID string
 	Generation int32
 	Offsets    []OffsetCommit
+	// Classic: the request cannot carry a KIP-848 member epoch
+	// (OffsetCommit before v9), which members of consumer groups must send.
+	Classic bool
 }
 
 // Commit records offsets. err refuses the whole request (fencing:
@@ -60,13 +63,22 @@ func (c *Coordinator) Commit(now time.Time, req CommitRequest) (errs []error, ou
 		}
 		g = c.getOrCreate(req.Group)
 	}
-	if err := c.checkCommitter(g, now, req); err != nil {
+	var cm *cmember
+	if g.cg != nil {
+		cm, err = checkConsumerCommitter(g, req)
+	} else {
+		err = c.checkCommitter(g, now, req)
+	}
+	if err != nil {
 		return nil, out, err
 	}
 	errs = make([]error, len(req.Offsets))
 	ev := Event{Type: EventOffsetsCommitted, Group: g.id, Time: time.UnixMilli(now.UnixMilli())}
 	for i, o := range req.Offsets {
 		if errs[i] = c.checkOffset(g, req, o); errs[i] != nil {
+			continue
+		}
+		if errs[i] = cm.checkCommitEpoch(req.Generation, o); errs[i] != nil {
 			continue
 		}
 		// Re-committing the stored value (auto-commit of an idle
@@ -177,7 +189,7 @@ func (c *Coordinator) ResetOffsets(now time.Time, group string, offsets []Offset
 	if group == "" {
 		return Output{}, ErrInvalidGroupID
 	}
-	if g := c.groups[group]; g != nil && (g.state != Empty || len(g.pending) > 0) {
+	if g := c.groups[group]; g != nil && g.busy() {
 		return Output{}, ErrGroupNotEmpty
 	}
 	for _, o := range offsets {
@@ -237,7 +249,7 @@ func (c *Coordinator) DeleteOffsets(now time.Time, group string, partitions []To
 	errs = make([][]error, len(partitions))
 	for i, tp := range partitions {
 		errs[i] = make([]error, len(tp.Partitions))
-		busy := g.state != Empty && g.subscribes(tp.Topic)
+		busy := (g.state != Empty && g.subscribes(tp.Topic)) || (g.cg != nil && g.cg.subscribesTopic(tp.Topic))
 		for j, p := range tp.Partitions {
 			if busy {
 				errs[i][j] = ErrGroupSubscribedToTopic

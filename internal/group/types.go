@@ -22,7 +22,7 @@ const (
 	Dead
 )
 
-var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
+var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling"}
 
 // String returns Kafka's name for the state, which DescribeGroups and
 // ListGroups send verbatim.
@@ -180,9 +180,10 @@ const (
 	RemovedNotRejoined                            // missed the rebalance timeout while others rejoined
 	RemovedNotSynced                              // formed a generation but never synced in time
 	RemovedReplaced                               // a static member's instance id was taken by a new member id
+	RemovedNotRevoked                             // consumer group: kept revoked partitions past the rebalance timeout
 )
 
-var removeReasonNames = [...]string{"", "left", "session expired", "did not rejoin", "did not sync", "replaced"}
+var removeReasonNames = [...]string{"", "left", "session expired", "did not rejoin", "did not sync", "replaced", "did not revoke"}
 
 func (r RemoveReason) String() string {
 	if int(r) < len(removeReasonNames) {
