@@ -73,6 +73,9 @@ type Options struct {
 	// metadata group's and partitions are replicated (cluster.go). nil: a single
 	// node, as before.
 	Cluster *ClusterOptions
+	// ConsumerGroups configures KIP-848 consumer groups (Kafka's
+	// group.consumer.* settings); zero fields take Kafka's defaults.
+	ConsumerGroups ConsumerGroupConfig
 }
 
 // DefaultPreallocateBytes is Options.PreallocateBytes's default.

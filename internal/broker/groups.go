@@ -56,7 +56,7 @@ func openGroups(s *streams) (*groupRT, error) {
 	err := b.openMachine(&g.machine, "the group coordinator", dir, b.log.With("journal", "groups"), machineHooks{
 		fresh: func() (func(), error) {
 			old := g.coord
-			g.coord = group.New(group.Config{Incarnation: incarnation()})
+			g.coord = group.New(group.Config{Incarnation: incarnation(), Consumer: b.opts.ConsumerGroups})
 			return func() { g.coord = old }, nil
 		},
 		loader: journal.Loader{

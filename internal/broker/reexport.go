@@ -38,6 +38,11 @@ type (
 	GroupInfo        = group.GroupInfo
 	MemberInfo       = group.MemberInfo
 	TopicPartitions  = group.TopicPartitions
+
+	ConsumerHeartbeatRequest = group.ConsumerHeartbeatRequest
+	ConsumerHeartbeatResult  = group.ConsumerHeartbeatResult
+	ConsumerGroupConfig      = group.ConsumerConfig
+
 	// GroupProtocol is one (name, metadata) pair a member supports.
 	GroupProtocol = group.Protocol
 	// AssignMode says who assigns partitions: the group's leader member
@@ -46,6 +51,12 @@ type (
 	// GroupState is a group's place in the rebalance protocol; its String
 	// is Kafka's name for it.
 	GroupState = group.State
+)
+
+// Group types (ListGroups v5, DescribeGroup's Type).
+const (
+	GroupTypeClassic  = group.TypeClassic
+	GroupTypeConsumer = group.TypeConsumer
 )
 
 // Assignment modes.
@@ -68,22 +79,29 @@ const (
 // broker.ErrUnknownMember) holds for what JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup and CommitOffsets return.
 var (
-	ErrInvalidGroupID         = group.ErrInvalidGroupID
-	ErrGroupNotFound          = group.ErrGroupNotFound
-	ErrGroupNotEmpty          = group.ErrGroupNotEmpty
-	ErrUnknownMember          = group.ErrUnknownMember
-	ErrMemberIDRequired       = group.ErrMemberIDRequired
-	ErrIllegalGeneration      = group.ErrIllegalGeneration
-	ErrRebalanceInProgress    = group.ErrRebalanceInProgress
-	ErrInconsistentProtocol   = group.ErrInconsistentProtocol
-	ErrInvalidSessionTimeout  = group.ErrInvalidSessionTimeout
-	ErrFencedInstanceID       = group.ErrFencedInstanceID
-	ErrGroupMaxSize           = group.ErrGroupMaxSize
-	ErrMetadataTooLarge       = group.ErrMetadataTooLarge
-	ErrInvalidOffset          = group.ErrInvalidOffset
-	ErrNotAssigned            = group.ErrNotAssigned
-	ErrUnknownAssignor        = group.ErrUnknownAssignor
-	ErrGroupSubscribedToTopic = group.ErrGroupSubscribedToTopic
+	ErrInvalidGroupID          = group.ErrInvalidGroupID
+	ErrGroupNotFound           = group.ErrGroupNotFound
+	ErrGroupNotEmpty           = group.ErrGroupNotEmpty
+	ErrUnknownMember           = group.ErrUnknownMember
+	ErrMemberIDRequired        = group.ErrMemberIDRequired
+	ErrIllegalGeneration       = group.ErrIllegalGeneration
+	ErrRebalanceInProgress     = group.ErrRebalanceInProgress
+	ErrInconsistentProtocol    = group.ErrInconsistentProtocol
+	ErrInvalidSessionTimeout   = group.ErrInvalidSessionTimeout
+	ErrFencedInstanceID        = group.ErrFencedInstanceID
+	ErrGroupMaxSize            = group.ErrGroupMaxSize
+	ErrMetadataTooLarge        = group.ErrMetadataTooLarge
+	ErrInvalidOffset           = group.ErrInvalidOffset
+	ErrNotAssigned             = group.ErrNotAssigned
+	ErrUnknownAssignor         = group.ErrUnknownAssignor
+	ErrGroupSubscribedToTopic  = group.ErrGroupSubscribedToTopic
+	ErrInvalidGroupRequest     = group.ErrInvalidRequest
+	ErrFencedMemberEpoch       = group.ErrFencedMemberEpoch
+	ErrStaleMemberEpoch        = group.ErrStaleMemberEpoch
+	ErrUnreleasedInstanceID    = group.ErrUnreleasedInstanceID
+	ErrUnsupportedAssignor     = group.ErrUnsupportedAssignor
+	ErrInvalidRegex            = group.ErrInvalidRegex
+	ErrUnsupportedGroupVersion = group.ErrUnsupportedVersion
 )
 
 // SyncPolicy says when appended data is made durable (Options.Sync); see

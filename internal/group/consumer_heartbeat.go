@@ -70,7 +70,7 @@ func (c *Coordinator) checkConsumerHeartbeat(req ConsumerHeartbeatRequest) error
 	invalid := func(msg string) error { return fmt.Errorf("%w: %s", ErrInvalidRequest, msg) }
 	switch {
 	case req.Group == "":
-		return fmt.Errorf("%w: group id can't be empty", ErrInvalidGroupID)
+		return invalid("GroupId can't be empty") // Kafka: INVALID_REQUEST, not INVALID_GROUP_ID
 	case req.InstanceID != nil && *req.InstanceID == "":
 		return invalid("InstanceId can't be empty")
 	case req.RackID != nil && *req.RackID == "":

@@ -303,7 +303,7 @@ func TestConsumerHeartbeatBadInput(t *testing.T) {
 		mod  func(*ConsumerHeartbeatRequest)
 		want error
 	}{
-		{"empty group", func(r *ConsumerHeartbeatRequest) { r.Group = "" }, ErrInvalidGroupID},
+		{"empty group", func(r *ConsumerHeartbeatRequest) { r.Group = "" }, ErrInvalidRequest},
 		{"empty instance id", func(r *ConsumerHeartbeatRequest) { r.InstanceID = ptr("") }, ErrInvalidRequest},
 		{"empty rack id", func(r *ConsumerHeartbeatRequest) { r.RackID = ptr("") }, ErrInvalidRequest},
 		{"epoch -3", func(r *ConsumerHeartbeatRequest) { r.MemberEpoch = -3 }, ErrInvalidRequest},

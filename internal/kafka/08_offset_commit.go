@@ -25,7 +25,9 @@ func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequ
 			denied[t.Topic] = !c.may(auth.Consume, auth.Topic, t.Topic)
 		}
 	}
-	cr := broker.CommitRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation}
+	// v9+ carry a KIP-848 member epoch in Generation; members of consumer
+	// groups must use them (Classic marks the older versions).
+	cr := broker.CommitRequest{Group: req.Group, MemberID: req.MemberID, Generation: req.Generation, Classic: req.Version < 9}
 	if req.Version == 0 {
 		cr.MemberID, cr.Generation = "", -1
 	}

@@ -25,6 +25,16 @@ func handleOffsetFetch(ctx context.Context, c *conn, req *kmsg.OffsetFetchReques
 				topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
 			}
 			code, got := c.fetchGroupOffsets(ctx, g.Group, topics, g.Topics == nil)
+			if req.Version >= 9 && code == 0 {
+				// KIP-848: a member reads at its current epoch.
+				member := ""
+				if g.MemberID != nil {
+					member = *g.MemberID
+				}
+				if err := c.s.b.CheckOffsetFetch(g.Group, member, g.MemberEpoch); err != nil {
+					code, got = errCode(err, nil), nil
+				}
+			}
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
 			for _, t := range got {

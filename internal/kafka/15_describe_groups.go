@@ -7,12 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleDescribeGroups describes groups: state, protocol, and each
 // member's subscription and assignment as the leader sent it. An unknown
 // group is described as Dead with no error, as Kafka does before v6; v6+
-// answer GROUP_ID_NOT_FOUND with a message (KIP-1043).
+// answer GROUP_ID_NOT_FOUND with a message (KIP-1043). A KIP-848 consumer
+// group is answered as an unknown one, as Kafka does.
 func handleDescribeGroups(ctx context.Context, c *conn, req *kmsg.DescribeGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
@@ -29,6 +31,18 @@ func handleDescribeGroups(ctx context.Context, c *conn, req *kmsg.DescribeGroups
 			continue
 		}
 		info, found := c.s.b.DescribeGroup(id)
+		if found && info.Type == broker.GroupTypeConsumer {
+			// As Kafka: DescribeGroups describes classic groups only;
+			// ConsumerGroupDescribe (69) describes this one.
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.State = id, broker.GroupDead.String()
+			if req.Version >= 6 {
+				m := "group " + id + " is not a classic group"
+				rg.ErrorCode, rg.ErrorMessage = kerr.GroupIDNotFound.Code, &m
+			}
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group, rg.State = id, info.State.String()
 		rg.ProtocolType, rg.Protocol = info.ProtocolType, info.Protocol

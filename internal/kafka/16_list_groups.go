@@ -13,15 +13,15 @@ import (
 )
 
 // handleListGroups lists every group, filtered by state when v4+ asks and
-// by type when v5+ asks: every sluice group is "classic" (KIP-848's
-// "consumer" and KIP-932's "share" groups are not served yet).
+// by type when v5+ asks: "classic" or "consumer" (KIP-848; KIP-932's
+// "share" groups are not served yet).
 // As in Kafka, describe on the cluster shows every group; otherwise only
 // the groups the principal may describe are listed.
 func handleListGroups(ctx context.Context, c *conn, req *kmsg.ListGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	all := c.mayCluster(auth.Describe)
-	if len(req.TypesFilter) > 0 && !slices.ContainsFunc(req.TypesFilter, func(t string) bool { return strings.EqualFold(t, groupTypeClassic) }) {
-		return msg(resp)
+	wantType := func(t string) bool {
+		return len(req.TypesFilter) == 0 || slices.ContainsFunc(req.TypesFilter, func(f string) bool { return strings.EqualFold(f, t) })
 	}
 	// A broker lists the groups it coordinates: in a cluster a node other than the
 	// controller coordinates none (clients ask every broker and merge).
@@ -36,15 +36,15 @@ func handleListGroups(ctx context.Context, c *conn, req *kmsg.ListGroupsRequest)
 			continue
 		}
 		state := g.State.String()
-		if len(req.StatesFilter) > 0 && !slices.Contains(req.StatesFilter, state) {
+		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) }) {
+			continue
+		}
+		if !wantType(g.Type) {
 			continue
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
-		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, state, groupTypeClassic
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, state, g.Type
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return msg(resp)
 }
-
-// groupTypeClassic is ListGroups v5's name for a classic-protocol group.
-const groupTypeClassic = "classic"

@@ -45,8 +45,7 @@ func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 // id only; ApiVersions 5 is KIP-1242). The minimums are
 // what the oldest clients still in use send (librdkafka 2.0 and
 // kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
-// KIP-848's ConsumerGroupHeartbeat (68) and KIP-932's share-group APIs are
-// deliberately absent.
+// KIP-932's share-group APIs are deliberately absent.
 var apis map[int16]api
 
 func init() {
@@ -87,6 +86,9 @@ func init() {
 		16: {0, 5, typed(handleListGroups)},
 		42: {0, 3, typed(handleDeleteGroups)},
 		47: {0, 0, typed(handleOffsetDelete)},
+		// KIP-848 consumer groups, beside the classic ones.
+		68: {0, 1, typed(handleConsumerGroupHeartbeat)},
+		69: {0, 1, typed(handleConsumerGroupDescribe)},
 	}
 }
 
