@@ -19,11 +19,15 @@ func newTestClock() *fakeClock {
 }
 
 // startConsumerNode is startNode with a fake clock and KIP-848 settings.
+// A nil clock is the real one.
 func startConsumerNode(t *testing.T, clock *fakeClock, cg broker.ConsumerGroupConfig) *node {
 	t.Helper()
 	dir := t.TempDir()
-	b, err := broker.Open(broker.Options{Dir: dir, Logger: quietLogger(), Sync: broker.SyncPolicy{Mode: broker.SyncNever},
-		Now: clock.now, ConsumerGroups: cg})
+	o := broker.Options{Dir: dir, Logger: quietLogger(), Sync: broker.SyncPolicy{Mode: broker.SyncNever}, ConsumerGroups: cg}
+	if clock != nil {
+		o.Now = clock.now
+	}
+	b, err := broker.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
