@@ -6,6 +6,9 @@
 #   make, curl       the test command itself; the README tour test
 #   awscli, boto3    real SQS clients nobody here wrote
 #   kcat, confluent-kafka, kafka-python   real Kafka clients
+#   gcc, libc6-dev   cgo, for confluent-kafka-go's bundled librdkafka 2.11
+#                    (internal/kafka/testdata/ckgo848: KIP-848 groups; Debian's
+#                    librdkafka 2.0 predates them)
 #   openssl          makes the CA and certificates of the TLS tests
 #   systemd          systemd-analyze verify checks deploy/sluice.service
 #   prometheus       promtool checks and unit-tests deploy/prometheus's alert rules
@@ -18,7 +21,7 @@
 #                    repository (it needs Node 20.19+; bookworm ships 18)
 #                    must not be replaced by Debian's
 set -euo pipefail
-pkgs=(make curl openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka systemd prometheus chromium postgresql mariadb-server)
+pkgs=(make curl gcc libc6-dev openssl awscli python3-boto3 kcat python3-confluent-kafka python3-kafka systemd prometheus chromium postgresql mariadb-server)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
