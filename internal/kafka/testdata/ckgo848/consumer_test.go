@@ -53,13 +53,13 @@ func env(t *testing.T, name string) string {
 
 func start(t *testing.T, s *seen) *member {
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers":       env(t, "SLUICE_KAFKA_ADDR"),
-		"group.id":                env(t, "SLUICE_GROUP"),
-		"group.protocol":          "consumer",
-		"auto.offset.reset":       "earliest",
-		"enable.auto.commit":      true,
-		"auto.commit.interval.ms": 100,
-		"fetch.wait.max.ms":       100,
+		"bootstrap.servers":                  env(t, "SLUICE_KAFKA_ADDR"),
+		"group.id":                           env(t, "SLUICE_GROUP"),
+		"group.protocol":                     "consumer",
+		"auto.offset.reset":                  "earliest",
+		"enable.auto.commit":                 true,
+		"auto.commit.interval.ms":            100,
+		"fetch.wait.max.ms":                  100,
 		"topic.metadata.refresh.interval.ms": 1000,
 	})
 	if err != nil {
