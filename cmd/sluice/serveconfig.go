@@ -137,6 +137,14 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
+	// KIP-848 consumer groups: docs/kafka.md, "KIP-848 consumer groups".
+	durationSetting("group-consumer-session-timeout", "a KIP-848 consumer-group member that sends no heartbeat this long is removed (a `duration`; Kafka's group.consumer.session.timeout.ms)",
+		func(c *server.Config) *time.Duration { return &c.ConsumerGroupSessionTimeout }),
+	durationSetting("group-consumer-heartbeat-interval", "how often KIP-848 consumer-group members heartbeat (a `duration`; Kafka's group.consumer.heartbeat.interval.ms)",
+		func(c *server.Config) *time.Duration { return &c.ConsumerGroupHeartbeatInterval }),
+	setting("group-consumer-assignors", "server-side `assignors` of KIP-848 consumer groups, comma-separated, the first the default: uniform, range (Kafka's group.consumer.assignors)",
+		func(c *server.Config) *string { return &c.ConsumerGroupAssignors }),
+
 	// A cluster: docs/cluster.md, "Operating a cluster".
 	{
 		name:  "node-id",

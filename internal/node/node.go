@@ -112,9 +112,13 @@ func openBroker(s *server.Server, cn *clusterNode) (*broker.Broker, error) {
 	if headroom <= 0 {
 		headroom = -1 // the broker's "none"
 	}
+	cg, err := cfg.ConsumerGroups()
+	if err != nil {
+		return nil, err
+	}
 	o := broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(),
 		StorageObserver: s.Metrics(), PreallocateBytes: prealloc, HeadroomBytes: headroom,
-		SnapshotEvery: cfg.SnapshotEvery}
+		SnapshotEvery: cfg.SnapshotEvery, ConsumerGroups: cg}
 	if cn != nil {
 		o.Cluster = cn.brokerOptions()
 	}

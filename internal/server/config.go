@@ -122,6 +122,14 @@ type Config struct {
 	KafkaAutoCreateTopics  bool
 	KafkaDefaultPartitions int32
 
+	// KIP-848 consumer groups (docs/kafka.md, "KIP-848 consumer groups"):
+	// Kafka's group.consumer.session.timeout.ms (default 45 s),
+	// group.consumer.heartbeat.interval.ms (5 s) and group.consumer.assignors
+	// (comma-separated, the first is the default; "uniform,range").
+	ConsumerGroupSessionTimeout    time.Duration
+	ConsumerGroupHeartbeatInterval time.Duration
+	ConsumerGroupAssignors         string
+
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// once shutdown starts; after it they are cut off and closers run.
 	ShutdownTimeout time.Duration
@@ -161,6 +169,10 @@ func Defaults() Config {
 
 		KafkaAutoCreateTopics:  true,
 		KafkaDefaultPartitions: 1,
+
+		ConsumerGroupSessionTimeout:    45 * time.Second,
+		ConsumerGroupHeartbeatInterval: 5 * time.Second,
+		ConsumerGroupAssignors:         "uniform,range",
 
 		TLSReloadInterval: 5 * time.Second,
 
@@ -229,6 +241,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
 	}
 	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if _, err := c.ConsumerGroups(); err != nil {
 		return err
 	}
 	return c.validateConnections()
