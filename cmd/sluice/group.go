@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,9 @@ func groupDescribeCmd(f *clientFlags) *cobra.Command {
 		}
 		if f.json() {
 			return printJSON(cmd.OutOrStdout(), d)
+		}
+		if err := describeGroupMembers(cmd.OutOrStdout(), d); err != nil {
+			return err
 		}
 		rows := make([][]string, len(d.GetPartitions()))
 		for i, p := range d.GetPartitions() {
@@ -138,4 +142,55 @@ func groupResetCmd(f *clientFlags) *cobra.Command {
 		return table(cmd.OutOrStdout(), []string{"TOPIC", "PARTITION", "NEW OFFSET"}, rows)
 	})
 	return cmd
+}
+
+// describeGroupMembers prints the group's protocol and epochs, then its
+// members with their assignments: for a KIP-848 consumer group also each
+// member's epoch, its target and what it must still release.
+func describeGroupMembers(w io.Writer, d *sluicev1.DescribeGroupResponse) error {
+	sum := d.GetSummary()
+	proto := lower(sum.GetProtocol().String(), "GROUP_PROTOCOL_")
+	consumer := sum.GetProtocol() == sluicev1.GroupProtocol_GROUP_PROTOCOL_KAFKA_CONSUMER
+	line := fmt.Sprintf("protocol %s, protocol type %s, state %s, ", proto, orDash(d.GetProtocolType()), lower(sum.GetState().String(), "GROUP_STATE_"))
+	if consumer {
+		line += fmt.Sprintf("group epoch %d, assignment epoch %d, assignor %s", d.GetGroupEpoch(), d.GetAssignmentEpoch(), orDash(d.GetAssignor()))
+	} else {
+		line += fmt.Sprintf("generation %d", d.GetGeneration())
+	}
+	if _, err := fmt.Fprintln(w, line); err != nil {
+		return err
+	}
+	if len(d.GetMembers()) == 0 {
+		return nil
+	}
+	header := []string{"MEMBER", "CLIENT", "ASSIGNED"}
+	if consumer {
+		header = append(header, "EPOCH", "TARGET", "REVOKING", "INSTANCE")
+	}
+	rows := make([][]string, len(d.GetMembers()))
+	for i, m := range d.GetMembers() {
+		rows[i] = []string{m.GetMemberId(), orDash(m.GetClientId()), fmtTPs(m.GetAssignment())}
+		if consumer {
+			rows[i] = append(rows[i], strconv.Itoa(int(m.GetMemberEpoch())), fmtTPs(m.GetTargetAssignment()),
+				fmtTPs(m.GetRevoking()), orDash(m.GetInstanceId()))
+		}
+	}
+	if err := table(w, header, rows); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// fmtTPs prints partitions as topic:0,1,2 topic2:0 ("-" for none).
+func fmtTPs(tps []*sluicev1.TopicPartitions) string {
+	var parts []string
+	for _, tp := range tps {
+		ps := make([]string, len(tp.GetPartitions()))
+		for i, p := range tp.GetPartitions() {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, tp.GetTopic()+":"+strings.Join(ps, ","))
+	}
+	return orDash(strings.Join(parts, " "))
 }

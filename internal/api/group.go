@@ -122,19 +122,21 @@ func (g *groupService) FetchOffsets(_ context.Context, req *connect.Request[slui
 	return connect.NewResponse(out), nil
 }
 
-func summaryProto(id string, st broker.GroupState, protocolType string, members int) *sluicev1.GroupSummary {
+func summaryProto(id string, st broker.GroupState, typ, protocolType string, members int) *sluicev1.GroupSummary {
 	s := &sluicev1.GroupSummary{Group: id, Members: int32(members)}
 	switch st {
 	case broker.GroupEmpty:
 		s.State = sluicev1.GroupState_GROUP_STATE_EMPTY
 	case broker.GroupStable:
 		s.State = sluicev1.GroupState_GROUP_STATE_STABLE
-	case broker.GroupPreparingRebalance, broker.GroupCompletingRebalance:
+	case broker.GroupPreparingRebalance, broker.GroupCompletingRebalance, broker.GroupAssigning, broker.GroupReconciling:
 		s.State = sluicev1.GroupState_GROUP_STATE_REBALANCING
 	}
-	switch protocolType {
-	case "": // only committed offsets: nobody has joined it
-	case nativeProtocolType:
+	switch {
+	case typ == broker.GroupTypeConsumer:
+		s.Protocol = sluicev1.GroupProtocol_GROUP_PROTOCOL_KAFKA_CONSUMER
+	case protocolType == "": // only committed offsets: nobody has joined it
+	case protocolType == nativeProtocolType:
 		s.Protocol = sluicev1.GroupProtocol_GROUP_PROTOCOL_NATIVE
 	default:
 		s.Protocol = sluicev1.GroupProtocol_GROUP_PROTOCOL_KAFKA
@@ -148,7 +150,7 @@ func (g *groupService) ListGroups(ctx context.Context, _ *connect.Request[sluice
 		if !g.visible(ctx, groupRes(s.Group)) {
 			continue
 		}
-		out.Groups = append(out.Groups, summaryProto(s.Group, s.State, s.ProtocolType, s.Members))
+		out.Groups = append(out.Groups, summaryProto(s.Group, s.State, s.Type, s.ProtocolType, s.Members))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -160,13 +162,16 @@ func (g *groupService) DescribeGroup(_ context.Context, req *connect.Request[slu
 		return nil, apiError(connect.CodeNotFound, ReasonGroupNotFound, fmt.Errorf("group %s does not exist", id), gmeta(id))
 	}
 	out := &sluicev1.DescribeGroupResponse{
-		Summary:    summaryProto(id, info.State, info.ProtocolType, len(info.Members)),
-		Generation: info.Generation,
+		Summary:    summaryProto(id, info.State, info.Type, info.ProtocolType, len(info.Members)),
+		Generation: info.Generation, ProtocolType: info.ProtocolType,
+		GroupEpoch: info.Epoch, AssignmentEpoch: info.AssignmentEpoch, Assignor: info.Assignor,
 	}
 	owner := map[string]string{}
 	for _, mem := range info.Members {
 		out.Members = append(out.Members, &sluicev1.GroupMember{MemberId: mem.MemberID, ClientId: mem.ClientID,
-			Assignment: tpToProto(mem.Partitions), LastHeartbeatTime: ts(mem.LastSeen)})
+			Assignment: tpToProto(mem.Partitions), LastHeartbeatTime: ts(mem.LastSeen),
+			MemberEpoch: mem.MemberEpoch, TargetAssignment: tpToProto(mem.Target), Revoking: tpToProto(mem.Revoking),
+			InstanceId: mem.InstanceID})
 		for _, tp := range mem.Partitions {
 			for _, p := range tp.Partitions {
 				owner[fmt.Sprintf("%s/%d", tp.Topic, p)] = mem.MemberID

@@ -72,6 +72,8 @@ const (
 	GroupCompletingRebalance = group.CompletingRebalance
 	GroupStable              = group.Stable
 	GroupDead                = group.Dead
+	GroupAssigning           = group.Assigning   // KIP-848: a new target is due
+	GroupReconciling         = group.Reconciling // KIP-848: members moving to the target
 )
 
 // Errors of consumer groups: each is the coordinator's own sentinel (the

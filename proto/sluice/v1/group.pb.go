@@ -90,6 +90,9 @@ const (
 	GroupProtocol_GROUP_PROTOCOL_NATIVE GroupProtocol = 1
 	// Kafka's classic protocol: a leader member assigns.
 	GroupProtocol_GROUP_PROTOCOL_KAFKA GroupProtocol = 2
+	// Kafka's consumer protocol (KIP-848): the broker assigns, through
+	// ConsumerGroupHeartbeat.
+	GroupProtocol_GROUP_PROTOCOL_KAFKA_CONSUMER GroupProtocol = 3
 )
 
 // Enum value maps for GroupProtocol.
@@ -98,11 +101,13 @@ var (
 		0: "GROUP_PROTOCOL_UNSPECIFIED",
 		1: "GROUP_PROTOCOL_NATIVE",
 		2: "GROUP_PROTOCOL_KAFKA",
+		3: "GROUP_PROTOCOL_KAFKA_CONSUMER",
 	}
 	GroupProtocol_value = map[string]int32{
-		"GROUP_PROTOCOL_UNSPECIFIED": 0,
-		"GROUP_PROTOCOL_NATIVE":      1,
-		"GROUP_PROTOCOL_KAFKA":       2,
+		"GROUP_PROTOCOL_UNSPECIFIED":    0,
+		"GROUP_PROTOCOL_NATIVE":         1,
+		"GROUP_PROTOCOL_KAFKA":          2,
+		"GROUP_PROTOCOL_KAFKA_CONSUMER": 3,
 	}
 )
 
@@ -958,8 +963,15 @@ type GroupMember struct {
 	ClientId          string                 `protobuf:"bytes,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	Assignment        []*TopicPartitions     `protobuf:"bytes,3,rep,name=assignment,proto3" json:"assignment,omitempty"`
 	LastHeartbeatTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_heartbeat_time,json=lastHeartbeatTime,proto3" json:"last_heartbeat_time,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// KIP-848 consumer groups only: the member's epoch, the partitions it is
+	// moving to (assignment is what it may use now) and those it must still
+	// release; its static instance id, if any.
+	MemberEpoch      int32              `protobuf:"varint,5,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	TargetAssignment []*TopicPartitions `protobuf:"bytes,6,rep,name=target_assignment,json=targetAssignment,proto3" json:"target_assignment,omitempty"`
+	Revoking         []*TopicPartitions `protobuf:"bytes,7,rep,name=revoking,proto3" json:"revoking,omitempty"`
+	InstanceId       string             `protobuf:"bytes,8,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
@@ -1018,6 +1030,34 @@ func (x *GroupMember) GetLastHeartbeatTime() *timestamppb.Timestamp {
 		return x.LastHeartbeatTime
 	}
 	return nil
+}
+
+func (x *GroupMember) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *GroupMember) GetTargetAssignment() []*TopicPartitions {
+	if x != nil {
+		return x.TargetAssignment
+	}
+	return nil
+}
+
+func (x *GroupMember) GetRevoking() []*TopicPartitions {
+	if x != nil {
+		return x.Revoking
+	}
+	return nil
+}
+
+func (x *GroupMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 // PartitionLag is a group's position and lag on one partition.
@@ -1162,13 +1202,23 @@ func (x *DescribeGroupRequest) GetGroup() string {
 }
 
 type DescribeGroupResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Summary       *GroupSummary          `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
-	Generation    int32                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	Members       []*GroupMember         `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
-	Partitions    []*PartitionLag        `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Summary *GroupSummary          `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Classic groups: the generation. KIP-848 consumer groups: the group
+	// epoch (also in group_epoch).
+	Generation int32           `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Members    []*GroupMember  `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	Partitions []*PartitionLag `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The group's protocol type as Kafka names it ("consumer", "connect",
+	// "sluice" for the native API; "" for a group with only offsets).
+	ProtocolType string `protobuf:"bytes,5,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	// KIP-848 consumer groups only: the group epoch, the epoch of the target
+	// assignment and the server-side assignor that computed it.
+	GroupEpoch      int32  `protobuf:"varint,6,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
+	AssignmentEpoch int32  `protobuf:"varint,7,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
+	Assignor        string `protobuf:"bytes,8,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeGroupResponse) Reset() {
@@ -1227,6 +1277,34 @@ func (x *DescribeGroupResponse) GetPartitions() []*PartitionLag {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *DescribeGroupResponse) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetGroupEpoch() int32 {
+	if x != nil {
+		return x.GroupEpoch
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetAssignmentEpoch() int32 {
+	if x != nil {
+		return x.AssignmentEpoch
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
 }
 
 type ResetOffsetsRequest struct {
@@ -1488,14 +1566,19 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\amembers\x18\x04 \x01(\x05R\amembers\"\x13\n" +
 	"\x11ListGroupsRequest\"E\n" +
 	"\x12ListGroupsResponse\x12/\n" +
-	"\x06groups\x18\x01 \x03(\v2\x17.sluice.v1.GroupSummaryR\x06groups\"\xcf\x01\n" +
+	"\x06groups\x18\x01 \x03(\v2\x17.sluice.v1.GroupSummaryR\x06groups\"\x94\x03\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\tR\bclientId\x12:\n" +
 	"\n" +
 	"assignment\x18\x03 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\n" +
 	"assignment\x12J\n" +
-	"\x13last_heartbeat_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastHeartbeatTime\"\x81\x02\n" +
+	"\x13last_heartbeat_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x11lastHeartbeatTime\x12!\n" +
+	"\fmember_epoch\x18\x05 \x01(\x05R\vmemberEpoch\x12G\n" +
+	"\x11target_assignment\x18\x06 \x03(\v2\x1a.sluice.v1.TopicPartitionsR\x10targetAssignment\x126\n" +
+	"\brevoking\x18\a \x03(\v2\x1a.sluice.v1.TopicPartitionsR\brevoking\x12\x1f\n" +
+	"\vinstance_id\x18\b \x01(\tR\n" +
+	"instanceId\"\x81\x02\n" +
 	"\fPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -1505,7 +1588,7 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\x03lag\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12\x1b\n" +
 	"\tmember_id\x18\a \x01(\tR\bmemberId\",\n" +
 	"\x14DescribeGroupRequest\x12\x14\n" +
-	"\x05group\x18\x01 \x01(\tR\x05group\"\xd5\x01\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xe2\x02\n" +
 	"\x15DescribeGroupResponse\x121\n" +
 	"\asummary\x18\x01 \x01(\v2\x17.sluice.v1.GroupSummaryR\asummary\x12\x1e\n" +
 	"\n" +
@@ -1514,7 +1597,12 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\amembers\x18\x03 \x03(\v2\x16.sluice.v1.GroupMemberR\amembers\x127\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2\x17.sluice.v1.PartitionLagR\n" +
-	"partitions\"\x84\x02\n" +
+	"partitions\x12#\n" +
+	"\rprotocol_type\x18\x05 \x01(\tR\fprotocolType\x12\x1f\n" +
+	"\vgroup_epoch\x18\x06 \x01(\x05R\n" +
+	"groupEpoch\x12)\n" +
+	"\x10assignment_epoch\x18\a \x01(\x05R\x0fassignmentEpoch\x12\x1a\n" +
+	"\bassignor\x18\b \x01(\tR\bassignor\"\x84\x02\n" +
 	"\x13ResetOffsetsRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1e\n" +
@@ -1534,11 +1622,12 @@ const file_sluice_v1_group_proto_rawDesc = "" +
 	"\x17GROUP_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11GROUP_STATE_EMPTY\x10\x01\x12\x1b\n" +
 	"\x17GROUP_STATE_REBALANCING\x10\x02\x12\x16\n" +
-	"\x12GROUP_STATE_STABLE\x10\x03*d\n" +
+	"\x12GROUP_STATE_STABLE\x10\x03*\x87\x01\n" +
 	"\rGroupProtocol\x12\x1e\n" +
 	"\x1aGROUP_PROTOCOL_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15GROUP_PROTOCOL_NATIVE\x10\x01\x12\x18\n" +
-	"\x14GROUP_PROTOCOL_KAFKA\x10\x022\xfe\x04\n" +
+	"\x14GROUP_PROTOCOL_KAFKA\x10\x02\x12!\n" +
+	"\x1dGROUP_PROTOCOL_KAFKA_CONSUMER\x10\x032\xfe\x04\n" +
 	"\fGroupService\x12F\n" +
 	"\tJoinGroup\x12\x1b.sluice.v1.JoinGroupRequest\x1a\x1c.sluice.v1.JoinGroupResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12I\n" +
@@ -1604,33 +1693,35 @@ var file_sluice_v1_group_proto_depIdxs = []int32{
 	14, // 8: sluice.v1.ListGroupsResponse.groups:type_name -> sluice.v1.GroupSummary
 	2,  // 9: sluice.v1.GroupMember.assignment:type_name -> sluice.v1.TopicPartitions
 	24, // 10: sluice.v1.GroupMember.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	23, // 11: sluice.v1.PartitionLag.lag:type_name -> google.protobuf.Duration
-	14, // 12: sluice.v1.DescribeGroupResponse.summary:type_name -> sluice.v1.GroupSummary
-	17, // 13: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
-	18, // 14: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
-	24, // 15: sluice.v1.ResetOffsetsRequest.time:type_name -> google.protobuf.Timestamp
-	3,  // 16: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.CommittedOffset
-	4,  // 17: sluice.v1.GroupService.JoinGroup:input_type -> sluice.v1.JoinGroupRequest
-	6,  // 18: sluice.v1.GroupService.Heartbeat:input_type -> sluice.v1.HeartbeatRequest
-	8,  // 19: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
-	10, // 20: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
-	12, // 21: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
-	15, // 22: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
-	19, // 23: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
-	21, // 24: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
-	5,  // 25: sluice.v1.GroupService.JoinGroup:output_type -> sluice.v1.JoinGroupResponse
-	7,  // 26: sluice.v1.GroupService.Heartbeat:output_type -> sluice.v1.HeartbeatResponse
-	9,  // 27: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
-	11, // 28: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
-	13, // 29: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
-	16, // 30: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
-	20, // 31: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
-	22, // 32: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	2,  // 11: sluice.v1.GroupMember.target_assignment:type_name -> sluice.v1.TopicPartitions
+	2,  // 12: sluice.v1.GroupMember.revoking:type_name -> sluice.v1.TopicPartitions
+	23, // 13: sluice.v1.PartitionLag.lag:type_name -> google.protobuf.Duration
+	14, // 14: sluice.v1.DescribeGroupResponse.summary:type_name -> sluice.v1.GroupSummary
+	17, // 15: sluice.v1.DescribeGroupResponse.members:type_name -> sluice.v1.GroupMember
+	18, // 16: sluice.v1.DescribeGroupResponse.partitions:type_name -> sluice.v1.PartitionLag
+	24, // 17: sluice.v1.ResetOffsetsRequest.time:type_name -> google.protobuf.Timestamp
+	3,  // 18: sluice.v1.ResetOffsetsResponse.offsets:type_name -> sluice.v1.CommittedOffset
+	4,  // 19: sluice.v1.GroupService.JoinGroup:input_type -> sluice.v1.JoinGroupRequest
+	6,  // 20: sluice.v1.GroupService.Heartbeat:input_type -> sluice.v1.HeartbeatRequest
+	8,  // 21: sluice.v1.GroupService.LeaveGroup:input_type -> sluice.v1.LeaveGroupRequest
+	10, // 22: sluice.v1.GroupService.CommitOffsets:input_type -> sluice.v1.CommitOffsetsRequest
+	12, // 23: sluice.v1.GroupService.FetchOffsets:input_type -> sluice.v1.FetchOffsetsRequest
+	15, // 24: sluice.v1.GroupService.ListGroups:input_type -> sluice.v1.ListGroupsRequest
+	19, // 25: sluice.v1.GroupService.DescribeGroup:input_type -> sluice.v1.DescribeGroupRequest
+	21, // 26: sluice.v1.GroupService.ResetOffsets:input_type -> sluice.v1.ResetOffsetsRequest
+	5,  // 27: sluice.v1.GroupService.JoinGroup:output_type -> sluice.v1.JoinGroupResponse
+	7,  // 28: sluice.v1.GroupService.Heartbeat:output_type -> sluice.v1.HeartbeatResponse
+	9,  // 29: sluice.v1.GroupService.LeaveGroup:output_type -> sluice.v1.LeaveGroupResponse
+	11, // 30: sluice.v1.GroupService.CommitOffsets:output_type -> sluice.v1.CommitOffsetsResponse
+	13, // 31: sluice.v1.GroupService.FetchOffsets:output_type -> sluice.v1.FetchOffsetsResponse
+	16, // 32: sluice.v1.GroupService.ListGroups:output_type -> sluice.v1.ListGroupsResponse
+	20, // 33: sluice.v1.GroupService.DescribeGroup:output_type -> sluice.v1.DescribeGroupResponse
+	22, // 34: sluice.v1.GroupService.ResetOffsets:output_type -> sluice.v1.ResetOffsetsResponse
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_group_proto_init() }
