@@ -158,6 +158,7 @@ func seedRequests() []seedRequest {
 		seedRequest{1, 12, fetchReq(12, "fz", 0, 0, 100).AppendTo(nil)},
 		seedRequest{1, 4, fetchReq(4, "fz", 1, 0, 100).AppendTo(nil)},
 	)
+	out = append(out, seedConsumerGroup()...)
 	return append(out, seedNewAPIs()...)
 }
 
