@@ -1,0 +1,71 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+// TestClusterConsumerGroupOnController: a KIP-848 consumer group in a
+// three-node cluster lives on the controller, as classic groups do. Its
+// member's commit at its epoch is replicated; the other nodes answer its
+// heartbeat NOT_COORDINATOR; when the controller loses power the next one
+// knows no member (membership is soft state), so the member's heartbeat is
+// UNKNOWN_MEMBER_ID, it rejoins with epoch 0 and gets every partition, and
+// the committed offset is still there.
+func TestClusterConsumerGroupOnController(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	c := newMemCluster(t, 3)
+	id, ctl := c.coordinator()
+	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	join := group.ConsumerHeartbeatRequest{Group: "g", MemberID: "m", RebalanceTimeout: time.Minute,
+		Topics: []string{"t"}, Owned: []group.TopicPartitions{}}
+	var res group.ConsumerHeartbeatResult
+	for deadline := time.Now().Add(10 * time.Second); ; { // the topic reaches the coordinator's groups
+		if res = ctl.ConsumerGroupHeartbeat(context.Background(), join); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if len(res.Assignment) == 1 && len(res.Assignment[0].Partitions) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("join: %+v", res)
+		}
+		join.MemberEpoch, join.Owned = res.MemberEpoch, res.Assignment
+		time.Sleep(20 * time.Millisecond)
+	}
+	errs, err := ctl.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", MemberID: "m", Generation: res.MemberEpoch,
+		Offsets: []group.OffsetCommit{{Topic: "t", Partition: 1, Offset: 42, LeaderEpoch: -1}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("commit at the member's epoch: %v %v", err, errs)
+	}
+	hb := group.ConsumerHeartbeatRequest{Group: "g", MemberID: "m", MemberEpoch: res.MemberEpoch, RebalanceTimeout: -1}
+	for _, other := range c.ids {
+		if other != id {
+			var nc *NotCoordinatorError
+			if r := c.nodes[other].b.ConsumerGroupHeartbeat(context.Background(), hb); !errors.As(r.Err, &nc) {
+				t.Fatalf("heartbeat on n%d (n%d coordinates): %v", other, id, r.Err)
+			}
+		}
+	}
+	c.crash(id, true)
+	_, nb := c.coordinator()
+	if r := nb.ConsumerGroupHeartbeat(context.Background(), hb); !errors.Is(r.Err, group.ErrUnknownMember) {
+		t.Fatalf("heartbeat on the new coordinator: %+v", r)
+	}
+	join.MemberEpoch, join.Owned = 0, []group.TopicPartitions{}
+	if r := nb.ConsumerGroupHeartbeat(context.Background(), join); r.Err != nil || len(r.Assignment) != 1 || len(r.Assignment[0].Partitions) != 2 {
+		t.Fatalf("rejoin on the new coordinator: %+v", r)
+	}
+	if got, ok := nb.FetchOffset("g", "t", 1); !ok || got.Offset != 42 {
+		t.Fatalf("the new coordinator has t/1 at %+v %v, committed 42", got, ok)
+	}
+	c.start(id)
+}
