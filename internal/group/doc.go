@@ -1,7 +1,8 @@
 // Package group is the consumer-group coordinator: membership, generations,
 // rebalances, partition assignment and committed offsets, for every
 // front-end (the native API assigns through the broker; Kafka's classic
-// protocol relays the leader's assignment).
+// protocol relays the leader's assignment; KIP-848 consumer groups are
+// assigned by the coordinator through heartbeats, consumer*.go).
 //
 // # What it owns, and what it must never do
 //
@@ -71,6 +72,26 @@
 // and members beyond the partition count stay idle. Assignments are
 // replaced only when a new generation forms, so at any moment a partition
 // has at most one owner.
+//
+// # KIP-848 consumer groups
+//
+// A group is classic or consumer ("cg" set), never both: ConsumerHeartbeat
+// to a classic group with members is ErrGroupNotFound, a classic Join to a
+// consumer group with members ErrInconsistentProtocol; an empty group of
+// either type becomes the other when that joins. A consumer group has a
+// group epoch (bumped by joins, leaves, fences, subscription changes and
+// partition counts of subscribed topics), a target assignment computed by
+// the server assignor ("uniform", sticky; or "range") at the group epoch,
+// and members with a member epoch each. reconcile moves one member one
+// step per heartbeat: partitions to revoke leave its assignment first and
+// it keeps its epoch until a heartbeat's owned partitions no longer list
+// them; then it takes the target epoch and the target partitions no other
+// member holds (owner). So a partition never has two owners; the model
+// test checks it. Sessions (ConsumerConfig.SessionTimeout) and revocations
+// (the member's rebalance timeout) expire in Tick. Commits are fenced by
+// member epoch (ErrStaleMemberEpoch; an older epoch only for partitions
+// held since then). Consumer-group membership is soft state like classic
+// membership, and so is the group's type.
 //
 // # Durability
 //

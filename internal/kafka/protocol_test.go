@@ -42,10 +42,20 @@ func TestApiVersions(t *testing.T) {
 	if resp.ErrorCode != 0 || len(resp.ApiKeys) != len(apis) {
 		t.Fatalf("ApiVersions v3: %+v", resp)
 	}
+	kip848 := 0
 	for _, k := range resp.ApiKeys {
-		if k.ApiKey == 68 {
-			t.Fatal("KIP-848 ConsumerGroupHeartbeat advertised")
+		switch k.ApiKey {
+		case 68, 69: // franz-go speaks KIP-848 only from v1
+			if k.MinVersion != 0 || k.MaxVersion != 1 {
+				t.Errorf("KIP-848 key %d advertised %d-%d, want 0-1", k.ApiKey, k.MinVersion, k.MaxVersion)
+			}
+			kip848++
+		case 76:
+			t.Fatal("KIP-932 ShareGroupHeartbeat advertised")
 		}
+	}
+	if kip848 != 2 {
+		t.Fatal("KIP-848 ConsumerGroupHeartbeat and ConsumerGroupDescribe not both advertised")
 	}
 
 	// A version from the future: the client cannot know its response
