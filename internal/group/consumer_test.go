@@ -480,3 +480,15 @@ func TestUniformIsStickyAndBalanced(t *testing.T) {
 		t.Fatalf("sizes %v, %d partitions moved between old members", sizes, moved)
 	}
 }
+
+func TestConsumerGroupMaxSize(t *testing.T) {
+	f := newCfix(t, Config{MaxGroupSize: 2})
+	f.join("a", "t")
+	f.join("b", "t")
+	if res, _ := f.c.ConsumerHeartbeat(f.now, joinReq("c", "t")); !errors.Is(res.Err, ErrGroupMaxSize) {
+		t.Fatalf("third member: %v", res.Err)
+	}
+	if res, _ := f.c.ConsumerHeartbeat(f.now, joinReq("a", "t")); res.Err != nil {
+		t.Fatalf("a member rejoining a full group: %v", res.Err)
+	}
+}

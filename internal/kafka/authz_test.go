@@ -109,6 +109,18 @@ func TestAuthorization(t *testing.T) {
 			return r
 		}, func(r kmsg.Response) int16 { return r.(*kmsg.JoinGroupResponse).ErrorCode },
 			"alice", kerr.GroupAuthorizationFailed.Code, "bob"},
+		{"consumer group heartbeat (KIP-848)", func() kmsg.Request {
+			r := latest(kmsg.NewPtrConsumerGroupHeartbeatRequest())
+			r.Group, r.MemberID, r.RebalanceTimeoutMillis, r.SubscribedTopicNames = "h1", "m", 30000, []string{"orders"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode },
+			"alice", kerr.GroupAuthorizationFailed.Code, "bob"},
+		{"consumer group describe (KIP-848)", func() kmsg.Request {
+			r := latest(kmsg.NewPtrConsumerGroupDescribeRequest())
+			r.Groups = []string{"h1"}
+			return r
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode },
+			"alice", kerr.GroupAuthorizationFailed.Code, "bob"},
 		{"heartbeat", func() kmsg.Request {
 			r := latest(kmsg.NewPtrHeartbeatRequest())
 			r.Group = "h1"

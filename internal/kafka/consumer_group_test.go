@@ -333,3 +333,29 @@ func TestConsumerGroupHeartbeatBadInput(t *testing.T) {
 		t.Fatalf("v0 join: %+v", resp)
 	}
 }
+
+// TestConsumerGroupTopicGrows: a topic gaining partitions (CreatePartitions)
+// moves the group epoch, and the member's next heartbeat brings the new
+// partitions; a regex subscription picks up a topic created later.
+func TestConsumerGroupTopicGrows(t *testing.T) {
+	n := startConsumerNode(t, newTestClock(), broker.ConsumerGroupConfig{})
+	n.createTopic("kt", 2)
+	a := &cgMember{r: n.raw(), id: "a"}
+	a.heartbeat(t, func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+		re := "kt|new.*"
+		r.SubscribedTopicNames, r.SubscribedTopicRegex = nil, &re
+	})
+	if ownedCount(a) != 2 || a.epoch != 1 {
+		t.Fatalf("joined with %d partitions at epoch %d", ownedCount(a), a.epoch)
+	}
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := n.admin().CreatePartitions(ctx, 3, "kt"); err != nil {
+		t.Fatal(err)
+	}
+	n.createTopic("new-one", 2)
+	n.createTopic("other", 2)
+	resp := a.heartbeat(t, ack(a))
+	if resp.Assignment == nil || ownedCount(a) != 7 || a.epoch <= 1 {
+		t.Fatalf("after kt grew to 5 and new-one appeared: %+v, owns %d", resp, ownedCount(a))
+	}
+}
