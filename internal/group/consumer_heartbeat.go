@@ -135,6 +135,9 @@ func (c *Coordinator) consumerMember(g *group, now time.Time, req ConsumerHeartb
 			if m.instanceID != inst {
 				return nil, false, fmt.Errorf("%w: member %s has instance id %q", ErrFencedInstanceID, m.id, m.instanceID)
 			}
+			if m.epoch == StaticLeaveEpoch {
+				m.epoch = m.prevEpoch // a static member back under its own id
+			}
 			return m, false, nil // rejoining after a fence: it keeps what it has
 		}
 		if c.cfg.MaxGroupSize > 0 && len(cg.members) >= c.cfg.MaxGroupSize {
@@ -169,6 +172,8 @@ func (c *Coordinator) consumerMember(g *group, now time.Time, req ConsumerHeartb
 // member's owned partitions show it only missed the answer that moved it.
 func checkMemberEpoch(m *cmember, req ConsumerHeartbeatRequest) error {
 	switch {
+	case m.epoch == StaticLeaveEpoch:
+		// It left (for now): only a join (epoch 0) brings it back.
 	case req.MemberEpoch == m.epoch:
 		return nil
 	case req.MemberEpoch < m.epoch && req.MemberEpoch == m.prevEpoch && req.Owned != nil && ownedSubset(req.Owned, m.assigned):

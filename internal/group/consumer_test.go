@@ -293,6 +293,16 @@ func TestConsumerStaticMemberRejoins(t *testing.T) {
 	if res := f.beat(a, true); !errors.Is(res.Err, ErrUnknownMember) {
 		t.Fatalf("the replaced member id: %v", res.Err)
 	}
+	// Away again; a heartbeat at its old epoch is fenced, a join under the
+	// same member id brings it back at that epoch.
+	a2 := &cclient{id: "a2", inst: ptr("pod-1"), epoch: res.MemberEpoch}
+	f.c.ConsumerHeartbeat(f.now, ConsumerHeartbeatRequest{Group: "g", MemberID: "a2", MemberEpoch: StaticLeaveEpoch, InstanceID: ptr("pod-1"), RebalanceTimeout: -1})
+	if r := f.beat(a2, true); !errors.Is(r.Err, ErrFencedMemberEpoch) {
+		t.Fatalf("heartbeat of a member away: %+v", r)
+	}
+	if r := join("a2"); r.Err != nil || r.MemberEpoch != res.MemberEpoch || len(r.Assignment) == 0 {
+		t.Fatalf("back under its own id: %+v", r)
+	}
 }
 
 func TestConsumerHeartbeatBadInput(t *testing.T) {
