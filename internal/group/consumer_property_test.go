@@ -2,7 +2,9 @@ package group
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -242,4 +244,112 @@ func TestConsumerGroupModel(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAssignorsProperties: over random memberships and topics, both
+// assignors give every partition of a subscribed topic to exactly one of
+// its subscribers; uniform balances members of one subscription within one
+// partition and, fed its previous answer, moves nothing when nothing
+// changed; range matches the reference (contiguous ranges in member order).
+func TestAssignorsProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		counts := map[string]int32{"a": int32(rng.IntN(9)), "b": int32(1 + rng.IntN(9)), "c": int32(1 + rng.IntN(4))}
+		homogeneous := rng.IntN(2) == 0
+		var ms []assignee
+		for j := range 1 + rng.IntN(6) {
+			topics := []string{"a", "b"}
+			if !homogeneous && rng.IntN(2) == 0 {
+				topics = []string{"b", "c"}
+			}
+			ms = append(ms, assignee{id: fmt.Sprintf("m%d", j), topics: topics})
+		}
+		for _, name := range []string{AssignorUniform, AssignorRange} {
+			var got map[string]tpSet
+			if name == AssignorUniform {
+				got = assignUniform(ms, counts)
+			} else {
+				got = assignRangeServer(ms, counts)
+			}
+			owner := map[topicPartition]string{}
+			for id, ps := range got {
+				for tp := range ps {
+					if o, dup := owner[tp]; dup {
+						t.Fatalf("case %d %s: %v to %s and %s", i, name, tp, o, id)
+					}
+					owner[tp] = id
+				}
+			}
+			for _, m := range ms {
+				for _, topic := range m.topics {
+					for p := range counts[topic] {
+						o, ok := owner[topicPartition{topic, p}]
+						if !ok {
+							t.Fatalf("case %d %s: %s/%d unassigned", i, name, topic, p)
+						}
+						if !slices.Contains(memberTopics(ms, o), topic) {
+							t.Fatalf("case %d %s: %s/%d to %s, not a subscriber", i, name, topic, p, o)
+						}
+					}
+				}
+			}
+			if name == AssignorRange && !maps.EqualFunc(got, referenceRange(ms, counts), func(a, b tpSet) bool { return maps.Equal(a, b) }) {
+				t.Fatalf("case %d: range differs from the reference", i)
+			}
+			if name == AssignorUniform && homogeneous {
+				lo, hi := 1<<30, 0
+				for _, ps := range got {
+					lo, hi = min(lo, len(ps)), max(hi, len(ps))
+				}
+				if hi-lo > 1 {
+					t.Fatalf("case %d: uniform sizes from %d to %d", i, lo, hi)
+				}
+				again := slices.Clone(ms)
+				for k := range again {
+					again[k].prev = got[again[k].id]
+				}
+				if next := assignUniform(again, counts); !maps.EqualFunc(next, got, func(a, b tpSet) bool { return maps.Equal(a, b) }) {
+					t.Fatalf("case %d: uniform moved partitions with nothing changed", i)
+				}
+			}
+		}
+	}
+}
+
+func memberTopics(ms []assignee, id string) []string {
+	for _, m := range ms {
+		if m.id == id {
+			return m.topics
+		}
+	}
+	return nil
+}
+
+// referenceRange is Kafka's range written out the obvious way: for each
+// topic, subscriber k of n gets partitions [k*p/n + min(k, p%n), ...).
+func referenceRange(ms []assignee, counts map[string]int32) map[string]tpSet {
+	out := map[string]tpSet{}
+	for _, m := range ms {
+		out[m.id] = tpSet{}
+	}
+	for _, topic := range []string{"a", "b", "c"} {
+		var subs []string
+		for _, m := range ms {
+			if slices.Contains(m.topics, topic) {
+				subs = append(subs, m.id)
+			}
+		}
+		n, p := len(subs), int(counts[topic])
+		for k, id := range subs {
+			start := k*(p/n) + min(k, p%n)
+			size := p / n
+			if k < p%n {
+				size++
+			}
+			for q := start; q < start+size; q++ {
+				out[id][topicPartition{topic, int32(q)}] = true
+			}
+		}
+	}
+	return out
 }
