@@ -1,7 +1,7 @@
 // Package kafka is sluice's Kafka wire-protocol front-end: it lets
 // unmodified Kafka clients and tools (franz-go, Sarama, librdkafka and kcat,
-// kafka-python) produce, consume and run classic consumer groups against the
-// broker.
+// kafka-python) produce, consume and run consumer groups, classic and KIP-848
+// (ConsumerGroupHeartbeat: the broker assigns), against the broker.
 //
 // # What it owns, and what it must never do
 //
