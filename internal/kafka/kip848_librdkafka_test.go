@@ -58,7 +58,7 @@ func TestKIP848Librdkafka(t *testing.T) {
 		}
 		produced <- nil
 	}()
-	churn := runCkgo(t, ctx, bin, n.addr, "TestChurn", total)
+	churn := runCkgo(t, ctx, n, bin, "TestChurn", total)
 	if err := <-produced; err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestKIP848Librdkafka(t *testing.T) {
 	if err := prod.ProduceSync(ctx, recordsN(60)...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	resumed := runCkgo(t, ctx, bin, n.addr, "TestResume", 60)
+	resumed := runCkgo(t, ctx, n, bin, "TestResume", 60)
 	for _, k := range resumed {
 		var p int32
 		var off int64
@@ -86,15 +86,16 @@ func TestKIP848Librdkafka(t *testing.T) {
 
 // runCkgo runs one test of the built ckgo848 binary and returns the
 // partition/offset of every record it consumed, in order.
-func runCkgo(t *testing.T, ctx context.Context, bin, addr, test string, total int) []string {
+func runCkgo(t *testing.T, ctx context.Context, n *node, bin, test string, total int) []string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), test+".out")
 	cmd := exec.CommandContext(ctx, bin, "-test.run", "^"+test+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SLUICE_KAFKA_ADDR="+addr, "SLUICE_GROUP=kg848", "SLUICE_TOPIC=kc",
+	cmd.Env = append(os.Environ(), "SLUICE_KAFKA_ADDR="+n.addr, "SLUICE_GROUP=kg848", "SLUICE_TOPIC=kc",
 		fmt.Sprintf("SLUICE_TOTAL=%d", total), "SLUICE_OUT="+out)
 	log, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", test, err, log)
+		got, _ := os.ReadFile(out)
+		t.Fatalf("%s: %v\n%s\nmissing: %s\n%s", test, err, log, missing(strings.Fields(string(got)), total), groupState(n))
 	}
 	t.Logf("%s:\n%s", test, strings.TrimSpace(string(log)))
 	b, err := os.ReadFile(out)
@@ -122,4 +123,40 @@ func moduleEnv() []string {
 		}
 	}
 	return append(env, "GOWORK=off", "GOFLAGS=-mod=readonly", "CGO_ENABLED=1")
+}
+
+// missing lists, per partition, the offsets below the log end that keys
+// (partition/offset) does not have, when the run consumed fewer than total.
+func missing(keys []string, total int) string {
+	have := map[string]bool{}
+	for _, k := range keys {
+		have[k] = true
+	}
+	var out []string
+	for p := range 6 {
+		for off := range total / 6 {
+			if k := fmt.Sprintf("%d/%d", p, off); !have[k] {
+				out = append(out, k)
+			}
+		}
+	}
+	if len(out) > 20 {
+		out = append(out[:20], "...")
+	}
+	return strings.Join(out, " ")
+}
+
+// groupState is the group as the coordinator holds it, and its commits.
+func groupState(n *node) string {
+	info, _ := n.b.DescribeGroup("kg848")
+	var b strings.Builder
+	fmt.Fprintf(&b, "group %s: state %v, epoch %d, assignment epoch %d\n", info.Type, info.State, info.Epoch, info.AssignmentEpoch)
+	for _, m := range info.Members {
+		fmt.Fprintf(&b, "  %s epoch %d %s: has %v, target %v, revoking %v, seen %s\n", m.MemberID, m.MemberEpoch, m.MemberState,
+			m.Partitions, m.Target, m.Revoking, m.LastSeen.Format(time.StampMilli))
+	}
+	for _, o := range n.b.GroupOffsets("kg848") {
+		fmt.Fprintf(&b, "  committed %s/%d: %d\n", o.Topic, o.Partition, o.Offset)
+	}
+	return b.String()
 }
