@@ -59,6 +59,9 @@ SIGTERM or SIGINT shut down gracefully: in-flight requests finish (within
 			if err != nil {
 				return err
 			}
+			if err := startPprof(os.Getenv(pprofEnv), cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// SIGHUP means "reread the users file and certificates" (the
