@@ -14,13 +14,13 @@ import (
 // state can tell.
 var ErrOutcomeUnknown = errors.New("multiraft: proposal outcome unknown (its entry was replaced before it was seen applied)")
 
-// apply hands a Ready's snapshot and committed entries to the state machine, applies
+// apply hands a Ready's snapshot and committed entries (all of them, or a part: ready.go)
+// to the state machine, applies
 // configuration changes to raft, resolves this node's proposals and snapshots the group
 // when its log has grown enough.
-func (h *Host) apply(w readyWork) error {
-	g, rd := w.g, w.rd
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := h.restore(g, rd.Snapshot); err != nil {
+func (h *Host) apply(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) error {
+	if !raft.IsEmptySnap(snap) {
+		if err := h.restore(g, snap); err != nil {
 			return err
 		}
 	}
@@ -33,7 +33,7 @@ func (h *Host) apply(w readyWork) error {
 		run = nil
 		return err
 	}
-	for _, e := range rd.CommittedEntries {
+	for _, e := range ents {
 		switch e.Type {
 		case raftpb.EntryNormal:
 			if _, _, data, ok := decodeProposal(e.Data); ok {
@@ -52,14 +52,14 @@ func (h *Host) apply(w readyWork) error {
 		return err
 	}
 	h.mu.Lock()
-	h.resolve(g, rd.CommittedEntries)
+	h.resolve(g, ents)
 	h.mu.Unlock()
 	confChanged := false
-	for _, e := range rd.CommittedEntries {
+	for _, e := range ents {
 		confChanged = confChanged || e.Type != raftpb.EntryNormal
 	}
-	if n := len(rd.CommittedEntries); n > 0 {
-		g.applied = rd.CommittedEntries[n-1].Index
+	if n := len(ents); n > 0 {
+		g.applied = ents[n-1].Index
 	}
 	return h.maybeSnapshot(g, confChanged)
 }

@@ -11,8 +11,47 @@ import (
 
 // readyWork is one group's Ready taken in a round.
 type readyWork struct {
-	g  *group
-	rd raft.Ready
+	g    *group
+	rd   raft.Ready
+	done int // of rd.CommittedEntries, how many were applied before the round's sync
+}
+
+// stableCommitted is the head of rd's committed entries that this node's storage already
+// holds durably: those below the Ready's own (unsynced) entries. Every round syncs what
+// it wrote before the next takes a Ready, so raft's unstable log is exactly rd.Entries.
+// None when the Ready carries a snapshot: it replaces the log and is restored first.
+func stableCommitted(rd raft.Ready) []raftpb.Entry {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		return nil
+	}
+	ents := rd.CommittedEntries
+	if len(rd.Entries) > 0 {
+		first := rd.Entries[0].Index
+		n := 0
+		for n < len(ents) && ents[n].Index < first {
+			n++
+		}
+		ents = ents[:n]
+	}
+	return ents
+}
+
+// applyOrStop applies a snapshot and committed entries of g, or stops the group on this
+// node if its state machine refuses them: no more ticks, messages or Readys (the state
+// machine cannot skip the entry it refused). Its peers carry on without this replica.
+func (h *Host) applyOrStop(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) {
+	if g.failed != nil || (raft.IsEmptySnap(snap) && len(ents) == 0) {
+		return
+	}
+	if err := h.apply(g, snap, ents); err != nil {
+		h.mu.Lock()
+		g.failed = err
+		g.failAll(err)
+		delete(h.active, g.id)
+		h.mu.Unlock()
+		h.cfg.Log.Error("multiraft: a group stopped on this node: its state machine refused an entry; "+
+			"its other replicas carry on, and a restart of this node tries again", "group", uint64(g.id), "err", err)
+	}
 }
 
 // ProcessReady runs one round of the Ready loop: it takes the Ready of every group with
@@ -33,6 +72,15 @@ func (h *Host) ProcessReady() (bool, error) {
 		return false, nil
 	}
 	h.send(work, out, beat, false)
+	// Entries this node had already synced and that are committed are applied (and their
+	// proposers answered) now rather than after this round's sync of newer entries: under
+	// load every round has new entries, and a commit would otherwise wait a whole fsync
+	// that has nothing to do with it.
+	for i := range work {
+		early := stableCommitted(work[i].rd)
+		work[i].done = len(early)
+		h.applyOrStop(work[i].g, raftpb.Snapshot{}, early)
+	}
 	if err := h.persist(work); err != nil {
 		// The groups took Readys they will never advance: raft would panic on the next
 		// one. The host is done; the node restarts from what its storage holds. (The
@@ -47,17 +95,7 @@ func (h *Host) ProcessReady() (bool, error) {
 	}
 	h.send(work, nil, false, true)
 	for _, w := range work {
-		if err := h.apply(w); err != nil {
-			// The group stops here: no more ticks, messages or Readys (the state machine
-			// cannot skip the entry it refused). Its peers carry on without this replica.
-			h.mu.Lock()
-			w.g.failed = err
-			w.g.failAll(err)
-			delete(h.active, w.g.id)
-			h.mu.Unlock()
-			h.cfg.Log.Error("multiraft: a group stopped on this node: its state machine refused an entry; "+
-				"its other replicas carry on, and a restart of this node tries again", "group", uint64(w.g.id), "err", err)
-		}
+		h.applyOrStop(w.g, w.rd.Snapshot, w.rd.CommittedEntries[w.done:])
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -104,7 +142,7 @@ func (h *Host) takeReadys() (work []readyWork, out []Message, beat bool) {
 		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
 			g.idle = 0
 		}
-		work = append(work, readyWork{g, rd})
+		work = append(work, readyWork{g: g, rd: rd})
 	}
 	out, h.outbox = h.outbox, nil
 	slices.SortStableFunc(out, func(a, b Message) int { return cmp.Compare(a.Group, b.Group) })
