@@ -33,7 +33,7 @@ type expect struct {
 	must    map[uint64]pb.Entry
 	written map[uint64][]pb.Entry
 	allowed []pb.HardState
-	commit  uint64 // the commit of the last completed Sync
+	commit  uint64 // the commit of the last completed Sync that changed a term or vote
 	minSnap uint64
 	snaps   map[uint64]uint64 // snapshot index -> term
 }
@@ -202,8 +202,18 @@ func crashStep(r *crashRun, s *Store, gs []*Group, terms []uint64, w *rand.Rand)
 			fresh[i] = ex
 		}
 		r.update(func() {
+			// The commit index is durable only through a Sync that also changed some
+			// group's (term, vote): one that only moved commits writes them unsynced.
+			moved := false
 			for i, ex := range fresh {
-				r.exps[i].allowed, r.exps[i].commit, r.exps[i].must = ex.allowed, ex.commit, ex.must
+				old := r.exps[i].allowed[0]
+				moved = moved || old.Term != ex.allowed[0].Term || old.Vote != ex.allowed[0].Vote
+			}
+			for i, ex := range fresh {
+				r.exps[i].allowed, r.exps[i].must = ex.allowed, ex.must
+				if moved {
+					r.exps[i].commit = ex.commit
+				}
 			}
 		})
 	case op < 88:

@@ -47,6 +47,9 @@ var walMinLimit int64 = 1 << 20
 type walRec struct {
 	group, seq uint64
 	hs         pb.HardState
+	// must: the record changes the group's durable term or vote, which raft needs on
+	// disk before the messages that depend on them leave (not encoded)
+	must bool
 }
 
 func (r walRec) append(b []byte) []byte {
@@ -135,11 +138,14 @@ func (w *hsWAL) rewrite() error {
 	return nil
 }
 
-// write appends recs and fdatasyncs once: when it returns nil, every one
-// of them is durable. Any failure is final for the file (fsyncgate; a
-// failed write may have left part of a record): the store must be
-// reopened.
-func (w *hsWAL) write(recs []walRec) error {
+// write appends recs and, if sync, fdatasyncs once: when it returns nil,
+// every one of them is durable. Without sync they are only written: a
+// crash keeps any prefix of them (records are fixed-size and checked, so
+// a torn one ends the file at open), and the next synced write or rewrite
+// covers them; until then latest (what a rewrite keeps) does not hold
+// them. Any failure is final for the file (fsyncgate; a failed write may
+// have left part of a record): the store must be reopened.
+func (w *hsWAL) write(recs []walRec, sync bool) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -159,6 +165,10 @@ func (w *hsWAL) write(recs []walRec) error {
 		w.failed = fmt.Errorf("raftstore: append %s: %w", walFile, err)
 		return w.failed
 	}
+	w.size += int64(len(buf))
+	if !sync {
+		return nil // (a rewrite waits for a synced write: it keeps durable records only)
+	}
 	began := time.Now()
 	if err := w.f.Sync(); err != nil {
 		w.failed = fmt.Errorf("raftstore: fdatasync %s: %w", walFile, err)
@@ -168,7 +178,6 @@ func (w *hsWAL) write(recs []walRec) error {
 		w.obs.ObserveFsync(time.Since(began))
 		w.obs.ObserveCommitBatch(len(recs))
 	}
-	w.size += int64(len(buf))
 	for _, r := range recs {
 		if r.seq > w.latest[r.group].seq {
 			w.latest[r.group] = r

@@ -12,8 +12,14 @@ import (
 //     ConfState changed), the groups concurrently, at most
 //     Options.SyncConcurrency at a time;
 //  2. the HardStates that changed, of all the groups at once, are appended
-//     to the node's HardState log with one write and one fdatasync
-//     (hswal.go).
+//     to the node's HardState log with one write, and one fdatasync if any
+//     of them changed a term or a vote (hswal.go). A HardState that only
+//     moved its commit index is written but not synced: raft needs the
+//     commit index on disk for nothing (a restarted replica learns it
+//     again from its leader, and Open never lets it fall below the
+//     snapshot), and under load nearly every round only moves it, so
+//     syncing it would cost every round a second fdatasync after the
+//     log's (docs/cluster.md, "Group commit across groups").
 //
 // So a durable commit index never passes its durable log, and a Ready
 // round over many groups costs about one concurrent round of log
@@ -33,15 +39,17 @@ func (s *Store) Sync(groups ...*Group) error {
 		s.forEach(len(groups), func(k int) { recs[k], errs[k] = groups[k].syncLog() })
 	}
 	var batch []walRec
+	must := false
 	for _, r := range recs {
 		if r != nil {
 			batch = append(batch, *r)
+			must = must || r.must
 		}
 	}
-	werr := s.wal.write(batch)
+	werr := s.wal.write(batch, must)
 	for k, r := range recs {
-		if r == nil {
-			continue
+		if r == nil || (werr == nil && !must) {
+			continue // (written, not synced: not durable yet)
 		}
 		g := groups[k]
 		if werr != nil {
@@ -91,7 +99,8 @@ func (g *Group) syncLog() (*walRec, error) {
 	}
 	var rec *walRec
 	if g.hsDirty {
-		rec = &walRec{group: g.id, seq: g.store.nextSeq(), hs: g.hs}
+		rec = &walRec{group: g.id, seq: g.store.nextSeq(), hs: g.hs,
+			must: g.hs.Term != g.disk.hs.Term || g.hs.Vote != g.disk.hs.Vote}
 		g.hsDirty = false
 	}
 	logDirty, csDirty := g.logDirty, g.csDirty
