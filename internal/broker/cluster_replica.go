@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -131,9 +130,6 @@ func (r *replicaLog) Restore(data []byte) error {
 	return nil
 }
 
-// replicateTimeout bounds how long a produce waits for its entry to commit.
-const replicateTimeout = 15 * time.Second
-
 // appendReplicated is appendBatches in a cluster: the batches are proposed as one entry
 // of the partition's group and answered once committed and applied here.
 func (b *Broker) appendReplicated(ctx context.Context, p *partitionRT, raws [][]byte) (ProduceBatchesResult, error) {
@@ -141,11 +137,9 @@ func (b *Broker) appendReplicated(ctx context.Context, p *partitionRT, raws [][]
 	if h == nil {
 		return ProduceBatchesResult{}, b.cluster.notLeader(p, 0)
 	}
-	// Bounded even when the caller is not: an entry a new leader overwrote resolves only
-	// once the log reaches its index again (multiraft, "Proposals"), which on an idle
-	// partition may be never. The client then retries, deduplicated if idempotent.
-	ctx, cancel := context.WithTimeout(ctx, replicateTimeout)
-	defer cancel()
+	// No bound of its own: a proposal resolves once applied, or as soon as this node loses
+	// the leadership it was made under (multiraft, "Proposals"), outcome unknown; the
+	// client then retries, deduplicated if idempotent.
 	results, err := h.part.Append(ctx, raws)
 	if err != nil {
 		var nl *replpart.NotLeaderError

@@ -9,10 +9,10 @@ import (
 )
 
 // ErrOutcomeUnknown: this node lost sight of its proposal's entry before seeing it applied
-// (a snapshot from the leader replaced its log past the entry, or a newer leader overwrote
-// the entry before this node logged it). It may or may not be committed; only reading the
-// state can tell.
-var ErrOutcomeUnknown = errors.New("multiraft: proposal outcome unknown (its entry was replaced before it was seen applied)")
+// (it lost the leadership it proposed under, a snapshot from the leader replaced its log
+// past the entry, or a newer leader overwrote the entry before this node logged it). It
+// may or may not be committed; only reading the state can tell.
+var ErrOutcomeUnknown = errors.New("multiraft: proposal outcome unknown (leadership lost, or the entry replaced, before it was seen applied)")
 
 // apply hands a Ready's snapshot and committed entries (all of them, or a part: ready.go)
 // to the state machine, applies

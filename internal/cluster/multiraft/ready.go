@@ -106,6 +106,7 @@ func (h *Host) ProcessReady() (bool, error) {
 		if w.g.blank && (!raft.IsEmptySnap(w.rd.Snapshot) || len(w.rd.Entries) > 0) {
 			w.g.blank = false // a leader's log is on disk now: it may vote
 		}
+		h.failDeposed(w.g)
 		w.g.rn.Advance(w.rd)
 		if w.g.rn.HasReady() {
 			h.markDirty(w.g)
@@ -193,6 +194,30 @@ func (h *Host) dropUnlogged(g *group) {
 		}
 	}
 	g.fresh = g.fresh[:0]
+}
+
+// failDeposed fails, as outcome unknown, the proposals g's node made as a leader it no
+// longer is (it stepped down, or its term moved on): called once the round applied what
+// was committed, so whatever this node knows committed has been answered. What is left
+// may still be committed by a later leader that holds the entry, or never: waiting would
+// last until this node's log reached the entry's index again, which on an idle group may
+// be never. The proposer learns at once and retries (a Kafka idempotent producer's retry
+// is deduplicated).
+func (h *Host) failDeposed(g *group) {
+	if len(g.pending) == 0 {
+		return
+	}
+	bs := g.rn.BasicStatus()
+	for seq, p := range g.pending {
+		if bs.RaftState == raft.StateLeader && bs.Term == p.asked {
+			continue
+		}
+		delete(g.pending, seq)
+		if p.index != 0 && g.byIndex[p.index] == p {
+			delete(g.byIndex, p.index)
+		}
+		p.finish(0, ErrOutcomeUnknown)
+	}
 }
 
 func entryHeader(e raftpb.Entry) (NodeID, uint64, bool) {

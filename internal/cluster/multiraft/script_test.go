@@ -20,7 +20,7 @@ import (
 // wins an election nobody called is raft's random choice, so scripts say "not=n1".
 //
 //	cluster nodes=4 voters=3 [groups=1] [snapshot=N] [quiesce=off]   hosts n1..n4; groups on n1..n3
-//	campaign n1            tick [n=1]            partition n1 | n2 n3        heal
+//	campaign n1            tick [n=1] [on=n2,n3]  partition n1 | n2 n3        heal
 //	propose n1 x [within=50] [as=p]   the proposal's index, error, or "pending" (then: await p)
 //	await p [within=50]    wait-leader [not=n1] [within=100]   status   applied   quiesced
 //	kill n1    restart n1  transfer n2   add-learner n4   promote n4   remove n3   ticks   check
@@ -160,7 +160,19 @@ func (s *script) do(line string) string {
 		return errString(err)
 	case "tick":
 		for range s.num(kv, "n", 1) {
-			s.c.tick()
+			if kv["on"] == "" {
+				s.c.tick()
+				continue
+			}
+			// only these nodes' clocks move (the others' raft never times out)
+			s.c.ticks++
+			for _, n := range strings.Split(kv["on"], ",") {
+				if nd := s.c.nodes[s.node(n)]; nd.up {
+					nd.host.Tick()
+				}
+			}
+			s.c.net.Advance()
+			s.c.settle()
 		}
 		return ""
 	case "partition":
