@@ -13,14 +13,17 @@
 #   profile   a CPU profile of the W1 leader (8 partitions, the node leading the most),
 #             with perf (the server has no /debug/pprof): the top symbols.
 #
-#   bench/cluster/run.sh [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile]
+#   bench/cluster/run.sh [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile] [--w1-only]
 #
+# --w1-only stops after the W1 tables (no profile, idle or failover): a few minutes.
+# --baseline REV also runs a second 3-node cluster built from git revision REV (nodes on
+# ports 1i080/1i092/1i095) in every W1 round, rows "base": before and after in one run.
 # Run by hand, never in CI. Everything listens on 127.0.0.1 and is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 export PATH=$PATH:/usr/local/go/bin
-ROUNDS=2 DUR=10s KILLS=20 IDLE_SECS=60 PROFILE=1
+ROUNDS=2 DUR=10s KILLS=20 IDLE_SECS=60 PROFILE=1 W1ONLY=0 BASE=
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) ROUNDS=$2; shift ;;
@@ -28,7 +31,9 @@ while [ $# -gt 0 ]; do
     --kills) KILLS=$2; shift ;;
     --idle-secs) IDLE_SECS=$2; shift ;;
     --no-profile) PROFILE=0 ;;
-    *) echo "usage: $0 [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile]" >&2; exit 2 ;;
+    --w1-only) W1ONLY=1 PROFILE=0 ;;
+    --baseline) BASE=$2; shift ;;
+    *) echo "usage: $0 [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile] [--w1-only] [--baseline REV]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -44,6 +49,11 @@ log() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
 
 go build -o "$WORK/sluice" ./cmd/sluice
 go build -o "$WORK/sluice-bench" ./cmd/sluice-bench
+if [ -n "$BASE" ]; then
+  mkdir "$WORK/base-src"
+  git archive "$BASE" | tar -x -C "$WORK/base-src"
+  (cd "$WORK/base-src" && go build -o "$WORK/sluice-base" ./cmd/sluice)
+fi
 cd "$WORK"
 
 ready() { # name http-port
@@ -65,9 +75,22 @@ for i in 1 2 3; do
     --http-addr "127.0.0.1:2${i}080" --kafka-addr "127.0.0.1:2${i}092" --sqs-addr "" 2>"$WORK/n$i.log" &
   PID[n$i]=$!
 done
+BASE_PEERS="1=127.0.0.1:11095,2=127.0.0.1:12095,3=127.0.0.1:13095"
+if [ -n "$BASE" ]; then
+  for i in 1 2 3; do
+    ./sluice-base serve --data-dir "$WORK/b$i" --fsync always --log-level info --node-id "$i" \
+      --cluster-addr "127.0.0.1:1${i}095" --cluster-peers "$BASE_PEERS" \
+      --http-addr "127.0.0.1:1${i}080" --kafka-addr "127.0.0.1:1${i}092" --sqs-addr "" 2>"$WORK/b$i.log" &
+    PID[b$i]=$!
+  done
+fi
 ready single 20080
 for i in 1 2 3; do ready "n$i" "2${i}080"; done
 CLUSTER_PIDS="${PID[n1]} ${PID[n2]} ${PID[n3]}"
+if [ -n "$BASE" ]; then
+  for i in 1 2 3; do ready "b$i" "1${i}080"; done
+  BASE_PIDS="${PID[b1]} ${PID[b2]} ${PID[b3]}"
+fi
 
 cpu() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo $t; }
 ticks() { local p; for p in "$@"; do awk '{printf "%d,", $14 + $15}' "/proc/$p/stat"; done; }
@@ -115,9 +138,13 @@ for r in $(seq "$ROUNDS"); do
     w1 "single rf1 p$parts #$r" 127.0.0.1:20092 1 "$parts" "s$parts-$r" 20080 "${PID[single]}"
     # shellcheck disable=SC2086
     w1 "cluster rf3 p$parts #$r" 127.0.0.1:21092 3 "$parts" "c$parts-$r" "21080 22080 23080" $CLUSTER_PIDS
+    if [ -n "$BASE" ]; then
+      # shellcheck disable=SC2086
+      w1 "base rf3 p$parts #$r" 127.0.0.1:11092 3 "$parts" "b$parts-$r" "11080 12080 13080" $BASE_PIDS
+    fi
   done
 done
-python3 - "$WORK/w1.rows" <<'EOF'
+python3 - "$WORK/w1.rows" "$BASE" <<'EOF'
 import re, sys, statistics
 rows = [l.split("|")[1:-1] for l in open(sys.argv[1])]
 by = {}
@@ -132,11 +159,23 @@ for p in (1, 8):
     m = lambda rs, i: statistics.median(r[i] for r in rs)
     print("| %d | %.2f× (%.0f / %.0f) | %.2f / %.2f | %.2f / %.2f | %.1f / %.1f |" % (
         p, m(c, 0) / m(s, 0), m(c, 0), m(s, 0), m(s, 1), m(s, 2), m(c, 1), m(c, 2), m(s, 3), m(c, 3)))
+if "base rf3 p1" in by:
+    print()
+    print("| partitions | base (%s) / single msgs/s | base p50/p99 ms | cluster / base msgs/s |" % sys.argv[2])
+    print("|---|---|---|---|")
+    for p in (1, 8):
+        s, c, b = by["single rf1 p%d" % p], by["cluster rf3 p%d" % p], by["base rf3 p%d" % p]
+        m = lambda rs, i: statistics.median(r[i] for r in rs)
+        print("| %d | %.2f× (%.0f / %.0f) | %.2f / %.2f | %.2f× |" % (p, m(b, 0) / m(s, 0), m(b, 0), m(s, 0), m(b, 1), m(b, 2), m(c, 0) / m(b, 0)))
 print("(medians over the rounds)")
 EOF
 # Leaderships moved during the runs (each partition returns to its preferred replica once
 # in sync, checked every 10 s): a move stalls that partition's producers for a round trip.
 echo "preferred-leader handbacks during W1: $(cat "$WORK"/n?.log | grep -c 'handing a partition back' || true)"
+[ "$W1ONLY" = 1 ] && exit 0
+if [ -n "$BASE" ]; then # the baseline cluster is not measured after W1
+  for i in 1 2 3; do kill "${PID[b$i]}"; wait "${PID[b$i]}" 2>/dev/null || true; unset "PID[b$i]"; done
+fi
 
 if [ "$PROFILE" = 1 ]; then
   log "profile: perf on the leader of a 1-partition topic under W1"

@@ -13,7 +13,8 @@ import (
 type readyWork struct {
 	g    *group
 	rd   raft.Ready
-	done int // of rd.CommittedEntries, how many were applied before the round's sync
+	done   int  // of rd.CommittedEntries, how many were applied before the round's sync
+	leader bool // the group's node led it when the Ready was taken
 }
 
 // stableCommitted is the head of rd's committed entries that this node's storage already
@@ -72,11 +73,16 @@ func (h *Host) ProcessReady() (bool, error) {
 		return false, nil
 	}
 	h.send(work, out, beat, false)
-	// Entries this node had already synced and that are committed are applied (and their
-	// proposers answered) now rather than after this round's sync of newer entries: under
-	// load every round has new entries, and a commit would otherwise wait a whole fsync
-	// that has nothing to do with it.
+	// On a leader, entries it had already synced and that are committed are applied (and
+	// their proposers answered) now rather than after this round's sync of newer entries:
+	// under load every round has new entries, and a commit would otherwise wait a whole
+	// fsync that has nothing to do with it. A follower applies after its sync as before:
+	// its answer to the leader, sent after the sync, is what the commit waits for, and an
+	// apply ahead of the sync would delay it.
 	for i := range work {
+		if !work[i].leader {
+			continue
+		}
 		early := stableCommitted(work[i].rd)
 		work[i].done = len(early)
 		h.applyOrStop(work[i].g, raftpb.Snapshot{}, early)
@@ -143,7 +149,7 @@ func (h *Host) takeReadys() (work []readyWork, out []Message, beat bool) {
 		if len(rd.Entries) > 0 || len(rd.CommittedEntries) > 0 {
 			g.idle = 0
 		}
-		work = append(work, readyWork{g: g, rd: rd})
+		work = append(work, readyWork{g: g, rd: rd, leader: g.rn.BasicStatus().RaftState == raft.StateLeader})
 	}
 	out, h.outbox = h.outbox, nil
 	slices.SortStableFunc(out, func(a, b Message) int { return cmp.Compare(a.Group, b.Group) })
