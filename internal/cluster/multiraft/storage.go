@@ -8,7 +8,8 @@ import (
 // Storage is one group's Raft state on this node. Reads are raft.Storage's (raft reads them
 // from the host's goroutines while the Ready loop writes). Writes are the three a Ready
 // needs, plus snapshot creation and log compaction; none is durable until the Engine's next
-// Sync returns, and the host sends no message and applies nothing of a Ready before that.
+// Sync returns, and the host sends no answer (append or vote response) before that, and
+// applies before it only committed entries that an earlier Sync made durable (ready.go).
 //
 // Contract for implementations (internal/cluster/raftstore, MemEngine):
 //   - Append replaces any entries at and after the first entry's index (a new leader's log

@@ -3,13 +3,17 @@
 // a small state file (ConfState, compaction point) and a snapshot file; for
 // the node, one HardState log shared by every group and a Sync that makes
 // the writes of many groups durable together (one concurrent round of log
-// fdatasyncs, then one fdatasync of the HardState log).
+// fdatasyncs, then one fdatasync of the HardState log when a term or vote
+// changed: a commit index alone is written but not synced, sync.go).
 //
 // It owns the bytes under its directory and four promises, each checked by
 // the crash tests on vfs.MemFS:
 //
 //   - an entry, HardState or snapshot is durable once the call that made it
-//     so has returned (Sync, ApplySnapshot, CreateSnapshot, Compact);
+//     so has returned (Sync, ApplySnapshot, CreateSnapshot, Compact) — a
+//     HardState's commit index only once a Sync also changed some group's
+//     term or vote (raft needs no durable commit index; Open raises it to
+//     the snapshot);
 //   - a durable HardState never has a commit index past the durable log
 //     (Sync fdatasyncs a group's log before it writes its HardState);
 //   - a term or vote, once Sync returned, is never forgotten, so a node
