@@ -11,8 +11,8 @@ import (
 
 // readyWork is one group's Ready taken in a round.
 type readyWork struct {
-	g    *group
-	rd   raft.Ready
+	g      *group
+	rd     raft.Ready
 	done   int  // of rd.CommittedEntries, how many were applied before the round's sync
 	leader bool // the group's node led it when the Ready was taken
 }
