@@ -161,6 +161,10 @@ func (w *hsWAL) write(recs []walRec, sync bool) error {
 	for _, r := range recs {
 		buf = r.append(buf)
 	}
+	// A write that takes the file past its limit is synced whatever it holds: the rewrite
+	// after it keeps only durable records, and without it a file of commit-only records
+	// would grow for as long as no term or vote changes.
+	sync = sync || w.size+int64(len(buf)) > w.limit
 	if _, err := w.f.Write(buf); err != nil {
 		w.failed = fmt.Errorf("raftstore: append %s: %w", walFile, err)
 		return w.failed

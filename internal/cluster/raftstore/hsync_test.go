@@ -44,6 +44,19 @@ func TestCommitOnlyHardStateIsNotSynced(t *testing.T) {
 			t.Fatalf("step %d (%+v): %d fdatasyncs of %s, want %d", k, st.hs, got, walFile, st.walSyncs)
 		}
 	}
+	// Commit-only rounds for ever: the file is still rewritten at its limit.
+	defer func(n int64) { walMinLimit = n }(walMinLimit)
+	walMinLimit = 400
+	s.wal.mu.Lock()
+	s.wal.limit = walMinLimit
+	s.wal.mu.Unlock()
+	for i := range uint64(100) {
+		must(t, g.SetHardState(pb.HardState{Term: 3, Commit: 9 + i%2}))
+		must(t, g.Sync())
+	}
+	if fi, err := mem.Stat(filepath.Join("raft", walFile)); err != nil || fi.Size() > 2*walMinLimit {
+		t.Fatalf("%s after 100 commit-only rounds: %v, %v; want it rewritten at %d bytes", walFile, fi.Size(), err, walMinLimit)
+	}
 	mem.Crash() // the last commit-only record is unsynced
 	s = mustOpen(t, testOptions(mem))
 	defer s.Close()
