@@ -11,9 +11,10 @@
 #   idle      the 3 nodes' CPU over IDLE_SECS with 1,000 partitions (rf 3) created and
 #             idle (their groups quiesced), from /proc/<pid>/stat.
 #   profile   a CPU profile of the W1 leader (8 partitions, the node leading the most),
-#             with perf (the server has no /debug/pprof): the top symbols.
+#             with perf (kernel and Go frames alike; Go's own CPU, block and mutex
+#             profiles are bench/cluster/profile.sh): the top symbols.
 #
-#   bench/cluster/run.sh [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile] [--w1-only]
+#   bench/cluster/run.sh [--rounds N] [--duration 10s] [--kills 20] [--idle-secs 60] [--no-profile] [--w1-only] [--baseline REV]
 #
 # --w1-only stops after the W1 tables (no profile, idle or failover): a few minutes.
 # --baseline REV also runs a second 3-node cluster built from git revision REV (nodes on
