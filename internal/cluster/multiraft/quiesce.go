@@ -36,9 +36,9 @@ func (h *Host) maybeQuiesce(g *group) bool {
 		delete(h.active, g.id)
 		return true
 	}
-	// (Waiting proposals do not keep a group awake: with everything committed and applied,
-	// any still waiting sits past the log's end, where a new leader overwrote it, and is
-	// decided when the log reaches its index, however long that takes.)
+	// (Waiting proposals do not keep a group awake: on a leader with everything committed
+	// and applied none waits, and a node that lost the leadership its proposals were made
+	// under fails them in that round: failDeposed.)
 	if h.cfg.DisableQuiesce || g.idle < h.cfg.QuiesceAfterTicks {
 		return false
 	}
