@@ -233,14 +233,10 @@ func (l *loyalty) pointsMap(t *testing.T) map[int]int {
 	return m
 }
 
+// freePort is the broker's port across its kill loop (testproc.StableAddr: no outgoing
+// connection takes it while the broker is down).
 func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
+	_, p, _ := net.SplitHostPort(testproc.StableAddr(t))
 	return p
 }
 

@@ -69,17 +69,9 @@ func shellCmd(c *exec.Cmd) string {
 	return strings.Join(q, " ")
 }
 
-// freePort asks the kernel for a free 127.0.0.1 port. Another process may
-// take it before the server binds it; the servers then fail to start, and
-// the caller's error says so.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a free 127.0.0.1 port below the ephemeral range (ports.go): a
+// database server is named its port before it binds it.
+func freePort() (int, error) { return stablePort() }
 
 // postgresBin is the bin directory of the newest installed PostgreSQL.
 func postgresBin() (string, error) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,15 +41,10 @@ type cluster struct {
 	direct   map[int]*kgo.Client
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is an address for a node's listener that stays its own across kills and
+// restarts (testproc.StableAddr: below the ephemeral range, so no outgoing connection
+// takes it while the node is down).
+func freeAddr(t *testing.T) string { return testproc.StableAddr(t) }
 
 // startCluster starts n nodes, each with the flags given too.
 func startCluster(t *testing.T, n int, flags ...string) *cluster {

@@ -1,0 +1,61 @@
+package testproc
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// Ports for servers a test restarts on the same address (a cluster node killed and
+// started again, a broker in a kill loop): they are named before the server binds them
+// and must stay free while it is down.
+//
+// A port from the kernel (":0") is from the ephemeral range (net.ipv4.ip_local_port_range,
+// 32768–60999 by default), which is also where every outgoing connection's local port
+// comes from: while a node is down, a peer dialing it, or any test's client, may be given
+// its port, and the restart fails with "address already in use" (seen in the cluster e2e
+// tests under load). Below that range only a listener that names its port can take one, so
+// these are drawn from 20000–32767, checked free by binding, and never handed out twice by
+// one test binary.
+const (
+	stableLow  = 20000
+	stableHigh = 32768 // the default ephemeral range starts here
+)
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{} // under portsMu
+)
+
+// StableAddr returns a 127.0.0.1 address below the ephemeral port range that was free
+// when asked, for a server the test will start, stop and start again on it.
+func StableAddr(t testing.TB) string {
+	t.Helper()
+	port, err := stablePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+func stablePort() (int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 200 {
+		p := stableLow + rand.IntN(stableHigh-stableLow)
+		if handedOut[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // someone's: try another
+		}
+		l.Close()
+		handedOut[p] = true
+		return p, nil
+	}
+	return 0, fmt.Errorf("testproc: no free port in %d-%d after 200 tries", stableLow, stableHigh-1)
+}
