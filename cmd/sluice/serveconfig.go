@@ -177,6 +177,19 @@ var serveSettings = []serveSetting{
 	maxConnSetting("kafka-max-connections", "Kafka", func(c *server.Config) *int { return &c.KafkaMaxConnections }),
 	maxConnSetting("sqs-max-connections", "SQS", func(c *server.Config) *int { return &c.SQSMaxConnections }),
 
+	// Tracing: docs/operations.md, "Monitoring: tracing".
+	setting("otlp-endpoint", "send OpenTelemetry spans over OTLP/HTTP to this collector (`host:port` or an http(s):// URL; empty: tracing off, at no cost)",
+		func(c *server.Config) *string { return &c.OTLPEndpoint }),
+	{
+		name:  "trace-sample-ratio",
+		usage: "share (a `ratio`, 0 to 1) of the traces sluice starts itself that are sampled; a request or message that brings a trace context keeps its own decision (parent-based)",
+		get:   func(c *server.Config) string { return strconv.FormatFloat(c.TraceSampleRatio, 'g', -1, 64) },
+		set: func(c *server.Config, v string) (err error) {
+			c.TraceSampleRatio, err = strconv.ParseFloat(v, 64)
+			return err
+		},
+	},
+
 	// The transactional outbox: docs/outbox.md.
 	setting("outbox-config", "outbox relay config `files` (comma-separated) to run beside the broker, each a client of its native API (docs/outbox.md)", func(c *server.Config) *string { return &c.OutboxConfigs }),
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/telemetry"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
 )
 
@@ -43,6 +44,8 @@ type Options struct {
 	// Auth checks bearer tokens (and mTLS principals) and authorizes each
 	// call; nil: authentication off, everything allowed.
 	Auth *auth.Store
+	// Tracer records spans and carries trace context (trace.go); nil: off.
+	Tracer *telemetry.Tracer
 }
 
 // Protocol is the label request metrics carry for this front-end.
@@ -56,13 +59,14 @@ type API struct {
 	draining <-chan struct{}
 	observe  func(protocol, operation string, d time.Duration)
 	streams  *leases
-	auth     *auth.Store // nil: authentication off
+	auth     *auth.Store       // nil: authentication off
+	tracer   *telemetry.Tracer // nil: tracing off
 }
 
 // New returns the API over opts.Broker.
 func New(opts Options) *API {
 	a := &API{b: opts.Broker, log: opts.Logger, maxBytes: opts.MaxRequestBytes,
-		draining: opts.Draining, observe: opts.ObserveRequest, streams: newLeases(), auth: opts.Auth}
+		draining: opts.Draining, observe: opts.ObserveRequest, streams: newLeases(), auth: opts.Auth, tracer: opts.Tracer}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -103,7 +107,7 @@ const compressMinBytes = 64 << 10
 // limit, compression only for large responses, the panic boundary and the
 // metrics and auth interceptors.
 func (a *API) HandlerOptions() []connect.HandlerOption {
-	return []connect.HandlerOption{
+	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(int(a.maxBytes)),
 		connect.WithCompressMinBytes(compressMinBytes),
 		// Metrics outermost, so refused calls are timed and counted too.
@@ -114,6 +118,12 @@ func (a *API) HandlerOptions() []connect.HandlerOption {
 				errors.New("internal error; the server log has the details"), nil)
 		}),
 	}
+	if a.tracer.Enabled() {
+		// Inside auth: a refused call is not traced as a messaging
+		// operation (its metrics still count it).
+		opts = append(opts, connect.WithInterceptors(traceInterceptor{a.tracer}))
+	}
+	return opts
 }
 
 // untilDrain returns a context that also ends when the server starts

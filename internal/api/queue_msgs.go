@@ -65,6 +65,7 @@ func (a *API) send(ctx context.Context, name string, entries []*sluicev1.SendEnt
 		if ins[i], err = sendInput(e); err != nil {
 			return nil, err
 		}
+		a.traceSend(ctx, &ins[i])
 		if err := precheck(s, ins[i], meta); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,7 @@ func (a *API) receive(ctx context.Context, name string, opts broker.ReceiveOptio
 		out := make([]*sluicev1.Message, len(ds))
 		for i, d := range ds {
 			out[i] = deliveryToProto(d)
+			a.traceDelivered(d, out[i])
 		}
 		return out, err
 	}

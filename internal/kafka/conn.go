@@ -215,7 +215,7 @@ func (c *conn) handle(frame []byte) (err error) {
 	if hook := c.s.testHookHandling; hook != nil {
 		hook(h.key)
 	}
-	rep, err := apis[h.key].fn(ctx, c, req)
+	rep, err := c.serveTraced(ctx, h.key, req)
 	if err != nil {
 		return err
 	}

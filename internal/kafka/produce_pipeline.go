@@ -165,6 +165,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 	}
 	wg.Wait()
 	for _, r := range reqs {
+		c.recordSpans(start, r.req, r.resp, nil)
 		if err := c.writeMsg(r.h, r.req.IsFlexible(), r.resp); err != nil {
 			return err
 		}

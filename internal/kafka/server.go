@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/telemetry"
 )
 
 // Config configures the front-end. Zero values take the defaults listed.
@@ -65,6 +66,8 @@ type Config struct {
 	// API's name (Produce, Fetch, …: only served keys reach it, so the
 	// label set is fixed): the sluice_request_duration_seconds histogram.
 	ObserveRequest func(protocol, operation string, d time.Duration)
+	// Tracer records spans (trace.go); nil: off.
+	Tracer *telemetry.Tracer
 }
 
 // Protocol is the protocol label of this front-end's request metrics.

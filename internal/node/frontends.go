@@ -9,17 +9,18 @@ import (
 	"github.com/sluice-mq/sluice/internal/kafka"
 	"github.com/sluice-mq/sluice/internal/server"
 	"github.com/sluice-mq/sluice/internal/sqs"
+	"github.com/sluice-mq/sluice/internal/telemetry"
 )
 
 // mountAPI serves the native ConnectRPC API on the HTTP listeners' mux
 // (plaintext and TLS), beside /healthz, /readyz and /metrics unless those
 // have a listener of their own. It returns the API's routes alone, for the
 // console to call in-process.
-func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store) {
+func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer) {
 	cfg := s.Config()
 	a := api.New(api.Options{
 		Broker: b, Logger: s.Logger(), MaxRequestBytes: cfg.MaxRequestBytes,
-		Draining: s.Draining(), ObserveRequest: s.Metrics().ObserveRequest, Auth: store,
+		Draining: s.Draining(), ObserveRequest: s.Metrics().ObserveRequest, Auth: store, Tracer: tr,
 	})
 	for _, r := range a.Routes() {
 		s.RegisterHTTP(r.Pattern, r.Handler)
@@ -32,7 +33,7 @@ func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store) {
 // client with the address of the listener it came in on, as Kafka does per
 // listener name: a TLS client told the plaintext port would connect there
 // in clear text. A front-end holds no broker state, so nothing is split.
-func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store) error {
+func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer) error {
 	cfg := s.Config()
 	lifetime := cfg.KafkaSessionLifetime
 	if lifetime == 0 {
@@ -53,7 +54,7 @@ func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store) error {
 			SessionLifetime:  lifetime,
 			AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
 			MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(l.name).IdleClosed,
-			ObserveRequest: s.Metrics().ObserveRequest}))
+			ObserveRequest: s.Metrics().ObserveRequest, Tracer: tr}))
 	}
 	return nil
 }
@@ -63,7 +64,7 @@ func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store) error {
 // has (no write timeout: a ReceiveMessage long poll may wait 20 s). Each
 // has its own handler only so that queue URLs name the listener asked:
 // http:// or https://, and its advertised address.
-func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store) {
+func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer) {
 	cfg := s.Config()
 	for _, l := range []struct{ name, addr, scheme, advertised string }{
 		{server.SQS, cfg.SQSAddr, "http://", cfg.SQSAdvertisedAddr},
@@ -77,7 +78,25 @@ func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store) {
 			url = l.scheme + l.advertised
 		}
 		h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger(), Auth: store,
-			ObserveRequest: s.Metrics().ObserveRequest})
+			ObserveRequest: s.Metrics().ObserveRequest, Tracer: tr})
 		s.RegisterFrontend(l.name, s.HTTPFrontend(l.name, h))
 	}
+}
+
+// openTracer starts the OpenTelemetry tracer when --otlp-endpoint is set
+// (nil otherwise: every front-end then skips tracing entirely). Its close
+// is registered after the broker's, so it runs before it, once the
+// front-ends have drained: the last requests' spans are sent, for at most
+// the shutdown's remaining time.
+func openTracer(s *server.Server) (*telemetry.Tracer, error) {
+	cfg := s.Config()
+	tr, err := telemetry.New(telemetry.Config{Endpoint: cfg.OTLPEndpoint, SampleRatio: cfg.TraceSampleRatio})
+	if err != nil {
+		return nil, fmt.Errorf("--otlp-endpoint: %w", err)
+	}
+	if tr != nil {
+		s.OnClose("tracing", tr.Shutdown)
+		s.Logger().Info("tracing on", "otlp_endpoint", cfg.OTLPEndpoint, "sample_ratio", cfg.TraceSampleRatio)
+	}
+	return tr, nil
 }

@@ -84,15 +84,19 @@ func Setup(opts Options) server.Setup {
 		if err := s.Metrics().RegisterSource(metricsSource(b, s.Config().DataDir)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		mountAPI(s, b, store)
+		tr, err := openTracer(s)
+		if err != nil {
+			return err
+		}
+		mountAPI(s, b, store, tr)
 		mountAdmin(s, b, store)
 		if err := mountConsole(s, store != nil); err != nil {
 			return err
 		}
-		if err := mountKafka(s, b, store); err != nil {
+		if err := mountKafka(s, b, store, tr); err != nil {
 			return err
 		}
-		mountSQS(s, b, store)
+		mountSQS(s, b, store, tr)
 		return nil
 	}
 }

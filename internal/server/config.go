@@ -18,6 +18,15 @@ type Config struct {
 	// (docs/outbox.md). The server itself never reads them.
 	OutboxConfigs string
 
+	// Tracing (docs/operations.md, "Monitoring: tracing"): spans go over
+	// OTLP/HTTP to OTLPEndpoint ("" : off, no tracer at all);
+	// TraceSampleRatio is the share of traces started here (requests and
+	// messages without a trace context) that are kept, 0 to 1; a context
+	// that came with a request or message keeps its own decision. The
+	// server only carries these to the node.
+	OTLPEndpoint     string
+	TraceSampleRatio float64
+
 	// Listen addresses; "" disables that listener. A port of 0 picks a free
 	// one (tests use "127.0.0.1:0" and read the result with Server.Addr).
 	HTTPAddr  string
@@ -177,6 +186,8 @@ func Defaults() Config {
 		TLSReloadInterval: 5 * time.Second,
 
 		ClusterTick: 50 * time.Millisecond,
+
+		TraceSampleRatio: 1,
 	}
 }
 
@@ -245,6 +256,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.ConsumerGroups(); err != nil {
 		return err
+	}
+	if c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1 || c.TraceSampleRatio != c.TraceSampleRatio {
+		return fmt.Errorf("--trace-sample-ratio: want 0 to 1, got %v", c.TraceSampleRatio)
 	}
 	return c.validateConnections()
 }

@@ -174,6 +174,7 @@ func (h *Handler) queueFor(c *call, queueURL string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	c.traceDest(name)
 	return name, h.allow(c, c.action, name)
 }
 

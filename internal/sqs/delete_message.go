@@ -28,6 +28,7 @@ func deleteMessage(h *Handler, c *call, in *deleteMessageInput) (any, error) {
 	if in.ReceiptHandle == "" {
 		return nil, missing("ReceiptHandle")
 	}
+	c.traceDeleted(1)
 	return nil, h.ack(c.ctx, name, in.ReceiptHandle)
 }
 

@@ -65,6 +65,7 @@ func deleteMessageBatch(h *Handler, c *call, in *deleteBatchInput) (any, error) 
 			receipts = append(receipts, e.ReceiptHandle)
 		}
 	}
+	c.traceDeleted(len(receipts))
 	var results []error
 	if len(receipts) > 0 {
 		results, err = h.b.AckBatch(c.ctx, name, receipts)

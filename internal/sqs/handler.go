@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/telemetry"
 )
 
 // Config shapes the handler. Zero values take the defaults listed.
@@ -41,6 +42,8 @@ type Config struct {
 	// the label set is fixed whatever clients send: the
 	// sluice_request_duration_seconds histogram.
 	ObserveRequest func(protocol, operation string, d time.Duration)
+	// Tracer records spans and carries trace context (trace.go); nil: off.
+	Tracer *telemetry.Tracer
 }
 
 // Defaults of Config.
@@ -130,6 +133,7 @@ type call struct {
 	principal auth.Principal // who signed the request (authenticate)
 	keyID     string         // the access key it was signed with
 	peer      string         // the client's address, for the failure log
+	tr        *callTrace     // the span being gathered; nil unless traced (trace.go)
 }
 
 func (c *call) decode(in input) error {
@@ -144,7 +148,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := &call{ctx: r.Context(), requestID: newRequestID(), baseURL: h.baseURL(r), peer: r.RemoteAddr}
 	c.json = r.Header.Get("X-Amz-Target") != ""
 	// Registered first so it runs last: after a panic's answer too.
-	defer h.observe(c, time.Now())
+	start := time.Now()
+	defer h.observe(c, start)
 	defer func() {
 		// No input may crash the process: a panic is a bug, answered as
 		// SQS answers its own, and logged with the stack to fix it.
@@ -162,7 +167,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, c, unknownAction(c.action))
 		return
 	}
+	h.traceStart(r, c, start)
 	out, err := fn(h, c)
+	h.traceEnd(c, err)
 	if err != nil {
 		if h.forward(w, r, c, err) {
 			return

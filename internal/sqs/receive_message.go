@@ -102,7 +102,9 @@ func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
 	}
 	out := receiveMessageOutput{}
 	for _, d := range ds {
-		out.Messages = append(out.Messages, h.message(d, s, sysNames, in.MessageAttributeNames))
+		m := h.message(d, s, sysNames, in.MessageAttributeNames)
+		c.traceDelivered(d, &m, sysNames, in.MessageAttributeNames)
+		out.Messages = append(out.Messages, m)
 	}
 	if attemptID != "" {
 		h.rememberAttempt(name, attemptID, out.Messages)

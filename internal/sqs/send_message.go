@@ -126,6 +126,7 @@ func (h *Handler) sendInput(c *call, s broker.QueueSettings, e sendEntry) (broke
 	if err := setFIFO(&in, e, s); err != nil {
 		return none, sendResult{}, err
 	}
+	c.traceSend(&in)
 	res := sendResult{ID: e.ID, MD5OfMessageBody: md5Hex(body),
 		MD5OfMessageAttributes: md5OfAttributes(attrs), MD5OfMessageSystemAttributes: md5OfAttributes(sys)}
 	return in, res, nil

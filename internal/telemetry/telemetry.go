@@ -82,7 +82,11 @@ func New(cfg Config) (*Tracer, error) {
 	if name == "" {
 		name = "sluice"
 	}
-	res := resource.NewSchemaless(attribute.String("service.name", name), attribute.String("service.version", cfg.Version))
+	kvs := []attribute.KeyValue{attribute.String("service.name", name)}
+	if cfg.Version != "" {
+		kvs = append(kvs, attribute.String("service.version", cfg.Version))
+	}
+	res := resource.NewSchemaless(kvs...)
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
