@@ -64,7 +64,8 @@ func banned(d string, bans []string) bool {
 // or net/http, the server imports no front-end, the serving binary links no
 // client library of another protocol, the public client never imports
 // internal packages, the console reaches the broker only through the public
-// client, internal/cluster never imports the broker or anything above it, and
+// client, internal/cluster never imports the broker or anything above it,
+// internal/telemetry imports nothing of the module, and
 // non-test code never imports "testing" (but for the
 // test-support packages sluicetest and internal/testproc).
 func TestDependencyDirection(t *testing.T) {
@@ -113,10 +114,13 @@ func TestDependencyDirection(t *testing.T) {
 		// The replicated partition hands committed batches to the broker's log through its
 		// own Log interface: it never imports the broker or anything above it.
 		"internal/cluster/replpart": append([]string{mod + "internal/broker"}, above...),
+		// Tracing is a leaf the front-ends call with plain values: it knows
+		// no broker, no protocol, nothing of the module (docs/architecture.md).
+		"internal/telemetry": {mod + "internal/"},
 		// The serving binary: the load generator (cmd/sluice-bench) and the
 		// interop tests bring these; `sluice serve` must not link them.
 		"cmd/sluice": {"github.com/aws/", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/kadm", mod + "bench/",
-			mod + "internal/cluster/memnet", mod + "internal/cluster/faultproxy"},
+			mod + "internal/cluster/memnet", mod + "internal/cluster/faultproxy", mod + "internal/telemetry/otlptest"},
 	}
 	for _, p := range listPackages(t) {
 		for _, d := range p.Deps {

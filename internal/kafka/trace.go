@@ -20,7 +20,7 @@ import (
 // is stored and fetched with the record, byte for byte. With
 // Config.Tracer set, Produce gets a span per partition (linked to, or with
 // a single record the child of, each record's context), Fetch and
-// OffsetCommit one per request. With it unset serveTraced is the handler
+// OffsetCommit one per request (a fetch that returned nothing gets none). With it unset serveTraced is the handler
 // call and nothing else.
 
 // serveTraced runs the handler of key and records its span.
@@ -79,6 +79,12 @@ func (c *conn) recordSpans(start time.Time, req kmsg.Request, resp kmsg.Response
 					sp.Err = codeErr(p.code)
 				}
 			}
+		}
+		if bytes == 0 && sp.Err == nil {
+			// An empty long poll: consumers send one every few seconds
+			// per connection; a span for each would bury the ones that
+			// carried records.
+			return
 		}
 		sp.Attrs = []attribute.KeyValue{attribute.Int("sluice.fetch.partitions", parts), attribute.Int64("sluice.fetch.bytes", bytes)}
 		t.Record(sp)

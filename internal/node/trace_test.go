@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -369,4 +370,10 @@ func TestTracingOffChangesNothing(t *testing.T) {
 	if col.Requests() != 0 {
 		t.Errorf("with tracing off the collector got %d requests", col.Requests())
 	}
+}
+
+// benchTracing turns tracing on for BenchmarkRoundTrip when
+// SLUICE_BENCH_OTLP names a collector.
+func benchTracing(cfg *server.Config) {
+	cfg.OTLPEndpoint = os.Getenv("SLUICE_BENCH_OTLP")
 }
