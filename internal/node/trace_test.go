@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,10 +63,18 @@ func withTraceparent(ctx context.Context, tp string) context.Context {
 
 func startTracedNode(t *testing.T, endpoint string) (*server.Server, *tracedNode) {
 	t.Helper()
+	srv, n, stop := startTracedNodeIn(t, endpoint, t.TempDir())
+	t.Cleanup(stop)
+	return srv, n
+}
+
+// startTracedNodeIn runs the node on dir until stop.
+func startTracedNodeIn(t *testing.T, endpoint, dir string) (*server.Server, *tracedNode, func()) {
+	t.Helper()
 	// The SDK's batch processor sends every 50 ms instead of every 5 s.
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
 	cfg := server.Defaults()
-	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = dir, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Fsync = "never"
 	cfg.OTLPEndpoint = endpoint
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "nodetest")
@@ -79,15 +88,19 @@ func startTracedNode(t *testing.T, endpoint string) (*server.Server, *tracedNode
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- srv.Wait(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-waited; err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-waited; err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		})
+	}
 	awsCfg, err := config.LoadDefaultConfig(t.Context(), config.WithRegion("us-east-1"),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")), config.WithRetryMaxAttempts(1))
 	if err != nil {
+		stop()
 		t.Fatal(err)
 	}
 	sqsURL := "http://" + srv.Addr(server.SQS)
@@ -95,7 +108,7 @@ func startTracedNode(t *testing.T, endpoint string) (*server.Server, *tracedNode
 		native: client.New("http://"+srv.Addr(server.HTTP), client.WithHTTPClient(&http.Client{Transport: headerTransport{}})),
 		sqs:    awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(sqsURL) }),
 		kafka:  srv.Addr(server.Kafka),
-	}
+	}, stop
 }
 
 // span waits for the span named name in trace p.trace.
@@ -376,4 +389,39 @@ func TestTracingOffChangesNothing(t *testing.T) {
 // SLUICE_BENCH_OTLP names a collector.
 func benchTracing(cfg *server.Config) {
 	cfg.OTLPEndpoint = os.Getenv("SLUICE_BENCH_OTLP")
+}
+
+// TestTraceContextSurvivesRestart: the context a native producer's call
+// carried is stored with the message, not held in memory: after a restart
+// an SQS consumer still gets it as AWSTraceHeader, and the receive span
+// is still in the producer's trace.
+func TestTraceContextSurvivesRestart(t *testing.T) {
+	col := otlptest.Start()
+	defer col.Close()
+	dir := t.TempDir()
+	p := producerCtx{"0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"}
+	_, n, stop := startTracedNodeIn(t, col.URL(), dir)
+	ctx := t.Context()
+	if _, err := n.native.CreateQueue(ctx, "kept", nil); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	if _, err := n.native.Send(withTraceparent(ctx, p.traceparent()), "kept", []byte("across a restart")); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	stop()
+
+	srv, n, stop := startTracedNodeIn(t, col.URL(), dir)
+	defer stop()
+	n.col = col
+	out, err := n.sqs.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String("http://" + srv.Addr(server.SQS) + "/000000000000/kept"),
+		WaitTimeSeconds: 5, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAWSTraceHeader}})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receive after restart: %v %v", out, err)
+	}
+	if got := out.Messages[0].Attributes["AWSTraceHeader"]; got != p.xray() {
+		t.Errorf("after a restart AWSTraceHeader is %q, want %q", got, p.xray())
+	}
+	checkSpan(t, n.span(t, "receive kept", p), p, true, map[string]string{"messaging.system": "aws_sqs"})
 }
