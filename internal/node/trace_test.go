@@ -208,6 +208,49 @@ func TestTracesCrossProtocols(t *testing.T) {
 		checkSpan(t, n.span(t, "ack events/audit", p), p, false, map[string]string{"messaging.operation.type": "settle"})
 	})
 
+	t.Run("kafka to sqs", func(t *testing.T) {
+		// A subscription read over SQS: its queue URL escapes the "/".
+		p := producerCtx{"b1b2b3b4b5b6b7b8c1c2c3c4c5c6c7c8", "d1d2d3d4d5d6d7d8"}
+		if _, err := n.native.CreateTopic(ctx, "orders", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.native.CreateSubscription(ctx, "orders", "billing", &client.SubscriptionConfig{FromEarliest: true}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: "orders", Value: []byte("order 1"), Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte(p.traceparent())}}}
+		if err := kc.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		u, err := n.sqs.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String("orders/billing")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(aws.ToString(u.QueueUrl), "/000000000000/orders%2Fbilling") {
+			t.Errorf("subscription URL %q", aws.ToString(u.QueueUrl))
+		}
+		out, err := n.sqs.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: u.QueueUrl, WaitTimeSeconds: 5,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAWSTraceHeader},
+			MessageAttributeNames:       []string{"All"}})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("receive: %v %v", out, err)
+		}
+		m := out.Messages[0]
+		if aws.ToString(m.Body) != "order 1" {
+			t.Errorf("body %q", aws.ToString(m.Body))
+		}
+		if got := m.Attributes["AWSTraceHeader"]; got != p.xray() {
+			t.Errorf("AWSTraceHeader %q, want the Kafka producer's as X-Ray %q", got, p.xray())
+		}
+		if got := aws.ToString(m.MessageAttributes["traceparent"].StringValue); got != p.traceparent() {
+			t.Errorf("traceparent attribute (the record's header) %q, want %q", got, p.traceparent())
+		}
+		checkSpan(t, n.span(t, "receive orders/billing", p), p, true, map[string]string{
+			"messaging.system": "aws_sqs", "messaging.destination.name": "orders/billing"})
+		if _, err := n.sqs.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: u.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("native to kafka", func(t *testing.T) {
 		p := producerCtx{"aaaabbbbccccddddeeeeffff00001111", "1111222233334444"}
 		if _, err := n.native.Produce(withTraceparent(ctx, p.traceparent()), "events", []*client.ProduceRecord{{Value: []byte("from native")}}, nil); err != nil {

@@ -192,6 +192,9 @@ func (h *Handler) allow(c *call, action, queue string) error {
 // allows it.
 func (h *Handler) allowOp(c *call, op auth.Operation, queue string) error {
 	res := auth.Resource{Kind: auth.Queue, Name: queue}
+	if topic, _, ok := splitSub(queue); ok {
+		res = auth.Resource{Kind: auth.Topic, Name: topic} // a subscription: its topic's rules, as in the native API
+	}
 	if h.cfg.Auth.Allowed(c.principal, op, res) {
 		return nil
 	}

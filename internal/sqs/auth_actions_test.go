@@ -145,3 +145,23 @@ func TestRedrivePolicyNeedsProduceOnTarget(t *testing.T) {
 		t.Fatalf("redrive into a queue carol may produce to: %d", code)
 	}
 }
+
+// A subscription read over SQS is authorized by its topic's rules, as in
+// the native API: dave (consume on topic events) reads events/audit; alice
+// (every right on every queue, none on topics) may not.
+func TestSubscriptionAuthorizedByTopic(t *testing.T) {
+	a := newAuthHarness(t)
+	if _, err := a.b.CreateTopic(broker.TopicSettings{Name: "events", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.b.CreateSubscription(broker.SubscriptionSettings{Topic: "events", Name: "audit"}); err != nil {
+		t.Fatal(err)
+	}
+	params := map[string]string{"QueueUrl": "http://sqs.test/000000000000/events%2Faudit"}
+	if rec := a.serve(sign(t, request(true, "ReceiveMessage", params), dave, a.clock())); rec.Code != 200 {
+		t.Errorf("dave: %d %s, want 200", rec.Code, rec.Body)
+	}
+	if rec := a.serve(sign(t, request(true, "ReceiveMessage", params), alice, a.clock())); rec.Code != 403 {
+		t.Errorf("alice: %d %s, want 403 (queue rights do not cover a topic)", rec.Code, rec.Body)
+	}
+}

@@ -46,7 +46,7 @@ func (h *Handler) changeVisibility(ctx context.Context, queue, receipt string, t
 	if *timeout < 0 || *timeout > maxVisibilitySec {
 		return invalidValue("VisibilityTimeout", *timeout, "Must be >= 0 and <= 43200")
 	}
-	err := h.b.Extend(ctx, queue, receipt, time.Duration(*timeout)*time.Second)
+	err := h.extend(ctx, queue, receipt, time.Duration(*timeout)*time.Second)
 	switch {
 	case err == nil:
 		return nil

@@ -30,7 +30,7 @@ func changeMessageVisibilityBatch(h *Handler, c *call, in *changeVisibilityBatch
 	if err := checkBatchIDs("ChangeMessageVisibilityBatch", entryIDs(in.Entries)); err != nil {
 		return nil, err
 	}
-	if _, err := h.b.GetQueue(name); err != nil {
+	if err := h.exists(name); err != nil {
 		return nil, toAPIError(err)
 	}
 	out := changeVisibilityBatchOutput{Successful: []changeVisibilityBatchSuccess{}, Failed: []batchError{}}

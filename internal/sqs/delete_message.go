@@ -40,7 +40,7 @@ func deleteMessage(h *Handler, c *call, in *deleteMessageInput) (any, error) {
 // becomes success, which is safe because it changed nothing. A receipt that
 // is not one sluice issued is ReceiptHandleIsInvalid.
 func (h *Handler) ack(ctx context.Context, queue, receipt string) error {
-	return ackResult(receipt, h.b.Ack(ctx, queue, receipt))
+	return ackResult(receipt, h.ackOne(ctx, queue, receipt))
 }
 
 // ackResult maps the broker's answer to one delete.

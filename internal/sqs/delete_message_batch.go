@@ -68,9 +68,9 @@ func deleteMessageBatch(h *Handler, c *call, in *deleteBatchInput) (any, error) 
 	c.traceDeleted(len(receipts))
 	var results []error
 	if len(receipts) > 0 {
-		results, err = h.b.AckBatch(c.ctx, name, receipts)
+		results, err = h.ackMany(c.ctx, name, receipts)
 	} else {
-		_, err = h.b.GetQueue(name)
+		err = h.exists(name)
 	}
 	if err != nil {
 		return nil, toAPIError(err)

@@ -21,6 +21,12 @@ func getQueueURL(h *Handler, c *call, in *getQueueURLInput) (any, error) {
 	if err := h.allow(c, c.action, in.QueueName); err != nil {
 		return nil, err
 	}
+	if _, _, ok := splitSub(in.QueueName); ok {
+		if err := h.exists(in.QueueName); err != nil {
+			return nil, toAPIError(err)
+		}
+		return queueURLOutput{h.queueURL(c, in.QueueName)}, nil
+	}
 	s, err := h.b.GetQueue(in.QueueName)
 	if err != nil {
 		return nil, toAPIError(err)

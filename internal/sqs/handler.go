@@ -211,7 +211,7 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 	if c.keyID != "" {
 		c.senderID = c.keyID // verified, and a presigned URL carries it outside the header
 	}
-	c.pathQueue = queueFromPath(r.URL.Path)
+	c.pathQueue = queueFromPath(r.URL.EscapedPath())
 	if c.json {
 		target := r.Header.Get("X-Amz-Target")
 		name, ok := strings.CutPrefix(target, "AmazonSQS.")

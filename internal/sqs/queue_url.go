@@ -7,7 +7,7 @@ import (
 
 // queueURL is the URL clients address a queue by.
 func (h *Handler) queueURL(c *call, name string) string {
-	return c.baseURL + "/" + h.cfg.Account + "/" + name
+	return c.baseURL + "/" + h.cfg.Account + "/" + url.PathEscape(name) // a subscription's "/" as %2F
 }
 
 // arn is a queue's Amazon resource name.
@@ -34,7 +34,17 @@ func queueFromPath(p string) string {
 	if len(segs) < 2 {
 		return ""
 	}
-	return segs[len(segs)-1]
+	return unescapeSegment(segs[len(segs)-1])
+}
+
+// unescapeSegment decodes one escaped path segment ("events%2Faudit" is
+// the subscription events/audit); a malformed escape is kept as is, and
+// then names no queue.
+func unescapeSegment(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
 }
 
 // queueName resolves a request's queue: the QueueUrl parameter (a URL, or a
@@ -54,8 +64,8 @@ func (c *call) queueName(queueURL string) (string, error) {
 		if err != nil {
 			return "", newError(errInvalidAddress, "The address %s is not valid for this endpoint.", queueURL)
 		}
-		segs := strings.Split(strings.Trim(u.Path, "/"), "/")
-		name = segs[len(segs)-1]
+		segs := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
+		name = unescapeSegment(segs[len(segs)-1])
 	}
 	if name == "" {
 		return "", newError(errInvalidAddress, "The address %s is not valid for this endpoint.", queueURL)

@@ -72,6 +72,9 @@ func receiveMessage(h *Handler, c *call, in *receiveMessageInput) (any, error) {
 			return nil, unknownAttr(n)
 		}
 	}
+	if _, _, ok := splitSub(name); ok {
+		return h.receiveSubscription(c, name, opts, sysNames, in.MessageAttributeNames)
+	}
 	s, err := h.b.GetQueue(name)
 	if err != nil {
 		return nil, toAPIError(err)

@@ -101,6 +101,7 @@ var (
 	alice = aws.Credentials{AccessKeyID: "AKIDALICE", SecretAccessKey: "alice-secret"}
 	bob   = aws.Credentials{AccessKeyID: "AKIDBOB", SecretAccessKey: "bob-secret"}
 	carol = aws.Credentials{AccessKeyID: "AKIDCAROL", SecretAccessKey: "carol-secret"}
+	dave  = aws.Credentials{AccessKeyID: "AKIDDAVE", SecretAccessKey: "dave-secret"}
 )
 
 const testUsersFile = `users:
@@ -110,9 +111,12 @@ const testUsersFile = `users:
     access_keys: [{id: AKIDBOB, secret: bob-secret}]
   - name: carol
     access_keys: [{id: AKIDCAROL, secret: carol-secret}]
+  - name: dave
+    access_keys: [{id: AKIDDAVE, secret: dave-secret}]
 acls:
   - {user: alice, allow: [all], resources: ["queue:*"]}
   - {user: carol, allow: [produce], resources: ["queue:orders"]}
+  - {user: dave, allow: [consume], resources: ["topic:events"]}
 `
 
 func newAuthHarness(t *testing.T) *authHarness {

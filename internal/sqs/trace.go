@@ -171,4 +171,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
