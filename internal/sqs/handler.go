@@ -169,14 +169,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.traceStart(r, c, start)
 	out, err := fn(h, c)
-	h.traceEnd(c, err)
 	if err != nil {
 		if h.forward(w, r, c, err) {
-			return
+			return // the leader traces it: the request keeps its headers
 		}
+		h.traceEnd(c, err)
 		h.writeError(w, c, err)
 		return
 	}
+	h.traceEnd(c, nil)
 	h.writeResult(w, c, out)
 }
 
