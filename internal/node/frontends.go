@@ -90,7 +90,7 @@ func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemet
 // the shutdown's remaining time.
 func openTracer(s *server.Server) (*telemetry.Tracer, error) {
 	cfg := s.Config()
-	tr, err := telemetry.New(telemetry.Config{Endpoint: cfg.OTLPEndpoint, SampleRatio: cfg.TraceSampleRatio})
+	tr, err := telemetry.New(telemetry.Config{Endpoint: cfg.OTLPEndpoint, SampleRatio: cfg.TraceSampleRatio, Logger: s.Logger()})
 	if err != nil {
 		return nil, fmt.Errorf("--otlp-endpoint: %w", err)
 	}

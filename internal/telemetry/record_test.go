@@ -3,6 +3,9 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,3 +113,33 @@ func TestUnsampledParentNotExported(t *testing.T) {
 		t.Fatalf("want only the marker span, got %+v", col.Spans())
 	}
 }
+
+// TestExportErrorsLoggedOnce: a collector that refuses every export is
+// one warning in the server's log per interval, not one line per batch on
+// stderr.
+func TestExportErrorsLoggedOnce(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	l := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	e := newErrorLog(l)
+	for range 5 {
+		e.Handle(errors.New("connection refused"))
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if n := strings.Count(out, "spans not exported"); n != 1 || !strings.Contains(out, "connection refused") {
+		t.Fatalf("want one warning, got %d: %s", n, out)
+	}
+	if e.dropped.Load() != 4 {
+		t.Fatalf("dropped %d, want 4", e.dropped.Load())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

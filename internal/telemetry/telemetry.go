@@ -21,10 +21,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -48,6 +51,9 @@ type Config struct {
 	Version     string
 	// Exporter replaces the OTLP exporter (tests); nil: OTLP/HTTP to Endpoint.
 	Exporter sdktrace.SpanExporter
+	// Logger gets the SDK's errors (a collector that is down), at most one
+	// every ten seconds; nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // Tracer records sluice's spans. A nil *Tracer is tracing off.
@@ -87,6 +93,9 @@ func New(cfg Config) (*Tracer, error) {
 		kvs = append(kvs, attribute.String("service.version", cfg.Version))
 	}
 	res := resource.NewSchemaless(kvs...)
+	// The SDK reports export failures through the process-wide handler,
+	// which by default prints to stderr past the server's structured log.
+	otel.SetErrorHandler(newErrorLog(cfg.Logger))
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
@@ -239,4 +248,30 @@ func errText(err error) string {
 		s = s[:256]
 	}
 	return s
+}
+
+// errorLog logs the SDK's errors, at most one per interval: a collector
+// that is down fails every export, and one line says so.
+type errorLog struct {
+	log      *slog.Logger
+	last     atomic.Int64 // unix nanoseconds of the last line
+	dropped  atomic.Int64
+	interval time.Duration
+}
+
+func newErrorLog(l *slog.Logger) *errorLog {
+	if l == nil {
+		l = slog.Default()
+	}
+	return &errorLog{log: l, interval: 10 * time.Second}
+}
+
+func (e *errorLog) Handle(err error) {
+	now := time.Now().UnixNano()
+	last := e.last.Load()
+	if now-last < int64(e.interval) || !e.last.CompareAndSwap(last, now) {
+		e.dropped.Add(1)
+		return
+	}
+	e.log.Warn("tracing: spans not exported", "err", err, "errors_since_last", e.dropped.Swap(0))
 }
