@@ -111,7 +111,7 @@ func TestAddRemovePermissionEditTheUsersFile(t *testing.T) {
 				t.Fatalf("a deleted queue's grant stays: %+v", r)
 			}
 		}
-		if len(f.ACLs) != 2 {
+		if len(f.ACLs) != 3 { // testUsersFile's alice, carol and dave
 			t.Fatalf("hand-written rules changed: %+v", f.ACLs)
 		}
 	}
