@@ -42,7 +42,9 @@ func (q *queueService) Consume(ctx context.Context, req *connect.Request[sluicev
 			waitForSlot(ctx, held.changed, next)
 			continue
 		}
+		start := q.traceNow()
 		msgs, err := q.receive(ctx, name, broker.ReceiveOptions{Max: min(limit-n, maxReceiveBatch), Visibility: vis, Wait: consumeWait})
+		q.traceConsumed(req.Header(), name, start, msgs)
 		if ctx.Err() != nil {
 			break // client gone or server draining; deliveries not sent stay leased until they expire
 		}

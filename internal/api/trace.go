@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/telemetry"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
+	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
 )
 
 // Tracing (docs/api.md, "Trace context"). The interceptor is installed
@@ -242,4 +243,29 @@ func (a *API) traceDelivered(d broker.Delivery, m *sluicev1.Message) {
 	if ts != "" {
 		m.Attributes[telemetry.Tracestate] = &sluicev1.AttributeValue{Type: "String", Value: []byte(ts)}
 	}
+}
+
+// traceNow is the start of a span, or zero with tracing off (no clock read).
+func (a *API) traceNow() time.Time {
+	if !a.tracer.Enabled() {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// traceConsumed records a receive span for each batch a Consume stream
+// delivers (a stream is long; one span per delivery batch, parented to
+// the stream's header context or the one message's, like Receive). An
+// empty batch (the stream's wait ended) gets none.
+func (a *API) traceConsumed(h http.Header, name string, start time.Time, msgs []*sluicev1.Message) {
+	if !a.tracer.Enabled() || len(msgs) == 0 {
+		return
+	}
+	s := &telemetry.Span{System: telemetry.SystemNative, Op: "receive", Type: telemetry.TypeReceive, Dest: name, Start: start,
+		Parent: headerContext(h), Batch: true, Count: len(msgs),
+		Attrs: []attribute.KeyValue{attribute.String("rpc.method", sluicev1connect.QueueServiceConsumeProcedure)}}
+	for _, m := range msgs {
+		s.Messages = append(s.Messages, attrContext(m.GetAttributes()))
+	}
+	a.tracer.Record(s)
 }

@@ -325,6 +325,32 @@ func TestTracesCrossProtocols(t *testing.T) {
 		checkSpan(t, n.span(t, "receive jobs", p), p, true, map[string]string{"messaging.system": "sluice"})
 	})
 
+	t.Run("sqs to native consume stream", func(t *testing.T) {
+		p := producerCtx{"e1e2e3e4e5e6e7e8e9eaebecedeeeff0", "a1a2a3a4a5a6a7a8"}
+		_, err := n.sqs.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("streamed"),
+			MessageSystemAttributes: map[string]sqstypes.MessageSystemAttributeValue{
+				"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(p.xray())}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for m, err := range n.native.Consume(sctx, "jobs") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(m.GetAttributes()["traceparent"].GetValue()); got != p.traceparent() {
+				t.Errorf("Consume stream sees traceparent %q, want %q", got, p.traceparent())
+			}
+			if err := n.native.Ack(ctx, "jobs", m.GetReceipt()); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		checkSpan(t, n.span(t, "receive jobs", p), p, true, map[string]string{
+			"messaging.system": "sluice", "rpc.method": "/sluice.v1.QueueService/Consume", "messaging.batch.message_count": "1"})
+	})
+
 	t.Run("sqs traceparent attribute to sqs", func(t *testing.T) {
 		// The OpenTelemetry SQS instrumentations' form: a String message
 		// attribute; the receive span and AWSTraceHeader follow it.
