@@ -14,8 +14,8 @@ import (
 
 // mountAPI serves the native ConnectRPC API on the HTTP listeners' mux
 // (plaintext and TLS), beside /healthz, /readyz and /metrics unless those
-// have a listener of their own. It returns the API's routes alone, for the
-// console to call in-process.
+// have a listener of their own. With tr set its calls are traced
+// (internal/api's trace.go).
 func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer) {
 	cfg := s.Config()
 	a := api.New(api.Options{
