@@ -18,8 +18,8 @@ func init() { subcommands = append(subcommands, newAdminCmd) }
 
 func newAdminCmd() *cobra.Command {
 	f := &clientFlags{}
-	cmd := newClientGroup("admin", "The operator's reports: what storage found damaged", f)
-	cmd.AddCommand(adminCorruptionCmd(f))
+	cmd := newClientGroup("admin", "The operator's reports: what storage found damaged, the node's disk and fsync health", f)
+	cmd.AddCommand(adminCorruptionCmd(f), adminNodeCmd(f))
 	return cmd
 }
 
@@ -72,4 +72,64 @@ func fetchCorruption(ctx context.Context, f *clientFlags) (*node.CorruptionRepor
 		return nil, fmt.Errorf("%s: %w", node.CorruptionPath, err)
 	}
 	return &rep, nil
+}
+
+func adminNodeCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Show the node's disk headroom, open files and fdatasync latency since it started",
+		Long: `Show the health of the node the command talks to: the free and total space of
+the file system under its data directory, whether the disk refuses writes (full or
+failing: the broker refuses sends then, acks still work), its open log files
+against the limit, and fdatasync latency since the process started (count, mean,
+and p50/p99 estimated from the histogram's buckets, as coarse as a factor of two;
+/metrics has the histogram itself).`,
+		Args: cobra.NoArgs,
+	}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, _ *client.Client, _ []string) error {
+		var rep node.NodeReport
+		if err := adminCall(ctx, f, f.server, "GET", node.NodePath, nil, &rep); err != nil {
+			return fmt.Errorf("%s: %w", node.NodePath, err)
+		}
+		if f.json() {
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+		}
+		out := cmd.OutOrStdout()
+		disk := "unknown"
+		if rep.DiskSizeBytes > 0 {
+			disk = fmt.Sprintf("%s free of %s (%.1f %%)", bytesText(rep.DiskFreeBytes), bytesText(rep.DiskSizeBytes),
+				100*float64(rep.DiskFreeBytes)/float64(rep.DiskSizeBytes))
+		}
+		writes := "accepted"
+		if rep.WriteFailure != "" {
+			writes = "REFUSED: " + rep.WriteFailure
+		}
+		fs := rep.Fsync
+		return table(out, []string{"WHAT", "VALUE"}, [][]string{
+			{"data directory", rep.DataDir},
+			{"disk", disk},
+			{"writes", writes},
+			{"open files", fmt.Sprintf("%d of %d", rep.OpenFiles, rep.MaxOpenFiles)},
+			{"fdatasyncs", strconv.FormatUint(fs.Count, 10)},
+			{"fdatasync mean / p50 / p99", fmt.Sprintf("%s / %s / %s", secondsText(fs.MeanSeconds), secondsText(fs.P50Seconds), secondsText(fs.P99Seconds))},
+		})
+	})
+	return cmd
+}
+
+func bytesText(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func secondsText(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }

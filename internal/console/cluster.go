@@ -49,34 +49,44 @@ type clusterView struct {
 }
 
 func (c *Console) cluster(ctx context.Context, r *http.Request, _ *client.Client) (string, any, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console.internal"+clusterPath, nil)
-	if err != nil {
+	var v clusterView
+	switch status, err := c.adminGet(ctx, r, clusterPath, &v); {
+	case status == http.StatusNotFound: // not clustered: a single node
+	case err != nil:
 		return "", nil, err
+	default:
+		v.Clustered = true
+	}
+	return "cluster", v, nil
+}
+
+// adminGet reads one of the node's admin endpoints in-process with the browser's token
+// and decodes its JSON answer into v. A refusal is an error the pages show (a 401 sends
+// the browser to sign in); the status is returned for callers that give one a meaning.
+func (c *Console) adminGet(ctx context.Context, r *http.Request, path string, v any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://console.internal"+path, nil)
+	if err != nil {
+		return 0, err
 	}
 	if ck, err := r.Cookie(tokenCookie); err == nil && ck.Value != "" {
 		req.Header.Set("Authorization", "Bearer "+ck.Value)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return "", nil, err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return "", nil, err
+		return resp.StatusCode, err
 	}
-	var v clusterView
-	switch resp.StatusCode {
-	case http.StatusOK:
-		if err := json.Unmarshal(body, &v); err != nil {
-			return "", nil, fmt.Errorf("cluster status: %w", err)
-		}
-		v.Clustered = true
-	case http.StatusNotFound: // not clustered: a single node
-	default:
-		return "", nil, adminError(resp.StatusCode, body)
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, adminError(resp.StatusCode, body)
 	}
-	return "cluster", v, nil
+	if err := json.Unmarshal(body, v); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s: %w", path, err)
+	}
+	return resp.StatusCode, nil
 }
 
 // adminError turns an admin endpoint's refusal into the error the pages show (and the
@@ -97,4 +107,36 @@ func adminError(status int, body []byte) error {
 		code = connect.CodePermissionDenied
 	}
 	return &client.Error{Code: code, Reason: http.StatusText(status), Message: msg}
+}
+
+const nodePath = "/v1/admin/node"
+
+// nodeHealth is the part of /v1/admin/node (`sluice admin node`) the overview shows:
+// disk headroom and fdatasync latency since the node started.
+type nodeHealth struct {
+	DiskFreeBytes uint64 `json:"disk_free_bytes"`
+	DiskSizeBytes uint64 `json:"disk_size_bytes"`
+	WriteFailure  string `json:"write_failure"`
+	Fsync         struct {
+		Count                  uint64
+		P50Seconds, P99Seconds float64
+	} `json:"fsync"`
+}
+
+// FreePercent is the disk's free share, -1 when not known.
+func (h *nodeHealth) FreePercent() float64 {
+	if h.DiskSizeBytes == 0 {
+		return -1
+	}
+	return 100 * float64(h.DiskFreeBytes) / float64(h.DiskSizeBytes)
+}
+
+// nodeHealth reads the node's health for the overview; nil when the endpoint refuses (a
+// token without describe on the cluster still sees its queues and topics).
+func (c *Console) nodeHealth(ctx context.Context, r *http.Request) *nodeHealth {
+	var h nodeHealth
+	if _, err := c.adminGet(ctx, r, nodePath, &h); err != nil {
+		return nil
+	}
+	return &h
 }

@@ -86,6 +86,13 @@ var funcs = template.FuncMap{
 		}
 		return (time.Duration(s * float64(time.Second))).Round(time.Second).String()
 	},
+	// latency is a short duration (an fdatasync's), to the microsecond.
+	"latency": func(s float64) string {
+		if s == 0 {
+			return "–"
+		}
+		return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
+	},
 	// secs is a duration as a form's number of seconds ("" when unset).
 	"secs": func(d *durationpb.Duration) string {
 		if d == nil {

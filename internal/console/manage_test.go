@@ -115,6 +115,12 @@ func TestManageForms(t *testing.T) {
 	if _, body, _ := get(t, srv.URL+"/ui/queues?done=%3Cb%3Ehacked"); strings.Contains(body, "hacked") {
 		t.Error("a notice taken from the query")
 	}
+	// The overview shows the node's disk headroom and fdatasync latency (a send above
+	// made at least one).
+	if code, body, _ := get(t, srv.URL+"/ui/"); code != http.StatusOK || !strings.Contains(body, `id="node-health"`) ||
+		!strings.Contains(body, "disk free") || !strings.Contains(body, "fdatasync p99") || strings.Contains(body, "<b>0</b>fdatasyncs") {
+		t.Errorf("overview without the node's health: %d %.3000s", code, body)
+	}
 	// A single node's cluster page says so rather than failing.
 	if code, body, _ := get(t, srv.URL+"/ui/cluster"); code != http.StatusOK || !strings.Contains(body, "single node") {
 		t.Errorf("/ui/cluster on a single node: %d %.400s", code, body)

@@ -41,13 +41,14 @@ func (c *Console) queueRows(ctx context.Context, api *client.Client) ([]queueRow
 }
 
 type overviewData struct {
+	Node                                  *nodeHealth // nil: the admin endpoint refused (no describe on the cluster)
 	Queues, DLQs, Topics, Groups          int
 	Visible, InFlight, Delayed, DeadDepth int64
 	SendRate, AckRate                     float64
 	Attention                             []queueRow // dead-letter queues holding messages
 }
 
-func (c *Console) overview(ctx context.Context, _ *http.Request, api *client.Client) (string, any, error) {
+func (c *Console) overview(ctx context.Context, r *http.Request, api *client.Client) (string, any, error) {
 	rows, err := c.queueRows(ctx, api)
 	if err != nil {
 		return "", nil, err
@@ -60,7 +61,7 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, api *client.Cli
 	if err != nil {
 		return "", nil, err
 	}
-	d := overviewData{Queues: len(rows), Topics: len(topics), Groups: len(groups)}
+	d := overviewData{Queues: len(rows), Topics: len(topics), Groups: len(groups), Node: c.nodeHealth(ctx, r)}
 	for _, r := range rows {
 		st := r.Q.GetStats()
 		d.Visible += st.GetVisible()

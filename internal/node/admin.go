@@ -8,12 +8,28 @@ import (
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/metrics"
 	"github.com/sluice-mq/sluice/internal/server"
 )
 
 // CorruptionPath is where the HTTP listener reports what storage found
 // damaged (`sluice admin corruption` reads it).
 const CorruptionPath = "/v1/admin/corruption"
+
+// NodePath reports this node's disk and fsync health (NodeReport), what the
+// console's overview and `sluice admin node` show.
+const NodePath = "/v1/admin/node"
+
+// NodeReport is NodePath's JSON answer.
+type NodeReport struct {
+	DataDir       string               `json:"data_dir"`
+	DiskFreeBytes uint64               `json:"disk_free_bytes"` // 0 with size 0: not known here
+	DiskSizeBytes uint64               `json:"disk_size_bytes"`
+	WriteFailure  string               `json:"write_failure,omitempty"` // the disk refuses writes (full, failing)
+	OpenFiles     int                  `json:"open_files"`
+	MaxOpenFiles  int                  `json:"max_open_files"`
+	Fsync         metrics.FsyncSummary `json:"fsync"` // since the process started
+}
 
 // CorruptionReport is CorruptionPath's JSON answer.
 type CorruptionReport struct {
@@ -44,6 +60,9 @@ type CorruptRecord struct {
 // they need describe on the cluster, like the native API's calls.
 func mountAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 	mountClusterAdmin(s, b, store)
+	s.RegisterHTTP("GET "+NodePath, api.GuardHTTP(store, auth.Describe, auth.Resource{Kind: auth.Cluster}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, nodeReport(s, b))
+	})))
 	s.RegisterHTTP("GET "+CorruptionPath, api.GuardHTTP(store, auth.Describe, auth.Resource{Kind: auth.Cluster}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		rep := CorruptionReport{CorruptBatchesTotal: b.StorageStats().CorruptBatches,
 			Batches: []CorruptRecord{}, Unavailable: b.UnavailableQueues()}
@@ -55,4 +74,16 @@ func mountAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	})))
+}
+
+func nodeReport(s *server.Server, b *broker.Broker) NodeReport {
+	st := b.StorageStats()
+	dir := s.Config().DataDir
+	free, size := diskSpace(dir)
+	r := NodeReport{DataDir: dir, DiskFreeBytes: free, DiskSizeBytes: size, OpenFiles: st.OpenFiles,
+		MaxOpenFiles: st.MaxOpenFiles, Fsync: s.Metrics().Fsyncs()}
+	if st.WriteFailure != nil {
+		r.WriteFailure = st.WriteFailure.Error()
+	}
+	return r
 }
