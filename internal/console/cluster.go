@@ -118,8 +118,9 @@ type nodeHealth struct {
 	DiskSizeBytes uint64 `json:"disk_size_bytes"`
 	WriteFailure  string `json:"write_failure"`
 	Fsync         struct {
-		Count                  uint64
-		P50Seconds, P99Seconds float64
+		Count      uint64  `json:"count"`
+		P50Seconds float64 `json:"p50_seconds"`
+		P99Seconds float64 `json:"p99_seconds"`
 	} `json:"fsync"`
 }
 
