@@ -19,7 +19,7 @@ func init() { subcommands = append(subcommands, newAdminCmd) }
 func newAdminCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("admin", "The operator's reports: what storage found damaged, the node's disk and fsync health", f)
-	cmd.AddCommand(adminCorruptionCmd(f), adminNodeCmd(f))
+	cmd.AddCommand(adminCorruptionCmd(f), adminNodeCmd(f), adminUsersCmd(f))
 	return cmd
 }
 
@@ -132,4 +132,41 @@ func bytesText(n uint64) string {
 
 func secondsText(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
+}
+
+func adminUsersCmd(f *clientFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "users",
+		Short: "Show the users and access rules the server enforces now (never a secret)",
+		Long: `Show what the running server enforces: the users of its --auth-file, which
+kinds of credentials each has (password for Kafka SASL, bearer tokens for the
+native API, SQS access key ids), and the access rules. It asks the server, so it
+shows the file as last reloaded; "sluice user list --auth-file F" reads the file.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, _ *client.Client, _ []string) error {
+		var rep node.UsersReport
+		if err := adminCall(ctx, f, f.server, "GET", node.UsersPath, nil, &rep); err != nil {
+			return fmt.Errorf("%s: %w", node.UsersPath, err)
+		}
+		if f.json() {
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+		}
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "from %s:\n", rep.AuthFile)
+		rows := make([][]string, len(rep.Users))
+		for i, u := range rep.Users {
+			rows[i] = []string{u.Name, u.Password, strconv.Itoa(u.Tokens), orDash(strings.Join(u.AccessKeyIDs, ","))}
+		}
+		if err := table(out, []string{"USER", "PASSWORD", "TOKENS", "ACCESS KEYS"}, rows); err != nil {
+			return err
+		}
+		rows = make([][]string, len(rep.Rules))
+		for i, r := range rep.Rules {
+			rows[i] = []string{r.User, orDash(strings.Join(r.Allow, ",")), orDash(strings.Join(r.Deny, ",")), strings.Join(r.Resources, ","), orDash(r.Label)}
+		}
+		fmt.Fprintln(out)
+		return table(out, []string{"RULE FOR", "ALLOW", "DENY", "RESOURCES", "LABEL"}, rows)
+	})
+	return cmd
 }

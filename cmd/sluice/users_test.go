@@ -93,6 +93,14 @@ func TestUserAddedByTheCLIWorksOnARunningServer(t *testing.T) {
 		_, _, err := cli(t, u, "hello\n", "queue", "send", "jobs", "--token", worker)
 		return err
 	})
+	// The server's view of its users: the new user and rule, no secret.
+	users := mustCLI(t, u, "", "admin", "users", "--token", admin)
+	if !strings.Contains(users, "worker") || !strings.Contains(users, "queue:jobs") || strings.Contains(users, worker) || strings.Contains(users, admin) {
+		t.Errorf("admin users:\n%s", users)
+	}
+	if _, _, err := cli(t, u, "", "admin", "users", "--token", worker); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("admin users as worker: %v, want 403", err)
+	}
 	if _, _, err := cli(t, u, "x\n", "queue", "send", "jobs2", "--token", worker); err == nil || !strings.Contains(err.Error(), "PERMISSION_DENIED") {
 		t.Errorf("worker's send to jobs2: %v, want PERMISSION_DENIED", err)
 	}

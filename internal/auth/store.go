@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,4 +264,38 @@ func (s *Store) AllowedSome(p Principal, op Operation, kind Kind) bool {
 		return false
 	}
 	return decideSome(s.cur.Load().rules, string(p), op, kind)
+}
+
+// UserSummary is what may be shown of one user: its name and which kinds of
+// credentials it has, never a secret, a hash or a token.
+type UserSummary struct {
+	Name         string   `json:"name"`
+	Password     string   `json:"password"` // "scram", "clear text" or "none"
+	Tokens       int      `json:"tokens"`
+	AccessKeyIDs []string `json:"access_key_ids"` // the ids only (an id is not a secret: SigV4 sends it in clear)
+}
+
+// Users summarizes the users in force, sorted by name (the console's users
+// page and `sluice admin users`).
+func (s *Store) Users() []UserSummary {
+	if s == nil {
+		return nil
+	}
+	v := s.cur.Load()
+	out := make([]UserSummary, 0, len(v.users))
+	for _, u := range v.users {
+		sum := UserSummary{Name: u.Name, Password: "none", Tokens: len(u.Tokens), AccessKeyIDs: []string{}}
+		switch {
+		case u.Password != "":
+			sum.Password = "clear text"
+		case u.SCRAMSHA256 != nil || u.SCRAMSHA512 != nil:
+			sum.Password = "scram"
+		}
+		for _, k := range u.AccessKeys {
+			sum.AccessKeyIDs = append(sum.AccessKeyIDs, k.ID)
+		}
+		out = append(out, sum)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

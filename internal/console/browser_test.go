@@ -124,6 +124,7 @@ func TestBrowserPages(t *testing.T) {
 		{"/ui/groups/reporting", "group", "events"},
 		{"/ui/subscriptions", "subscriptions", "audit"},
 		{"/ui/cluster", "cluster-single", "single node"},
+		{"/ui/users", "users-off", "Authentication is off"},
 	} {
 		if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+p.path), chromedp.WaitReady(chromedp.CSS("main"))); err != nil {
 			t.Fatalf("%s: %v", p.path, err)

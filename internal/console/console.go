@@ -134,6 +134,7 @@ func (c *Console) Routes() []Route {
 	page("GET "+Prefix+"/groups/{name}", c.group)
 	page("GET "+Prefix+"/subscriptions", c.subscriptions)
 	page("GET "+Prefix+"/cluster", c.cluster)
+	page("GET "+Prefix+"/users", c.users)
 	mux.Handle("GET "+Prefix+"/api/redrives/{id}", c.api(c.redriveJSON))
 	h := securityHeaders(mux)
 	return []Route{
@@ -297,7 +298,7 @@ func navOf(path string) string {
 	switch first {
 	case "queues", "redrives":
 		return "queues"
-	case "topics", "groups", "subscriptions", "cluster":
+	case "topics", "groups", "subscriptions", "cluster", "users":
 		return first
 	}
 	return "overview"

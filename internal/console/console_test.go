@@ -148,6 +148,36 @@ acls:
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `<td><a href="/ui/queues/jobs">`) || strings.Count(string(b), "<tr>\n<td>") != 1 {
 		t.Errorf("jobs-reader's queue list: %d, want jobs alone:\n%s", resp.StatusCode, b[strings.Index(string(b), "<h1>"):])
 	}
+	// The users page: the admin sees every user and rule and no secret; jobs-reader, who may
+	// not describe the cluster, is refused it.
+	_, adminCookie := login(admin)
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/ui/users", nil)
+	req.AddCookie(adminCookie)
+	resp, err = noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "<td>jobs-reader</td>") || !strings.Contains(page, "<code>queue:jobs</code>") {
+		t.Errorf("admin's users page: %d\n%s", resp.StatusCode, page)
+	}
+	for _, secret := range []string{admin, jobsOnly, "sha256:"} {
+		if strings.Contains(page, secret) {
+			t.Errorf("the users page shows a secret (%q)", secret)
+		}
+	}
+	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/ui/users", nil)
+	req.AddCookie(ck)
+	resp, err = noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("jobs-reader's users page: %d, want 403", resp.StatusCode)
+	}
 	req, _ = http.NewRequest(http.MethodGet, srv.URL+"/ui/queues/jobs-dlq", nil)
 	req.AddCookie(ck)
 	resp, err = noRedirect.Do(req)

@@ -122,6 +122,10 @@ func TestManageForms(t *testing.T) {
 		strings.Contains(body, "<b>–</b>fdatasync p50") {
 		t.Errorf("overview without the node's health: %d %.3000s", code, body)
 	}
+	// Without --auth-file the users page says authentication is off.
+	if code, body, _ := get(t, srv.URL+"/ui/users"); code != http.StatusOK || !strings.Contains(body, "Authentication is off") {
+		t.Errorf("/ui/users without auth: %d %.400s", code, body)
+	}
 	// A single node's cluster page says so rather than failing.
 	if code, body, _ := get(t, srv.URL+"/ui/cluster"); code != http.StatusOK || !strings.Contains(body, "single node") {
 		t.Errorf("/ui/cluster on a single node: %d %.400s", code, body)

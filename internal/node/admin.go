@@ -31,6 +31,27 @@ type NodeReport struct {
 	Fsync         metrics.FsyncSummary `json:"fsync"` // since the process started
 }
 
+// UsersPath lists the users and access rules in force (UsersReport), never a
+// secret: the console's users page and `sluice admin users`. 404 when
+// authentication is off.
+const UsersPath = "/v1/admin/users"
+
+// UsersReport is UsersPath's JSON answer.
+type UsersReport struct {
+	AuthFile string             `json:"auth_file"`
+	Users    []auth.UserSummary `json:"users"`
+	Rules    []RuleView         `json:"rules"`
+}
+
+// RuleView is one access rule as JSON.
+type RuleView struct {
+	User      string   `json:"user"`
+	Allow     []string `json:"allow"`
+	Deny      []string `json:"deny"`
+	Resources []string `json:"resources"`
+	Label     string   `json:"label,omitempty"`
+}
+
 // CorruptionReport is CorruptionPath's JSON answer.
 type CorruptionReport struct {
 	// CorruptBatchesTotal counts the damaged batches found since the start
@@ -60,6 +81,13 @@ type CorruptRecord struct {
 // they need describe on the cluster, like the native API's calls.
 func mountAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 	mountClusterAdmin(s, b, store)
+	s.RegisterHTTP("GET "+UsersPath, api.GuardHTTP(store, auth.Describe, auth.Resource{Kind: auth.Cluster}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !store.Enabled() {
+			writeJSON(w, http.StatusNotFound, AdminError{Message: "authentication is off: sluice serve has no --auth-file"})
+			return
+		}
+		writeJSON(w, http.StatusOK, usersReport(store))
+	})))
 	s.RegisterHTTP("GET "+NodePath, api.GuardHTTP(store, auth.Describe, auth.Resource{Kind: auth.Cluster}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nodeReport(s, b))
 	})))
@@ -84,6 +112,24 @@ func nodeReport(s *server.Server, b *broker.Broker) NodeReport {
 		MaxOpenFiles: st.MaxOpenFiles, Fsync: s.Metrics().Fsyncs()}
 	if st.WriteFailure != nil {
 		r.WriteFailure = st.WriteFailure.Error()
+	}
+	return r
+}
+
+func usersReport(store *auth.Store) UsersReport {
+	r := UsersReport{AuthFile: store.Path(), Users: store.Users(), Rules: []RuleView{}}
+	for _, rule := range store.Rules() {
+		v := RuleView{User: rule.User, Label: rule.Label, Allow: []string{}, Deny: []string{}, Resources: []string{}}
+		for _, op := range rule.Allow {
+			v.Allow = append(v.Allow, string(op))
+		}
+		for _, op := range rule.Deny {
+			v.Deny = append(v.Deny, string(op))
+		}
+		for _, p := range rule.Resources {
+			v.Resources = append(v.Resources, string(p))
+		}
+		r.Rules = append(r.Rules, v)
 	}
 	return r
 }
