@@ -88,13 +88,32 @@ type Route struct {
 // Routes returns the handlers of every service, ready for a mux.
 func (a *API) Routes() []Route {
 	opts := a.HandlerOptions()
+	wrap := func(h http.Handler) http.Handler { return h }
+	if a.b != nil && a.b.Clustered() {
+		// Calls for what another node leads go there (forward.go).
+		f := newForwarder(a.b.NodeID(), a.nodeAddr, a.maxBytes, func(leader int32, err error) {
+			a.log.Debug("api: forwarding failed", "leader", leader, "err", err)
+		})
+		wrap = f.wrap
+		opts = append(opts, connect.WithInterceptors(forwardInterceptor{}))
+	}
 	var out []Route
-	add := func(p string, h http.Handler) { out = append(out, Route{p, withConnState(h)}) }
+	add := func(p string, h http.Handler) { out = append(out, Route{p, wrap(withConnState(h))}) }
 	add(sluicev1connect.NewQueueServiceHandler(&queueService{a}, opts...))
 	add(sluicev1connect.NewDeadLetterServiceHandler(&deadLetterService{a}, opts...))
 	add(sluicev1connect.NewTopicServiceHandler(&topicService{API: a}, opts...))
 	add(sluicev1connect.NewGroupServiceHandler(&groupService{API: a}, opts...))
 	return out
+}
+
+// nodeAddr is the HTTP address node registered in the catalog ("" if none).
+func (a *API) nodeAddr(node int32) string {
+	for _, n := range a.b.ClusterNodes() {
+		if n.ID == node {
+			return n.HTTPAddr
+		}
+	}
+	return ""
 }
 
 // compressMinBytes is the smallest response body worth gzip. Receives and

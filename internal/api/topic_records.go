@@ -82,6 +82,9 @@ func (t *topicService) Fetch(ctx context.Context, req *connect.Request[sluicev1.
 		return nil, t.toConnect(err, tmeta(name))
 	}
 	out, n := t.fetchOnce(m)
+	if n == 0 && markForward(ctx, fetchLeader(out)) {
+		return connect.NewResponse(out), nil // every partition is led elsewhere, by one node
+	}
 	if n == 0 && wait > 0 {
 		pollCtx, cancel := t.untilDrain(ctx)
 		defer cancel()
@@ -94,6 +97,20 @@ func (t *topicService) Fetch(ctx context.Context, req *connect.Request[sluicev1.
 		}
 	}
 	return connect.NewResponse(out), nil
+}
+
+// fetchLeader is the node leading every partition of a Fetch answer that failed with
+// NOT_LEADER on each (0: any other answer), for forwarding the whole call there.
+func fetchLeader(out *sluicev1.FetchResponse) int32 {
+	var leader int32
+	for _, p := range out.GetPartitions() {
+		l := leaderOf(p.GetError())
+		if l == 0 || (leader != 0 && l != leader) {
+			return 0
+		}
+		leader = l
+	}
+	return leader
 }
 
 // fetchOnce reads every partition without waiting; per-partition failures

@@ -1,0 +1,336 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
+)
+
+// Forwarding inside a cluster (docs/cluster.md, "Native API"). A call the broker answers
+// with NOT_LEADER naming a leader is proxied once, as it came (method, path, query,
+// headers, body), to the leader's registered HTTP address, and the leader's answer —
+// unary or a Consume stream — is passed back: the client never sees leadership.
+//
+// Identity: the call is authenticated and authorized here before any broker call (a
+// refused call is never forwarded), and forwarded with the client's own Authorization
+// header, which the leader checks again. No node vouches for a principal, so no header a
+// client could forge (the forwarded marker included) grants anything: the marker only
+// stops a second forward. The cost is that every node needs the same --auth-file, as
+// SQS forwarding (SigV4 checked again) already needs. A call that came over TLS is not
+// forwarded (a client certificate cannot be passed on, and the leader is dialled over
+// plain HTTP): it gets NOT_LEADER with the leader's id, as before.
+//
+// Mechanism: the request body (one message for every sluice procedure: none streams from
+// the client) is read before the handler runs, and the handler's answer is held back
+// (holdWriter) until it ends or flushes; if the handler marked the call (a NOT_LEADER
+// error, or a Fetch whose every partition is led by one other node) and nothing was sent
+// yet, the held answer is dropped and the call forwarded. A forward that fails (the
+// leader just died) answers the held NOT_LEADER, Connect unavailable, which clients retry.
+// A call that arrives forwarded is never forwarded again (no loops while leadership
+// moves).
+
+// forwardedHeader marks a forwarded call; its value is the forwarding node's id.
+const forwardedHeader = "Sluice-Forwarded-By"
+
+// holdMax bounds the answer held back before it is sent as it is: a NOT_LEADER answer
+// is far smaller, and a larger one (a big Fetch) is not doubled in memory.
+const holdMax = 64 << 10
+
+// hopHeaders are not passed on by a proxy (RFC 9110 7.6.1).
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// forwarder proxies marked calls to their leader.
+type forwarder struct {
+	self     int32
+	addr     func(node int32) string // a node's registered HTTP host:port, "" unknown
+	maxBytes int64
+	h1, h2c  *http.Client // Connect and gRPC-Web over HTTP/1.1; gRPC over cleartext HTTP/2
+	onError  func(leader int32, err error)
+}
+
+func newForwarder(self int32, addr func(int32) string, maxBytes int64, onError func(int32, error)) *forwarder {
+	mk := func(h2c bool) *http.Client {
+		t := &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+			// The client's Accept-Encoding is passed on: the body goes back as it came.
+			DisableCompression: true,
+		}
+		if h2c {
+			var p http.Protocols
+			p.SetUnencryptedHTTP2(true)
+			t.Protocols = &p
+		}
+		// No overall timeout: a long poll or a Consume stream holds the answer open; the
+		// client's context (its deadline header is passed on too) bounds it.
+		return &http.Client{Transport: t,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &forwarder{self: self, addr: addr, maxBytes: maxBytes, h1: mk(false), h2c: mk(true), onError: onError}
+}
+
+// fwdSlot is a call's mark: the node to forward it to (0: none).
+type fwdSlot struct{ leader int32 }
+
+const fwdKey ctxKey = 100
+
+// markForward asks for the call to be forwarded to leader once its handler returns; it
+// reports whether the call can be (it arrived neither forwarded nor over TLS).
+func markForward(ctx context.Context, leader int32) bool {
+	s, _ := ctx.Value(fwdKey).(*fwdSlot)
+	if s == nil || leader == 0 {
+		return false
+	}
+	s.leader = leader
+	return true
+}
+
+// wrap serves h, forwarding the calls it marks.
+func (f *forwarder) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(forwardedHeader) != "" || r.TLS != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, f.maxBytes+1))
+		if err != nil || int64(len(body)) > f.maxBytes {
+			// Not forwardable; the handler reads the rest and refuses or fails as usual.
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+			h.ServeHTTP(w, r)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		slot := &fwdSlot{}
+		hw := &holdWriter{w: w, hdr: http.Header{}, slot: slot}
+		h.ServeHTTP(hw, r.WithContext(context.WithValue(r.Context(), fwdKey, slot)))
+		if slot.leader != 0 && !hw.sent && f.forward(w, r, body, slot.leader) {
+			return
+		}
+		hw.finish()
+	})
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// forward proxies the call to leader and reports whether it answered; false leaves the
+// held answer to be sent.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte, leader int32) bool {
+	addr := ""
+	if leader != f.self {
+		addr = f.addr(leader)
+	}
+	if addr == "" {
+		return false
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		f.onError(leader, err)
+		return false
+	}
+	req.Header = r.Header.Clone()
+	for _, k := range hopHeaders {
+		req.Header.Del(k)
+	}
+	req.Header.Set(forwardedHeader, strconv.Itoa(int(f.self)))
+	hc := f.h1
+	if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") &&
+		!strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc-web") {
+		hc = f.h2c // gRPC needs HTTP/2 end to end (trailers)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		f.onError(leader, err)
+		return false
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	for _, k := range hopHeaders {
+		w.Header().Del(k)
+	}
+	w.WriteHeader(resp.StatusCode)
+	copyFlushing(w, resp.Body)
+	for k, vs := range resp.Trailer {
+		w.Header()[http.TrailerPrefix+k] = vs
+	}
+	return true
+}
+
+// copyFlushing copies a response as it arrives, so a stream's messages are not held.
+func copyFlushing(w http.ResponseWriter, r io.Reader) {
+	fl, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err != nil {
+			return // EOF, or the leader went away mid-answer: the client sees a cut stream
+		}
+	}
+}
+
+// holdWriter holds a handler's answer back until the handler returns, flushes (a
+// stream's first message; Connect also flushes the end of every stream and every gRPC
+// answer, after the interceptor marked it) or writes more than holdMax; then it is sent
+// as written.
+type holdWriter struct {
+	w      http.ResponseWriter
+	slot   *fwdSlot // a marked call's answer is held through the flush that ends it
+	hdr    http.Header
+	status int
+	buf    bytes.Buffer
+	sent   bool
+}
+
+func (h *holdWriter) Header() http.Header {
+	if h.sent {
+		return h.w.Header()
+	}
+	return h.hdr
+}
+
+func (h *holdWriter) WriteHeader(code int) {
+	if h.sent {
+		h.w.WriteHeader(code)
+	} else if h.status == 0 {
+		h.status = code
+	}
+}
+
+func (h *holdWriter) Write(p []byte) (int, error) {
+	if h.sent {
+		return h.w.Write(p)
+	}
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	h.buf.Write(p)
+	if h.buf.Len() > holdMax {
+		if err := h.send(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (h *holdWriter) Flush() {
+	if h.slot.leader != 0 && !h.sent {
+		return // the flush of an answer that may be dropped for the leader's
+	}
+	if h.send() == nil {
+		if fl, ok := h.w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (h *holdWriter) Unwrap() http.ResponseWriter { return h.w }
+
+// send writes what is held and passes everything after it through.
+func (h *holdWriter) send() error {
+	if h.sent {
+		return nil
+	}
+	h.sent = true
+	for k, vs := range h.hdr {
+		h.w.Header()[k] = vs
+	}
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	h.w.WriteHeader(h.status)
+	_, err := h.w.Write(h.buf.Bytes())
+	h.buf = bytes.Buffer{}
+	return err
+}
+
+// finish sends the held answer, and trailers set on the held header after it was sent
+// (gRPC's status travels in trailers).
+func (h *holdWriter) finish() {
+	if !h.sent {
+		_ = h.send()
+		return
+	}
+	for k, vs := range h.hdr {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			h.w.Header()[k] = vs
+		}
+	}
+}
+
+// forwardInterceptor marks a call whose handler answered NOT_LEADER naming a leader.
+type forwardInterceptor struct{}
+
+func (forwardInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		if l := notLeader(err); l != 0 {
+			markForward(ctx, l)
+		}
+		return resp, err
+	}
+}
+
+func (forwardInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (forwardInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		err := next(ctx, conn)
+		if l := notLeader(err); l != 0 {
+			markForward(ctx, l) // too late if the stream sent a message: holdWriter knows
+		}
+		return err
+	}
+}
+
+// notLeader is the leader a NOT_LEADER error names (0: another error, or no leader).
+func notLeader(err error) int32 {
+	var cerr *connect.Error
+	if err == nil || !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnavailable {
+		return 0
+	}
+	for _, d := range cerr.Details() {
+		v, derr := d.Value()
+		if info, ok := v.(*sluicev1.ErrorInfo); derr == nil && ok {
+			return leaderOf(info)
+		}
+	}
+	return 0
+}
+
+// leaderOf is the leader a NOT_LEADER ErrorInfo names (0: another reason, or none).
+func leaderOf(info *sluicev1.ErrorInfo) int32 {
+	if info.GetReason() != ReasonNotLeader {
+		return 0
+	}
+	n, err := strconv.ParseInt(info.GetMetadata()["leader"], 10, 32)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return int32(n)
+}
