@@ -146,9 +146,9 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte,
 		req.Header.Del(k)
 	}
 	req.Header.Set(forwardedHeader, strconv.Itoa(int(f.self)))
+	p := wireOf(r)
 	hc := f.h1
-	if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") &&
-		!strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc-web") {
+	if p == wireGRPC && r.ProtoMajor == 2 {
 		hc = f.h2c // gRPC needs HTTP/2 end to end (trailers)
 	}
 	resp, err := hc.Do(req)
@@ -157,38 +157,8 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte,
 		return false
 	}
 	defer resp.Body.Close()
-	for k, vs := range resp.Header {
-		w.Header()[k] = vs
-	}
-	for _, k := range hopHeaders {
-		w.Header().Del(k)
-	}
-	w.WriteHeader(resp.StatusCode)
-	copyFlushing(w, resp.Body)
-	for k, vs := range resp.Trailer {
-		w.Header()[http.TrailerPrefix+k] = vs
-	}
+	passBack(w, resp, p, leader)
 	return true
-}
-
-// copyFlushing copies a response as it arrives, so a stream's messages are not held.
-func copyFlushing(w http.ResponseWriter, r io.Reader) {
-	fl, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-		if err != nil {
-			return // EOF, or the leader went away mid-answer: the client sees a cut stream
-		}
-	}
 }
 
 // holdWriter holds a handler's answer back until the handler returns, flushes (a

@@ -27,6 +27,7 @@ type fakeNode struct {
 	sluicev1connect.UnimplementedQueueServiceHandler
 	leader       int32
 	failAfterOne int32
+	cutAfterOne  bool // the connection dies after the first message (the leader is killed)
 	calls        atomic.Int32
 }
 
@@ -39,6 +40,9 @@ func (f *fakeNode) Send(_ context.Context, req *connect.Request[sluicev1.SendReq
 	f.calls.Add(1)
 	if f.leader != 0 {
 		return nil, notLeaderErr(f.leader)
+	}
+	if f.cutAfterOne {
+		panic(http.ErrAbortHandler)
 	}
 	id := req.Header().Get("Authorization") + "|" + req.Header().Get(forwardedHeader) + "|" + string(req.Msg.GetMessage().GetBody())
 	return connect.NewResponse(&sluicev1.SendResponse{Result: &sluicev1.SendResult{MessageId: id}}), nil
@@ -55,6 +59,9 @@ func (f *fakeNode) Consume(_ context.Context, _ *connect.Request[sluicev1.Consum
 		}
 		if f.failAfterOne != 0 {
 			return notLeaderErr(f.failAfterOne)
+		}
+		if f.cutAfterOne {
+			panic(http.ErrAbortHandler)
 		}
 	}
 	return nil
@@ -167,6 +174,35 @@ func TestForwardOnce(t *testing.T) {
 		_, err := client.New(c.urls[0], client.WithHTTPClient(hc)).Send(ctx, "q", []byte("x"))
 		wantNotLeader(t, err, "2")
 	})
+}
+
+// TestForwardCut: the leader dies while it answers a forwarded call. The client sees
+// unavailable in its own protocol (which it retries), not a truncated answer: a stream
+// ends after the messages that came whole, a unary call gets the held NOT_LEADER.
+func TestForwardCut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newFakeCluster(t, &fakeNode{leader: 2}, &fakeNode{cutAfterOne: true})
+	for name, p := range map[string]client.Protocol{"connect": client.ProtocolConnect, "json": client.ProtocolConnectJSON,
+		"grpc": client.ProtocolGRPC, "grpc-web": client.ProtocolGRPCWeb} {
+		t.Run(name, func(t *testing.T) {
+			cl := client.New(c.urls[0], client.WithProtocol(p))
+			_, err := cl.Send(ctx, "q", []byte("x"))
+			wantNotLeader(t, err, "2")
+			var got []string
+			var last error
+			for m, err := range cl.Consume(ctx, "q") {
+				if err != nil {
+					last = err
+					break
+				}
+				got = append(got, m.GetId())
+			}
+			if len(got) != 1 || connect.CodeOf(last) != connect.CodeUnavailable {
+				t.Errorf("got %v then %v; want message 0, then unavailable", got, last)
+			}
+		})
+	}
 }
 
 type headerTransport struct{ k, v string }
