@@ -86,7 +86,12 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 			otherIDs = append(otherIDs, multiraft.NodeID(p.ID))
 		}
 	}
-	tr, err := tcptransport.New(tcptransport.Config{Node: self, ClusterID: clusterName, Peers: others, Logger: log})
+	tcfg := tcptransport.Config{Node: self, ClusterID: clusterName, Peers: others, Logger: log}
+	reloader, err := clusterTLS(cfg, log, &tcfg)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := tcptransport.New(tcfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -116,6 +121,9 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	c.cat = meta.NewCatalog(host, c.meta)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	if reloader != nil {
+		reloader.Watch(ctx, cfg.TLSReloadInterval) // ends with the host
+	}
 	go func() {
 		defer close(c.ran)
 		if err := host.Run(ctx, multiraft.NewTimeTicker(cfg.ClusterTick)); err != nil && !errors.Is(err, context.Canceled) {
@@ -125,7 +133,8 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	if eng.Fresh() && self == all[0] {
 		_ = host.Campaign(meta.Group) // the first start elects at once, not after a timeout
 	}
-	log.Info("cluster: node started", "cluster_addr", ln.Addr().String(), "peers", cfg.ClusterPeers, "fresh", eng.Fresh())
+	log.Info("cluster: node started", "cluster_addr", ln.Addr().String(), "peers", cfg.ClusterPeers, "fresh", eng.Fresh(),
+		"tls", reloader != nil)
 	return c, nil
 }
 

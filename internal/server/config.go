@@ -151,6 +151,10 @@ type Config struct {
 	ClusterAddr  string
 	ClusterPeers string
 	ClusterTick  time.Duration
+	// Mutual TLS of the Raft transport (docs/cluster.md, "Transport security"): this
+	// node's certificate (subject CN node-<id>) and key, and the cluster CA every peer's
+	// certificate must chain to; all three or none. Reloaded as --tls-cert is.
+	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 }
 
 // Defaults returns the configuration `sluice serve` uses with no flags.

@@ -75,12 +75,22 @@ func (c Config) validateCluster() error {
 	if c.ClusterTick < time.Millisecond || c.ClusterTick > 10*time.Second {
 		return fmt.Errorf("--cluster-tick: want 1ms to 10s, got %s", c.ClusterTick)
 	}
-	// The transport between nodes is not authenticated yet (docs/cluster.md): beyond
-	// loopback it needs the operator's explicit word, as an anonymous listener does.
-	if !IsLoopback(c.ClusterAddr) && !c.InsecureAllowAnonymous {
-		return fmt.Errorf("--cluster-addr: %s is not a loopback address, and the Raft transport between nodes is not "+
-			"authenticated yet, so anyone who can reach it could take part in replication; bind loopback, or pass "+
-			"--insecure-allow-anonymous on a network only the cluster's nodes reach", c.ClusterAddr)
+	set := 0
+	for _, f := range []string{c.ClusterTLSCert, c.ClusterTLSKey, c.ClusterTLSCA} {
+		if f != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return errors.New("--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: give all three (mutual TLS between nodes) or none")
+	}
+	// Without TLS anyone who reaches the Raft transport could take part in replication
+	// (vote, append, read every message): only loopback, whatever else the flags say
+	// (--insecure-allow-anonymous is about clients).
+	if set == 0 && !IsLoopback(c.ClusterAddr) {
+		return fmt.Errorf("--cluster-addr: %s is not a loopback address, and the Raft transport between nodes has no TLS, "+
+			"so anyone who can reach it could take part in replication; give --cluster-tls-cert, --cluster-tls-key and "+
+			"--cluster-tls-ca (mutual TLS: docs/cluster.md, \"Transport security\"), or bind loopback", c.ClusterAddr)
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ type Options struct {
 	OnReload func(leaf *x509.Certificate, err error)
 	// Now is the clock a failed change's settle time is measured on (time.Now).
 	Now func() time.Time
+	// Flags name the three files in errors: the flags that set them (default
+	// "--tls-cert", "--tls-key", "--tls-client-ca").
+	Flags [3]string
 }
 
 // material is one loaded set of files; it is never changed once stored.
@@ -91,12 +94,17 @@ func New(opts Options) (*Reloader, error) {
 	if opts.OnReload == nil {
 		opts.OnReload = func(*x509.Certificate, error) {}
 	}
+	for i, d := range [3]string{"--tls-cert", "--tls-key", "--tls-client-ca"} {
+		if opts.Flags[i] == "" {
+			opts.Flags[i] = d
+		}
+	}
 	r := &Reloader{opts: opts, log: opts.Logger}
 	raw, err := r.read()
 	if err != nil {
 		return nil, err
 	}
-	m, err := parse(raw)
+	m, err := parse(raw, opts.Flags)
 	if err != nil {
 		return nil, err
 	}
@@ -166,36 +174,36 @@ func (r *Reloader) read() (files, error) {
 	var f files
 	var err error
 	if f.cert, err = os.ReadFile(r.opts.CertFile); err != nil {
-		return f, fmt.Errorf("--tls-cert: %w", err)
+		return f, fmt.Errorf("%s: %w", r.opts.Flags[0], err)
 	}
 	if f.key, err = os.ReadFile(r.opts.KeyFile); err != nil {
-		return f, fmt.Errorf("--tls-key: %w", err)
+		return f, fmt.Errorf("%s: %w", r.opts.Flags[1], err)
 	}
 	if r.opts.ClientCAFile != "" {
 		if f.ca, err = os.ReadFile(r.opts.ClientCAFile); err != nil {
-			return f, fmt.Errorf("--tls-client-ca: %w", err)
+			return f, fmt.Errorf("%s: %w", r.opts.Flags[2], err)
 		}
 	}
 	return f, nil
 }
 
 // parse turns the files' bytes into material, or says which file is wrong.
-func parse(f files) (*material, error) {
+func parse(f files, flags [3]string) (*material, error) {
 	cert, err := tls.X509KeyPair(f.cert, f.key)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		return nil, fmt.Errorf("%s/%s: %w", flags[0], flags[1], err)
 	}
 	// X509KeyPair fills Leaf since Go 1.23; parse it anyway if not.
 	if cert.Leaf == nil {
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("--tls-cert: %w", err)
+			return nil, fmt.Errorf("%s: %w", flags[0], err)
 		}
 	}
 	m := &material{cert: cert, sum: f.sum()}
 	if f.ca != nil {
 		m.clientCAs = x509.NewCertPool()
 		if !m.clientCAs.AppendCertsFromPEM(f.ca) {
-			return nil, errors.New("--tls-client-ca: no PEM certificate in the file")
+			return nil, errors.New(flags[2] + ": no PEM certificate in the file")
 		}
 	}
 	return m, nil
@@ -210,7 +218,7 @@ func (r *Reloader) Reload() error {
 	raw, sum, err := r.readSum()
 	if err == nil {
 		var m *material
-		if m, err = parse(raw); err == nil {
+		if m, err = parse(raw, r.opts.Flags); err == nil {
 			r.failSum, r.failReported = [sha256.Size]byte{}, false
 			r.swap(m)
 			return nil
@@ -250,7 +258,7 @@ func (r *Reloader) Poll() {
 	}
 	if err == nil {
 		var m *material
-		if m, err = parse(raw); err == nil {
+		if m, err = parse(raw, r.opts.Flags); err == nil {
 			r.failSum, r.failReported = [sha256.Size]byte{}, false
 			r.swap(m)
 			return
