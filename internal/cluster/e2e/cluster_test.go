@@ -30,6 +30,8 @@ type cluster struct {
 	procs []*testproc.Proc
 	peers string
 	flags []string // more flags for every node
+	// nodeFlags, when set, gives node id more flags of its own (its certificate, say).
+	nodeFlags func(id int) []string
 	// nodePeers, when set, is node i+1's own --cluster-peers (peers behind proxies).
 	nodePeers []string
 	// links[from-1][to-1] is the proxy node from dials to reach node to (nil on the
@@ -59,7 +61,12 @@ func startProxiedCluster(t *testing.T, n int) *cluster {
 }
 
 func startClusterWith(t *testing.T, n int, proxied bool, flags ...string) *cluster {
-	c := &cluster{t: t, bin: testproc.Build(t, t.TempDir()), flags: flags}
+	return startClusterEach(t, n, proxied, nil, flags...)
+}
+
+// startClusterEach is startClusterWith with flags of each node's own.
+func startClusterEach(t *testing.T, n int, proxied bool, nodeFlags func(id int) []string, flags ...string) *cluster {
+	c := &cluster{t: t, bin: testproc.Build(t, t.TempDir()), flags: flags, nodeFlags: nodeFlags}
 	var peers []string
 	for i := range n {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)))
@@ -109,7 +116,11 @@ func (c *cluster) start(id int) {
 	args := []string{"--data-dir", c.dirs[i], "--node-id", strconv.Itoa(id),
 		"--cluster-addr", c.raft[i], "--cluster-peers", peers,
 		"--kafka-addr", c.kafka[i], "--http-addr", "127.0.0.1:0", "--sqs-addr", c.sqs[i]}
-	c.procs[i] = testproc.Serve(c.t, c.bin, append(args, c.flags...)...)
+	args = append(args, c.flags...)
+	if c.nodeFlags != nil {
+		args = append(args, c.nodeFlags(id)...)
+	}
+	c.procs[i] = testproc.Serve(c.t, c.bin, args...)
 }
 
 func (c *cluster) kill(id int) { c.procs[id-1].Kill() }
