@@ -24,7 +24,7 @@ func clusterTLS(cfg server.Config, log *slog.Logger, tc *tcptransport.Config) (*
 	}
 	r, err := tlsconf.New(tlsconf.Options{CertFile: cfg.ClusterTLSCert, KeyFile: cfg.ClusterTLSKey,
 		ClientCAFile: cfg.ClusterTLSCA, Logger: log.With("tls", "cluster"),
-		Flags:        [3]string{"--cluster-tls-cert", "--cluster-tls-key", "--cluster-tls-ca"},
+		Flags: [3]string{"--cluster-tls-cert", "--cluster-tls-key", "--cluster-tls-ca"},
 		OnReload: func(leaf *x509.Certificate, err error) {
 			if err == nil {
 				log.Info("cluster: transport certificate reloaded", "subject", leaf.Subject.String(), "not_after", leaf.NotAfter)
