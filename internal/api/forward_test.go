@@ -74,7 +74,7 @@ type fakeCluster struct {
 	addrs map[int32]string
 }
 
-func newFakeCluster(t *testing.T, nodes ...*fakeNode) *fakeCluster {
+func newFakeCluster(t testing.TB, nodes ...*fakeNode) *fakeCluster {
 	c := &fakeCluster{nodes: nodes, addrs: map[int32]string{}}
 	for i, n := range nodes {
 		self := int32(i + 1)
@@ -248,5 +248,28 @@ func TestFetchLeader(t *testing.T) {
 		if got := fetchLeader(tc.in); got != tc.want {
 			t.Errorf("%s: fetchLeader = %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// BenchmarkForward: a Send served where it arrives, without and with the forwarding
+// wrapper (the cost every call of a cluster pays), and one forwarded to the leader.
+func BenchmarkForward(b *testing.B) {
+	ctx := context.Background()
+	_, plain := sluicev1connect.NewQueueServiceHandler(&fakeNode{})
+	srv := httptest.NewServer(plain)
+	b.Cleanup(srv.Close)
+	c := newFakeCluster(b, &fakeNode{}, &fakeNode{leader: 1})
+	for _, bc := range []struct{ name, url string }{
+		{"local-unwrapped", srv.URL}, {"local-wrapped", c.urls[0]}, {"forwarded", c.urls[1]},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cl := client.New(bc.url)
+			body := make([]byte, 1024)
+			for b.Loop() {
+				if _, err := cl.Send(ctx, "q", body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
