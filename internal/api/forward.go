@@ -149,7 +149,7 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	p := wireOf(r)
 	hc := f.h1
 	if p == wireGRPC && r.ProtoMajor == 2 {
-		hc = f.h2c // gRPC needs HTTP/2 end to end (trailers)
+		hc = f.h2c                       // gRPC needs HTTP/2 end to end (trailers)
 		req.Header.Set("Te", "trailers") // hop-by-hop, but gRPC's spec asks for it on every hop
 	}
 	resp, err := hc.Do(req)

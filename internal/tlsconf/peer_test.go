@@ -58,8 +58,9 @@ func (p *peerPKI) reloader(t *testing.T, pair tlstest.Pair, ca string) *Reloader
 	return r
 }
 
-// handshake runs server and client halves over a pipe; it returns each side's error.
-func handshake(t *testing.T, server, client *Reloader, serverName string) (srvErr, cliErr error, cs tls.ConnectionState) {
+// handshake runs server and client halves over loopback TCP; it returns the server's view
+// of the connection and each side's error.
+func handshake(t *testing.T, server, client *Reloader, serverName string) (cs tls.ConnectionState, srvErr, cliErr error) {
 	t.Helper()
 	sc, err := server.PeerServerConfig()
 	if err != nil {
@@ -109,7 +110,7 @@ func handshake(t *testing.T, server, client *Reloader, serverName string) (srvEr
 		raw.Close()
 	}
 	res := <-done
-	return res.err, cliErr, res.cs
+	return res.cs, res.err, cliErr
 }
 
 // TestPeerConfigs: two nodes of one CA shake hands both ways and see each other's node
@@ -118,7 +119,7 @@ func handshake(t *testing.T, server, client *Reloader, serverName string) (srvEr
 func TestPeerConfigs(t *testing.T) {
 	p := newPeerPKI(t)
 	n1, n2 := p.reloader(t, p.n1, p.clusterCA), p.reloader(t, p.n2, p.clusterCA)
-	srvErr, cliErr, cs := handshake(t, n1, n2, "127.0.0.1")
+	cs, srvErr, cliErr := handshake(t, n1, n2, "127.0.0.1")
 	if srvErr != nil || cliErr != nil {
 		t.Fatalf("node-2 dialling node-1: server %v, client %v", srvErr, cliErr)
 	}
@@ -130,13 +131,13 @@ func TestPeerConfigs(t *testing.T) {
 	rogue := p.reloader(t, p.rogue, p.otherCA)
 	// It trusts the cluster's CA, so node-1's refusal is what stops it.
 	trusting := p.reloader(t, p.rogue, p.clusterCA)
-	if srvErr, cliErr, _ := handshake(t, n1, trusting, "127.0.0.1"); srvErr == nil || !strings.Contains(srvErr.Error(), "certificate") {
+	if _, srvErr, cliErr := handshake(t, n1, trusting, "127.0.0.1"); srvErr == nil || !strings.Contains(srvErr.Error(), "certificate") {
 		t.Errorf("node-1 accepting a client certificate of another CA: %v (client %v), want refused", srvErr, cliErr)
 	}
-	if _, cliErr, _ := handshake(t, rogue, n1, "127.0.0.1"); cliErr == nil || !strings.Contains(cliErr.Error(), "certificate") {
+	if _, _, cliErr := handshake(t, rogue, n1, "127.0.0.1"); cliErr == nil || !strings.Contains(cliErr.Error(), "certificate") {
 		t.Errorf("node-1 dialling a server of another CA: %v, want refused", cliErr)
 	}
-	if srvErr, cliErr, cs := handshake(t, n1, n2, "10.9.9.9"); srvErr != nil || cliErr != nil || PeerName(cs) != "node-2" {
+	if cs, srvErr, cliErr := handshake(t, n1, n2, "10.9.9.9"); srvErr != nil || cliErr != nil || PeerName(cs) != "node-2" {
 		// A peer is its node name, not an address (the node's VerifyPeer binds it).
 		t.Errorf("dialled under another name: server %v, client %v", srvErr, cliErr)
 	}
@@ -159,7 +160,7 @@ func TestPeerConfigsReloadCA(t *testing.T) {
 	}
 	dialler := p.reloader(t, p.rogue, live) // its own certificate is of the other CA, which the server trusts
 	rogue := p.reloader(t, p.rogue, p.otherCA)
-	if _, cliErr, _ := handshake(t, rogue, dialler, "127.0.0.1"); cliErr == nil {
+	if _, _, cliErr := handshake(t, rogue, dialler, "127.0.0.1"); cliErr == nil {
 		t.Fatal("accepted another CA's server before the reload")
 	}
 	if err := tlstest.Install(tlstest.Pair{Cert: p.otherCA, Key: p.other.Key}, live, filepath.Join(p.dir, "live-ca.key")); err != nil {
@@ -168,7 +169,7 @@ func TestPeerConfigsReloadCA(t *testing.T) {
 	if err := dialler.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if _, cliErr, _ := handshake(t, rogue, dialler, "127.0.0.1"); cliErr != nil {
+	if _, _, cliErr := handshake(t, rogue, dialler, "127.0.0.1"); cliErr != nil {
 		t.Errorf("after the CA was reloaded to the other CA: %v", cliErr)
 	}
 }
