@@ -106,14 +106,16 @@ func (f *forwarder) wrap(h http.Handler) http.Handler {
 		body, err := io.ReadAll(io.LimitReader(r.Body, f.maxBytes+1))
 		if err != nil || int64(len(body)) > f.maxBytes {
 			// Not forwardable; the handler reads the rest and refuses or fails as usual.
-			r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-			h.ServeHTTP(w, r)
+			r2 := r.WithContext(r.Context()) // a copy: the caller's request keeps its body
+			r2.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+			h.ServeHTTP(w, r2)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		slot := &fwdSlot{}
+		r2 := r.WithContext(context.WithValue(r.Context(), fwdKey, slot))
+		r2.Body = io.NopCloser(bytes.NewReader(body))
 		hw := &holdWriter{w: w, hdr: http.Header{}, slot: slot}
-		h.ServeHTTP(hw, r.WithContext(context.WithValue(r.Context(), fwdKey, slot)))
+		h.ServeHTTP(hw, r2)
 		if slot.leader != 0 && !hw.sent && f.forward(w, r, body, slot.leader) {
 			return
 		}

@@ -168,6 +168,15 @@ func TestForwardOnce(t *testing.T) {
 			t.Errorf("got %v and node 2 served %d calls: a stream that sent a message must not be forwarded", got, c.nodes[1].calls.Load())
 		}
 	})
+	t.Run("body over the limit", func(t *testing.T) {
+		// Not held for forwarding (the limit is 1 MiB here): the node answers itself.
+		c := newFakeCluster(t, &fakeNode{leader: 2}, &fakeNode{})
+		_, err := client.New(c.urls[0]).Send(ctx, "q", make([]byte, 1<<20+1))
+		wantNotLeader(t, err, "2")
+		if n := c.nodes[1].calls.Load(); n != 0 {
+			t.Errorf("node 2 served %d calls", n)
+		}
+	})
 	t.Run("marked forwarded by the client", func(t *testing.T) {
 		c := newFakeCluster(t, &fakeNode{leader: 2}, &fakeNode{})
 		hc := &http.Client{Transport: headerTransport{forwardedHeader, "9"}}
