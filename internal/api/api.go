@@ -6,7 +6,9 @@
 // single table in errors.go. It also owns the handler boundary: panics
 // become `internal` errors, request bodies are bounded, every call's
 // latency is recorded, and every call is authenticated and authorized
-// (authz.go) before its handler runs.
+// (authz.go) before its handler runs. In a cluster it forwards a call
+// answered NOT_LEADER to the leader's HTTP address, once (forward.go): it
+// owns that proxying, never the decision of who leads (the broker's).
 //
 // It must never hold queue, topic or group logic of its own (that belongs in
 // internal/broker, where the Kafka and SQS front-ends share it), import

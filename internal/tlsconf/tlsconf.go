@@ -3,7 +3,9 @@
 // the optional client CA of --tls-client-ca, into the *tls.Config every
 // TLS listener serves; it reloads them, without a restart, on SIGHUP and
 // when the files change; and it names the principal of a verified client
-// certificate (Principal), for the front-ends' authentication.
+// certificate (Principal), for the front-ends' authentication. The same
+// reloader, over a cluster's node certificate and CA, gives both halves of
+// the mutual TLS between nodes (peer.go).
 //
 // A listener's config picks the current certificate at each handshake
 // (GetConfigForClient), so a reload reaches new connections at once and
