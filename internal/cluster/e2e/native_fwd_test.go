@@ -27,7 +27,9 @@ const nativeToken = "sl_e2e-native-token"
 // all forwarded inside the cluster to the leader, which is killed with SIGKILL and
 // restarted, SLUICE_CLUSTER_KILLS times (CI: 2). Before each kill the clients move to a
 // node that does not lead. It checks that the first calls are answered while another node
-// leads (forwarded: before forwarding they answered NOT_LEADER), that every acknowledged
+// leads (forwarded: before forwarding they answered NOT_LEADER) — Produce and Fetch through
+// every node, then Send, a long-polled Receive, Extend, Nack and AckBatch through the
+// client's node — that every acknowledged
 // send is delivered, and that no message is delivered on a stream opened after its Ack
 // was answered. The client retries what answers unavailable (a NOT_LEADER during an
 // election, a forward cut by the kill).
@@ -68,6 +70,7 @@ func TestNativeThroughFollower(t *testing.T) {
 	if _, err := cur.Load().Send(ctx, "work", []byte("probe")); err != nil {
 		t.Fatalf("send through node %d while node %d leads: %v", via.Load(), leader, err)
 	}
+	checkQueueCalls(ctx, t, cur.Load(), int(via.Load()), leader)
 
 	ck := &nativeChecker{acked: map[string]bool{}, ackedAt: map[string]time.Time{}, ackUnknown: map[string]bool{}, received: map[string]int{}}
 	stop := make(chan struct{})
@@ -166,6 +169,37 @@ func checkTopicAnyNode(ctx context.Context, t *testing.T, c *cluster) {
 		if strings.Join(got, ";") != strings.Join(want, ";") {
 			t.Errorf("fetch through node %d: %q, want %q", id, got, want)
 		}
+	}
+}
+
+// checkQueueCalls makes every kind of queue call once through node via while leader
+// leads the queue: a long-polled Receive of the probe, Extend, Nack, Receive again and
+// AckBatch, each forwarded.
+func checkQueueCalls(ctx context.Context, t *testing.T, cl *client.Client, via, leader int) {
+	t.Helper()
+	fail := func(what string, err error) {
+		t.Helper()
+		t.Fatalf("%s through node %d while node %d leads: %v", what, via, leader, err)
+	}
+	msgs, err := cl.Receive(ctx, "work", client.Wait(time.Second))
+	if err != nil || len(msgs) != 1 || string(msgs[0].GetBody()) != "probe" {
+		fail(fmt.Sprintf("receive (%d messages)", len(msgs)), err)
+	}
+	if _, err := cl.Extend(ctx, "work", msgs[0].GetReceipt(), time.Minute); err != nil {
+		fail("extend", err)
+	}
+	if err := cl.Nack(ctx, "work", msgs[0].GetReceipt(), 0, "again"); err != nil {
+		fail("nack", err)
+	}
+	if msgs, err = cl.Receive(ctx, "work", client.Wait(time.Second)); err != nil || len(msgs) != 1 {
+		fail(fmt.Sprintf("receive after the nack (%d messages)", len(msgs)), err)
+	}
+	errs, err := cl.AckBatch(ctx, "work", []string{msgs[0].GetReceipt()})
+	if err == nil && errs[0] != nil {
+		err = errs[0]
+	}
+	if err != nil {
+		fail("ack batch", err)
 	}
 }
 
