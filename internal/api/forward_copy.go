@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -49,14 +50,20 @@ const (
 	flagGRPCWebEnd = 0x80
 )
 
-// maxForwardedAnswer bounds a unary answer read whole before it is passed on.
+// maxForwardedAnswer bounds a unary answer read whole before it is passed on, and one
+// envelope of a stream.
 const maxForwardedAnswer = 64 << 20
+
+var errEnvelopeTooLarge = errors.New("an envelope larger than 64 MiB")
 
 // passBack writes the leader's answer resp to w, in the client's protocol p.
 func passBack(w http.ResponseWriter, resp *http.Response, p wire, leader int32) {
 	if p == wireUnary || resp.StatusCode != http.StatusOK {
 		// Whole: a unary answer, or a refusal of a stream before it began (no envelopes).
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer))
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedAnswer+1))
+		if err == nil && len(body) > maxForwardedAnswer {
+			err = errors.New("an answer larger than 64 MiB")
+		}
 		if err != nil {
 			unaryUnavailable(w, leader, err)
 			return
@@ -103,6 +110,7 @@ func copyHeader(dst, src http.Header) {
 func copyEnvelopes(w http.ResponseWriter, r io.Reader, p wire) (ended bool, err error) {
 	fl, _ := w.(http.Flusher)
 	var pending []byte
+	tooBig := false
 	buf := make([]byte, 32<<10)
 	for {
 		n, rerr := r.Read(buf)
@@ -110,6 +118,10 @@ func copyEnvelopes(w http.ResponseWriter, r io.Reader, p wire) (ended bool, err 
 		whole := 0 // bytes of pending that are complete envelopes
 		for len(pending)-whole >= 5 {
 			size := int(binary.BigEndian.Uint32(pending[whole+1 : whole+5]))
+			if size > maxForwardedAnswer {
+				tooBig = true // a leader never sends one: do not hold gigabytes waiting for it
+				break
+			}
 			if len(pending)-whole-5 < size {
 				break
 			}
@@ -129,6 +141,8 @@ func copyEnvelopes(w http.ResponseWriter, r io.Reader, p wire) (ended bool, err 
 			pending = append(pending[:0], pending[whole:]...)
 		}
 		switch {
+		case tooBig:
+			return ended, errEnvelopeTooLarge
 		case rerr == io.EOF && len(pending) == 0:
 			return ended, nil
 		case rerr == io.EOF:
