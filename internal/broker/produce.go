@@ -82,9 +82,24 @@ func (b *Broker) Produce(ctx context.Context, topic string, recs []ProduceRecord
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, partlyWritten(err, errs, byPart)
 	}
 	return out, nil
+}
+
+// partlyWritten hides the leader a NotLeaderError names when other partitions of the call
+// were written here: repeated whole on that leader (the native API forwards a call that
+// names one), they would be written twice. The caller still gets ErrNotLeader (retry).
+func partlyWritten(err error, errs []error, byPart map[int32][]int) error {
+	if !errors.Is(err, ErrNotLeader) {
+		return err
+	}
+	for p := range byPart {
+		if errs[p] == nil {
+			return fmt.Errorf("%w: some partitions were written, the others are led elsewhere (%v)", ErrNotLeader, err)
+		}
+	}
+	return err
 }
 
 // route assigns each record a partition and checks its size. It returns,

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/client"
@@ -151,6 +154,7 @@ func checkTopicAnyNode(ctx context.Context, t *testing.T, c *cluster) {
 		}
 		want = append(want, v)
 	}
+	checkPartlyWritten(ctx, t, c)
 	for id := 1; id <= 3; id++ {
 		res, err := c.native(id).Fetch(ctx, &client.FetchRequest{Topic: "events",
 			Partitions: []*client.PartitionOffset{{Partition: 0, Offset: 0}}})
@@ -200,6 +204,61 @@ func checkQueueCalls(ctx context.Context, t *testing.T, cl *client.Client, via, 
 	}
 	if err != nil {
 		fail("ack batch", err)
+	}
+}
+
+// checkPartlyWritten: a Produce to three partitions, each led by another node, through
+// the leader of partition 0 writes that one and answers unavailable; it is not forwarded whole to
+// another leader, which would write its own partition too (and, had leadership moved, the
+// first one a second time).
+func checkPartlyWritten(ctx context.Context, t *testing.T, c *cluster) {
+	t.Helper()
+	for {
+		_, err := c.native(1).CreateTopic(ctx, "spread", &client.TopicConfig{Partitions: 3})
+		if err == nil || errors.Is(err, client.ErrTopicAlreadyExists) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create topic: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Wait for a leader of each partition, three different nodes.
+	adm := kadm.NewClient(c.client(kgo.SASL(plain.Auth{User: "app", Pass: "app-pw"}.AsMechanism())))
+	var leaders []int
+	for len(leaders) < 3 {
+		leaders = leaders[:0]
+		for p := range int32(3) {
+			if l := c.leaderOf(ctx, adm, "spread", p); l != 0 && !containsInt(leaders, l) {
+				leaders = append(leaders, l)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no three leaders of spread's partitions: %v", leaders)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	via := leaders[0] // leads partition 0
+	var recs []*client.ProduceRecord
+	for p := range int32(3) {
+		recs = append(recs, &client.ProduceRecord{Value: []byte("x"), Partition: &p})
+	}
+	_, err := c.native(via).Produce(ctx, "spread", recs, nil)
+	if client.ReasonOf(err) != "NOT_LEADER" {
+		t.Fatalf("produce to three partitions led by nodes %v, through node %d: %v, want NOT_LEADER", leaders, via, err)
+	}
+	time.Sleep(time.Second) // every replica applied what was committed
+	total := int64(0)
+	info, derr := c.native(via).DescribeTopic(ctx, "spread")
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	for _, p := range info.GetPartitions() {
+		total += p.GetHighWatermark()
+	}
+	if total != 1 {
+		t.Errorf("the refused produce wrote %d records (high watermarks %v), want 1: node %d's own partition only",
+			total, info.GetPartitions(), via)
 	}
 }
 
