@@ -55,6 +55,11 @@ type Command struct {
 	RF         int32  // CreateTopic, CreateQueue: the replication factor (<= 0: the default)
 	Settings   []byte // Create, Update (empty: none)
 	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier)
+
+	Addr     string             // AddNode: the node's Raft transport address
+	Group    multiraft.GroupID  // MoveReplica, MoveDone
+	From, To multiraft.NodeID   // MoveReplica
+	Replicas []multiraft.NodeID // MoveDone: the replica set reached
 }
 
 // Encode appends c's encoding to b.
@@ -69,6 +74,10 @@ type Command struct {
 //	7 CreateQueue    name(bytes) rf(varint) settings(bytes)
 //	8 DeleteQueue    name(bytes)
 //	9 UpdateQueue    name(bytes) settings(bytes)
+//	10 AddNode       id(uvarint) addr(bytes)
+//	11 RemoveNode    id(uvarint)
+//	12 MoveReplica   group(uvarint) from(uvarint) to(uvarint)
+//	13 MoveDone      group(uvarint) n(uvarint) {node(uvarint)}...
 //
 // bytes is a uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -102,6 +111,8 @@ func (c *Command) Encode(b []byte) []byte {
 		b = appendBytes(b, c.Settings)
 	case OpDeleteQueue:
 		b = appendString(b, c.Name)
+	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
+		b = c.encodeMembership(b)
 	}
 	return b
 }
@@ -157,6 +168,8 @@ func Decode(b []byte) (Command, error) {
 	case OpUpdateQueue:
 		c.Name = string(d.Bytes(MaxQueueName))
 		c.Settings = d.Bytes(MaxSettings)
+	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
+		c.decodeMembership(&d)
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}

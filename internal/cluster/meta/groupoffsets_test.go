@@ -53,7 +53,7 @@ func TestGroupOffsetsReachTheHookInOrder(t *testing.T) {
 		t.Fatal("the log must be kept once group offsets go through it")
 	}
 	snap, err := m.Snapshot()
-	if err != nil || snap[0] != snapVersionQueuesPending {
+	if err != nil || snap[0] != snapVersionMembersPending {
 		t.Fatalf("snapshot with pending offsets: version %d, %v", snap[0], err)
 	}
 
@@ -74,7 +74,7 @@ func TestGroupOffsetsReachTheHookInOrder(t *testing.T) {
 		t.Fatalf("hook got %q, want %q", h.got, want)
 	}
 	snap, err = r.Snapshot()
-	if err != nil || snap[0] != snapVersionQueues || h.checkpoints != 1 {
+	if err != nil || snap[0] != snapVersionMembers || h.checkpoints != 1 {
 		t.Fatalf("snapshot after delivery: version %d, %d checkpoints, %v", snap[0], h.checkpoints, err)
 	}
 

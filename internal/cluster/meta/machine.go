@@ -174,6 +174,8 @@ func (s *State) apply(e multiraft.Entry, c *Command) Result {
 		return Result{Topic: &nt}
 	case OpCreateQueue, OpDeleteQueue, OpUpdateQueue:
 		return s.applyQueue(e, c)
+	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
+		return s.applyMembership(c)
 	}
 	return Result{} // unreachable: Decode refuses unknown ops
 }
@@ -181,6 +183,9 @@ func (s *State) apply(e multiraft.Entry, c *Command) Result {
 func (s *State) registerNode(n Node) Result {
 	if n.ID == 0 {
 		return Result{Err: fmt.Errorf("%w: node id 0", ErrInvalidNode)}
+	}
+	if s.Removed[n.ID] {
+		return Result{Err: fmt.Errorf("%w: node %d", ErrNodeRemoved, n.ID)}
 	}
 	i := 0
 	for i < len(s.Nodes) && s.Nodes[i].ID < n.ID {

@@ -19,6 +19,8 @@ type Queue struct {
 	// never reused: a queue deleted and created again under the same name is a new group.
 	Group    multiraft.GroupID
 	Replicas []multiraft.NodeID // first one is the preferred leader
+	Old      []multiraft.NodeID // while a move is in progress (Partition.Old)
+	Moved    bool               // Partition.Moved
 	Created  uint64             // the log index of the CreateQueue
 	Version  uint64             // the log index of the last change to this queue
 }

@@ -18,6 +18,9 @@ const (
 	snapVersionPending       = 2
 	snapVersionQueues        = 3
 	snapVersionQueuesPending = 4
+	// 5 and 6 are 3 and 4 with the membership section after the queues (membership.go).
+	snapVersionMembers        = 5
+	snapVersionMembersPending = 6
 )
 
 // Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
@@ -27,10 +30,13 @@ const (
 //	ntopics(uvarint) {name(bytes) id(16) version(uvarint) settings(bytes)
 //	                  nparts(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...}...  by name
 //
-//	(versions 3 and 4) nqueues(uvarint) {name(bytes) settings(bytes) group(uvarint)
+//	(versions 3 to 6) nqueues(uvarint) {name(bytes) settings(bytes) group(uvarint)
 //	                  created(uvarint) version(uvarint) nreps(uvarint) {node(uvarint)}...}...  by name
 //
-// Version 2 (4) is the same as 1 (3) followed by the group-offsets payloads not yet handed
+//	(versions 5 and 6) njoined(uvarint) {id(uvarint) addr(bytes)}... nremoved(uvarint) {id(uvarint)}...
+//	                  nmoved(uvarint) {group(uvarint) nold(uvarint) {node(uvarint)}...}...  by id
+//
+// Version 2 (4, 6) is the same as 1 (3) followed by the group-offsets payloads not yet handed
 // to a hook (appendPending): a snapshot taken while the broker was still opening.
 func (m *Machine) Snapshot() ([]byte, error) {
 	pending, err := m.checkpoint()
@@ -39,14 +45,14 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	}
 	b := m.State().encode()
 	if len(pending) > 0 {
-		b[0] = snapVersionQueuesPending
+		b[0] = snapVersionMembersPending
 		b = appendPending(b, pending)
 	}
 	return b, nil
 }
 
 func (s *State) encode() []byte {
-	b := []byte{snapVersionQueues}
+	b := []byte{snapVersionMembers}
 	b = binary.AppendUvarint(b, s.Index)
 	b = binary.AppendUvarint(b, uint64(s.NextGroup))
 	b = binary.AppendUvarint(b, uint64(len(s.Nodes)))
@@ -87,7 +93,7 @@ func (s *State) encode() []byte {
 			b = binary.AppendUvarint(b, uint64(r))
 		}
 	}
-	return b
+	return s.encodeMembership(b)
 }
 
 // Restore replaces the catalog by a snapshot's (nil: the empty catalog). Results kept for
@@ -113,7 +119,7 @@ func (m *Machine) Restore(data []byte) error {
 // legal unique topic names, group ids below NextGroup and unique, replicas registered.
 func decodeState(data []byte) (*State, []groupOffsets, error) {
 	version := data[0]
-	if version < snapVersion || version > snapVersionQueuesPending {
+	if version < snapVersion || version > snapVersionMembersPending {
 		return nil, nil, fmt.Errorf("version %d", data[0])
 	}
 	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
@@ -149,8 +155,11 @@ func decodeState(data []byte) (*State, []groupOffsets, error) {
 			}
 		}
 	}
+	if version >= snapVersionMembers {
+		d.membership(s)
+	}
 	var pending []groupOffsets
-	if d.Err == nil && (version == snapVersionPending || version == snapVersionQueuesPending) {
+	if d.Err == nil && (version == snapVersionPending || version == snapVersionQueuesPending || version == snapVersionMembersPending) {
 		pending = d.pending()
 	}
 	d.Done()

@@ -31,6 +31,18 @@ func seedCommands() []Command {
 		{Op: OpDeleteQueue, Name: "spare"},
 		{Op: OpCreateQueue, Name: "spare", RF: 1},
 		{Op: OpDeleteQueue, Name: "nothing"},
+		// Membership (membership.go): queue jobs is group 13.
+		{Op: OpAddNode, Node: Node{ID: 4}, Addr: "n4:7100"},
+		{Op: OpRegisterNode, Node: Node{ID: 4, KafkaAddr: "n4:9092"}},
+		{Op: OpAddNode, Node: Node{ID: 4}, Addr: "n4:7100"}, // again: the same
+		{Op: OpAddNode, Node: Node{ID: 2}, Addr: "n2:7100"}, // registered already
+		{Op: OpMoveReplica, Group: 13, From: 1, To: 4},
+		{Op: OpMoveReplica, Group: 13, From: 2, To: 4},               // moving already
+		{Op: OpMoveDone, Group: 13, Replicas: []multiraft.NodeID{9}}, // not its replicas: nothing
+		{Op: OpRemoveNode, Node: Node{ID: 3}},
+		{Op: OpRegisterNode, Node: Node{ID: 3, KafkaAddr: "n3:9092"}}, // removed
+		{Op: OpAddNode, Node: Node{ID: 3}, Addr: "n3:7100"},           // removed
+		{Op: OpRemoveNode, Node: Node{ID: 9}},                         // unknown
 	}
 }
 

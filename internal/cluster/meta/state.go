@@ -26,6 +26,12 @@ type Node struct {
 type Partition struct {
 	Group    multiraft.GroupID
 	Replicas []multiraft.NodeID // first one is the preferred leader
+	// Old, while the replica set is changing (membership.go), are the replicas it had:
+	// every node in Replicas or Old hosts the group until the move is done. nil: no move.
+	Old []multiraft.NodeID
+	// Moved: the group's replicas changed since it was created, so Replicas are no
+	// longer its initial voters and no node may bootstrap it with them.
+	Moved bool
 }
 
 // Topic is one topic of the catalog. A *Topic handed out is never modified: a change makes
@@ -58,6 +64,11 @@ type State struct {
 	Topics    map[string]*Topic
 	Queues    map[string]*Queue // queue.go
 	NextGroup multiraft.GroupID
+	// Joined are the nodes added with AddNode, with their Raft transport address;
+	// Removed the nodes removed, never admitted again (membership.go). Both replaced
+	// whole on change, like the rest.
+	Joined  map[multiraft.NodeID]string
+	Removed map[multiraft.NodeID]bool
 }
 
 // emptyState is the catalog before any entry.
