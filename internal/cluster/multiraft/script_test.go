@@ -28,6 +28,9 @@ import (
 //	blank n1   whether the replica is blank: empty, it grants no vote (voting.go)
 //	change +n4 -n3 ~n5     one ConfChangeV2 (voter, removal, learner): joint consensus
 //	remove-group n1        the node stops hosting the group
+//	move n1,n2,n4 [steps=1] [ticks=3] [until=change] [print=all|last|none]   the leader's
+//	                       next steps toward those voters; voters: each node's configuration
+//	                       (script_move_test.go)
 func TestScripts(t *testing.T) {
 	files, _ := filepath.Glob("testdata/script/*.txt")
 	if len(files) == 0 {
@@ -223,6 +226,10 @@ func (s *script) do(line string) string {
 		return s.membership(f[0], g, s.node(pos[0]), s.num(kv, "within", 100))
 	case "change":
 		return s.change(g, pos, s.num(kv, "within", 100))
+	case "move":
+		return s.move(g, pos[0], kv)
+	case "voters":
+		return s.voters(g)
 	case "remove-group":
 		nd := s.c.nodes[s.node(pos[0])]
 		delete(nd.sms, g)
