@@ -30,6 +30,9 @@ type ClusterOptions struct {
 	Host    *multiraft.Host
 	Meta    *meta.Machine // the metadata group's state machine on this node
 	Catalog *meta.Catalog // proposes to the metadata group
+	// Peers, when set, is the transport's peer table: nodes added to the cluster are
+	// made peers, removed ones stop being (cluster_moves.go).
+	Peers PeerSet
 }
 
 // ErrReplicationUnknown: a replicated write may or may not have been committed (this node

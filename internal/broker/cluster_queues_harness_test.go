@@ -32,6 +32,7 @@ type qnode struct {
 	cancel context.CancelFunc
 	ran    chan struct{}
 	up     bool
+	join   bool // started empty to be added to a running cluster (cluster_members_test.go)
 }
 
 type qcluster struct {
@@ -118,7 +119,7 @@ func (c *qcluster) start(id multiraft.NodeID, fresh bool) {
 	go tr.Serve(ln, host)
 	nd.meta = meta.NewMachine(id)
 	var voters []multiraft.NodeID
-	if fresh {
+	if fresh && !nd.join {
 		voters = c.ids
 	}
 	if err := host.CreateGroup(meta.Group, voters, nd.meta); err != nil {
@@ -131,11 +132,11 @@ func (c *qcluster) start(id multiraft.NodeID, fresh bool) {
 		defer close(nd.ran)
 		_ = host.Run(ctx, multiraft.NewTimeTicker(10*time.Millisecond))
 	}()
-	if fresh && id == c.ids[0] {
+	if fresh && !nd.join && id == c.ids[0] {
 		_ = host.Campaign(meta.Group)
 	}
 	b, err := Open(Options{Dir: filepath.Join(c.t.TempDir(), fmt.Sprint("n", id)), Logger: quiet, HeadroomBytes: -1,
-		Cluster: &ClusterOptions{Host: host, Meta: nd.meta, Catalog: nd.cat}})
+		Cluster: &ClusterOptions{Host: host, Meta: nd.meta, Catalog: nd.cat, Peers: tr}})
 	if err != nil {
 		c.t.Fatal(err)
 	}

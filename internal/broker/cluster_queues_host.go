@@ -96,7 +96,9 @@ func (c *clusterRT) reconcileQueues() {
 	}
 	st := c.meta.State()
 	for name, h := range c.queues.hosted {
-		if cq := st.Queues[name]; cq == nil || cq.Group != h.group {
+		// Dropped, or moved off this node (and the move is over: until then the node may
+		// still be in the group's configuration, cluster_moves.go).
+		if cq := st.Queues[name]; cq == nil || cq.Group != h.group || !hostsQueue(cq, c.node) {
 			if err := c.host.RemoveGroup(h.group); err != nil && !errors.Is(err, multiraft.ErrGroupUnknown) {
 				c.log.Warn("cluster: removing a deleted queue's group; retrying", "queue", name, "err", err)
 				continue
@@ -106,7 +108,7 @@ func (c *clusterRT) reconcileQueues() {
 	}
 	for _, name := range st.QueueNames() {
 		cq := st.Queues[name]
-		if c.queues.hosted[name] != nil || !slices.Contains(cq.Replicas, c.node) {
+		if c.queues.hosted[name] != nil || !hostsQueue(cq, c.node) {
 			continue
 		}
 		h, err := c.hostQueue(cq)
@@ -139,10 +141,12 @@ func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
 	wm := newWakingMachine(m, c.log.With("queue", cq.Name, "group", cq.Group))
 	// The catalog's replica list bootstraps a group this node never held; one with state
 	// on disk reopens from it (and restores its machine from snapshot and log).
-	if err := c.host.CreateGroup(cq.Group, cq.Replicas, wm); err != nil {
+	// A queue whose replicas moved is never bootstrapped from them: a node new to it
+	// starts empty and is sent a snapshot (cluster_moves.go).
+	if err := c.host.CreateGroup(cq.Group, bootstrapVoters(cq.Replicas, cq.Moved), wm); err != nil {
 		return nil, fmt.Errorf("queue %s: raft group %d: %w", cq.Name, cq.Group, err)
 	}
-	if st, err := c.host.Status(cq.Group); err == nil && st.Term <= 1 && st.Leader == 0 && cq.Replicas[0] == c.node {
+	if st, err := c.host.Status(cq.Group); err == nil && st.Term <= 1 && st.Leader == 0 && !cq.Moved && cq.Replicas[0] == c.node {
 		// A group just bootstrapped: its preferred leader stands at once rather than after
 		// an election timeout. A group reopened after a restart does not (as partitions):
 		// it would only disturb the leader its peers elected meanwhile.
@@ -159,6 +163,7 @@ type QueueReplicaState struct {
 	Leader   int32   `json:"leader"` // 0: none known
 	Term     uint64  `json:"term"`
 	Replicas []int32 `json:"replicas"`
+	Learners []int32 `json:"learners,omitempty"` // non-voting replicas catching up (a move)
 	Commit   uint64  `json:"commit"`
 	Applied  uint64  `json:"applied"`
 	Quiesced bool    `json:"quiesced"`
@@ -185,6 +190,9 @@ func (c *clusterRT) queueReplicas() []QueueReplicaState {
 			Commit: st.Commit, Applied: st.Applied, Quiesced: st.Quiesced, Depth: d.Visible + d.InFlight + d.Delayed}
 		for _, v := range st.Voters {
 			qs.Replicas = append(qs.Replicas, int32(v))
+		}
+		for _, v := range st.Learners {
+			qs.Learners = append(qs.Learners, int32(v))
 		}
 		out = append(out, qs)
 	}

@@ -18,12 +18,13 @@ import (
 // clusterRT is the broker's side of the cluster: it keeps the local topics and the hosted
 // partition groups in step with the catalog.
 type clusterRT struct {
-	b    *Broker
-	log  *slog.Logger
-	host *multiraft.Host
-	node multiraft.NodeID
-	meta *meta.Machine
-	cat  *meta.Catalog
+	b     *Broker
+	log   *slog.Logger
+	host  *multiraft.Host
+	node  multiraft.NodeID
+	meta  *meta.Machine
+	cat   *meta.Catalog
+	peers PeerSet // nil: the transport's peers are fixed
 
 	// mu serialises reconcile rounds (the background loop and an admin call's own round).
 	mu sync.Mutex
@@ -41,7 +42,7 @@ type clusterRT struct {
 
 func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
-		meta: o.Meta, cat: o.Catalog, stop: make(chan struct{}), done: make(chan struct{})}
+		meta: o.Meta, cat: o.Catalog, peers: o.Peers, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // run reconciles after every catalog change, and every second anyway (a round that failed
@@ -53,6 +54,10 @@ func (c *clusterRT) run() {
 		changed := c.meta.Changed()
 		c.reconcile()
 		c.reconcileQueues()
+		every := time.Second
+		if c.membership() { // a replica move is on: its next step comes sooner
+			every = moveRound
+		}
 		if time.Since(balanced) >= balanceEvery {
 			c.balanceLeaders()
 			balanced = time.Now()
@@ -61,7 +66,7 @@ func (c *clusterRT) run() {
 		case <-c.stop:
 			return
 		case <-changed:
-		case <-time.After(time.Second):
+		case <-time.After(every):
 		}
 	}
 }
@@ -159,8 +164,13 @@ func (c *clusterRT) reconcileTopic(st *meta.State, ct *meta.Topic) error {
 	}
 	var errs []error
 	for i, cp := range ct.Partitions {
-		if i < len(parts) && slices.Contains(cp.Replicas, c.node) {
+		if i >= len(parts) {
+			continue
+		}
+		if hostsPartition(cp, c.node) {
 			errs = append(errs, c.hostPartition(parts[i], cp))
+		} else {
+			errs = append(errs, c.unhostPartition(parts[i])) // moved off this node
 		}
 	}
 	return errors.Join(errs...)
@@ -182,18 +192,22 @@ func topicFromCatalog(ct *meta.Topic) (TopicSettings, error) {
 
 // hostPartition starts this node's replica of a partition's group, once.
 func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
-	if p.repl.Load() != nil {
+	if h := p.repl.Load(); h != nil {
+		if !slices.Equal(h.replicas, cp.Replicas) { // a move changed them (cluster_moves.go)
+			p.repl.Store(&hostedReplica{part: h.part, group: h.group, replicas: slices.Clone(cp.Replicas)})
+		}
 		return nil
 	}
 	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p})
 	// The catalog's replica list bootstraps a group this node never held; a group
-	// with state on disk reopens from it and the list is not used.
-	if err := c.host.CreateGroup(cp.Group, cp.Replicas, m); err != nil {
+	// with state on disk reopens from it and the list is not used. A partition whose
+	// replicas moved is never bootstrapped: a node new to it starts empty.
+	if err := c.host.CreateGroup(cp.Group, bootstrapVoters(cp.Replicas, cp.Moved), m); err != nil {
 		return fmt.Errorf("partition %s/%d: raft group %d: %w", p.topic, p.index, cp.Group, err)
 	}
 	p.repl.Store(&hostedReplica{part: replpart.NewPartition(c.host, cp.Group, m), group: cp.Group,
 		replicas: slices.Clone(cp.Replicas)})
-	if st, err := c.host.Status(cp.Group); err == nil && st.Term <= 1 && st.Leader == 0 &&
+	if st, err := c.host.Status(cp.Group); err == nil && st.Term <= 1 && st.Leader == 0 && !cp.Moved &&
 		len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {
 		// A group just bootstrapped (term 1, nobody elected yet): its preferred leader
 		// stands at once rather than after an election timeout, so a topic just created

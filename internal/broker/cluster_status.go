@@ -15,6 +15,7 @@ type ClusterStatus struct {
 	Nodes      []ClusterNodeState  `json:"nodes"`
 	Partitions []ReplicaState      `json:"partitions"` // the partitions this node hosts
 	Queues     []QueueReplicaState `json:"queues"`     // the queues this node hosts (cluster_queues_host.go)
+	Membership MembershipState     `json:"membership"` // cluster_members.go
 }
 
 // ClusterNodeState is one node as this node sees it.
@@ -31,7 +32,8 @@ type ReplicaState struct {
 	Leader    int32   `json:"leader"` // 0: none known
 	Term      uint64  `json:"term"`
 	Replicas  []int32 `json:"replicas"`
-	InSync    []int32 `json:"in_sync,omitempty"` // known on the leader only
+	InSync    []int32 `json:"in_sync,omitempty"`  // known on the leader only
+	Learners  []int32 `json:"learners,omitempty"` // non-voting replicas catching up (a move)
 	Commit    uint64  `json:"commit"`
 	Applied   uint64  `json:"applied"`
 	Quiesced  bool    `json:"quiesced"`
@@ -67,10 +69,14 @@ func (b *Broker) ClusterStatus() (ClusterStatus, error) {
 			for _, r := range st.InSync {
 				ps.InSync = append(ps.InSync, int32(r))
 			}
+			for _, r := range st.Learners {
+				ps.Learners = append(ps.Learners, int32(r))
+			}
 			out.Partitions = append(out.Partitions, ps)
 		}
 	}
 	out.Queues = c.queueReplicas()
+	out.Membership = c.membershipState()
 	slices.SortFunc(out.Partitions, func(a, b ReplicaState) int {
 		if a.Topic != b.Topic {
 			if a.Topic < b.Topic {

@@ -340,15 +340,22 @@ func (c *Catalog) AddNode(ctx context.Context, id multiraft.NodeID, addr string)
 		return fmt.Errorf("%w: an address longer than %d bytes", ErrInvalidNode, MaxAddr)
 	}
 	cmd := Command{Op: OpAddNode, Node: Node{ID: id}, Addr: addr}
-	return c.membership(ctx, cmd, func(s *State) Result { return s.clone().addNode(id, addr) },
-		func(s *State) bool { return s.Joined[id] == addr })
+	// Forwarded, it is done once any AddNode of id applied here: ours, or one that makes
+	// ours a refusal, which the State then tells.
+	err := c.membership(ctx, cmd, func(s *State) Result { return s.clone().addNode(id, addr) },
+		func(s *State) bool { return s.Joined[id] != "" || s.Removed[id] })
+	if err != nil {
+		return err
+	}
+	return c.sm.State().clone().addNode(id, addr).Err
 }
 
 // RemoveNode removes node id: every replica it holds is re-placed on another member (the
 // groups' leaders move them), then the metadata group's leader takes it out of the
 // metadata group. It returns once the catalog recorded the removal, not once the moves are
 // done (State.Holds tells). It is refused with ErrNoQuorum when some group would have
-// nowhere to keep its replicas.
+// nowhere to keep its replicas. Forwarded from a follower, a refusal the leader's newer
+// State computes is not seen here: the call then waits for its context.
 func (c *Catalog) RemoveNode(ctx context.Context, id multiraft.NodeID) error {
 	cmd := Command{Op: OpRemoveNode, Node: Node{ID: id}}
 	return c.membership(ctx, cmd, func(s *State) Result { return s.clone().removeNode(id) },
