@@ -23,7 +23,7 @@ func init() { subcommands = append(subcommands, newClusterCmd) }
 func newClusterCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("cluster", "A cluster's nodes and who leads each partition (docs/cluster.md)", f)
-	cmd.AddCommand(clusterStatusCmd(f), clusterTransferCmd(f))
+	cmd.AddCommand(clusterStatusCmd(f), clusterTransferCmd(f), clusterAddNodeCmd(f), clusterRemoveNodeCmd(f))
 	return cmd
 }
 
@@ -60,21 +60,23 @@ of: its leader, term, replicas, commit index and depth (messages not yet deleted
 		rows = make([][]string, len(st.Partitions))
 		for i, p := range st.Partitions {
 			rows[i] = []string{p.Topic, strconv.Itoa(int(p.Partition)), nodeName(p.Leader), strconv.FormatUint(p.Term, 10),
-				ids(p.Replicas), ids(p.InSync), strconv.FormatUint(p.Commit, 10), strconv.FormatBool(p.Quiesced)}
+				ids(p.Replicas), ids(p.InSync), ids(p.Learners), strconv.FormatUint(p.Commit, 10), strconv.FormatBool(p.Quiesced)}
 		}
-		if err := table(out, []string{"TOPIC", "PARTITION", "LEADER", "TERM", "REPLICAS", "IN-SYNC", "COMMIT", "QUIET"}, rows); err != nil {
+		if err := table(out, []string{"TOPIC", "PARTITION", "LEADER", "TERM", "REPLICAS", "IN-SYNC", "LEARNERS", "COMMIT", "QUIET"}, rows); err != nil {
 			return err
 		}
-		if len(st.Queues) == 0 {
-			return nil
+		if len(st.Queues) > 0 {
+			fmt.Fprintln(out)
+			rows = make([][]string, len(st.Queues))
+			for i, q := range st.Queues {
+				rows[i] = []string{q.Queue, nodeName(q.Leader), strconv.FormatUint(q.Term, 10), ids(q.Replicas), ids(q.Learners),
+					strconv.FormatUint(q.Commit, 10), strconv.FormatInt(q.Depth, 10), strconv.FormatBool(q.Quiesced)}
+			}
+			if err := table(out, []string{"QUEUE", "LEADER", "TERM", "REPLICAS", "LEARNERS", "COMMIT", "DEPTH", "QUIET"}, rows); err != nil {
+				return err
+			}
 		}
-		fmt.Fprintln(out)
-		rows = make([][]string, len(st.Queues))
-		for i, q := range st.Queues {
-			rows[i] = []string{q.Queue, nodeName(q.Leader), strconv.FormatUint(q.Term, 10), ids(q.Replicas),
-				strconv.FormatUint(q.Commit, 10), strconv.FormatInt(q.Depth, 10), strconv.FormatBool(q.Quiesced)}
-		}
-		return table(out, []string{"QUEUE", "LEADER", "TERM", "REPLICAS", "COMMIT", "DEPTH", "QUIET"}, rows)
+		return printMembership(out, st.Membership)
 	})
 	return cmd
 }

@@ -160,6 +160,16 @@ var serveSettings = []serveSetting{
 	setting("cluster-tls-cert", "PEM certificate `file` of this node for the Raft transport's mutual TLS (subject CN node-<id>); reloaded on SIGHUP or change", func(c *server.Config) *string { return &c.ClusterTLSCert }),
 	setting("cluster-tls-key", "PEM private key `file` of --cluster-tls-cert", func(c *server.Config) *string { return &c.ClusterTLSKey }),
 	setting("cluster-tls-ca", "PEM `file` of the cluster CA: every peer's certificate must chain to it", func(c *server.Config) *string { return &c.ClusterTLSCA }),
+	{
+		name: "cluster-join",
+		usage: "`bool`: start empty and join the running cluster --cluster-peers names (its members), once a member admits this node " +
+			"with \"sluice cluster add-node ID=HOST:PORT\", instead of bootstrapping a new cluster; ignored once the node has Raft state",
+		get: func(c *server.Config) string { return strconv.FormatBool(c.ClusterJoin) },
+		set: func(c *server.Config, v string) (err error) {
+			c.ClusterJoin, err = strconv.ParseBool(v)
+			return err
+		},
+	},
 	durationSetting("cluster-tick", "the Raft tick (a `duration`): a leader's loss is noticed in about 10 to 20 ticks",
 		func(c *server.Config) *time.Duration { return &c.ClusterTick }),
 	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`)",

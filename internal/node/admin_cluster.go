@@ -1,9 +1,12 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/auth"
@@ -14,10 +17,25 @@ import (
 // ClusterPath answers the node's view of the cluster (broker.ClusterStatus, as JSON);
 // ClusterTransferPath, posted a TransferRequest, hands a partition's leadership to
 // another replica (on the partition's leader only: elsewhere 421 with the leader's id).
+//
+// ClusterNodesPath, posted a NodeRequest, admits a node (`sluice cluster add-node`);
+// ClusterNodesPath + "/{id}", deleted, removes one (`sluice cluster remove-node`). Both
+// answer once the catalog recorded the change, from any node.
 const (
 	ClusterPath         = "/v1/admin/cluster"
 	ClusterTransferPath = "/v1/admin/cluster/transfer-leader"
+	ClusterNodesPath    = "/v1/admin/cluster/nodes"
 )
+
+// NodeRequest is ClusterNodesPath's body: a node's id and its --cluster-addr.
+type NodeRequest struct {
+	ID   int32  `json:"id"`
+	Addr string `json:"addr"`
+}
+
+// membershipTimeout bounds an add or remove call: a forwarded change the leader refused
+// is not seen by a follower, which would otherwise wait for it forever.
+const membershipTimeout = 30 * time.Second
 
 // TransferRequest is ClusterTransferPath's body.
 type TransferRequest struct {
@@ -56,6 +74,34 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 		}
 		writeJSON(w, http.StatusAccepted, struct{}{})
 	})))
+	s.RegisterHTTP("POST "+ClusterNodesPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req NodeRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, AdminError{Message: "want a JSON body {id, addr}: " + err.Error()})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), membershipTimeout)
+		defer cancel()
+		if err := b.AddNode(ctx, req.ID, req.Addr); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})))
+	s.RegisterHTTP("DELETE "+ClusterNodesPath+"/{id}", api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 32)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, AdminError{Message: "want a node id, got " + strconv.Quote(r.PathValue("id"))})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), membershipTimeout)
+		defer cancel()
+		if err := b.RemoveNode(ctx, int32(id)); err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})))
 }
 
 func writeAdminError(w http.ResponseWriter, err error) {
@@ -70,6 +116,8 @@ func writeAdminError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusNotFound, AdminError{Message: err.Error()})
 	case errors.As(err, &ia):
 		writeJSON(w, http.StatusBadRequest, AdminError{Message: err.Error()})
+	case errors.Is(err, broker.ErrReplicationUnknown):
+		writeJSON(w, http.StatusServiceUnavailable, AdminError{Message: err.Error()})
 	default:
 		writeJSON(w, http.StatusInternalServerError, AdminError{Message: err.Error()})
 	}

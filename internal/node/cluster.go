@@ -109,8 +109,12 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	c := &clusterNode{log: log, self: self, eng: eng, tr: tr, host: host, meta: meta.NewMachine(self), ran: make(chan struct{})}
 	// The metadata group is bootstrapped by every node of the first start with the
 	// same voters; afterwards it reopens from the Raft directory.
+	// A node joining a running cluster (--cluster-join) starts it empty: the metadata
+	// leader adds it as a learner once a member admits it (`sluice cluster add-node`),
+	// and sends it a snapshot.
+	bootstrap := eng.Fresh() && !cfg.ClusterJoin
 	var voters []multiraft.NodeID
-	if eng.Fresh() {
+	if bootstrap {
 		voters = all
 	}
 	if err := host.CreateGroup(meta.Group, voters, c.meta); err != nil {
@@ -130,23 +134,37 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 			log.Error("cluster: the Raft host stopped; this node no longer replicates and must be restarted", "err", err)
 		}
 	}()
-	if eng.Fresh() && self == all[0] {
+	if bootstrap && self == all[0] {
 		_ = host.Campaign(meta.Group) // the first start elects at once, not after a timeout
 	}
 	log.Info("cluster: node started", "cluster_addr", ln.Addr().String(), "peers", cfg.ClusterPeers, "fresh", eng.Fresh(),
-		"tls", reloader != nil)
+		"tls", reloader != nil, "joining", eng.Fresh() && cfg.ClusterJoin)
 	return c, nil
 }
 
 // brokerOptions is the broker's view of the cluster.
 func (c *clusterNode) brokerOptions() *broker.ClusterOptions {
-	return &broker.ClusterOptions{Host: c.host, Meta: c.meta, Catalog: c.cat}
+	return &broker.ClusterOptions{Host: c.host, Meta: c.meta, Catalog: c.cat, Peers: c.tr}
 }
 
 // register keeps this node's client addresses in the catalog: at start, and again
 // whenever the catalog has other ones (a restart with new listeners).
 func (c *clusterNode) register(ctx context.Context, s *server.Server) {
+	warned := false
 	for {
+		if c.meta.State().Removed[c.self] {
+			if !warned {
+				c.log.Warn("cluster: this node was removed from the cluster (sluice cluster remove-node): stop it; " +
+					"its node id is never admitted again")
+				warned = true
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
 		want := meta.Node{ID: c.self, KafkaAddr: s.AdvertisedAddr(server.Kafka),
 			HTTPAddr: s.AdvertisedAddr(server.HTTP), SQSAddr: s.AdvertisedAddr(server.SQS)}
 		if !c.registered(want) && (want.KafkaAddr != "" || s.Config().KafkaAddr == "") {

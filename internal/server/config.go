@@ -155,6 +155,10 @@ type Config struct {
 	// node's certificate (subject CN node-<id>) and key, and the cluster CA every peer's
 	// certificate must chain to; all three or none. Reloaded as --tls-cert is.
 	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
+	// ClusterJoin: a node with no Raft state yet starts empty, to be added to the running
+	// cluster its peers name (`sluice cluster add-node`), instead of bootstrapping a new
+	// one with them. Ignored once the node has state.
+	ClusterJoin bool
 }
 
 // Defaults returns the configuration `sluice serve` uses with no flags.

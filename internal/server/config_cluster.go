@@ -50,8 +50,8 @@ func (c Config) Clustered() bool { return c.NodeID != 0 }
 
 func (c Config) validateCluster() error {
 	if !c.Clustered() {
-		if c.ClusterAddr != "" || c.ClusterPeers != "" {
-			return errors.New("--cluster-addr and --cluster-peers: need --node-id")
+		if c.ClusterAddr != "" || c.ClusterPeers != "" || c.ClusterJoin {
+			return errors.New("--cluster-addr, --cluster-peers and --cluster-join: need --node-id")
 		}
 		return nil
 	}
