@@ -104,3 +104,23 @@ func int32s(ns []multiraft.NodeID) []int32 {
 	}
 	return out
 }
+
+var _ meta.GroupOffsetsSnapshotter = (*clusterGroups)(nil)
+
+// SnapshotGroupOffsets gives the metadata snapshot every committed offset this node
+// journaled (the journal's coordinator, never what the coordinator applied ahead of a
+// commit), so a node added to the cluster, seeded by that snapshot, has them
+// (meta/membership_offsets.go).
+func (c *clusterGroups) SnapshotGroupOffsets() ([]byte, error) {
+	c.g.mu.Lock()
+	evs := c.journaled.Snapshot()
+	c.g.mu.Unlock()
+	if len(evs) == 0 || len(evs) > maxGroupEvents {
+		return nil, nil // too many for one payload: left out (docs/cluster.md, "Membership")
+	}
+	b, err := encodeGroupEvents(evs)
+	if err != nil {
+		return nil, nil // past meta.MaxGroupOffsets: likewise
+	}
+	return b, nil
+}

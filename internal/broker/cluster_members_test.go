@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/group"
 )
 
 // join starts node id empty, to be added to the running cluster: it knows every member's
@@ -72,6 +73,17 @@ func TestClusterMembershipJoinAndRemove(t *testing.T) {
 		}
 	}
 
+	// A consumer group's offset committed before node 4 exists: node 4 must have it
+	// (the metadata snapshot it is seeded with carries the offsets).
+	c.eventually("an offset committed", func() error {
+		errs, err := c.metaLeader().b.CommitOffsets(ctx, group.CommitRequest{Group: "g", Generation: -1,
+			Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: 42, LeaderEpoch: -1}}})
+		if err == nil && errs[0] != nil {
+			err = errs[0]
+		}
+		return err
+	})
+
 	// Node 4 joins.
 	n4 := c.join(4)
 	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -101,6 +113,9 @@ func TestClusterMembershipJoinAndRemove(t *testing.T) {
 		}
 		return nil
 	})
+	if got, ok := n4.b.FetchOffset("g", "t", 0); !ok || got.Offset != 42 {
+		t.Fatalf("node 4's committed offset of g: %+v %v, want 42", got, ok)
+	}
 	q := n4.meta.State().Queues["jobs"]
 	for _, id := range []multiraft.NodeID{1, 2, 3} {
 		if slices.Contains(q.Replicas, id) != (c.nodes[id].b.cluster.hostedQueue("jobs") != nil) {

@@ -103,6 +103,7 @@ func (m *Machine) checkpoint() ([]groupOffsets, error) {
 		if err := m.hook.Checkpoint(); err != nil {
 			return nil, fmt.Errorf("meta: group offsets checkpoint: %w", err)
 		}
+		return m.offsetsSnapshot() // membership_offsets.go; nothing is pending once a hook is set
 	}
 	return m.pending, nil
 }

@@ -39,6 +39,9 @@ type Machine struct {
 	hook    GroupOffsets
 	pending []groupOffsets // applied before a hook was set, oldest first
 	offsets bool           // a hook was set or a group-offsets entry applied: keep the log
+	// lastApplied is the index of the last entry applied (Apply's thread only): what a
+	// snapshot's offsets payload is as of (membership_offsets.go).
+	lastApplied uint64
 }
 
 var (
@@ -105,6 +108,7 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 			mine = append(mine, kept{e.Index, r})
 		}
 	}
+	m.lastApplied = ents[len(ents)-1].Index
 	// Publish before the results: a caller that got its result sees a State at least as new.
 	if catalog {
 		m.publish(s)

@@ -192,3 +192,42 @@ func TestRebalanceEvensCounts(t *testing.T) {
 		t.Fatalf("everything movable: load %v after %d moves", load, moves)
 	}
 }
+
+// snapHook is a hook that can snapshot its offsets: the payloads applied, joined.
+type snapHook struct{ hookLog }
+
+func (h *snapHook) SnapshotGroupOffsets() ([]byte, error) {
+	var b []byte
+	for _, g := range h.got {
+		b = append(b, g...)
+		b = append(b, ';')
+	}
+	return b, nil
+}
+
+// A snapshot carries a snapshotting hook's offsets, and a node restored from it (a node
+// just added, seeded by the snapshot) hands them to its own hook.
+func TestSnapshotCarriesGroupOffsets(t *testing.T) {
+	m := NewMachine(1)
+	h := &snapHook{}
+	if err := m.SetGroupOffsets(h); err != nil {
+		t.Fatal(err)
+	}
+	applyOffsets(t, m, 3, "a")
+	applyOffsets(t, m, 4, "b")
+	snap, err := m.Snapshot()
+	if err != nil || snap[0] != snapVersionMembersPending {
+		t.Fatalf("snapshot: version %d, %v", snap[0], err)
+	}
+	joined := NewMachine(4)
+	fresh := &hookLog{}
+	if err := joined.SetGroupOffsets(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if err := joined.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"4:3:a;4:b;"}; !slices.Equal(fresh.got, want) {
+		t.Fatalf("the restored node's hook got %q, want %q", fresh.got, want)
+	}
+}

@@ -111,6 +111,10 @@ func (m *Machine) Restore(data []byte) error {
 	m.mu.Lock()
 	m.results = map[uint64]Result{}
 	m.mu.Unlock()
+	m.lastApplied = s.Index
+	if len(pending) > 0 {
+		m.lastApplied = max(m.lastApplied, pending[len(pending)-1].index)
+	}
 	m.publish(s)
 	return m.restorePending(pending)
 }
