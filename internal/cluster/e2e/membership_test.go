@@ -99,6 +99,28 @@ func TestMembershipUnderLoad(t *testing.T) {
 	if err := os.RemoveAll(c.dirs[gone-1]); err != nil {
 		t.Fatal(err)
 	}
+	// Started on the empty disk under its old id, it is never admitted: no group takes it
+	// back, so it never votes with the state it forgot.
+	c.flags = append(slices.Clone(c.flags), "--cluster-join")
+	c.start(gone)
+	c.procs[gone-1].Addr("kafka")
+	time.Sleep(3 * time.Second)
+	st = c.awaitStatus(ctx, t, via, "the status", func(broker.ClusterStatus) bool { return true })
+	if m := st.Membership; slices.Contains(m.MetaVoters, int32(gone)) || slices.Contains(m.MetaLearners, int32(gone)) {
+		t.Fatalf("node %d, removed, restarted on an empty disk is a member again: %+v", gone, m)
+	}
+	for _, n := range st.Nodes {
+		if int(n.ID) == gone {
+			t.Fatalf("node %d, removed, registered again: %+v", gone, st.Nodes)
+		}
+	}
+	if !strings.Contains(c.procs[gone-1].Logs(), "refused") {
+		t.Logf("node %d's logs do not show a refused connection", gone)
+	}
+	c.procs[gone-1].Stop()
+	if err := os.RemoveAll(c.dirs[gone-1]); err != nil {
+		t.Fatal(err)
+	}
 	n5 := c.join(t)
 	c.dirs[n5-1] = c.dirs[gone-1] // the same (wiped) data directory, a new id
 	c.procs[n5-1].Stop()
