@@ -165,6 +165,20 @@ func TestClusterMembershipJoinAndRemove(t *testing.T) {
 		return nil
 	})
 
+	// The queue's leadership goes to its preferred replica (the catalog's first) once that
+	// one is caught up, as a partition's does (balanceLeaders runs every 10 s; called here). Node 2 led it and its replica went
+	// to node 1, now the first: leadership went to another voter in the move, then to 1.
+	q = c.nodes[3].meta.State().Queues["jobs"]
+	c.eventually("the queue led by its preferred replica", func() error {
+		l := c.queueLeader("jobs")
+		if l.id == q.Replicas[0] {
+			return nil
+		}
+		l.b.cluster.balanceQueueLeaders()
+		return fmt.Errorf("led by %d, preferred %d", l.id, q.Replicas[0])
+	})
+	t.Logf("queue replicas %v, led by its preferred replica", q.Replicas)
+
 	// Every message not acknowledged is still there, and no acknowledged one came back.
 	nl := c.queueLeader("jobs")
 	got := map[string]bool{}

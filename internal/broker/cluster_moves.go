@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"go.etcd.io/raft/v3"
 )
 
 // Replica moves (docs/cluster.md, "Membership"). The catalog records a move as intent: a
@@ -270,3 +271,30 @@ func (c *clusterRT) metaMembership(st *meta.State, ms multiraft.Membership) {
 
 // moveRound is how often the reconciler comes back while a move is in progress.
 const moveRound = 200 * time.Millisecond
+
+// balanceQueueLeaders is balanceLeaders for queues: each queue this node leads but does not
+// prefer (the catalog's first replica) is handed to its preferred replica once that one is
+// alive and caught up, so a node that joined and took a queue's preferred replica in a
+// move comes to lead it.
+func (c *clusterRT) balanceQueueLeaders() {
+	st := c.meta.State()
+	c.queues.mu.Lock()
+	hosted := make([]*hostedQueue, 0, len(c.queues.hosted))
+	for _, h := range c.queues.hosted {
+		hosted = append(hosted, h)
+	}
+	c.queues.mu.Unlock()
+	for _, h := range hosted {
+		cq := st.Queues[h.name]
+		if cq == nil || cq.Group != h.group || cq.Old != nil || len(cq.Replicas) == 0 || cq.Replicas[0] == c.node {
+			continue
+		}
+		gs, err := c.host.Status(h.group)
+		if err != nil || gs.Role != raft.StateLeader || !slices.Contains(gs.InSync, cq.Replicas[0]) {
+			continue
+		}
+		if err := c.host.TransferLeadership(h.group, cq.Replicas[0]); err == nil {
+			c.log.Info("cluster: handing a queue back to its preferred leader", "queue", h.name, "to", uint64(cq.Replicas[0]))
+		}
+	}
+}

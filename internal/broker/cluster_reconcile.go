@@ -60,6 +60,7 @@ func (c *clusterRT) run() {
 		}
 		if time.Since(balanced) >= balanceEvery {
 			c.balanceLeaders()
+			c.balanceQueueLeaders() // cluster_moves.go
 			balanced = time.Now()
 		}
 		select {
