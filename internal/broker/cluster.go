@@ -93,6 +93,9 @@ func (b *Broker) ClusterNodes() []ClusterNode {
 	st := b.cluster.meta.State()
 	out := make([]ClusterNode, 0, len(st.Nodes))
 	for _, n := range st.Nodes {
+		if !st.Listed(n.ID) { // removed, its moves done (cluster_moves.go)
+			continue
+		}
 		out = append(out, ClusterNode{ID: int32(n.ID), KafkaAddr: n.KafkaAddr, HTTPAddr: n.HTTPAddr, SQSAddr: n.SQSAddr})
 	}
 	return out

@@ -94,6 +94,15 @@ func (g GroupPlacement) Hosts(n multiraft.NodeID) bool {
 	return slices.Contains(g.Replicas, n) || slices.Contains(g.Old, n)
 }
 
+// Listed reports whether node n is told to clients: registered, and not removed or still
+// holding replicas (its moves not done).
+func (s *State) Listed(n multiraft.NodeID) bool {
+	if _, ok := s.Node(n); !ok {
+		return false
+	}
+	return !s.Removed[n] || s.Holds(n)
+}
+
 // Holds reports whether any group still places a replica on n (in Replicas or Old).
 func (s *State) Holds(n multiraft.NodeID) bool {
 	for _, g := range s.Groups() {
@@ -251,7 +260,9 @@ func (s *State) removeNode(id multiraft.NodeID) Result {
 		s.Removed = map[multiraft.NodeID]bool{}
 	}
 	s.Removed[id] = true
-	s.Nodes = slices.DeleteFunc(s.Nodes, func(n Node) bool { return n.ID == id })
+	// It stays in Nodes (its addresses) while it still leads or holds replicas, so clients
+	// can reach it until its moves are done; members() leaves it out of every placement,
+	// and the broker stops listing it once it holds nothing (State.Listed).
 	return Result{}
 }
 

@@ -114,7 +114,7 @@ func (d *decoder) membership(s *State) {
 	nr := d.count()
 	for i := uint64(0); i < nr && d.Err == nil; i++ {
 		id := multiraft.NodeID(d.Uvarint())
-		if _, ok := s.Node(id); d.Err == nil && (id == 0 || ok) {
+		if d.Err == nil && (id == 0 || s.Removed[id]) {
 			d.Fail("removed node %d", id)
 		}
 		if s.Removed == nil {

@@ -49,7 +49,7 @@ func TestMembershipAddRemove(t *testing.T) {
 		}
 	}
 	s := a.m.State()
-	if _, ok := s.Node(3); ok || !s.Removed[3] || s.Joined[4] != "n4:7100" {
+	if _, ok := s.Node(3); !ok || !s.Listed(3) || !s.Removed[3] || s.Joined[4] != "n4:7100" {
 		t.Fatalf("after the removal: nodes %+v removed %v joined %v", s.Nodes, s.Removed, s.Joined)
 	}
 	moving := s.Moving()
@@ -77,7 +77,7 @@ func TestMembershipAddRemove(t *testing.T) {
 		a.run(Command{Op: OpMoveDone, Group: g.Group, Replicas: g.Replicas})
 	}
 	s = a.m.State()
-	if len(s.Moving()) != 0 || s.Holds(3) {
+	if len(s.Moving()) != 0 || s.Holds(3) || s.Listed(3) {
 		t.Fatalf("moves done: still moving %+v, holds 3 %v", s.Moving(), s.Holds(3))
 	}
 	for _, g := range s.Groups() {
