@@ -70,18 +70,20 @@ func TestMembershipUnderLoad(t *testing.T) {
 
 	// A fourth node joins; the queue (three replicas on three nodes) gets one on it.
 	n4 := c.join(t)
+	added := time.Now()
 	c.cli(t, via, "cluster", "add-node", fmt.Sprintf("%d=%s", n4, c.raft[n4-1]))
 	st := c.awaitStatus(ctx, t, n4, "node 4 in the metadata group with a replica of the queue", func(st broker.ClusterStatus) bool {
 		m := st.Membership
 		return (slices.Contains(m.MetaLearners, int32(n4)) || slices.Contains(m.MetaVoters, int32(n4))) &&
 			len(st.Queues) == 1 && slices.Contains(st.Queues[0].Replicas, int32(n4)) && len(m.Moves) == 0
 	})
-	t.Logf("node 4 joined: metadata voters %v learners %v; queue replicas %v", st.Membership.MetaVoters,
-		st.Membership.MetaLearners, st.Queues[0].Replicas)
+	t.Logf("node 4 joined: metadata voters %v learners %v; queue replicas %v, %v after add-node", st.Membership.MetaVoters,
+		st.Membership.MetaLearners, st.Queues[0].Replicas, time.Since(added).Round(10*time.Millisecond))
 
 	// Node `gone` is removed: the command waits until it holds nothing.
+	removing := time.Now()
 	out := c.cli(t, via, "cluster", "remove-node", strconv.Itoa(gone), "--wait", "60s")
-	t.Logf("remove-node: %s", strings.TrimSpace(out))
+	t.Logf("remove-node (%v): %s", time.Since(removing).Round(10*time.Millisecond), strings.TrimSpace(out))
 	st = c.awaitStatus(ctx, t, via, "the removed node out of everything", func(st broker.ClusterStatus) bool {
 		m := st.Membership
 		return !slices.Contains(m.MetaVoters, int32(gone)) && !slices.Contains(m.MetaLearners, int32(gone)) &&
