@@ -63,6 +63,7 @@ type Network struct {
 	sides map[multiraft.NodeID]int // the partition in force (nil: none); 0 is no side
 	queue []inflight
 	stats Stats
+	hook  RequestHook
 }
 
 // New returns a network whose fault decisions follow seed. Batches wait in the network

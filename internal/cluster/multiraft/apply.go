@@ -143,7 +143,7 @@ func (h *Host) resolve(g *group, ents []raftpb.Entry) {
 // not name the receiver, so a node just added must be sent one taken after its addition.
 func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
 	every := h.cfg.SnapshotEntries
-	if g.applied <= g.snapIndex || (!confChanged && g.applied < g.snapIndex+every) {
+	if g.applied <= g.snapIndex || (!confChanged && g.applied < g.snapIndex+every && !wantsSnapshot(g.sm)) {
 		return nil
 	}
 	data, err := g.sm.Snapshot()
@@ -157,19 +157,31 @@ func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
 		return fmt.Errorf("multiraft: group %d: create snapshot: %w", g.id, err)
 	}
 	g.snapIndex = g.applied
-	if keep := every / 2; !confChanged && g.applied > keep+1 {
-		to := g.applied - keep
-		if l, ok := g.sm.(CompactionLimiter); ok {
-			to = min(to, l.CompactLimit())
-		}
-		if to <= 1 { // nothing to discard: index 1 is the bootstrap snapshot
-			return nil
-		}
-		if err := g.store.Compact(to); err != nil && err != raft.ErrCompacted {
-			return fmt.Errorf("multiraft: group %d: compact: %w", g.id, err)
-		}
+	if confChanged {
+		return nil
+	}
+	var to uint64
+	if keep := every / 2; g.applied > keep+1 {
+		to = g.applied - keep
+	}
+	if p, ok := g.sm.(SnapshotWanter); ok {
+		to = min(p.CompactTo(g.applied), g.applied)
+	}
+	if l, ok := g.sm.(CompactionLimiter); ok {
+		to = min(to, l.CompactLimit())
+	}
+	if to <= 1 { // nothing to discard: index 1 is the bootstrap snapshot
+		return nil
+	}
+	if err := g.store.Compact(to); err != nil && err != raft.ErrCompacted {
+		return fmt.Errorf("multiraft: group %d: compact: %w", g.id, err)
 	}
 	return nil
+}
+
+func wantsSnapshot(sm StateMachine) bool {
+	w, ok := sm.(SnapshotWanter)
+	return ok && w.WantSnapshot()
 }
 
 // CompactionLimiter is an optional interface of a StateMachine whose snapshot does not hold

@@ -103,6 +103,7 @@ type Host struct {
 	storageErr error  // a round failed to persist: the host takes no more rounds or proposals
 	now        uint64 // ticks so far
 	groups     map[GroupID]*group
+	creating   map[GroupID]bool     // CreateGroup under way (its Restore runs unlocked)
 	active     map[GroupID]*group   // not quiesced: ticked
 	dirty      map[GroupID]struct{} // may have a Ready
 	outbox     []Message            // host-made messages (quiesce heartbeats) for the next round
@@ -140,7 +141,7 @@ func New(cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("multiraft: Config needs Node (non-zero), Engine and Transport")
 	}
 	cfg.defaults()
-	h := &Host{cfg: cfg, groups: map[GroupID]*group{}, active: map[GroupID]*group{},
+	h := &Host{cfg: cfg, groups: map[GroupID]*group{}, creating: map[GroupID]bool{}, active: map[GroupID]*group{},
 		dirty: map[GroupID]struct{}{}, peers: map[NodeID]*peer{}, work: make(chan struct{}, 1)}
 	// Sequence numbers start at random, so a restarted node's proposals never carry the
 	// header of an entry its previous run left in the log.
@@ -161,15 +162,27 @@ func (h *Host) Node() NodeID { return h.cfg.Node }
 // initial member must be created with the same list); with no voters it starts empty and
 // waits for its leader to send it the log (a node being added). If the engine already holds
 // the group, its state is reopened (after a restart) and voters is ignored.
+//
+// The state machine's Restore runs without the host's lock: a partition's Restore may pull
+// records from a peer (a request through the transport) for as long as that takes, and the
+// host's other groups carry on meanwhile.
 func (h *Host) CreateGroup(id GroupID, voters []NodeID, sm StateMachine) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return ErrStopped
 	}
-	if h.groups[id] != nil {
+	if h.groups[id] != nil || h.creating[id] {
+		h.mu.Unlock()
 		return ErrGroupExists
 	}
+	h.creating[id] = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.creating, id)
+		h.mu.Unlock()
+	}()
 	st, err := h.cfg.Engine.Group(id)
 	if err != nil {
 		return fmt.Errorf("multiraft: open group %d: %w", id, err)
@@ -180,6 +193,11 @@ func (h *Host) CreateGroup(id GroupID, voters []NodeID, sm StateMachine) error {
 	}
 	if err := sm.Restore(snap.Data); err != nil {
 		return fmt.Errorf("multiraft: group %d: restore snapshot at %d: %w", id, snap.Metadata.Index, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return ErrStopped
 	}
 	rn, err := raft.NewRawNode(h.raftConfig(st, snap.Metadata.Index))
 	if err != nil {

@@ -26,12 +26,17 @@ type rec struct {
 type fakeLog struct {
 	mu          sync.Mutex
 	recs        []rec
+	start       int64 // the log start offset (retention, or a range pulled from above the end)
 	next        int64
 	durable     []rec
+	durStart    int64
 	checkpoints int
 	restores    int // Restore calls with a checkpoint (not nil)
 	cuts        int // Restore calls that cut batches the log held (it had applied past the checkpoint)
 	refusals    int // Restore calls refused: the group stopped here
+	behind      int // Restore calls that found the log behind the checkpoint (a pull followed)
+	pulled      int // batches appended by AppendRange
+	failRange   error
 	failApply   error
 }
 
@@ -67,8 +72,9 @@ func (l *fakeLog) Checkpoint() ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.checkpoints++
-	l.durable = slices.Clone(l.recs)
-	return binary.BigEndian.AppendUint64(nil, uint64(l.next)), nil
+	l.durable, l.durStart = slices.Clone(l.recs), l.start
+	cp := binary.BigEndian.AppendUint64(nil, uint64(l.next))
+	return binary.BigEndian.AppendUint64(cp, uint64(l.start)), nil
 }
 
 func (l *fakeLog) Restore(cp []byte) error {
@@ -78,17 +84,17 @@ func (l *fakeLog) Restore(cp []byte) error {
 		if len(l.recs) > 0 {
 			l.cuts++
 		}
-		l.recs, l.next = nil, 0
+		l.recs, l.next, l.start = nil, 0, 0
 		return nil
 	}
 	l.restores++
-	if len(cp) != 8 {
+	if len(cp) != 16 {
 		return fmt.Errorf("fake: checkpoint of %d bytes", len(cp))
 	}
-	hw := int64(binary.BigEndian.Uint64(cp))
+	hw, start := int64(binary.BigEndian.Uint64(cp)), int64(binary.BigEndian.Uint64(cp[8:]))
 	if hw > l.next {
-		l.refusals++
-		return fmt.Errorf("fake: checkpoint at %d past the log's end %d", hw, l.next)
+		l.behind++
+		return &BehindError{From: max(l.next, start), To: hw}
 	}
 	i := slices.IndexFunc(l.recs, func(r rec) bool { return r.Base >= hw })
 	if i < 0 {
@@ -102,15 +108,95 @@ func (l *fakeLog) Restore(cp []byte) error {
 		l.cuts++
 	}
 	l.recs, l.next = l.recs[:i], hw
+	if l.start > hw {
+		l.start = hw
+	}
 	return nil
+}
+
+// ReadRange encodes records as {base, term, len uvarint, batch}.
+func (l *fakeLog) ReadRange(from, to int64, maxBytes int) (Range, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failRange != nil {
+		return Range{}, l.failRange
+	}
+	r := Range{Start: max(from, l.start)}
+	if r.Start >= to {
+		r.Start = to
+	}
+	r.Next = r.Start
+	for _, x := range l.recs {
+		if x.Base < r.Start {
+			continue
+		}
+		if x.Base != r.Next || x.Base >= to || (len(r.Data) > 0 && len(r.Data)+len(x.Batch) > maxBytes) {
+			break
+		}
+		r.Data = binary.AppendUvarint(r.Data, uint64(x.Base))
+		r.Data = binary.AppendUvarint(r.Data, x.Term)
+		r.Data = binary.AppendUvarint(r.Data, uint64(len(x.Batch)))
+		r.Data = append(r.Data, x.Batch...)
+		r.Next = x.Base + records([]byte(x.Batch))
+	}
+	if r.Next > to {
+		return Range{}, fmt.Errorf("fake: a batch crosses offset %d", to)
+	}
+	return r, nil
+}
+
+func (l *fakeLog) AppendRange(at int64, r Range) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if at != l.next {
+		return fmt.Errorf("fake: append range at %d, log ends at %d", at, l.next)
+	}
+	if r.Start > l.next {
+		l.recs, l.start, l.next = nil, r.Start, r.Start // as storage.Log.Reset
+	}
+	b := r.Data
+	for len(b) > 0 {
+		var v [3]uint64
+		for i := range v {
+			x, n := binary.Uvarint(b)
+			if n <= 0 {
+				return errors.New("fake: bad range")
+			}
+			v[i], b = x, b[n:]
+		}
+		if v[2] > uint64(len(b)) || int64(v[0]) != l.next {
+			return fmt.Errorf("fake: range record at %d, log ends at %d", v[0], l.next)
+		}
+		x := rec{Base: int64(v[0]), Term: v[1], Batch: string(b[:v[2]])}
+		b = b[v[2]:]
+		l.recs = append(l.recs, x)
+		l.next = x.Base + records([]byte(x.Batch))
+		l.pulled++
+	}
+	if l.next != r.Next {
+		return fmt.Errorf("fake: range ends at %d, said %d", l.next, r.Next)
+	}
+	return nil
+}
+
+// deleteBelow is retention: the batches wholly below off go, and the log starts at off.
+func (l *fakeLog) deleteBelow(off int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := slices.IndexFunc(l.recs, func(r rec) bool { return r.Base >= off })
+	if i < 0 {
+		i = len(l.recs)
+	}
+	l.recs = slices.Clone(l.recs[i:])
+	l.start = max(l.start, off)
 }
 
 // crash drops everything applied since the last Checkpoint.
 func (l *fakeLog) crash() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.recs = slices.Clone(l.durable)
-	l.next = 0
+	l.recs, l.start = slices.Clone(l.durable), l.durStart
+	l.next = l.start
 	if n := len(l.recs); n > 0 {
 		l.next = l.recs[n-1].Base + records([]byte(l.recs[n-1].Batch))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/memnet"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -34,16 +35,24 @@ type cluster struct {
 	cfg   multiraft.Config
 	// snapsSent sums the snapshots the hosts sent, over every run of every host.
 	snapsSent uint64
+	chunk     int // Source.ChunkBytes of every machine (0: the default)
 }
 
-func newCluster(t testing.TB, seed int64, n int) *cluster {
-	return newClusterOn(t, seed, n, newMemDisk)
+func newCluster(t testing.TB, seed int64, n int, opts ...func(*cluster)) *cluster {
+	return newClusterOn(t, seed, n, newMemDisk, opts...)
 }
 
-// newClusterOn is newCluster with every node's Raft storage made by newDisk.
-func newClusterOn(t testing.TB, seed int64, n int, newDisk func(multiraft.NodeID) disk) *cluster {
+// chunked makes every machine pull in chunks of about n bytes.
+func chunked(n int) func(*cluster) { return func(c *cluster) { c.chunk = n } }
+
+// newClusterOn is newCluster with every node's Raft storage made by newDisk; opts change
+// the cluster before its nodes start.
+func newClusterOn(t testing.TB, seed int64, n int, newDisk func(multiraft.NodeID) disk, opts ...func(*cluster)) *cluster {
 	c := &cluster{t: t, net: memnet.New(seed), nodes: map[multiraft.NodeID]*tnode{},
 		cfg: multiraft.Config{ElectionTicks: 10, HeartbeatTicks: 1, SnapshotEntries: 20}}
+	for _, o := range opts {
+		o(c)
+	}
 	for i := 1; i <= n; i++ {
 		c.ids = append(c.ids, multiraft.NodeID(i))
 	}
@@ -67,6 +76,7 @@ func (c *cluster) start(id multiraft.NodeID) {
 		c.t.Fatal(err)
 	}
 	sm := NewMachine(id, nd.log)
+	sm.SetSource(Source{Host: h, Group: testGroup, Peers: c.ids, ChunkBytes: c.chunk, Backoff: time.Millisecond})
 	var voters []multiraft.NodeID
 	if !nd.made {
 		voters = c.ids

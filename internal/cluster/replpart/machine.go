@@ -1,24 +1,38 @@
 package replpart
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
 
-// Log is the partition's local log, owned by the broker. The host calls it from its Ready
-// loop only, one call at a time.
+// Log is the partition's local log, owned by the broker. The host calls Apply, Checkpoint,
+// Restore and AppendRange from its Ready loop (or CreateGroup) only, one call at a time;
+// ReadRange is called from the transport's goroutines, beside them.
 type Log interface {
 	// Apply appends the batches of one committed entry, stamping term as their leader epoch;
 	// returns one result per batch. A deterministic refusal (a producer sequence out of order,
 	// a fenced epoch) is a BatchResult.Err; a returned error (disk) stops the group here.
 	Apply(term uint64, batches [][]byte) ([]BatchResult, error)
 	// Checkpoint makes everything applied durable and returns what Restore needs to come back
-	// to exactly this point (the broker: its high watermark).
+	// to exactly this point (the broker: its high watermark and log start).
 	Checkpoint() ([]byte, error)
 	// Restore returns the log to a checkpoint: cut what was applied after it. nil: empty log.
+	// A log that ends before the checkpoint answers a *BehindError naming the offsets it
+	// lacks; the Machine pulls them from a peer (AppendRange) and calls Restore again.
 	Restore(checkpoint []byte) error
+	// ReadRange returns whole batches from offset from (from the log's start if from is
+	// below it), ending before to, of about max bytes (at least one batch if there is one):
+	// Start is where they begin, Next the offset after them. A log that holds nothing at
+	// from answers Next <= from. It must be safe beside the other calls.
+	ReadRange(from, to int64, max int) (Range, error)
+	// AppendRange appends records a peer's ReadRange returned, at their own offsets and
+	// with their own epochs, to a log that ends at at. r.Start above at first moves the
+	// log's start up to r.Start (the source's retention deleted what lies between, as a
+	// Kafka follower does when the leader's log starts past its end).
+	AppendRange(at int64, r Range) error
 }
 
 // BatchResult is what applying one batch did.
@@ -41,11 +55,25 @@ type result struct {
 	batches []BatchResult
 }
 
+// DefaultSnapshotBytes is how many bytes of entries a partition applies between
+// snapshots unless Machine.SnapshotBytes says otherwise.
+const DefaultSnapshotBytes = 32 << 20
+
 // Machine is a partition's replicated state on one node: the local Log, driven only by
-// committed entries. It is a multiraft.StateMachine and a multiraft.CompactionLimiter.
+// committed entries. It is a multiraft.StateMachine, CompactionLimiter, SnapshotWanter and
+// RequestServer (it answers peers' pulls).
 type Machine struct {
 	node uint64
 	log  Log
+	src  *Source
+	// SnapshotBytes: a snapshot is taken once this many bytes of entries were applied
+	// since the last (DefaultSnapshotBytes), besides the host's SnapshotEntries.
+	SnapshotBytes int64
+
+	// Owned by the Ready loop.
+	sinceSnap int64  // entry bytes applied since the last snapshot
+	lastSnap  uint64 // index of the last snapshot taken here: its checkpoint is durable
+	pulls     pullCounters
 
 	mu      sync.Mutex // the host applies; Append callers take results
 	results map[uint64]result
@@ -54,6 +82,8 @@ type Machine struct {
 var (
 	_ multiraft.StateMachine      = (*Machine)(nil)
 	_ multiraft.CompactionLimiter = (*Machine)(nil)
+	_ multiraft.SnapshotWanter    = (*Machine)(nil)
+	_ multiraft.RequestServer     = (*Machine)(nil)
 )
 
 // NewMachine returns the state machine of a partition on node (whose proposals' results it
@@ -81,6 +111,7 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 		if en.Origin == m.node {
 			m.keep(e.Index, result{request: en.Request, batches: rs})
 		}
+		m.sinceSnap += int64(len(e.Data))
 	}
 	return nil
 }
@@ -92,16 +123,21 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replpart: checkpoint: %w", err)
 	}
+	m.sinceSnap = 0
 	return append([]byte{snapVersion}, cp...), nil
 }
 
-// Restore cuts the log back to a snapshot's checkpoint (nil: empty). Results kept for
-// proposers are dropped: multiraft fails the proposals of a replica that restores a
-// snapshot with ErrOutcomeUnknown, and after a restart nobody waits.
+// Restore returns the log to a snapshot's checkpoint (nil: empty). A local log that ends
+// before the checkpoint (a new replica, a wiped log, a follower sent the snapshot because
+// the Raft log was compacted past it) is first filled from a peer (pull): Restore returns
+// once the local log holds every record the checkpoint names, or fails with ErrNoSource.
+// Results kept for proposers are dropped: multiraft fails the proposals of a replica that
+// restores a snapshot with ErrOutcomeUnknown, and after a restart nobody waits.
 func (m *Machine) Restore(data []byte) error {
 	m.mu.Lock()
 	m.results = map[uint64]result{}
 	m.mu.Unlock()
+	m.sinceSnap = 0
 	var cp []byte
 	if len(data) > 0 {
 		if data[0] != snapVersion {
@@ -109,16 +145,42 @@ func (m *Machine) Restore(data []byte) error {
 		}
 		cp = data[1:]
 	}
-	if err := m.log.Restore(cp); err != nil {
+	err := m.log.Restore(cp)
+	var be *BehindError
+	if errors.As(err, &be) {
+		if err := m.pull(be.From, be.To); err != nil {
+			return fmt.Errorf("replpart: restore checkpoint: %w", err)
+		}
+		err = m.log.Restore(cp)
+	}
+	if err != nil {
 		return fmt.Errorf("replpart: restore checkpoint: %w", err)
 	}
 	return nil
 }
 
-// CompactLimit is 0: the host never compacts a partition's Raft log. A snapshot is only a
-// checkpoint, so a follower behind the compacted log would get a high watermark and no
-// records. Tying the limit to the local log's retention is later work (docs/cluster.md).
-func (m *Machine) CompactLimit() uint64 { return 0 }
+// WantSnapshot asks for a snapshot every SnapshotBytes of entries applied.
+func (m *Machine) WantSnapshot() bool {
+	limit := m.SnapshotBytes
+	if limit <= 0 {
+		limit = DefaultSnapshotBytes
+	}
+	return m.sinceSnap >= limit
+}
+
+// CompactTo compacts the Raft log to the snapshot before this one: the Raft log keeps the
+// entries of the last two snapshot intervals, so a follower a little behind catches up
+// from the log, and one further behind is sent the snapshot and pulls the records.
+func (m *Machine) CompactTo(snap uint64) uint64 {
+	to := m.lastSnap
+	m.lastSnap = snap
+	return to
+}
+
+// CompactLimit is the index of the last snapshot taken here, whose checkpoint Snapshot
+// made durable before the host stored it: the Raft log is never compacted past a
+// checkpoint the local log does not hold on disk (0 until one is taken).
+func (m *Machine) CompactLimit() uint64 { return m.lastSnap }
 
 // keep records a result for this node's proposer, dropping old ones once there are too
 // many (their callers stopped waiting).
