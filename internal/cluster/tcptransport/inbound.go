@@ -43,12 +43,16 @@ func (t *Transport) serveConn(c net.Conn, r Receiver) {
 	defer t.wg.Done()
 	defer t.untrack(c)
 	remote := c.RemoteAddr().String()
-	from, conn, ok := t.admit(c, remote)
+	from, conn, code, ok := t.admit(c, remote)
 	if !ok {
 		return
 	}
-	defer t.forget(from, c)
 	log := t.log.With("peer", uint64(from), "remote", remote)
+	if code == codeRequests {
+		t.serveRequests(conn, from, r, log)
+		return
+	}
+	defer t.forget(from, c)
 	var buf []byte
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
@@ -98,21 +102,21 @@ func (t *Transport) connEnded(log *slog.Logger, err error) {
 // answers the dialler and reports whether the connection carries a peer's frames from now
 // on, and returns what to read them from. The peer's live connection is kept as raw, which
 // is what is closed (see peer.dial).
-func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Conn, bool) {
+func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Conn, Code, bool) {
 	c := raw
 	_ = c.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	if t.cfg.ServerTLS != nil {
 		tc := tls.Server(c, t.cfg.ServerTLS)
 		if err := tc.HandshakeContext(t.ctx); err != nil {
 			t.refuse("TLS handshake failed", remote, "err", err)
-			return 0, nil, false
+			return 0, nil, 0, false
 		}
 		c = tc
 	}
 	h, err := readHello(c)
 	if err != nil {
 		t.refuse("not a sluice peer", remote, "err", err)
-		return 0, nil, false
+		return 0, nil, 0, false
 	}
 	code := t.judge(h)
 	if tc, ok := c.(*tls.Conn); ok && code == Accepted && t.cfg.VerifyPeer != nil {
@@ -125,19 +129,22 @@ func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Co
 	answer := appendHello(nil, hello{Version: version, Code: code, Cluster: t.cfg.ClusterID, From: t.cfg.Node, To: h.From})
 	if _, err := c.Write(answer); err != nil {
 		t.refuse("could not answer the handshake", remote, "err", err)
-		return 0, nil, false
+		return 0, nil, 0, false
 	}
 	if code != Accepted {
 		t.refuse("refused peer: "+code.String(), remote, "claims_node", uint64(h.From),
 			"claims_to_reach", uint64(h.To), "cluster", h.Cluster, "our_cluster", t.cfg.ClusterID,
 			"version", h.Version)
-		return 0, nil, false
+		return 0, nil, 0, false
 	}
 	_ = c.SetDeadline(time.Time{})
+	if h.Code == codeRequests {
+		return h.From, c, h.Code, true // a request stream is not the peer's raft stream
+	}
 	t.mu.Lock()
 	if t.peer(h.From) == nil { // removed since judged: RemovePeer holds mu to close inbound
 		t.mu.Unlock()
-		return 0, nil, false
+		return 0, nil, 0, false
 	}
 	old := t.inbound[h.From]
 	t.inbound[h.From] = raw
@@ -147,12 +154,12 @@ func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Co
 		// noticed): the new connection is the live one.
 		_ = old.Close()
 	}
-	return h.From, c, true
+	return h.From, c, h.Code, true
 }
 
 func (t *Transport) judge(h hello) Code {
 	switch {
-	case h.Version != version:
+	case h.Version != version, h.Code != 0 && h.Code != codeRequests:
 		return VersionMismatch
 	case h.Cluster != t.cfg.ClusterID:
 		return WrongCluster

@@ -27,8 +27,9 @@ type peer struct {
 
 	mu     sync.Mutex // guards queue, queued and live
 	queue  []multiraft.Batch
-	queued int      // estimated bytes in queue
-	live   net.Conn // raw, from the dial on: what stop closes to cut a write or handshake short
+	queued int        // estimated bytes in queue
+	live   net.Conn   // raw, from the dial on: what stop closes to cut a write or handshake short
+	idle   []*reqConn // kept request streams (requests.go)
 
 	// Owned by run.
 	conn      net.Conn      // what frames are written to (TLS, or raw)
@@ -232,7 +233,7 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 			}
 		}
 	}
-	if err := p.handshake(conn); err != nil {
+	if err := t.handshake(conn, p.id, 0); err != nil {
 		p.dropLive(raw)
 		return nil, nil, err
 	}
@@ -242,12 +243,13 @@ func (p *peer) dial() (conn, raw net.Conn, err error) {
 // errRefused is a peer's refusal at the handshake.
 var errRefused = errors.New("refused by peer")
 
-func (p *peer) handshake(conn net.Conn) error {
-	t := p.t
+// handshake sends the dialler's hello to node to (code: 0 for the raft stream,
+// codeRequests for a request stream) and checks the answer.
+func (t *Transport) handshake(conn net.Conn, to multiraft.NodeID, code Code) error {
 	_ = conn.SetDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
 	defer func() { _ = conn.SetDeadline(time.Time{}) }()
-	if _, err := conn.Write(appendHello(nil, hello{Version: version, Cluster: t.cfg.ClusterID,
-		From: t.cfg.Node, To: p.id})); err != nil {
+	if _, err := conn.Write(appendHello(nil, hello{Version: version, Code: code, Cluster: t.cfg.ClusterID,
+		From: t.cfg.Node, To: to})); err != nil {
 		return fmt.Errorf("send handshake: %w", err)
 	}
 	h, err := readHello(conn)
@@ -258,7 +260,7 @@ func (p *peer) handshake(conn net.Conn) error {
 	case h.Code != Accepted:
 		return fmt.Errorf("%w: %v (it is node %d of cluster %q, protocol version %d)",
 			errRefused, h.Code, h.From, h.Cluster, h.Version)
-	case h.Cluster != t.cfg.ClusterID || h.From != p.id || h.To != t.cfg.Node || h.Version != version:
+	case h.Cluster != t.cfg.ClusterID || h.From != to || h.To != t.cfg.Node || h.Version != version:
 		return fmt.Errorf("%w: it answered as node %d of cluster %q (protocol version %d)",
 			errRefused, h.From, h.Cluster, h.Version)
 	}
@@ -338,4 +340,5 @@ func (p *peer) stop() {
 	p.queue, p.queued = nil, 0
 	p.mu.Unlock()
 	p.t.stats.dropped.Add(uint64(dropped))
+	p.closeIdle()
 }

@@ -26,6 +26,11 @@ type Stats struct {
 	BytesReceived    uint64 // frame bytes read
 	Refused          uint64 // inbound connections refused at the handshake
 	BadFrames        uint64 // inbound connections closed for an oversized, corrupt or undecodable frame
+
+	// Requests (requests.go).
+	RequestsSent    uint64 // requests written to a peer
+	RequestFailures uint64 // requests that got no answer, or an error answer
+	RequestsServed  uint64 // peers' requests handed to the receiver
 }
 
 type counters struct {
@@ -34,6 +39,7 @@ type counters struct {
 	dials, dialFailures, reconnects                          atomic.Uint64
 	batchesReceived, messagesReceived, bytesReceived         atomic.Uint64
 	refused, badFrames                                       atomic.Uint64
+	requestsSent, requestFailures, requestsServed            atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -44,5 +50,7 @@ func (c *counters) snapshot() Stats {
 		Dials: c.dials.Load(), DialFailures: c.dialFailures.Load(), Reconnects: c.reconnects.Load(),
 		BatchesReceived: c.batchesReceived.Load(), MessagesReceived: c.messagesReceived.Load(),
 		BytesReceived: c.bytesReceived.Load(), Refused: c.refused.Load(), BadFrames: c.badFrames.Load(),
+		RequestsSent: c.requestsSent.Load(), RequestFailures: c.requestFailures.Load(),
+		RequestsServed: c.requestsServed.Load(),
 	}
 }

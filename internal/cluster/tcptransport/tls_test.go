@@ -1,6 +1,7 @@
 package tcptransport_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -109,6 +110,13 @@ func TestMutualTLS(t *testing.T) {
 		serverTLS: func(id multiraft.NodeID) *tls.Config { return ca.server(t, id) },
 		clientTLS: func(id multiraft.NodeID) *tls.Config { return ca.client(t, id) }})
 	checkCommitsEverywhere(t, c, 2)
+	// The request stream is authenticated the same way: node 2's request reaches node 1's
+	// host, whose test state machine answers none (an error answer, not a refusal).
+	var re *multiraft.RemoteError
+	if _, err := c.nodes[2].tr.Request(context.Background(), 1, c.groupIDs()[0], []byte("x")); !errors.As(err, &re) ||
+		!strings.Contains(re.Msg, "requests not served") {
+		t.Fatalf("request over mutual TLS: %v, want the host's answer that it serves none", err)
+	}
 
 	other := newPKI(t, "another CA", 3)
 	for _, tc := range []struct {
@@ -138,6 +146,15 @@ func TestMutualTLS(t *testing.T) {
 			}
 			if st := tr.Stats(); st.BatchesSent != 0 {
 				t.Fatalf("refused dialler: %+v", st)
+			}
+			served := c.nodes[1].tr.Stats().RequestsServed
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if _, err := tr.Request(ctx, 1, c.groupIDs()[0], []byte("x")); err == nil || errors.As(err, &re) {
+				t.Fatalf("refused dialler's request: %v, want a refusal", err)
+			}
+			if n := c.nodes[1].tr.Stats().RequestsServed; n != served {
+				t.Fatalf("the refused dialler's request was served")
 			}
 		})
 	}
