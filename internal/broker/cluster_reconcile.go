@@ -35,6 +35,8 @@ type clusterRT struct {
 	inStep     bool
 	// queues are the queue groups hosted here (cluster_queues_host.go).
 	queues clusterQueues
+	// pulls are the partition machines' pull counters, by group (cluster_replica_pull.go).
+	pulls pullRegistry
 
 	stop chan struct{}
 	done chan struct{}
@@ -200,6 +202,10 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 		return nil
 	}
 	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p})
+	// A local log behind the group's snapshot (wiped, or past the compacted Raft log)
+	// pulls the records from the other replicas before the group starts or goes on.
+	m.SetSource(replpart.Source{Host: c.host, Group: cp.Group, Peers: cp.Replicas})
+	c.pulls.add(cp.Group, m) // before CreateGroup: its Restore may be a pull worth watching
 	// The catalog's replica list bootstraps a group this node never held; a group
 	// with state on disk reopens from it and the list is not used. A partition whose
 	// replicas moved is never bootstrapped: a node new to it starts empty.

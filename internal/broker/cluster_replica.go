@@ -90,24 +90,37 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 	return out, nil
 }
 
-// Checkpoint syncs the local log; its high watermark is where Restore comes back to.
+// Checkpoint syncs the local log; its high watermark is where Restore comes back to, and
+// its log start where a replica that lacks the records starts its pull.
+//
+//	checkpoint: high watermark u64 | log start offset u64   (8 bytes: before log starts)
 func (r *replicaLog) Checkpoint() ([]byte, error) {
 	if err := r.p.log.Sync(); err != nil {
 		return nil, err
 	}
-	return binary.BigEndian.AppendUint64(nil, uint64(r.p.log.HighWatermark())), nil
+	cp := binary.BigEndian.AppendUint64(nil, uint64(r.p.log.HighWatermark()))
+	return binary.BigEndian.AppendUint64(cp, uint64(r.p.log.LogStartOffset())), nil
 }
 
 // Restore cuts the local log back to a checkpoint (nil: empty) and rebuilds the producer
-// state from what remains; the host then applies the entries after it again.
+// state from what remains; the host then applies the entries after it again. A log that
+// ends before the checkpoint answers *replpart.BehindError: replpart pulls the records
+// from a peer (AppendRange) and calls Restore again.
 func (r *replicaLog) Restore(data []byte) error {
 	p := r.p
-	var hw int64
-	if data != nil {
-		if len(data) != 8 {
-			return fmt.Errorf("partition %s/%d: checkpoint of %d bytes, want 8", p.topic, p.index, len(data))
-		}
+	var hw, start int64
+	switch len(data) {
+	case 0:
+	case 8, 16:
 		hw = int64(binary.BigEndian.Uint64(data))
+		if len(data) == 16 {
+			start = int64(binary.BigEndian.Uint64(data[8:]))
+		}
+	default:
+		return fmt.Errorf("partition %s/%d: checkpoint of %d bytes, want 16", p.topic, p.index, len(data))
+	}
+	if data != nil && (hw < 0 || start < 0 || start > hw) {
+		return fmt.Errorf("partition %s/%d: checkpoint of high watermark %d and log start %d", p.topic, p.index, hw, start)
 	}
 	switch cur := p.log.HighWatermark(); {
 	case cur > hw && hw <= p.log.LogStartOffset():
@@ -119,11 +132,19 @@ func (r *replicaLog) Restore(data []byte) error {
 			return err
 		}
 	case cur < hw:
-		// The records between are in no Raft entry this replica will be sent (they
-		// are below the snapshot): a replica added by a membership change, or a disk
-		// that lost synced data. Serving on would serve a log with a hole.
-		return fmt.Errorf("partition %s/%d: checkpoint at offset %d but the local log ends at %d: this replica lacks records it cannot get from the Raft log (docs/cluster.md, \"Replicated partition\")",
-			p.topic, p.index, hw, cur)
+		// The records between are below the snapshot, in no Raft entry this replica
+		// will be sent (a new replica, a wiped log, a follower past the compacted Raft
+		// log): they come from a peer's local log. Below the checkpoint's log start
+		// there is nothing to pull: the log restarts there.
+		if cur < start {
+			if err := p.log.Reset(start); err != nil {
+				return err
+			}
+			cur = start
+		}
+		if cur < hw {
+			return &replpart.BehindError{From: cur, To: hw}
+		}
 	}
 	p.prod.Reset()
 	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, r.b.log.With("topic", p.topic, "partition", p.index))

@@ -32,6 +32,7 @@ type memCluster struct {
 
 type memNode struct {
 	fs     *vfs.MemFS
+	eng    *engine.Engine
 	host   *multiraft.Host
 	b      *Broker
 	cancel context.CancelFunc
@@ -51,6 +52,14 @@ func (d *deadableTransport) Send(b multiraft.Batch) {
 	if !d.dead.Load() {
 		d.Transport.Send(b)
 	}
+}
+
+// Request carries a partition replica's pulls (multiraft.Requester), until death too.
+func (d *deadableTransport) Request(ctx context.Context, to multiraft.NodeID, g multiraft.GroupID, req []byte) ([]byte, error) {
+	if d.dead.Load() {
+		return nil, errors.New("dead")
+	}
+	return d.Transport.(multiraft.Requester).Request(ctx, to, g, req)
 }
 
 func newMemCluster(t *testing.T, n int) *memCluster {
@@ -106,7 +115,7 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	if err != nil {
 		c.t.Fatalf("n%d: broker: %v", id, err)
 	}
-	nd.host, nd.b, nd.cancel = h, b, cancel
+	nd.host, nd.b, nd.cancel, nd.eng = h, b, cancel, eng
 }
 
 // register puts every node in the catalog (placement counts registered nodes only), as

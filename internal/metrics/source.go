@@ -119,7 +119,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		queueMessages, queueOldestAge, queueDLQDepth, queueSent, queueReceived, queueAcked,
 		queueRedeliv, queueDead, queueStale, queueLost, queueGap, groupLagMsgs, groupLagSeconds, topicHeadroom,
 		storageOpenFiles, storageMaxFiles, storageEvictions, storageCorrupt, storageFailing,
-		storageDiskFree, storageDiskSize,
+		storageDiskFree, storageDiskSize, replicaPulls, replicaPullBytes, replicaPullFails, replicaPullLeft,
 	} {
 		ch <- d
 	}

@@ -12,9 +12,12 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 		Storage: func() metrics.StorageStat {
 			st := b.StorageStats()
 			free, size := diskSpace(dataDir)
+			pulls := b.ReplicaPullStats()
 			return metrics.StorageStat{OpenFiles: st.OpenFiles, MaxOpenFiles: st.MaxOpenFiles,
 				FileEvictions: uint64(st.FileEvictions), CorruptBatches: uint64(st.CorruptBatches),
-				WriteFailing: st.WriteFailure != nil, DiskFreeBytes: free, DiskSizeBytes: size}
+				WriteFailing: st.WriteFailure != nil, DiskFreeBytes: free, DiskSizeBytes: size,
+				ReplicaPulls: pulls.Pulls, ReplicaPullBytes: pulls.Bytes, ReplicaPullFailures: pulls.Failures,
+				ReplicaPullRemaining: pulls.Target - pulls.At}
 		}}
 }
 

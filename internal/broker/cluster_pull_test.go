@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// produceTo produces n records value-prefix-i to topic/0 through whoever leads it.
+func (c *memCluster) produceTo(topic, prefix string, n int) {
+	c.t.Helper()
+	p := int32(0)
+	for i := range n {
+		for attempt := 0; ; attempt++ {
+			if attempt == 400 {
+				c.t.Fatalf("no leader for %s/0 for 4 s: %s", topic, c.describe())
+			}
+			b := c.leaderOf(topic, 0)
+			if b == nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := b.Produce(ctx, topic, []ProduceRecord{{Value: []byte(fmt.Sprintf("%s-%d", prefix, i)), Partition: &p}}, ProduceOptions{})
+			cancel()
+			if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || errors.Is(err, ErrReplicationUnknown) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				c.t.Fatalf("produce %d: %v", i, err)
+			}
+			break
+		}
+	}
+}
+
+// rawLog is every byte of a replica's local log of topic/0, batch by batch (offsets,
+// epochs, CRCs and all), and its start offset.
+func rawLog(b *Broker, topic string) (int64, []byte, error) {
+	_, part, err := b.streams.partition(topic, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	var out []byte
+	for off := part.log.LogStartOffset(); off < part.log.HighWatermark(); {
+		rd, err := part.log.Read(off, 1<<20)
+		if err != nil || len(rd) == 0 {
+			return 0, nil, fmt.Errorf("read at %d: %v", off, err)
+		}
+		out = append(out, rd...)
+		off = part.log.HighWatermark()
+		if n, err := nextOffset(rd); err == nil {
+			off = n
+		}
+	}
+	return part.log.LogStartOffset(), out, nil
+}
+
+func nextOffset(rd []byte) (int64, error) {
+	var next int64
+	for len(rd) > 0 {
+		h, err := batch.ParseHeader(rd)
+		if err != nil {
+			return 0, err
+		}
+		next = h.NextOffset()
+		rd = rd[h.Size():]
+	}
+	return next, nil
+}
+
+// TestClusterWipedReplicaPulls: a follower's local partition log is deleted while it is
+// stopped (its Raft state kept, compacted past the start of the partition). At restart the
+// group's snapshot names records its log lacks: Restore pulls them from a peer, and the
+// follower ends with the leader's log byte for byte (offsets, leader epochs, CRCs). The
+// Raft log of the partition stays bounded while far more than SnapshotEntries entries are
+// produced: it holds the entries of about two snapshot intervals, not the partition.
+func TestClusterWipedReplicaPulls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	c := newMemCluster(t, 3)
+	if _, err := c.nodes[1].b.CreateTopic(TopicSettings{Name: "w", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.produceTo("w", "a", 300) // 300 entries; a snapshot every 25
+	var follower multiraft.NodeID
+	for _, id := range c.ids {
+		if c.leaderOf("w", 0) != c.nodes[id].b {
+			follower = id
+			break
+		}
+	}
+	_, part, err := c.nodes[follower].b.streams.partition("w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := part.dir
+	c.stop(follower)
+	if err := vfs.RemoveAll(c.nodes[follower].fs, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes[follower].fs.Stat(filepath.Join("/raft")); err != nil {
+		t.Fatalf("the Raft state went too: %v", err)
+	}
+	c.start(follower)
+	c.produceTo("w", "b", 20)
+	waitSame(t, c, "w", follower)
+	if st := c.nodes[follower].b.ReplicaPullStats(); st.Pulls == 0 || st.Bytes == 0 {
+		t.Fatalf("the wiped follower did not pull: %+v", st)
+	}
+
+	c.produceTo("w", "c", 300)
+	waitSame(t, c, "w", follower)
+	for _, id := range c.ids {
+		nd := c.nodes[id]
+		h := nd.b.streams
+		_, p, err := h.partition("w", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := p.repl.Load().group
+		st, err := nd.eng.Group(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _ := st.FirstIndex()
+		last, _ := st.LastIndex()
+		// 620 entries produced; the log keeps the entries since the snapshot before the
+		// last (25..50), plus what arrived since the last.
+		if last < 600 || last-first > 80 {
+			t.Fatalf("n%d: the partition's Raft log holds entries %d..%d: not compacted behind the checkpoints", id, first, last)
+		}
+	}
+}
+
+// waitSame waits until follower's local log of topic/0 is the leader's, byte for byte.
+func waitSame(t *testing.T, c *memCluster, topic string, follower multiraft.NodeID) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var why string
+		l := c.leaderOf(topic, 0)
+		if l == nil {
+			why = "no leader"
+		} else {
+			ls, lb, lerr := rawLog(l, topic)
+			fs, fb, ferr := rawLog(c.nodes[follower].b, topic)
+			switch {
+			case lerr != nil || ferr != nil:
+				why = fmt.Sprintf("leader %v, follower %v", lerr, ferr)
+			case ls != fs || !bytes.Equal(lb, fb):
+				why = fmt.Sprintf("leader's log from %d, %d bytes; follower's from %d, %d bytes", ls, len(lb), fs, len(fb))
+			default:
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n%d's log is not the leader's after 20 s: %s%s", follower, why, strings.TrimSpace(c.describe()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
