@@ -57,7 +57,7 @@ type result struct {
 
 // DefaultSnapshotBytes is how many bytes of entries a partition applies between
 // snapshots unless Machine.SnapshotBytes says otherwise.
-const DefaultSnapshotBytes = 32 << 20
+const DefaultSnapshotBytes = 8 << 20
 
 // Machine is a partition's replicated state on one node: the local Log, driven only by
 // committed entries. It is a multiraft.StateMachine, CompactionLimiter, SnapshotWanter and
