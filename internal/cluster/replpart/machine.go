@@ -151,6 +151,11 @@ func (m *Machine) Restore(data []byte) error {
 		if err := m.pull(be.From, be.To); err != nil {
 			return fmt.Errorf("replpart: restore checkpoint: %w", err)
 		}
+		// The pulled records were appended without fsync: make them durable now, so a
+		// crash later does not send this replica to its peers for them again.
+		if _, err := m.log.Checkpoint(); err != nil {
+			return fmt.Errorf("replpart: sync pulled records: %w", err)
+		}
 		err = m.log.Restore(cp)
 	}
 	if err != nil {

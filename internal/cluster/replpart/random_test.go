@@ -65,7 +65,10 @@ func randomRun(t *testing.T, seed int64, steps int, newDisk func(multiraft.NodeI
 	rng := rand.New(rand.NewPCG(uint64(seed), 7))
 	// A snapshot every 5 entries and chunks of about 30 bytes: a follower down or cut off
 	// for a few appends is past the compacted log and pulls, in several chunks.
-	c := newClusterOn(t, seed, 3, newDisk, chunked(30), func(c *cluster) { c.cfg.SnapshotEntries = 5 })
+	c := newClusterOn(t, seed, 3, newDisk, chunked(30), func(c *cluster) {
+		c.cfg.SnapshotEntries = 5
+		c.tolerateNoSource = true // a restart cut off from its peers before its pull finished
+	})
 	acked := map[string]int64{} // key -> the offset an Append answered
 	var unknown []string        // keys whose outcome the producer did not learn
 	var pending []inflight
@@ -136,6 +139,7 @@ func randomRun(t *testing.T, seed int64, steps int, newDisk func(multiraft.NodeI
 		settleCalls()
 	}
 	c.net.Heal()
+	c.tolerateNoSource = false
 	for _, id := range c.ids {
 		if !c.nodes[id].up {
 			c.start(id)
