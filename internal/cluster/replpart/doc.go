@@ -9,8 +9,11 @@
 // between the local log's checkpoints and the group's snapshots: the local log is written
 // without fsync, made durable at each snapshot (Log.Checkpoint), and after a crash cut back
 // to the last snapshot's checkpoint (Log.Restore) before the host re-applies the committed
-// entries after it. Because a snapshot is only a checkpoint, not the records, the Machine
-// forbids the host to compact the Raft log (multiraft.CompactionLimiter).
+// entries after it. A snapshot is only a checkpoint, not the records: a replica whose local
+// log is behind the checkpoint it restores (a new replica, a wiped log, a follower past the
+// compacted Raft log) pulls the records from a peer's local log before Restore returns
+// (seed.go, pull.go, over multiraft requests), which is what lets the host compact the Raft
+// log behind every durable checkpoint (multiraft.SnapshotWanter, CompactionLimiter).
 //
 // It never parses a batch (the broker validated it with storage.Log.Check before Append),
 // and must never import the broker, a front-end, the server or the node (deps_test.go): the

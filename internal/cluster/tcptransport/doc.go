@@ -30,8 +30,8 @@
 //	        | from node u64 | to node u64 | CRC32C u32 of everything before it
 //
 // In the dialler's hello, code is 0, from is the dialler and to the node it means to reach;
-// in the answer, from is the listener and to the dialler. Then the dialler sends frames
-// until the connection ends; the listener sends nothing more:
+// in the answer, from is the listener and to the dialler. Then, on a raft stream, the dialler
+// sends frames until the connection ends; the listener sends nothing more:
 //
 //	frame:   payload length u32 (≤ MaxFrame) | CRC32C u32 of the payload | payload
 //	payload: message*   (none: a liveness beat)
@@ -42,4 +42,11 @@
 // the receiver hands each frame to Host.Receive as one Batch whose From is the node the
 // handshake named (a frame cannot claim another sender). An oversized, torn, corrupt or
 // undecodable frame closes its connection with a log line; the dialler reconnects.
+//
+// A request stream (requests.go, multiraft.Requester) is a connection whose dialler's hello
+// carries code 0x40: judged as above, then one request frame at a time from the dialler, each
+// answered by one response frame from the listener:
+//
+//	request payload:  group id uvarint | request bytes
+//	response payload: status u8 (0 ok, 1 error) | answer bytes, or the error's text
 package tcptransport
