@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -14,6 +15,15 @@ import (
 // (replpart pulls the range through the node-to-node transport): ReadRange serves a peer,
 // AppendRange takes what a peer served. Records keep their offsets and leader epochs; the
 // bytes are the very batches the source stored, checked again on the way in.
+
+// Lacks is the range of a checkpoint's offsets the local log does not hold, read only: a
+// snapshot's preparation pulls it before raft sees the snapshot (replpart.PrepareSnapshot).
+func (r *replicaLog) Lacks(data []byte) (from, to int64, err error) {
+	if len(data) != 8 && len(data) != 16 {
+		return 0, 0, fmt.Errorf("partition %s/%d: checkpoint of %d bytes, want 16", r.p.topic, r.p.index, len(data))
+	}
+	return r.p.log.HighWatermark(), int64(binary.BigEndian.Uint64(data)), nil
+}
 
 // ReadRange reads whole batches of the local log for a peer's pull: from from (or the log
 // start, if retention deleted what was below it) up to before to, about maxBytes. It runs

@@ -24,6 +24,9 @@ type group struct {
 	// blank: the replica has never held state (opened empty, with no voters) and no
 	// leader has sent it the log yet. It grants no vote (voting.go).
 	blank bool
+	// preparing: a leader's snapshot is being prepared (prepare.go); the group takes no
+	// Ready until it is done.
+	preparing bool
 
 	pending map[uint64]*Proposal // by sequence, until applied or failed
 	byIndex map[uint64]*Proposal // by log index, once the proposal is in the log

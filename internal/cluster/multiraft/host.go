@@ -1,6 +1,7 @@
 package multiraft
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"log/slog"
@@ -113,6 +114,12 @@ type Host struct {
 	stats      Stats
 
 	work chan struct{} // a ProcessReady may have something to do
+
+	// Snapshot preparations (prepare.go) run on goroutines of their own, until Close.
+	prepCtx    context.Context
+	prepCancel context.CancelFunc
+	prepWG     sync.WaitGroup
+	preparing  int // under mu
 }
 
 // Stats are a host's counters since it started.
@@ -143,6 +150,7 @@ func New(cfg Config) (*Host, error) {
 	cfg.defaults()
 	h := &Host{cfg: cfg, groups: map[GroupID]*group{}, creating: map[GroupID]bool{}, active: map[GroupID]*group{},
 		dirty: map[GroupID]struct{}{}, peers: map[NodeID]*peer{}, work: make(chan struct{}, 1)}
+	h.prepCtx, h.prepCancel = context.WithCancel(context.Background())
 	// Sequence numbers start at random, so a restarted node's proposals never carry the
 	// header of an entry its previous run left in the log.
 	h.nextSeq = rand.Uint64() >> 1
@@ -295,15 +303,18 @@ func (h *Host) RemoveGroup(id GroupID) error {
 }
 
 // Close stops the host: waiting proposals fail with ErrStopped and every call after it
-// fails or does nothing. The engine is the caller's to close.
+// fails or does nothing; snapshot preparations under way are cancelled and have returned
+// when Close does. The engine is the caller's to close.
 func (h *Host) Close() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.closed = true
 	for _, g := range h.groups {
 		g.failAll(ErrStopped)
 	}
 	h.signal() // a Run waiting for work sees it closed
+	h.mu.Unlock()
+	h.prepCancel()
+	h.prepWG.Wait()
 }
 
 // Tick advances the host's clock by one tick: every active group's RawNode ticks, idle
@@ -351,6 +362,9 @@ func (h *Host) Receive(b Batch) {
 			continue
 		}
 		if h.commitPastLog(g, m.Msg) {
+			continue
+		}
+		if h.maybePrepare(g, m.Msg) {
 			continue
 		}
 		h.wake(g)

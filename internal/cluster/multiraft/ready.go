@@ -136,8 +136,8 @@ func (h *Host) takeReadys() (work []readyWork, out []Message, beat bool) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		g := h.groups[id]
-		if g == nil || g.failed != nil {
-			continue
+		if g == nil || g.failed != nil || g.preparing {
+			continue // a preparing group is marked dirty again when it is done
 		}
 		if !g.rn.HasReady() {
 			h.dropUnlogged(g)

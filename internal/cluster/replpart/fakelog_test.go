@@ -117,6 +117,15 @@ func (l *fakeLog) Restore(cp []byte) error {
 	return nil
 }
 
+func (l *fakeLog) Lacks(cp []byte) (int64, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(cp) != 16 {
+		return 0, 0, fmt.Errorf("fake: checkpoint of %d bytes", len(cp))
+	}
+	return l.next, int64(binary.BigEndian.Uint64(cp)), nil
+}
+
 // ReadRange encodes records as {base, term, len uvarint, batch}.
 func (l *fakeLog) ReadRange(from, to int64, maxBytes int) (Range, error) {
 	l.mu.Lock()

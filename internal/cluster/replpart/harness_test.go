@@ -133,6 +133,7 @@ func (c *cluster) tick() {
 
 func (c *cluster) settle() {
 	for range 100 {
+		c.waitPrepared()
 		moved := c.net.Deliver() > 0
 		for _, nd := range c.up() {
 			worked, err := nd.host.ProcessReady()
@@ -143,6 +144,19 @@ func (c *cluster) settle() {
 		}
 		if !moved {
 			return
+		}
+	}
+}
+
+// waitPrepared waits (bounded) until no host prepares a snapshot: a preparation pulls on a
+// goroutine of its own, and the schedule must not depend on how fast it ran.
+func (c *cluster) waitPrepared() {
+	for _, nd := range c.up() {
+		for i := 0; nd.host.Preparing() > 0; i++ {
+			if i == 20000 {
+				c.t.Fatalf("n%d: a snapshot preparation did not end in 2 s", nd.id)
+			}
+			time.Sleep(100 * time.Microsecond)
 		}
 	}
 }
@@ -232,7 +246,10 @@ func (c *cluster) converge() []rec {
 	l := c.leader()
 	for _, nd := range c.up() {
 		if got, want := nd.log.snapshot(), c.nodes[l].log.snapshot(); !slices.Equal(got, want) {
-			c.t.Fatalf("n%d's log differs from leader n%d's after 300 ticks:\n%s", nd.id, l, diff(got, want))
+			st, _ := nd.host.Status(testGroup)
+			lst, _ := c.nodes[l].host.Status(testGroup)
+			c.t.Fatalf("n%d's log differs from leader n%d's after 300 ticks:\n%s\nits group: %+v, pulls %+v\nthe leader's: %+v", nd.id, l, diff(got, want),
+				st, nd.sm.PullStats(), lst)
 		}
 	}
 	return nil

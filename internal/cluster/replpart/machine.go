@@ -1,6 +1,7 @@
 package replpart
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -23,6 +24,9 @@ type Log interface {
 	// A log that ends before the checkpoint answers a *BehindError naming the offsets it
 	// lacks; the Machine pulls them from a peer (AppendRange) and calls Restore again.
 	Restore(checkpoint []byte) error
+	// Lacks is the range [from, to) of a checkpoint's offsets the log does not hold (from >=
+	// to: none), without changing the log: what a snapshot's preparation pulls.
+	Lacks(checkpoint []byte) (from, to int64, err error)
 	// ReadRange returns whole batches from offset from (from the log's start if from is
 	// below it), ending before to, of about max bytes (at least one batch if there is one):
 	// Start is where they begin, Next the offset after them. A log that holds nothing at
@@ -84,6 +88,7 @@ var (
 	_ multiraft.CompactionLimiter = (*Machine)(nil)
 	_ multiraft.SnapshotWanter    = (*Machine)(nil)
 	_ multiraft.RequestServer     = (*Machine)(nil)
+	_ multiraft.SnapshotPreparer  = (*Machine)(nil)
 )
 
 // NewMachine returns the state machine of a partition on node (whose proposals' results it
@@ -148,18 +153,42 @@ func (m *Machine) Restore(data []byte) error {
 	err := m.log.Restore(cp)
 	var be *BehindError
 	if errors.As(err, &be) {
-		if err := m.pull(be.From, be.To); err != nil {
+		if err := m.pullDurable(context.Background(), be.From, be.To); err != nil {
 			return fmt.Errorf("replpart: restore checkpoint: %w", err)
-		}
-		// The pulled records were appended without fsync: make them durable now, so a
-		// crash later does not send this replica to its peers for them again.
-		if _, err := m.log.Checkpoint(); err != nil {
-			return fmt.Errorf("replpart: sync pulled records: %w", err)
 		}
 		err = m.log.Restore(cp)
 	}
 	if err != nil {
 		return fmt.Errorf("replpart: restore checkpoint: %w", err)
+	}
+	return nil
+}
+
+// PrepareSnapshot pulls, before raft sees a leader's snapshot and off the host's Ready loop
+// (multiraft.SnapshotPreparer), the records its checkpoint names that the local log lacks;
+// Restore then finds them there. It never cuts the log: raft may yet refuse the snapshot.
+func (m *Machine) PrepareSnapshot(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if data[0] != snapVersion {
+		return fmt.Errorf("replpart: snapshot version %d", data[0])
+	}
+	from, to, err := m.log.Lacks(data[1:])
+	if err != nil || from >= to {
+		return err
+	}
+	return m.pullDurable(ctx, from, to)
+}
+
+// pullDurable pulls [from, to) and syncs it: the pulled records were appended without
+// fsync, and a crash must not send this replica to its peers for them again.
+func (m *Machine) pullDurable(ctx context.Context, from, to int64) error {
+	if err := m.pull(ctx, from, to); err != nil {
+		return err
+	}
+	if _, err := m.log.Checkpoint(); err != nil {
+		return fmt.Errorf("replpart: sync pulled records: %w", err)
 	}
 	return nil
 }

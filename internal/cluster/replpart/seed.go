@@ -114,7 +114,7 @@ func (m *Machine) peers() []multiraft.NodeID {
 // pull fetches [from, to) into the local log, a chunk at a time, from whichever peer
 // answers: a peer that fails (unreachable, timed out, holding nothing there) is left for
 // the next; after Rounds passes over every peer with no progress it gives up.
-func (m *Machine) pull(from, to int64) error {
+func (m *Machine) pull(ctx context.Context, from, to int64) error {
 	s := m.src
 	if s == nil {
 		return fmt.Errorf("%w: offsets %d..%d (no source configured)", ErrNoSource, from, to)
@@ -135,10 +135,16 @@ func (m *Machine) pull(from, to int64) error {
 			return fmt.Errorf("%w: offsets %d..%d; tried %s", ErrNoSource, cur, to, strings.Join(fails, "; "))
 		}
 		if idle > 0 && idle%len(peers) == 0 {
-			time.Sleep(s.Backoff)
+			select {
+			case <-time.After(s.Backoff):
+			case <-ctx.Done():
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("replpart: pull of offsets %d..%d stopped at %d: %w", from, to, cur, err)
 		}
 		p := peers[i%len(peers)]
-		next, err := m.pullChunk(p, cur, to)
+		next, err := m.pullChunk(ctx, p, cur, to)
 		var local *localError
 		switch {
 		case errors.As(err, &local):
@@ -167,10 +173,10 @@ func (e *localError) Error() string { return e.err.Error() }
 
 // pullChunk asks peer p for the records from cur and appends them; it returns where the
 // local log now ends.
-func (m *Machine) pullChunk(p multiraft.NodeID, cur, to int64) (int64, error) {
+func (m *Machine) pullChunk(ctx context.Context, p multiraft.NodeID, cur, to int64) (int64, error) {
 	s := m.src
 	req := pullRequest{From: cur, To: to, Max: s.ChunkBytes}
-	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	resp, err := s.Host.Request(ctx, p, s.Group, req.encode())
 	if err != nil {

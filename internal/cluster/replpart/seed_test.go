@@ -38,7 +38,8 @@ func (c *cluster) cutOff(n int) (leader, lag multiraft.NodeID) {
 
 // TestFollowerPullsPastCompaction: a follower cut off while the leader applies 100 entries
 // (a snapshot every 20, the Raft log compacted behind them) is sent a snapshot, pulls the
-// records it names from a peer in chunks of about 40 bytes, and ends with the leader's
+// records it names from a peer in chunks of about 40 bytes while preparing it (off the
+// Ready loop: the Restore that follows finds nothing missing), and ends with the leader's
 // records at the same offsets and epochs. Made leader, it answers a retried key as a
 // Duplicate at its first offset: the producer dedup came along with the records.
 func TestFollowerPullsPastCompaction(t *testing.T) {
@@ -57,8 +58,11 @@ func TestFollowerPullsPastCompaction(t *testing.T) {
 		t.Fatal("no snapshot was sent: the Raft log was not compacted past the follower")
 	}
 	st := c.nodes[lag].sm.PullStats()
-	if c.nodes[lag].log.behind == 0 || st.Pulls == 0 || st.Chunks < 3 || c.nodes[lag].log.pulled == 0 {
-		t.Fatalf("the follower did not pull in chunks: behind %d, %+v, %d batches pulled", c.nodes[lag].log.behind, st, c.nodes[lag].log.pulled)
+	if st.Pulls == 0 || st.Chunks < 3 || c.nodes[lag].log.pulled == 0 {
+		t.Fatalf("the follower did not pull in chunks: %+v, %d batches pulled", st, c.nodes[lag].log.pulled)
+	}
+	if n := c.nodes[lag].log.behind; n != 0 {
+		t.Fatalf("Restore found the log behind %d times: the pull was not done in the snapshot's preparation", n)
 	}
 	if st.At != 0 || st.Target != 0 {
 		t.Fatalf("no pull under way, yet the stats say %+v", st)
@@ -132,9 +136,10 @@ func TestPullFromAboveRetention(t *testing.T) {
 	}
 }
 
-// TestPullNoSource: no peer answers (every request fails): Restore gives up with
-// ErrNoSource after its rounds, the follower's log is not touched, and once the peers
-// answer again a restart of the follower pulls and converges.
+// TestPullNoSource: no peer answers (every request fails): the snapshot's preparation
+// gives up with ErrNoSource after its rounds and the snapshot is dropped, the follower's log
+// is not touched; once the peers answer again (here after a restart too) it pulls and
+// converges.
 func TestPullNoSource(t *testing.T) {
 	c := newCluster(t, 10, 3)
 	_, lag := c.cutOff(100)
@@ -163,7 +168,7 @@ func TestPullNoSource(t *testing.T) {
 
 // TestCrashDuringPull: on raftstore over a crashable MemFS, the follower's pull stops after
 // a few chunks (its sources go away) and it crashes there, losing the unsynced records it
-// pulled; it restarts from the snapshot its Raft storage kept, pulls again and converges.
+// pulled; it restarts, is sent the snapshot again, pulls again and converges.
 func TestCrashDuringPull(t *testing.T) {
 	c := newClusterOn(t, 11, 3, newStoreDisk, chunked(40))
 	_, lag := c.cutOff(100)
@@ -187,12 +192,39 @@ func TestCrashDuringPull(t *testing.T) {
 	c.kill(lag)
 	c.net.SetRequestHook(nil)
 	c.start(lag)
-	if c.nodes[lag].sm.PullStats().Pulls == 0 {
-		t.Fatal("the restart did not pull: its snapshot was not kept")
-	}
 	recs := c.converge()
+	if st := c.nodes[lag].sm.PullStats(); st.Pulls == 0 || st.Chunks == 0 {
+		t.Fatalf("the restarted follower did not pull: %+v", st)
+	}
 	if len(recs) != 100 {
 		t.Fatalf("%d batches, want 100", len(recs))
 	}
 	checkOffsets(t, recs)
+}
+
+// TestWipedLogPullsAtStart: a follower's local log is lost while its Raft state is kept
+// (a removed partition directory). At restart CreateGroup restores its own snapshot, whose
+// checkpoint is ahead of the empty log: Restore pulls the records before the group starts.
+func TestWipedLogPullsAtStart(t *testing.T) {
+	c := newCluster(t, 12, 3, chunked(40))
+	leader := c.elect()
+	for i := range 60 {
+		if _, err := c.appendAt(leader, fmt.Sprintf("k%d:%s", i, "xyz"[:i%3])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := c.converge()
+	lag := c.others(leader)[0]
+	c.kill(lag)
+	c.nodes[lag].log = &fakeLog{}
+	c.start(lag)
+	if n := c.nodes[lag].log.behind; n == 0 {
+		t.Fatal("the restart found nothing missing: the test did not wipe a log behind a snapshot")
+	}
+	if st := c.nodes[lag].sm.PullStats(); st.Pulls != 1 || st.Chunks < 3 {
+		t.Fatalf("pull stats %+v, want one pull in chunks", st)
+	}
+	if got := c.converge(); !slices.Equal(got[:len(recs)], recs) {
+		t.Fatalf("after the wipe: %s", diff(got[:len(recs)], recs))
+	}
 }
