@@ -28,7 +28,9 @@
 // host hands them committed entries in log order and never interprets their bytes. A state
 // machine whose snapshot is not its whole state (a replicated partition's checkpoint)
 // implements CompactionLimiter, and the host keeps the log it needs; one that paces its own
-// snapshots implements SnapshotWanter. Requests (request.go) are a small exchange between a
+// snapshots implements SnapshotWanter; one whose Restore of a leader's snapshot is long
+// implements SnapshotPreparer, and the host prepares it off the Ready loop before raft sees
+// it (prepare.go). Requests (request.go) are a small exchange between a
 // group's replicas outside Raft, carried by a Transport that is also a Requester: a
 // partition replica pulls the records its snapshot names through them.
 package multiraft
