@@ -134,6 +134,17 @@ func (c *memCluster) register() {
 			c.t.Fatalf("register: %v", err)
 		}
 	}
+	// Each registration returned once its own node saw it; a topic created through a node
+	// that has not applied the others' yet would be refused (too few nodes registered).
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range c.ids {
+		for len(c.nodes[id].b.ClusterNodes()) < len(c.ids) {
+			if time.Now().After(deadline) {
+				c.t.Fatalf("n%d sees %d registered nodes, want %d", id, len(c.nodes[id].b.ClusterNodes()), len(c.ids))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 // stop shuts node id down cleanly.
