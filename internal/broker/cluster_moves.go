@@ -31,10 +31,11 @@ import (
 const maxMoves = 2
 
 // partitionSeeding says a new partition replica can be seeded with the records below
-// the leader's snapshot. It cannot yet (the partition snapshot is a checkpoint, not the
-// records: replicaLog.Restore refuses it), so only partitions without records move, and
-// a rebalance moves queues only.
-const partitionSeeding = false
+// the leader's snapshot: it can, since its Restore pulls them from a peer (replpart's
+// Source, docs/cluster.md "Snapshot, compaction and seeding a replica"), so partitions
+// with records move and a rebalance moves them as it moves queues. Kept as a switch:
+// false makes a move of a partition with records wait, as before seeding existed.
+const partitionSeeding = true
 
 // metaVoters is how many voters the metadata group keeps when it has the members for
 // them; the other members follow it as learners.
