@@ -1,0 +1,300 @@
+package txn
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// Effects is what a transaction does outside the coordinator.
+type Effects interface {
+	// InitProducer gives a transactional id its producer id at the next
+	// epoch (a fresh id on first use), durably: the old epoch is fenced.
+	InitProducer(transactionalID string) (id int64, epoch int16, err error)
+	// WriteMarkers appends a commit or abort marker of producer id and
+	// epoch to every partition (partitions gone are skipped). Repeated
+	// after a crash: readers must tolerate a marker twice.
+	WriteMarkers(id int64, epoch int16, commit bool, parts []Partition) error
+	// CommitOffsets applies a committed transaction's offsets to their
+	// groups. Repeated after a crash: setting an offset twice is harmless.
+	CommitOffsets(offsets []Offset) error
+}
+
+// Config configures a Coordinator.
+type Config struct {
+	FS  vfs.FS
+	Dir string // holds transactions.log
+	Now func() time.Time
+	// MaxTimeout is transaction.max.timeout.ms: a producer asking more is
+	// refused. Default 15 minutes, Kafka's.
+	MaxTimeout time.Duration
+	Effects    Effects
+}
+
+// DefaultMaxTimeout is Kafka's transaction.max.timeout.ms.
+const DefaultMaxTimeout = 15 * time.Minute
+
+// Coordinator holds every transactional id's state. Safe for concurrent use.
+type Coordinator struct {
+	cfg Config
+
+	mu     sync.Mutex // guards everything below; never held across Effects
+	txns   map[string]*Txn
+	byPID  map[int64]string
+	busy   map[string]bool // completion running, outside mu
+	log    *stateLog
+	closed bool
+}
+
+// Open reads dir's transactions.log. Transactions caught between Prepare
+// and Complete are finished by the first Tick (or a request on them).
+func Open(cfg Config) (*Coordinator, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	l, txns, err := openLog(cfg.FS, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Coordinator{cfg: cfg, txns: txns, byPID: map[int64]string{}, busy: map[string]bool{}, log: l}
+	for id, t := range txns {
+		c.byPID[t.ProducerID] = id
+	}
+	return c, nil
+}
+
+// Close closes the log; later calls fail with ErrClosed.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	return c.log.close()
+}
+
+// persistLocked makes t the durable state of its id, then the visible one.
+func (c *Coordinator) persistLocked(t *Txn) error {
+	if c.closed {
+		return ErrClosed
+	}
+	live := func() []*Txn {
+		all := slices.Collect(maps.Values(c.txns))
+		all = slices.DeleteFunc(all, func(o *Txn) bool { return o.ID == t.ID })
+		return append(all, t)
+	}
+	if err := c.log.put(t, live); err != nil {
+		return err
+	}
+	if old := c.txns[t.ID]; old != nil && old.ProducerID != t.ProducerID {
+		delete(c.byPID, old.ProducerID)
+	}
+	c.txns[t.ID], c.byPID[t.ProducerID] = t, t.ID
+	return nil
+}
+
+// Producer is the id and epoch a request carries; ID -1 for none.
+type Producer struct {
+	ID    int64
+	Epoch int16
+}
+
+// InitProducerID gives the transactional id its producer id at a new
+// epoch, fencing the previous holder, after aborting a transaction it
+// left open. expect, when ID is not -1, is the id and epoch the caller
+// holds (KIP-360's re-init after an error): any other is fenced.
+func (c *Coordinator) InitProducerID(id string, timeout time.Duration, expect Producer) (Producer, error) {
+	if timeout <= 0 || timeout > c.cfg.MaxTimeout {
+		return Producer{}, fmt.Errorf("%w: %v, the maximum is %v", ErrInvalidTimeout, timeout, c.cfg.MaxTimeout)
+	}
+	c.mu.Lock()
+	t := c.txns[id]
+	if t != nil {
+		if err := c.checkExpect(t, expect); err != nil {
+			c.mu.Unlock()
+			return Producer{}, err
+		}
+		if c.busy[id] || t.State.preparing() {
+			c.mu.Unlock()
+			go c.finish(id) // a no-op if one is running
+			return Producer{}, ErrConcurrent
+		}
+		if t.State == Ongoing {
+			err := c.abortLocked(t, true)
+			c.mu.Unlock()
+			if err == nil {
+				err = c.finish(id)
+			}
+			if err != nil {
+				return Producer{}, err
+			}
+			return c.setTimeout(id, timeout)
+		}
+	}
+	defer c.mu.Unlock()
+	if c.closed {
+		return Producer{}, ErrClosed
+	}
+	pid, epoch, err := c.cfg.Effects.InitProducer(id)
+	if err != nil {
+		return Producer{}, err
+	}
+	nt := &Txn{ID: id}
+	if t != nil {
+		nt = t.clone()
+	}
+	nt.ProducerID, nt.Epoch, nt.LastEpoch, nt.Timeout, nt.Updated = pid, epoch, -1, timeout, c.cfg.Now()
+	if err := c.persistLocked(nt); err != nil {
+		return Producer{}, err
+	}
+	return Producer{ID: pid, Epoch: epoch}, nil
+}
+
+// checkExpect applies KIP-360: a re-init names the id and epoch it holds,
+// or the epoch the coordinator bumped away from it (a timeout abort).
+func (c *Coordinator) checkExpect(t *Txn, expect Producer) error {
+	if expect.ID < 0 {
+		return nil
+	}
+	bumpedAway := t.LastEpoch >= 0 && expect.Epoch == t.LastEpoch
+	if expect.ID != t.ProducerID || (expect.Epoch != t.Epoch && !bumpedAway) {
+		return fmt.Errorf("%w: %s is held by producer %d epoch %d, not %d epoch %d",
+			ErrFenced, t.ID, t.ProducerID, t.Epoch, expect.ID, expect.Epoch)
+	}
+	return nil
+}
+
+// setTimeout stores the timeout of a re-initialised id after its open
+// transaction was aborted, and answers its (already bumped) epoch.
+func (c *Coordinator) setTimeout(id string, timeout time.Duration) (Producer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.txns[id]
+	if t.State != CompleteAbort {
+		return Producer{}, ErrConcurrent // another request moved it on
+	}
+	nt := t.clone()
+	nt.Timeout, nt.LastEpoch, nt.Updated = timeout, -1, c.cfg.Now()
+	if err := c.persistLocked(nt); err != nil {
+		return Producer{}, err
+	}
+	return Producer{ID: nt.ProducerID, Epoch: nt.Epoch}, nil
+}
+
+// abortLocked moves an Ongoing transaction to PrepareAbort, bumping the
+// epoch first when bump is set (the producer is gone or replaced: fence
+// it). The bump is skipped at the epoch's end, where a new producer id
+// would leave the markers naming another id than the batches.
+func (c *Coordinator) abortLocked(t *Txn, bump bool) error {
+	nt := t.clone()
+	if bump && t.Epoch < math.MaxInt16-1 {
+		pid, epoch, err := c.cfg.Effects.InitProducer(t.ID)
+		if err != nil {
+			return err
+		}
+		if pid == t.ProducerID {
+			nt.LastEpoch, nt.Epoch = t.Epoch, epoch
+		}
+	}
+	nt.State, nt.Updated = PrepareAbort, c.cfg.Now()
+	return c.persistLocked(nt)
+}
+
+// checkProducerLocked finds the transaction of id and checks that pid and
+// epoch hold it, for the requests a transactional producer sends.
+func (c *Coordinator) checkProducerLocked(id string, pid int64, epoch int16) (*Txn, error) {
+	if c.closed {
+		return nil, ErrClosed
+	}
+	t := c.txns[id]
+	switch {
+	case t == nil || t.ProducerID != pid:
+		return nil, fmt.Errorf("%w: %s, producer %d", ErrIDMapping, id, pid)
+	case epoch != t.Epoch:
+		return nil, fmt.Errorf("%w: %s is at epoch %d, the request has %d", ErrFenced, id, t.Epoch, epoch)
+	case c.busy[id] || t.State.preparing():
+		return nil, ErrConcurrent
+	}
+	return t, nil
+}
+
+// begin returns a copy of t to change, Ongoing (a new transaction starts
+// with the first partition or group added).
+func (c *Coordinator) begin(t *Txn) *Txn {
+	nt := t.clone()
+	now := c.cfg.Now()
+	if nt.State != Ongoing {
+		nt.reset(Ongoing, now)
+		nt.Started = now
+	}
+	nt.Updated = now
+	return nt
+}
+
+// AddPartitions adds partitions to the producer's transaction, starting
+// one if none is open (AddPartitionsToTxn).
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []Partition) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, err := c.checkProducerLocked(id, pid, epoch)
+	if err != nil {
+		return err
+	}
+	if t.State == Ongoing && !slices.ContainsFunc(parts, func(p Partition) bool { return !t.HasPartition(p) }) {
+		return nil // nothing new: no write
+	}
+	nt := c.begin(t)
+	for _, p := range parts {
+		nt.addPartition(p)
+	}
+	return c.persistLocked(nt)
+}
+
+// AddGroup adds a consumer group to the transaction (AddOffsetsToTxn), so
+// that its TxnOffsetCommit is applied at commit.
+func (c *Coordinator) AddGroup(id string, pid int64, epoch int16, group string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, err := c.checkProducerLocked(id, pid, epoch)
+	if err != nil {
+		return err
+	}
+	if t.State == Ongoing && t.hasGroup(group) {
+		return nil
+	}
+	nt := c.begin(t)
+	nt.addGroup(group)
+	return c.persistLocked(nt)
+}
+
+// CommitOffsets holds offsets of a group added to the open transaction,
+// to be applied at commit and dropped at abort (TxnOffsetCommit).
+func (c *Coordinator) CommitOffsets(id string, pid int64, epoch int16, offsets []Offset) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, err := c.checkProducerLocked(id, pid, epoch)
+	if err != nil {
+		return err
+	}
+	if t.State != Ongoing {
+		return fmt.Errorf("%w: %s is %v, offsets need an open transaction", ErrInvalidState, id, t.State)
+	}
+	nt := t.clone()
+	for _, o := range offsets {
+		if !t.hasGroup(o.Group) {
+			return fmt.Errorf("%w: group %s was not added to the transaction (AddOffsetsToTxn)", ErrInvalidState, o.Group)
+		}
+		nt.putOffset(o)
+	}
+	nt.Updated = c.cfg.Now()
+	return c.persistLocked(nt)
+}

@@ -1,0 +1,170 @@
+package txn
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// EndTxn commits or aborts the producer's transaction: the decision is
+// made durable (PrepareCommit or PrepareAbort), then the markers are
+// written and the offsets applied, then the transaction is Complete. Once
+// the decision is durable the answer is success even if the markers fail:
+// Tick writes them later, and the producer waits (CONCURRENT_TRANSACTIONS)
+// until they are. A retry of an EndTxn already done succeeds.
+func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) error {
+	c.mu.Lock()
+	t, err := c.checkProducerLocked(id, pid, epoch)
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	want := PrepareAbort
+	if commit {
+		want = PrepareCommit
+	}
+	switch {
+	case t.State == CompleteCommit && commit, t.State == CompleteAbort && !commit:
+		c.mu.Unlock()
+		return nil
+	case t.State != Ongoing:
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s is %v, cannot go to %v", ErrInvalidState, id, t.State, want)
+	}
+	nt := t.clone()
+	nt.State, nt.Updated = want, c.cfg.Now()
+	err = c.persistLocked(nt)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_ = c.finish(id) // failed: Tick retries; the decision stands
+	return nil
+}
+
+// finish completes a Prepare state: markers, offsets at commit, Complete.
+// Only one runs per id; others return at once.
+func (c *Coordinator) finish(id string) error {
+	c.mu.Lock()
+	t := c.txns[id]
+	if c.closed || t == nil || c.busy[id] || !t.State.preparing() {
+		c.mu.Unlock()
+		return nil
+	}
+	c.busy[id] = true
+	t = t.clone()
+	c.mu.Unlock()
+
+	commit := t.State == PrepareCommit
+	err := c.cfg.Effects.WriteMarkers(t.ProducerID, t.Epoch, commit, t.Partitions)
+	if err == nil && commit && len(t.Offsets) > 0 {
+		err = c.cfg.Effects.CommitOffsets(t.Offsets)
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.busy, id)
+	if err != nil {
+		return err
+	}
+	done := CompleteAbort
+	if commit {
+		done = CompleteCommit
+	}
+	nt := c.txns[id].clone()
+	nt.reset(done, c.cfg.Now())
+	return c.persistLocked(nt)
+}
+
+// Tick aborts transactions open past their timeout (bumping the epoch, so
+// the producer that went away is fenced) and finishes interrupted
+// completions. It returns how many transactions it completed.
+func (c *Coordinator) Tick() int {
+	c.mu.Lock()
+	now := c.cfg.Now()
+	var todo []string
+	for id, t := range c.txns {
+		if c.busy[id] || c.closed {
+			continue
+		}
+		if t.State == Ongoing && now.Sub(t.Started) > t.Timeout {
+			if c.abortLocked(t, true) != nil {
+				continue
+			}
+		}
+		if c.txns[id].State.preparing() {
+			todo = append(todo, id)
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(todo)
+	n := 0
+	for _, id := range todo {
+		if c.finish(id) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Verify is KIP-890's check of a transactional produce: the producer's
+// epoch is its transactional id's current one and the partition was added
+// to its open transaction.
+func (c *Coordinator) Verify(pid int64, epoch int16, p Partition) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	id, ok := c.byPID[pid]
+	if !ok {
+		return fmt.Errorf("%w: producer %d has no transactional id", ErrIDMapping, pid)
+	}
+	t := c.txns[id]
+	switch {
+	case epoch != t.Epoch:
+		return fmt.Errorf("%w: %s is at epoch %d, the batch has %d", ErrFenced, id, t.Epoch, epoch)
+	case t.State != Ongoing || !t.HasPartition(p):
+		return fmt.Errorf("%w: %s/%d was not added to the transaction of %s (%v)", ErrInvalidState, p.Topic, p.Partition, id, t.State)
+	}
+	return nil
+}
+
+// Describe returns copies of the transactions of ids; a missing one is
+// reported in missing (TRANSACTIONAL_ID_NOT_FOUND).
+func (c *Coordinator) Describe(ids []string) (found []Txn, missing []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if t := c.txns[id]; t != nil {
+			found = append(found, *t.clone())
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	return found, missing
+}
+
+// Filter selects transactions for List; empty fields select all.
+type Filter struct {
+	States      []State
+	ProducerIDs []int64
+}
+
+// List returns copies of the transactions matching f, by id.
+func (c *Coordinator) List(f Filter) []Txn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Txn
+	for _, t := range c.txns {
+		if len(f.States) > 0 && !slices.Contains(f.States, t.State) {
+			continue
+		}
+		if len(f.ProducerIDs) > 0 && !slices.Contains(f.ProducerIDs, t.ProducerID) {
+			continue
+		}
+		out = append(out, *t.clone())
+	}
+	slices.SortFunc(out, func(a, b Txn) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
