@@ -21,7 +21,10 @@ func script(c *Coordinator, ck *clock) []func() error {
 	)
 	for i := range 120 {
 		ops = append(ops,
-			func() error { ck.advance(time.Second); return c.AddPartitions("a", a.ID, a.Epoch, []Partition{tp0, tp1}) },
+			func() error {
+				ck.advance(time.Second)
+				return c.AddPartitions("a", a.ID, a.Epoch, []Partition{tp0, tp1})
+			},
 			func() error { return c.AddGroup("a", a.ID, a.Epoch, "g") },
 			func() error {
 				return c.CommitOffsets("a", a.ID, a.Epoch, []Offset{{Group: "g", Topic: "in", Offset: int64(i)}})
