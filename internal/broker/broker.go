@@ -76,6 +76,10 @@ type Options struct {
 	// ConsumerGroups configures KIP-848 consumer groups (Kafka's
 	// group.consumer.* settings); zero fields take Kafka's defaults.
 	ConsumerGroups ConsumerGroupConfig
+	// TransactionMaxTimeout is Kafka's transaction.max.timeout.ms: a
+	// transactional producer asking a longer transaction.timeout.ms is
+	// refused (INVALID_TRANSACTION_TIMEOUT). Default 15 minutes.
+	TransactionMaxTimeout time.Duration
 }
 
 // DefaultPreallocateBytes is Options.PreallocateBytes's default.

@@ -20,7 +20,9 @@ type FetchOptions struct {
 // PartitionState is a partition's offsets, as a fetch reports them.
 type PartitionState struct {
 	HighWatermark    int64
-	LastStableOffset int64 // equals the high watermark: no transactions yet
+	// LastStableOffset is the first offset of the oldest open transaction,
+	// or the high watermark: read_committed readers stop there.
+	LastStableOffset int64
 	LogStartOffset   int64
 }
 
@@ -38,7 +40,9 @@ func partitionState(p *partitionRT) PartitionState {
 	// the high watermark read after it is never below it.
 	start := p.log.LogStartOffset()
 	hw := p.log.HighWatermark()
-	return PartitionState{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
+	// An open transaction whose first records retention removed is
+	// stable from the log start: there is nothing older to wait for.
+	return PartitionState{HighWatermark: hw, LastStableOffset: max(p.txn.lso(hw), start), LogStartOffset: start}
 }
 
 // Fetch reads batches from offset. If fewer than MinBytes are available it
@@ -182,6 +186,8 @@ func (b *Broker) ListOffsets(topic string, partition int32, ts int64) (OffsetAt,
 		return OffsetAt{Offset: p.log.HighWatermark(), Timestamp: -1}, nil
 	case OffsetMaxTimestamp:
 		return maxTimestamp(p)
+	case OffsetLastStable:
+		return lastStable(p), nil
 	}
 	if ts < 0 {
 		return OffsetAt{}, invalid("timestamp", "%d: want -1, -2, -3 or a time in ms", ts)

@@ -20,6 +20,9 @@ type SectionOptions struct {
 	// NoZstd ends the section before the first zstd-compressed batch, for
 	// a reader too old to decode zstd (a Kafka Fetch before v10, KIP-110).
 	NoZstd bool
+	// ReadCommitted ends the section at the last stable offset and lists
+	// the aborted transactions in it (Kafka's isolation level 1).
+	ReadCommitted bool
 }
 
 // SectionResult is what FetchSection found.
@@ -28,6 +31,9 @@ type SectionResult struct {
 	// Section holds whole batches from the requested offset, for
 	// Section.WriteTo (sendfile). Length 0: nothing at that offset yet.
 	Section Section
+	// Aborted, with ReadCommitted, are the aborted transactions with
+	// records from the requested offset to the last stable offset.
+	Aborted []AbortedTxn
 }
 
 // FetchSection is Fetch without the copy and without the wait: it says
@@ -50,6 +56,9 @@ func (b *Broker) FetchSection(topic string, partition int32, offset int64, opts 
 		opts.MaxBytes = 1 << 20
 	}
 	st := partitionState(p)
+	if opts.ReadCommitted {
+		return readCommittedSection(p, st, offset, opts)
+	}
 	if !opts.NoZstd {
 		sec, err := p.log.ReadSection(offset, opts.MaxBytes)
 		if err != nil {

@@ -274,10 +274,8 @@ func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int
 	if err != nil {
 		return ProduceBatchesResult{}, batchErr(err)
 	}
-	for i := range checked.Len() {
-		if h, _ := batch.ParseHeader(checked.Batch(i)); h.Transactional() || h.Control() {
-			return ProduceBatchesResult{}, fmt.Errorf("batch %d: %w", i, ErrTransactionsUnsupported)
-		}
+	if err := b.admitTransactional(p, checked); err != nil {
+		return ProduceBatchesResult{}, err
 	}
 	return b.appendBatches(ctx, p, checked)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/producer"
 	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/txn"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -27,6 +28,9 @@ type streams struct {
 	b      *Broker
 	pids   *producer.IDs
 	groups *groupRT
+	// txn is the transaction coordinator (txn.go); nil in a cluster.
+	txn              *txn.Coordinator
+	txnStop, txnDone chan struct{}
 
 	// admin serialises topic and subscription creation, deletion and
 	// partition changes, which write the catalog and create or remove
@@ -66,6 +70,7 @@ type partitionRT struct {
 	dir   string
 	log   *storage.Log
 	prod  producer.State
+	txn   txnPartition // open and aborted transactions (txn_partition.go)
 	// repl is the partition's Raft group on this node, in a cluster when this node is
 	// one of its replicas (cluster_replica.go); nil otherwise.
 	repl atomic.Pointer[hostedReplica]
@@ -104,6 +109,12 @@ func openStreams(b *Broker, data catalogData) (*streams, error) {
 	}
 	for name, t := range s.topics {
 		s.groups.setPartitions(name, int32(len(t.parts)))
+	}
+	if b.cluster == nil {
+		if err := s.openTxn(); err != nil {
+			s.close()
+			return nil, err
+		}
 	}
 	// A crash between a topic's deletion from the catalog and the
 	// deletion of its offsets left offsets of a topic that is gone.
@@ -145,7 +156,9 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 		return nil, err
 	}
 	p := &partitionRT{owner: t, topic: t.name, index: i, dir: dir, log: log}
-	p.prod.Rebuild(log, o.FS, dir, t.s.b.log.With("topic", t.name, "partition", i))
+	logger := t.s.b.log.With("topic", t.name, "partition", i)
+	p.prod.Rebuild(log, o.FS, dir, logger)
+	p.txn.rebuild(log, o.FS, dir, logger)
 	return p, nil
 }
 
@@ -161,6 +174,9 @@ func (t *topicRT) close() error {
 		if err := p.prod.MaybeSnapshot(p.log, t.s.b.opts.FS, p.dir, true); err != nil {
 			t.s.b.log.Warn("producer snapshot failed", "topic", t.name, "partition", p.index, "err", err)
 		}
+		if err := p.txn.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, true); err != nil {
+			t.s.b.log.Warn("transaction snapshot failed", "topic", t.name, "partition", p.index, "err", err)
+		}
 		return p.log.Close()
 	}))
 	return errors.Join(errs...)
@@ -175,7 +191,7 @@ func (s *streams) close() error {
 	topics := s.topics
 	s.topics = map[string]*topicRT{}
 	s.mu.Unlock()
-	var errs []error
+	errs := []error{s.closeTxn()}
 	if s.groups != nil {
 		errs = append(errs, s.groups.close())
 	}

@@ -77,6 +77,10 @@ func (t *topicRT) maintain() error {
 			firstErr = err
 		}
 		p.prod.Expire(p.log.LogStartOffset())
+		p.txn.expire(p.log.LogStartOffset())
+		if err := p.txn.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, false); err != nil && firstErr == nil {
+			firstErr = err
+		}
 		if err := p.prod.MaybeSnapshot(p.log, t.s.b.opts.FS, p.dir, false); err != nil && firstErr == nil {
 			firstErr = err
 		}

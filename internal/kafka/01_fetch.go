@@ -32,11 +32,18 @@ type fetchPart struct {
 	code      int16
 	st        broker.PartitionState
 	sec       broker.Section // Length 0: no records
+	// aborted, for a read_committed fetch (non-nil), are the aborted
+	// transactions among the records.
+	aborted []broker.AbortedTxn
 }
 
 // zstdFetchVersion is the first Fetch version whose clients can read zstd
 // batches (KIP-110).
 const zstdFetchVersion = 10
+
+// readCommitted is Fetch's and ListOffsets' isolation level 1 (KIP-98):
+// nothing at or past the last stable offset, aborted transactions listed.
+const readCommitted = 1
 
 // handleFetch reads every requested partition and, while fewer than
 // MinBytes are available, long-polls (broker.WaitForData) until data
@@ -111,7 +118,7 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 			// offsets only; the first non-empty one always gets one whole
 			// batch even if larger than the limits (KIP-74).
 			limit := min(int64(p.PartitionMaxBytes), budget-total)
-			fp := c.fetchPartition(req.Version, ft.name, p, limit, total == 0)
+			fp := c.fetchPartition(req, ft.name, p, limit, total == 0)
 			urgent = urgent || fp.code != 0
 			total += fp.sec.Length
 			ft.parts = append(ft.parts, fp)
@@ -125,14 +132,16 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 // (one node), so every fetch is a consumer's.
 func (c *conn) mayFetch(topic string) bool { return c.may(auth.Consume, auth.Topic, topic) }
 
-func (c *conn) fetchPartition(version int16, topic string, p kmsg.FetchRequestTopicPartition, limit int64, first bool) fetchPart {
+func (c *conn) fetchPartition(req *kmsg.FetchRequest, topic string, p kmsg.FetchRequestTopicPartition, limit int64, first bool) fetchPart {
+	version := req.Version
 	fp := fetchPart{partition: p.Partition}
 	room := limit > 0 || first
 	// A client too old for zstd gets the batches before the first zstd
 	// one; if that is the very first it can never get past it, and Kafka
 	// answers UNSUPPORTED_COMPRESSION_TYPE (broker.ErrUnsupportedCompression).
 	res, err := c.s.b.FetchSection(topic, p.Partition, p.FetchOffset, broker.SectionOptions{
-		MaxBytes: int(max(limit, 1)), NoZstd: room && version < zstdFetchVersion})
+		MaxBytes: int(max(limit, 1)), NoZstd: room && version < zstdFetchVersion,
+		ReadCommitted: req.IsolationLevel == readCommitted})
 	switch {
 	case errors.Is(err, broker.ErrUnsupportedCompression):
 		fp.code, fp.st = errCode(err, nil), res.PartitionState
@@ -145,6 +154,9 @@ func (c *conn) fetchPartition(version int16, topic string, p kmsg.FetchRequestTo
 	fp.st = res.PartitionState
 	if room {
 		fp.sec = res.Section
+		if req.IsolationLevel == readCommitted {
+			fp.aborted = append([]broker.AbortedTxn{}, res.Aborted...)
+		}
 	}
 	return fp // no room left: offsets only
 }

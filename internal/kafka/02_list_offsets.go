@@ -35,20 +35,25 @@ func handleListOffsets(_ context.Context, c *conn, req *kmsg.ListOffsetsRequest)
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			rt.Partitions = append(rt.Partitions, c.listOffset(req.Version, t.Topic, p))
+			rt.Partitions = append(rt.Partitions, c.listOffset(req, t.Topic, p))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return msg(resp)
 }
 
-func (c *conn) listOffset(version int16, topic string, p kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+func (c *conn) listOffset(req *kmsg.ListOffsetsRequest, topic string, p kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+	version := req.Version
 	rp := kmsg.NewListOffsetsResponseTopicPartition()
 	rp.Partition = p.Partition
 	ts := p.Timestamp
 	switch ts {
 	case offsetEarliestLocal:
 		ts = broker.OffsetEarliest // all of the log is local
+	case broker.OffsetLatest:
+		if req.IsolationLevel == readCommitted {
+			ts = broker.OffsetLastStable // a read_committed reader's end
+		}
 	case offsetLatestTiered, offsetEarliestPending:
 		// Nothing is tiered: Kafka without remote storage answers -1.
 		if n, err := c.s.b.PartitionCount(topic); err != nil || p.Partition < 0 || p.Partition >= n {

@@ -15,9 +15,11 @@ const coordinatorTypeTxn = 1
 // handleFindCoordinator names this node as every group's coordinator.
 // v4+ (KIP-699) asks for several keys at once and answers each in
 // Coordinators; v0-3 ask for one key and answer at the top level.
-// Transactions are not supported, so a transaction coordinator is never
-// available; a client that asks is a transactional producer that could not
-// work anyway.
+// Transactional ids (key type 1) are coordinated by this node too: on a
+// single node the coordinator is here; on a cluster node too, so that the
+// transactional InitProducerId that follows is refused with an answer the
+// client reports (broker.ErrTransactionsInCluster) rather than a
+// COORDINATOR_NOT_AVAILABLE it would retry forever.
 func handleFindCoordinator(_ context.Context, c *conn, req *kmsg.FindCoordinatorRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version >= 4 {
@@ -36,8 +38,11 @@ func handleFindCoordinator(_ context.Context, c *conn, req *kmsg.FindCoordinator
 // coordinator answers one key: this node, or an error with node -1.
 func (c *conn) coordinator(typ int8, key string) (node int32, host string, port int32, code int16, message *string) {
 	if typ == coordinatorTypeTxn {
-		m := "sluice does not support transactions"
-		return -1, "", -1, kerr.CoordinatorNotAvailable.Code, &m
+		if !c.mayIdempotent() {
+			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed.Code, nil
+		}
+		adv := c.s.advertisedAddr()
+		return c.s.cfg.NodeID, adv.host, adv.port, 0, nil
 	}
 	if !c.may(auth.Describe, auth.Group, key) {
 		return -1, "", -1, kerr.GroupAuthorizationFailed.Code, nil

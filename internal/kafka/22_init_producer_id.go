@@ -2,17 +2,21 @@ package kafka
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleInitProducerID gives an idempotent producer a fresh id at epoch 0.
 // A producer re-initialising after a sequence error (v3+ sends its old id
 // and epoch) also gets a fresh id, which resets its sequences just as an
-// epoch bump would. Transactional ids are refused: no transactions yet.
+// epoch bump would. A transactional id goes to the transaction
+// coordinator (24_add_partitions_to_txn.go and the files after it).
 //
 // Kafka asks IDEMPOTENT_WRITE on the cluster, or since KIP-679 WRITE on
 // any topic; sluice asks produce on the cluster or on some topic, else
@@ -30,8 +34,7 @@ func handleInitProducerID(_ context.Context, c *conn, req *kmsg.InitProducerIDRe
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return msg(resp)
+		return initTransactional(c, req, resp)
 	}
 	if !c.mayIdempotent() {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
@@ -39,6 +42,40 @@ func handleInitProducerID(_ context.Context, c *conn, req *kmsg.InitProducerIDRe
 	}
 	id, err := c.s.b.InitProducerID("")
 	if err != nil {
+		resp.ErrorCode = errCode(err, nil)
+		return msg(resp)
+	}
+	resp.ProducerID, resp.ProducerEpoch = id.ID, id.Epoch
+	return msg(resp)
+}
+
+// initTransactional is InitProducerId with a transactional id: the id's
+// producer id at a new epoch, fencing the previous instance, after its
+// open transaction is aborted (KIP-98); v3+ may name the id and epoch
+// the producer holds (KIP-360), and anything else is PRODUCER_FENCED. An
+// empty id is INVALID_REQUEST, as Kafka answers. On a cluster node the
+// answer is UNSUPPORTED_VERSION (clients treat it as fatal and say so),
+// not COORDINATOR_NOT_AVAILABLE, which they would retry forever; the
+// broker logs why.
+func initTransactional(c *conn, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) (reply, error) {
+	switch {
+	case *req.TransactionalID == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return msg(resp)
+	case !c.mayIdempotent():
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return msg(resp)
+	}
+	expect := broker.TxnProducer{ID: -1, Epoch: -1}
+	if req.Version >= 3 && req.ProducerID >= 0 {
+		expect = broker.TxnProducer{ID: req.ProducerID, Epoch: req.ProducerEpoch}
+	}
+	timeout := time.Duration(req.TransactionTimeoutMillis) * time.Millisecond
+	id, err := c.s.b.InitTransactionalProducer(*req.TransactionalID, timeout, expect)
+	if err != nil {
+		if errors.Is(err, broker.ErrTransactionsInCluster) {
+			c.s.log.Warn("transactional producer refused", "transactional_id", *req.TransactionalID, "peer", c.peer(), "err", err)
+		}
 		resp.ErrorCode = errCode(err, nil)
 		return msg(resp)
 	}

@@ -19,7 +19,8 @@ import (
 //	throttle_ms int32 | error_code int16 | session_id int32   (v7+ for the last two)
 //	topics: [name (v0-12) or topic_id uuid (v13+) | partitions: [partition int32 | error_code int16 |
 //	        high_watermark int64 | last_stable_offset int64 |
-//	        log_start_offset int64 (v5+) | aborted_transactions null |
+//	        log_start_offset int64 (v5+) | aborted_transactions: null, or for
+//	        read_committed [producer_id int64 | first_offset int64] |
 //	        preferred_read_replica int32 (v11+) | records bytes]]
 func (c *conn) writeFetch(h reqHeader, rep *fetchReply) error {
 	fw := fetchWriter{flex: rep.version >= 12}
@@ -99,7 +100,16 @@ func (w *fetchWriter) partition(version int16, p fetchPart) {
 	if version >= 5 {
 		w.i64(p.st.LogStartOffset)
 	}
-	w.nullArray() // aborted_transactions: no transactions
+	if p.aborted == nil {
+		w.nullArray() // aborted_transactions: read_uncommitted
+	} else {
+		w.arrayLen(len(p.aborted))
+		for _, a := range p.aborted {
+			w.i64(a.ProducerID)
+			w.i64(a.FirstOffset)
+			w.tags()
+		}
+	}
 	if version >= 11 {
 		w.i32(-1) // preferred_read_replica: none
 	}

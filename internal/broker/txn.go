@@ -1,0 +1,285 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/group"
+	"github.com/sluice-mq/sluice/internal/txn"
+)
+
+// Transactions (Kafka's, KIP-98): the coordinator is package txn, durable
+// in <Dir>/transactions.log; this file gives it its effects (producer
+// epochs from producers.json, markers in the partition logs, offsets in
+// the groups) and serves its requests. Each partition's open and aborted
+// transactions are txn_partition.go's.
+
+// Re-exported transaction types and errors (package txn).
+type (
+	TxnPartition = txn.Partition
+	TxnOffset    = txn.Offset
+	TxnState     = txn.State
+	Transaction  = txn.Txn
+	TxnFilter    = txn.Filter
+	TxnProducer  = txn.Producer
+)
+
+var (
+	ErrTxnFenced          = txn.ErrFenced
+	ErrInvalidTxnState    = txn.ErrInvalidState
+	ErrConcurrentTxns     = txn.ErrConcurrent
+	ErrTxnIDNotFound      = txn.ErrNotFound
+	ErrInvalidPIDMapping  = txn.ErrIDMapping
+	ErrInvalidTxnTimeout  = txn.ErrInvalidTimeout
+	ErrTxnCoordinatorDown = txn.ErrClosed
+	// ErrTransactionsInCluster: transactional InitProducerId on a cluster
+	// node. The coordinator's state is one node's file, not replicated, so
+	// a failover would lose open transactions: refused rather than unsafe.
+	ErrTransactionsInCluster = errors.New("transactions are not supported in a cluster yet (the transaction coordinator is not replicated): use a single node, or an idempotent producer")
+)
+
+// ParseTxnState reads a state name.
+func ParseTxnState(name string) (TxnState, bool) { return txn.ParseState(name) }
+
+// txnIDPrefix keeps Kafka's transactional ids apart from the native API's
+// producer names in producers.json.
+const txnIDPrefix = "kafka-txn:"
+
+// txnTickEvery is how often open transactions are checked for their timeout.
+const txnTickEvery = time.Second
+
+// openTxn opens the coordinator and finishes the completions a crash
+// interrupted (every partition is open by now).
+func (s *streams) openTxn() error {
+	c, err := txn.Open(txn.Config{FS: s.b.opts.FS, Dir: s.b.opts.Dir, Now: s.b.now,
+		MaxTimeout: s.b.opts.TransactionMaxTimeout, Effects: txnEffects{s}})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	s.txn = c
+	c.Tick()
+	s.txnStop, s.txnDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.txnDone)
+		t := time.NewTicker(txnTickEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.txnStop:
+				return
+			case <-t.C:
+				c.Tick()
+			}
+		}
+	}()
+	return nil
+}
+
+// closeTxn stops the ticker and closes the coordinator, before the
+// partitions close.
+func (s *streams) closeTxn() error {
+	if s.txn == nil {
+		return nil
+	}
+	close(s.txnStop)
+	<-s.txnDone
+	return s.txn.Close()
+}
+
+// txnEffects is what the coordinator does to the rest of the broker.
+type txnEffects struct{ s *streams }
+
+func (e txnEffects) InitProducer(id string) (int64, int16, error) {
+	p, err := e.s.pids.Init(txnIDPrefix + id)
+	return p.ID, p.Epoch, err
+}
+
+func (e txnEffects) WriteMarkers(pid int64, epoch int16, commit bool, parts []txn.Partition) error {
+	var errs []error
+	for _, tp := range parts {
+		_, p, err := e.s.partition(tp.Topic, tp.Partition)
+		if err != nil {
+			continue // deleted since: nothing left to mark
+		}
+		errs = append(errs, e.s.b.writeMarker(p, pid, epoch, commit))
+	}
+	return errors.Join(errs...)
+}
+
+func (e txnEffects) CommitOffsets(offsets []txn.Offset) error {
+	g, err := e.s.b.groups()
+	if err != nil {
+		return err
+	}
+	byGroup := map[string][]group.OffsetCommit{}
+	var order []string
+	for _, o := range offsets {
+		if _, _, err := e.s.partition(o.Topic, o.Partition); err != nil {
+			continue // the topic is gone: its offsets with it
+		}
+		if byGroup[o.Group] == nil {
+			order = append(order, o.Group)
+		}
+		byGroup[o.Group] = append(byGroup[o.Group], group.OffsetCommit{Topic: o.Topic, Partition: o.Partition,
+			Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata})
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	if err := g.lockChecked(); err != nil {
+		return err
+	}
+	var out group.Output
+	for _, id := range order {
+		o := g.coord.ApplyTxnOffsets(e.s.b.now(), id, byGroup[id])
+		out.Events = append(out.Events, o.Events...)
+	}
+	durable := g.persistLocked(context.Background(), out)
+	g.mu.Unlock()
+	return durable()
+}
+
+// coordinator returns the transaction coordinator, or why there is none.
+func (b *Broker) coordinator() (*txn.Coordinator, error) {
+	if b.cluster != nil {
+		return nil, ErrTransactionsInCluster
+	}
+	if b.streams == nil || b.streams.txn == nil {
+		return nil, ErrTxnCoordinatorDown
+	}
+	return b.streams.txn, nil
+}
+
+// InitTransactionalProducer is InitProducerId with a transactional id:
+// the id's producer id at a new epoch, fencing the previous instance and
+// aborting what it left open. expect (ID -1: none) is KIP-360's re-init.
+func (b *Broker) InitTransactionalProducer(id string, timeout time.Duration, expect TxnProducer) (ProducerID, error) {
+	c, err := b.coordinator()
+	if err != nil {
+		return ProducerID{}, err
+	}
+	p, err := c.InitProducerID(id, timeout, expect)
+	return ProducerID{ID: p.ID, Epoch: p.Epoch}, err
+}
+
+// AddPartitionsToTxn adds partitions to the transaction: errs, aligned
+// with parts, refuses partitions that do not exist; err refuses all.
+func (b *Broker) AddPartitionsToTxn(id string, pid int64, epoch int16, parts []TxnPartition) ([]error, error) {
+	c, err := b.coordinator()
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(parts))
+	var ok []txn.Partition
+	for i, tp := range parts {
+		if _, _, errs[i] = b.streams.partition(tp.Topic, tp.Partition); errs[i] == nil {
+			ok = append(ok, tp)
+		}
+	}
+	if len(ok) < len(parts) {
+		// Kafka adds none when one is unknown: the others answer
+		// OPERATION_NOT_ATTEMPTED.
+		return errs, nil
+	}
+	return errs, c.AddPartitions(id, pid, epoch, ok)
+}
+
+// VerifyTxnPartitions answers, without changing anything, whether each
+// partition is in the producer's open transaction (AddPartitionsToTxn
+// v4's verifyOnly, KIP-890).
+func (b *Broker) VerifyTxnPartitions(pid int64, epoch int16, parts []TxnPartition) ([]error, error) {
+	c, err := b.coordinator()
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(parts))
+	for i, tp := range parts {
+		errs[i] = c.Verify(pid, epoch, tp)
+	}
+	return errs, nil
+}
+
+// AddOffsetsToTxn adds a group to the transaction (AddOffsetsToTxn).
+func (b *Broker) AddOffsetsToTxn(id string, pid int64, epoch int16, groupID string) error {
+	c, err := b.coordinator()
+	if err != nil {
+		return err
+	}
+	if groupID == "" {
+		return ErrInvalidGroupID
+	}
+	return c.AddGroup(id, pid, epoch, groupID)
+}
+
+// TxnOffsetCommit checks offsets as a commit of the member would be
+// checked and holds them in the transaction until it commits.
+func (b *Broker) TxnOffsetCommit(id string, pid int64, epoch int16, req group.CommitRequest) error {
+	c, err := b.coordinator()
+	if err != nil {
+		return err
+	}
+	for _, o := range req.Offsets {
+		if _, _, err := b.streams.partition(o.Topic, o.Partition); err != nil {
+			return err
+		}
+	}
+	g, err := b.groups()
+	if err != nil {
+		return err
+	}
+	if err := g.lockChecked(); err != nil {
+		return err
+	}
+	err = g.coord.CheckTxnCommit(b.now(), req)
+	g.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	offs := make([]txn.Offset, len(req.Offsets))
+	for i, o := range req.Offsets {
+		offs[i] = txn.Offset{Group: req.Group, Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
+			LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
+	}
+	return c.CommitOffsets(id, pid, epoch, offs)
+}
+
+// EndTxn commits or aborts the transaction.
+func (b *Broker) EndTxn(id string, pid int64, epoch int16, commit bool) error {
+	c, err := b.coordinator()
+	if err != nil {
+		return err
+	}
+	return c.EndTxn(id, pid, epoch, commit)
+}
+
+// DescribeTransactions returns the named transactions; missing ones are
+// listed apart.
+func (b *Broker) DescribeTransactions(ids []string) ([]Transaction, []string, error) {
+	c, err := b.coordinator()
+	if err != nil {
+		return nil, nil, err
+	}
+	found, missing := c.Describe(ids)
+	return found, missing, nil
+}
+
+// ListTransactions lists transactions matching f.
+func (b *Broker) ListTransactions(f TxnFilter) ([]Transaction, error) {
+	c, err := b.coordinator()
+	if err != nil {
+		return nil, err
+	}
+	return c.List(f), nil
+}
+
+// TickTransactions aborts timed-out transactions now (tests with a fake
+// clock; the broker runs it every second itself).
+func (b *Broker) TickTransactions() int {
+	c, err := b.coordinator()
+	if err != nil {
+		return 0
+	}
+	return c.Tick()
+}

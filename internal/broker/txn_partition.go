@@ -1,0 +1,281 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/journal"
+	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// AbortedTxn is one aborted transaction in a partition, as a Kafka fetch
+// reports it: the producer, the offset of its first record here, and the
+// offset of its abort marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// txnPartition is a partition's transactions: the first offset of each
+// producer's open transaction (the oldest is the last stable offset) and
+// the aborted ones (the index a read_committed fetch answers with).
+//
+// A transactional batch is registered here before it is appended, at
+// the high watermark of that moment (at or below its real offset, so the
+// LSO is never above an open record); a marker is noted after it is
+// appended, the open entry dropped and the aborted entry added in one
+// step, so a reader never sees aborted records without the index entry
+// that hides them.
+type txnPartition struct {
+	mu       sync.Mutex
+	open     map[int64]int64 // producer id → first offset of its open transaction
+	aborted  []AbortedTxn    // by LastOffset
+	inFlight int             // markers being appended: no snapshot meanwhile
+	changed  bool            // since the last snapshot
+	snapAt   int64
+}
+
+// lso is the last stable offset for a log ending at hw.
+func (tp *txnPartition) lso(hw int64) int64 {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	for _, first := range tp.open {
+		hw = min(hw, first)
+	}
+	return hw
+}
+
+func (tp *txnPartition) noteOpenLocked(pid, at int64) {
+	if tp.open == nil {
+		tp.open = map[int64]int64{}
+	}
+	if _, ok := tp.open[pid]; !ok {
+		tp.open[pid] = at
+		tp.changed = true
+	}
+}
+
+// hasOpen reports whether pid has an open transaction here.
+func (tp *txnPartition) hasOpen(pid int64) bool {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	_, ok := tp.open[pid]
+	return ok
+}
+
+func (tp *txnPartition) noteMarkerLocked(pid int64, commit bool, at int64) {
+	first, ok := tp.open[pid]
+	if !ok {
+		return // a marker written again after a crash, or for no records
+	}
+	delete(tp.open, pid)
+	if !commit {
+		tp.aborted = append(tp.aborted, AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: at})
+	}
+	tp.changed = true
+}
+
+// abortedIn lists the aborted transactions with records in [from, to).
+func (tp *txnPartition) abortedIn(from, to int64) []AbortedTxn {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	i := sort.Search(len(tp.aborted), func(i int) bool { return tp.aborted[i].LastOffset >= from })
+	var out []AbortedTxn
+	for _, a := range tp.aborted[i:] {
+		if a.FirstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// expire forgets aborted transactions wholly below the log start.
+func (tp *txnPartition) expire(logStart int64) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	i := sort.Search(len(tp.aborted), func(i int) bool { return tp.aborted[i].LastOffset >= logStart })
+	if i > 0 {
+		tp.aborted = append(tp.aborted[:0], tp.aborted[i:]...)
+		tp.changed = true
+	}
+}
+
+// writeMarker appends producer pid's commit or abort marker, if it has
+// an open transaction here (a partition added but never written to needs
+// none), and notes it.
+func (b *Broker) writeMarker(p *partitionRT, pid int64, epoch int16, commit bool) error {
+	tp := &p.txn
+	tp.mu.Lock()
+	if _, ok := tp.open[pid]; !ok {
+		tp.mu.Unlock()
+		return nil
+	}
+	tp.inFlight++
+	tp.mu.Unlock()
+	raw, err := batch.BuildMarker(pid, epoch, commit, 0, b.now().UnixMilli())
+	var offs []int64
+	if err == nil {
+		var checked storage.Checked
+		if checked, err = p.log.Check(raw); err == nil {
+			offs, err = p.log.AppendChecked(context.Background(), LeaderEpoch, checked)
+		}
+	}
+	tp.mu.Lock()
+	tp.inFlight--
+	if err == nil {
+		tp.noteMarkerLocked(pid, commit, offs[0])
+	}
+	tp.mu.Unlock()
+	if err != nil {
+		return b.disk.Note(mapStorageErr(err))
+	}
+	p.owner.notifySubs()
+	return nil
+}
+
+// The transactions of a partition survive restarts as a snapshot
+// (txn.snapshot, framed as journal.FrameSnapshot: the offset it covers
+// and a CRC) written at close and by maintenance, plus a scan of the log
+// after it at open. Body: varint count of open transactions, each varint
+// producer id and first offset; varint count of aborted ones, each
+// producer id, first and last offset. Without a snapshot the whole log is
+// scanned (a partition written before transactions existed: once).
+const (
+	txnSnapshotFile = "txn.snapshot"
+	// txnSnapshotEvery: maintenance writes a snapshot when this many
+	// offsets were appended since the last, so the scan after a crash is
+	// bounded even on a partition without transactions.
+	txnSnapshotEvery = 1 << 16
+)
+
+// rebuild restores the snapshot and scans the log after it.
+func (tp *txnPartition) rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.open, tp.aborted, tp.changed = nil, nil, false
+	start, hw := log.LogStartOffset(), log.HighWatermark()
+	from := start
+	if at, err := tp.loadSnapshotLocked(fsys, dir, hw); err == nil {
+		from = max(at, start)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		logger.Warn("transaction snapshot ignored: scanning the whole log", "err", err)
+		tp.open, tp.aborted = nil, nil
+	}
+	tp.scanLocked(log, from, logger)
+	tp.snapAt = hw
+	if from != hw {
+		tp.changed = true
+	}
+}
+
+func (tp *txnPartition) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, error) {
+	data, err := vfs.ReadFile(fsys, filepath.Join(dir, txnSnapshotFile))
+	if err != nil {
+		return 0, err
+	}
+	at, body, err := journal.UnframeSnapshot(data)
+	if err != nil {
+		return 0, err
+	}
+	if at > hw {
+		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
+	}
+	d := snapReader{b: body}
+	for n := d.varint(); n > 0 && d.err == nil; n-- {
+		tp.noteOpenLocked(d.varint(), d.varint())
+	}
+	for n := d.varint(); n > 0 && d.err == nil; n-- {
+		tp.aborted = append(tp.aborted, AbortedTxn{ProducerID: d.varint(), FirstOffset: d.varint(), LastOffset: d.varint()})
+	}
+	return at, d.err
+}
+
+// scanLocked notes the transactional batches and markers from offset from.
+// Best effort, like the producer state's scan: damage stops it.
+func (tp *txnPartition) scanLocked(log *storage.Log, from int64, logger *slog.Logger) {
+	for pos := from; pos < log.HighWatermark(); {
+		data, err := log.Read(pos, 1<<20)
+		if err != nil || len(data) == 0 {
+			if err != nil {
+				logger.Warn("transaction state rebuild stopped", "offset", pos, "err", err)
+			}
+			return
+		}
+		for len(data) > 0 {
+			h, err := batch.ParseHeader(data)
+			if err != nil || h.Size() > int64(len(data)) {
+				return
+			}
+			raw := data[:h.Size()]
+			if h.Transactional() && h.NextOffset() > from {
+				if !h.Control() {
+					tp.noteOpenLocked(h.ProducerID, h.BaseOffset)
+				} else if commit, err := batch.ParseMarker(raw); err == nil {
+					tp.noteMarkerLocked(h.ProducerID, commit, h.BaseOffset)
+				}
+			}
+			data = data[h.Size():]
+			pos = h.NextOffset()
+		}
+	}
+}
+
+// maybeSnapshot writes the snapshot if anything changed or the log grew
+// txnSnapshotEvery offsets since the last one (always at close, force).
+func (tp *txnPartition) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string, force bool) error {
+	tp.mu.Lock()
+	hw := log.HighWatermark()
+	if tp.inFlight > 0 || hw == tp.snapAt && !tp.changed || (!force && !tp.changed && hw-tp.snapAt < txnSnapshotEvery) {
+		tp.mu.Unlock()
+		return nil
+	}
+	// Every transactional batch below hw is registered (before its
+	// append) and no marker is in flight, so the state covers hw.
+	body := binary.AppendVarint(nil, int64(len(tp.open)))
+	for pid, first := range tp.open {
+		body = binary.AppendVarint(binary.AppendVarint(body, pid), first)
+	}
+	body = binary.AppendVarint(body, int64(len(tp.aborted)))
+	for _, a := range tp.aborted {
+		body = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(body, a.ProducerID), a.FirstOffset), a.LastOffset)
+	}
+	prevAt, prevChanged := tp.snapAt, tp.changed
+	tp.snapAt, tp.changed = hw, false
+	tp.mu.Unlock()
+	if err := vfs.WriteFileAtomic(fsys, dir, txnSnapshotFile, journal.FrameSnapshot(hw, body)); err != nil {
+		tp.mu.Lock()
+		tp.snapAt, tp.changed = prevAt, prevChanged || tp.changed
+		tp.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// snapReader reads varints until the first error, which sticks.
+type snapReader struct {
+	b   []byte
+	err error
+}
+
+func (d *snapReader) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, k := binary.Varint(d.b)
+	if k <= 0 {
+		d.err = errors.New("corrupt transaction snapshot: truncated")
+		return 0
+	}
+	d.b = d.b[k:]
+	return v
+}

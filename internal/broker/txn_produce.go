@@ -1,0 +1,53 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/storage"
+)
+
+// ErrControlBatch: a producer sent a control batch; only the transaction
+// coordinator writes markers (Kafka answers INVALID_RECORD).
+var ErrControlBatch = errors.New("control batches are written by the transaction coordinator, not by producers")
+
+// admitTransactional checks the transactional batches of a produce before
+// they are appended (KIP-890 part 1): each must come from the current
+// epoch of a producer whose open transaction holds this partition, else
+// INVALID_TXN_STATE or PRODUCER_FENCED and nothing is written. An admitted
+// producer's open transaction is registered in the partition (at the high
+// watermark of now, at or below where its batch lands) before the append,
+// so the last stable offset never passes an open record. The check and
+// the registration are one step under the partition's transaction lock,
+// which the coordinator's markers also take: a transaction that is
+// completing has left Ongoing, so a batch verified is always covered by a
+// marker to come.
+func (b *Broker) admitTransactional(p *partitionRT, checked storage.Checked) error {
+	for i := range checked.Len() {
+		h, _ := batch.ParseHeader(checked.Batch(i))
+		if h.Control() {
+			return fmt.Errorf("batch %d: %w", i, ErrControlBatch)
+		}
+		if !h.Transactional() {
+			continue
+		}
+		c, err := b.coordinator()
+		if err != nil {
+			return err
+		}
+		if h.ProducerID < 0 {
+			return fmt.Errorf("batch %d: %w: a transactional batch without a producer id", i, ErrInvalidTxnState)
+		}
+		p.txn.mu.Lock()
+		err = c.Verify(h.ProducerID, h.ProducerEpoch, TxnPartition{Topic: p.topic, Partition: p.index})
+		if err == nil {
+			p.txn.noteOpenLocked(h.ProducerID, p.log.HighWatermark())
+		}
+		p.txn.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", i, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package kafka
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// handleTxnOffsetCommit holds a group's offsets in the producer's open
+// transaction: checked now as a commit of the member would be (v3+ carry
+// the member and generation, KIP-447), visible to OffsetFetch only once
+// the transaction commits, dropped if it aborts. One answer for all
+// partitions: the request is one step of the transaction.
+func handleTxnOffsetCommit(_ context.Context, c *conn, req *kmsg.TxnOffsetCommitRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	code := int16(0)
+	cr := broker.CommitRequest{Group: req.Group, MemberID: req.MemberID, Generation: -1}
+	if req.Version >= 3 {
+		cr.Generation = req.Generation
+		if req.InstanceID != nil {
+			cr.InstanceID = *req.InstanceID
+		}
+	}
+	denied := map[string]bool{}
+	for _, t := range req.Topics {
+		denied[t.Topic] = denied[t.Topic] || !c.may(auth.Consume, auth.Topic, t.Topic)
+		for _, p := range t.Partitions {
+			oc := broker.OffsetCommit{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1}
+			if req.Version >= 2 {
+				oc.LeaderEpoch = p.LeaderEpoch
+			}
+			if p.Metadata != nil {
+				oc.Metadata = *p.Metadata
+			}
+			cr.Offsets = append(cr.Offsets, oc)
+		}
+	}
+	switch {
+	case !c.mayIdempotent():
+		code = kerr.TransactionalIDAuthorizationFailed.Code
+	case !c.may(auth.Consume, auth.Group, req.Group):
+		code = kerr.GroupAuthorizationFailed.Code
+	default:
+		for _, d := range denied {
+			if d {
+				code = kerr.TopicAuthorizationFailed.Code
+			}
+		}
+	}
+	if code == 0 {
+		code = errCode(c.s.b.TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, cr), nil)
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return msg(resp)
+}
