@@ -43,8 +43,11 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var refuse *kerr.Error
 	switch {
-	case req.TransactionID != nil:
-		refuse = kerr.TransactionalIDAuthorizationFailed // no transactions yet
+	case req.TransactionID != nil && !c.mayIdempotent():
+		// Transactional batches are checked against the coordinator by the
+		// broker (KIP-890 part 1); the principal needs a transactional
+		// producer's rights (22_init_producer_id.go).
+		refuse = kerr.TransactionalIDAuthorizationFailed
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		refuse = kerr.InvalidRequiredAcks
 	}
