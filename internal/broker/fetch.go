@@ -19,7 +19,7 @@ type FetchOptions struct {
 
 // PartitionState is a partition's offsets, as a fetch reports them.
 type PartitionState struct {
-	HighWatermark    int64
+	HighWatermark int64
 	// LastStableOffset is the first offset of the oldest open transaction,
 	// or the high watermark: read_committed readers stop there.
 	LastStableOffset int64
