@@ -283,3 +283,10 @@ func (b *Broker) TickTransactions() int {
 	}
 	return c.Tick()
 }
+
+// PendingTxnOffset reports whether a transaction not yet complete holds an
+// offset for the group's partition (OffsetFetch's require_stable).
+func (b *Broker) PendingTxnOffset(groupID, topic string, partition int32) bool {
+	c, err := b.coordinator()
+	return err == nil && c.PendingOffset(groupID, topic, partition)
+}

@@ -88,7 +88,7 @@ func init() {
 		60: {0, 2, typed(handleDescribeCluster)},
 		// Classic consumer groups.
 		8:  {0, 9, typed(handleOffsetCommit)},
-		9:  {0, 9, typed(handleOffsetFetch)},
+		9:  {0, 9, typed(handleOffsetFetchStable)},
 		11: {0, 9, typed(handleJoinGroup)},
 		12: {0, 4, typed(handleHeartbeat)},
 		13: {0, 5, typed(handleLeaveGroup)},

@@ -168,3 +168,23 @@ func (c *Coordinator) List(f Filter) []Txn {
 	slices.SortFunc(out, func(a, b Txn) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+// PendingOffset reports whether an open or completing transaction holds
+// an offset for the group's partition: OffsetFetch with require_stable
+// answers UNSTABLE_OFFSET_COMMIT then (KIP-447), so a consumer taking the
+// partition over does not start from an offset about to change.
+func (c *Coordinator) PendingOffset(group, topic string, partition int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.txns {
+		if t.State != Ongoing && !t.State.preparing() {
+			continue
+		}
+		for _, o := range t.Offsets {
+			if o.Group == group && o.Topic == topic && o.Partition == partition {
+				return true
+			}
+		}
+	}
+	return false
+}
