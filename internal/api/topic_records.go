@@ -135,7 +135,13 @@ func (t *topicService) fetchOnce(m *sluicev1.FetchRequest) (*sluicev1.FetchRespo
 		res, err := t.b.Fetch(context.Background(), name, p.GetPartition(), p.GetOffset(), broker.FetchOptions{MaxBytes: maxBytes})
 		pr.HighWatermark, pr.LogStartOffset = res.HighWatermark, res.LogStartOffset
 		if err == nil {
-			pr.Records, pr.NextOffset, err = records(res.Batches, p.GetPartition(), p.GetOffset(), maxRecords-total)
+			want := maxRecords - total
+			pr.Records, pr.NextOffset, err = records(res.Batches, p.GetPartition(), p.GetOffset(), want)
+			if len(pr.Records) < want && res.Next > pr.NextOffset {
+				// Every record read was returned: go on past the batches the
+				// broker left out (transaction markers, aborted records).
+				pr.NextOffset = res.Next
+			}
 		}
 		if err != nil {
 			pr.Error = errorInfo(err, pmeta(name, p.GetPartition()))

@@ -31,8 +31,13 @@ type FetchResult struct {
 	PartitionState
 	// Batches are whole record batches, back to back, exactly as stored;
 	// the first may start before the requested offset (Kafka clients skip
-	// the records below it). Empty when nothing arrived in time.
+	// the records below it). Empty when nothing arrived in time. Only
+	// committed records: none at or past the last stable offset, no
+	// control batch, no batch of an aborted transaction.
 	Batches []byte
+	// Next is where the reader goes on after these batches, past any left
+	// out; -1 when nothing was read.
+	Next int64
 }
 
 func partitionState(p *partitionRT) PartitionState {
@@ -73,12 +78,13 @@ func (b *Broker) Fetch(ctx context.Context, topic string, partition int32, offse
 		if err != nil {
 			return FetchResult{}, mapStorageErr(err)
 		}
+		data, next := p.committedBatches(data, st.LastStableOffset)
 		if len(data) >= opts.MinBytes || deadline == nil {
-			return FetchResult{PartitionState: st, Batches: data}, nil
+			return FetchResult{PartitionState: st, Batches: data, Next: next}, nil
 		}
 		// Not enough yet: wait for the log to grow past what we saw.
 		if !waitLog(ctx, p, st.HighWatermark, deadline) {
-			return FetchResult{PartitionState: partitionState(p), Batches: data}, nil
+			return FetchResult{PartitionState: partitionState(p), Batches: data, Next: next}, nil
 		}
 	}
 }

@@ -134,7 +134,10 @@ func (sub *subRT) fillReadsLocked(p int, now time.Time, reads int) ([]queue.Even
 			evs = append(evs, c.Skip(start)...)
 			continue
 		}
-		if pos >= log.HighWatermark() {
+		// Committed records only: a subscription waits at the last
+		// stable offset and skips aborted transactions and markers.
+		lso := partitionState(sub.parts[p]).LastStableOffset
+		if pos >= lso {
 			break
 		}
 		data, err := log.Read(pos, fillReadBytes)
@@ -142,10 +145,12 @@ func (sub *subRT) fillReadsLocked(p int, now time.Time, reads int) ([]queue.Even
 			return evs, err
 		}
 		reads--
+		data, next := sub.parts[p].committedBatches(data, lso)
 		metas, end, err := sub.metas(data, pos)
 		if err != nil {
 			return evs, err
 		}
+		end = max(end, next)
 		if len(metas) == 0 {
 			if end <= pos { // nothing readable here: a damaged range, or nothing yet
 				if end = log.SkipDamaged(pos); end == pos {

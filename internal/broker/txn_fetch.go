@@ -42,3 +42,59 @@ const OffsetLastStable int64 = -100
 func lastStable(p *partitionRT) OffsetAt {
 	return OffsetAt{Offset: partitionState(p).LastStableOffset, Timestamp: -1}
 }
+
+// committedBatches is what a reader that must never see an aborted or
+// open record gets of data (whole batches, as a log read returns them):
+// the batches below lso, without control batches and without the batches
+// of aborted transactions. next is the offset after the last batch looked
+// at below lso: where such a reader goes on, past what was left out. With
+// nothing to leave out, data itself is returned (no copy).
+func (p *partitionRT) committedBatches(data []byte, lso int64) (out []byte, next int64) {
+	var aborted []AbortedTxn
+	copied := false
+	next = -1
+	for rest, at := data, 0; len(rest) > 0; {
+		h, err := batch.ParseHeader(rest)
+		if err != nil || h.Size() > int64(len(rest)) {
+			break
+		}
+		size := int(h.Size())
+		if h.BaseOffset >= lso {
+			if !copied {
+				out, copied = data[:at], true
+			}
+			break
+		}
+		next = h.NextOffset()
+		skip := h.Control()
+		if !skip && h.Transactional() {
+			if aborted == nil {
+				aborted = p.txn.abortedIn(h.BaseOffset, lso)
+			}
+			skip = isAborted(aborted, h)
+		}
+		switch {
+		case skip && !copied:
+			out, copied = append([]byte(nil), data[:at]...), true
+		case !skip && copied:
+			out = append(out, rest[:size]...)
+		}
+		rest, at = rest[size:], at+size
+	}
+	if !copied {
+		out = data
+	}
+	return out, next
+}
+
+// isAborted reports whether a transactional batch belongs to one of the
+// aborted transactions: its producer's, between its first offset and its
+// marker.
+func isAborted(aborted []AbortedTxn, h batch.Header) bool {
+	for _, a := range aborted {
+		if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && h.BaseOffset < a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
