@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/group"
@@ -96,15 +97,19 @@ func (e txnEffects) InitProducer(id string) (int64, int16, error) {
 	return p.ID, p.Epoch, err
 }
 
+// WriteMarkers writes the partitions' markers in parallel: each is a sync
+// of its own log, and the transaction waits for the slowest, not the sum.
 func (e txnEffects) WriteMarkers(pid int64, epoch int16, commit bool, parts []txn.Partition) error {
-	var errs []error
-	for _, tp := range parts {
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, tp := range parts {
 		_, p, err := e.s.partition(tp.Topic, tp.Partition)
 		if err != nil {
 			continue // deleted since: nothing left to mark
 		}
-		errs = append(errs, e.s.b.writeMarker(p, pid, epoch, commit))
+		wg.Go(func() { errs[i] = e.s.b.writeMarker(p, pid, epoch, commit) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -40,19 +40,35 @@ type txnPartition struct {
 	mu       sync.Mutex
 	open     map[int64]int64 // producer id → first offset of its open transaction
 	aborted  []AbortedTxn    // by LastOffset
-	inFlight int             // markers being appended: no snapshot meanwhile
+	inFlight int             // markers being appended: no snapshot meanwhile, lso waits
+	settled  *sync.Cond      // on mu: inFlight went to 0
 	changed  bool            // since the last snapshot
 	snapAt   int64
 }
 
-// lso is the last stable offset for a log ending at hw.
+// lso is the last stable offset for a log ending at hw. While a marker is
+// being appended it waits for it (one sync): the high watermark may
+// already include the marker that ends the oldest open transaction, and a
+// reader told an LSO below it would wait for the log to grow past that
+// high watermark, which nothing may do for a long time.
 func (tp *txnPartition) lso(hw int64) int64 {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
+	for tp.inFlight > 0 {
+		tp.cond().Wait()
+	}
 	for _, first := range tp.open {
 		hw = min(hw, first)
 	}
 	return hw
+}
+
+// cond returns settled, made on first use. Called with mu held.
+func (tp *txnPartition) cond() *sync.Cond {
+	if tp.settled == nil {
+		tp.settled = sync.NewCond(&tp.mu)
+	}
+	return tp.settled
 }
 
 func (tp *txnPartition) noteOpenLocked(pid, at int64) {
@@ -134,6 +150,9 @@ func (b *Broker) writeMarker(p *partitionRT, pid int64, epoch int16, commit bool
 	tp.inFlight--
 	if err == nil {
 		tp.noteMarkerLocked(pid, commit, offs[0])
+	}
+	if tp.inFlight == 0 {
+		tp.cond().Broadcast()
 	}
 	tp.mu.Unlock()
 	if err != nil {

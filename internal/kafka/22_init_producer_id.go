@@ -30,6 +30,11 @@ func (c *conn) mayIdempotent() bool {
 	return false
 }
 
+// mayIdempotentQuiet is mayIdempotent without recording a refusal.
+func (c *conn) mayIdempotentQuiet() bool {
+	return c.mayCluster(auth.Produce) || c.s.cfg.Auth.AllowedSome(c.sasl.principal, auth.Produce, auth.Topic)
+}
+
 func handleInitProducerID(_ context.Context, c *conn, req *kmsg.InitProducerIDRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1

@@ -177,6 +177,9 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 // mayProduceAll: every topic of req may be written; otherwise the request
 // goes through handleProduce, which answers the refused partitions.
 func (c *conn) mayProduceAll(req *kmsg.ProduceRequest) bool {
+	if req.TransactionID != nil && !c.mayIdempotentQuiet() {
+		return false
+	}
 	for _, t := range req.Topics {
 		if !c.mayQuiet(auth.Produce, auth.Topic, t.Topic) {
 			return false
@@ -186,9 +189,10 @@ func (c *conn) mayProduceAll(req *kmsg.ProduceRequest) bool {
 }
 
 // pipelinable: a request handleProduces may join with others. Only
-// idempotent batches: their retry after a failed joint append is safe.
+// idempotent batches (transactional ones are too): their retry after a
+// failed joint append is safe.
 func pipelinable(req *kmsg.ProduceRequest) bool {
-	if req.TransactionID != nil || (req.Acks != 1 && req.Acks != -1) {
+	if req.Acks != 1 && req.Acks != -1 {
 		return false
 	}
 	for _, t := range req.Topics {
