@@ -82,9 +82,13 @@ func TestDependencyDirection(t *testing.T) {
 			mod + "internal/broker", "net/http", mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs", mod + "internal/server", mod + "internal/node"},
 		// Who a client is and what it may do: shared by the front-ends,
 		// knowing none of them, nor the core they protect.
-		"internal/auth":   append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
-		"internal/queue":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
-		"internal/group":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		"internal/auth":  append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		"internal/queue": append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		"internal/group": append([]string{mod + "internal/broker", mod + "internal/storage", "net/http"}, above...),
+		// The transaction coordinator: a state machine with its own small
+		// file; it never appends to a partition or touches a group itself.
+		"internal/txn": append([]string{mod + "internal/broker", mod + "internal/storage", mod + "internal/group",
+			mod + "internal/journal", "net/http"}, above...),
 		"internal/broker": append([]string{"net/http"}, above...),
 		"internal/server": append(slices.Clone(frontEnds), mod+"internal/node"),
 		// Replication sits between the broker and storage: it knows groups and entries,

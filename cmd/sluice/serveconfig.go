@@ -172,6 +172,8 @@ var serveSettings = []serveSetting{
 	},
 	durationSetting("cluster-tick", "the Raft tick (a `duration`): a leader's loss is noticed in about 10 to 20 ticks",
 		func(c *server.Config) *time.Duration { return &c.ClusterTick }),
+	durationSetting("transaction-max-timeout", "the longest transaction.timeout.ms a Kafka transactional producer may ask (a `duration`; Kafka's transaction.max.timeout.ms; 0: 15m)",
+		func(c *server.Config) *time.Duration { return &c.TransactionMaxTimeout }),
 	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`)",
 		func(c *server.Config) *time.Duration { return &c.ShutdownTimeout }),
 

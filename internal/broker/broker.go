@@ -20,6 +20,7 @@
 //	queues/<id>-<name>/journal/  cursor events (receives, acks, nacks, …): a storage log
 //	queues/<id>-<name>/snapshot  cursor snapshot and the journal offset it covers
 //	redrives/<id>.json           redrive tasks' definitions and progress (redrive_store.go)
+//	transactions.log             Kafka's transaction coordinator state (package txn; txn.go)
 package broker
 
 import (

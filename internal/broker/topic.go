@@ -21,6 +21,7 @@ import (
 //
 //	topics/<id>-<name>/<partition>/        a storage log per partition
 //	topics/<id>-<name>/subs/<id>-<name>/   a subscription: journal/ and snapshot
+//	topics/<id>-<name>/<partition>/txn.snapshot  open and aborted transactions (txn_partition.go)
 //	producers.json                         allocated producer ids and epochs
 //	groups/journal/                        committed offsets (group events)
 //	groups/snapshot                        all offsets as of a journal offset

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/internal/diskprobe"
 )
 
 // BenchmarkTxn compares, in one run, idempotent produce with
@@ -20,6 +22,9 @@ import (
 //
 //	go test -run '^$' -bench Txn -benchtime 20000x ./internal/kafka
 func BenchmarkTxn(b *testing.B) {
+	if l, err := diskprobe.Measure(b.TempDir(), 500*time.Millisecond); err == nil {
+		b.Logf("%s", l)
+	}
 	b.Run("produce/idempotent", func(b *testing.B) { benchTxnProduce(b, 0) })
 	b.Run("produce/txn=100", func(b *testing.B) { benchTxnProduce(b, 100) })
 	b.Run("produce/txn=1000", func(b *testing.B) { benchTxnProduce(b, 1000) })

@@ -113,6 +113,11 @@ type Config struct {
 	// disk"). 0: none.
 	DiskHeadroomBytes int64
 
+	// TransactionMaxTimeout is Kafka's transaction.max.timeout.ms: the
+	// longest transaction.timeout.ms a transactional producer may ask
+	// (docs/kafka.md, "Transactions"). 0: 15 minutes.
+	TransactionMaxTimeout time.Duration
+
 	// SnapshotEvery is how many journal events a queue, a subscription or
 	// the group coordinator writes between snapshots: it bounds the replay
 	// at start. 0: the broker's default (100,000).
