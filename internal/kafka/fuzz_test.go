@@ -159,7 +159,7 @@ func seedRequests() []seedRequest {
 		seedRequest{1, 4, fetchReq(4, "fz", 1, 0, 100).AppendTo(nil)},
 	)
 	out = append(out, seedConsumerGroup()...)
-	return append(out, seedNewAPIs()...)
+	return append(append(out, seedNewAPIs()...), seedTxnAPIs()...)
 }
 
 // seedNewAPIs are populated requests of the decode paths issue 16 added:

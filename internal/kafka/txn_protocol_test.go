@@ -198,3 +198,42 @@ func TestTxnProtocolErrors(t *testing.T) {
 	ip.TransactionalID, ip.TransactionTimeoutMillis, ip.ProducerID, ip.ProducerEpoch = &pname, 1000, x.pid, x.epoch
 	wantCode(t, "re-init with a stale epoch", r.do(ip).(*kmsg.InitProducerIDResponse).ErrorCode, kerr.ProducerFenced)
 }
+
+// seedTxnAPIs are populated requests of the transactional APIs, for
+// FuzzDispatch: a transactional init, adds (v3 and v4 verify_only),
+// offsets, a transactional produce, EndTxn, describe and list.
+func seedTxnAPIs() []seedRequest {
+	at := func(req kmsg.Request, v int16) seedRequest {
+		req.SetVersion(v)
+		return seedRequest{req.Key(), v, req.AppendTo(nil)}
+	}
+	id := "fz-txn"
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = &id, 1000
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID = id
+	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "fz", Partitions: []int32{0, 1}}}
+	av := kmsg.NewPtrAddPartitionsToTxnRequest()
+	av.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: id, VerifyOnly: true,
+		Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "fz", Partitions: []int32{0}}}}}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.Group = id, "g1"
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.TransactionalID, tc.Group = id, "g1"
+	tc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "fz", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID, et.Commit = id, true
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{id, "other"}
+	lt := kmsg.NewPtrListTransactionsRequest()
+	pat := "fz.*"
+	lt.StateFilters, lt.TransactionalIDPattern = []string{"Ongoing", "bogus"}, &pat
+	raw, _ := batch.Build([]batch.Record{{Timestamp: 1, Value: []byte("v")}},
+		batch.Options{Producer: &batch.Producer{ID: 0, Epoch: 0}, Transactional: true})
+	pr := produceReq(9, -1, "fz", 0, raw)
+	pr.TransactionID = &id
+	return []seedRequest{
+		at(ip, apis[22].max), at(ap, 3), at(av, apis[24].max), at(ao, apis[25].max), at(tc, apis[28].max),
+		{0, 9, pr.AppendTo(nil)}, at(et, apis[26].max), at(dt, 0), at(lt, apis[66].max),
+	}
+}
