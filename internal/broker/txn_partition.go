@@ -81,14 +81,6 @@ func (tp *txnPartition) noteOpenLocked(pid, at int64) {
 	}
 }
 
-// hasOpen reports whether pid has an open transaction here.
-func (tp *txnPartition) hasOpen(pid int64) bool {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	_, ok := tp.open[pid]
-	return ok
-}
-
 func (tp *txnPartition) noteMarkerLocked(pid int64, commit bool, at int64) {
 	first, ok := tp.open[pid]
 	if !ok {

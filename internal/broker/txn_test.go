@@ -296,3 +296,30 @@ func TestTxnMarkersSurviveCrashMidEnd(t *testing.T) {
 		t.Fatalf("state %v", txns[0].State)
 	}
 }
+
+// TestTxnLSOWaitsForMarker: while a marker is being appended the LSO is
+// not answered: the high watermark a reader already holds may include the
+// marker, and an LSO below it would make the reader wait for the log to
+// grow past that watermark instead of returning the committed records.
+func TestTxnLSOWaitsForMarker(t *testing.T) {
+	var tp txnPartition
+	tp.mu.Lock()
+	tp.noteOpenLocked(7, 10)
+	tp.inFlight++
+	tp.mu.Unlock()
+	got := make(chan int64, 1)
+	go func() { got <- tp.lso(12) }()
+	select {
+	case l := <-got:
+		t.Fatalf("lso answered %d with a marker in flight", l)
+	case <-time.After(50 * time.Millisecond):
+	}
+	tp.mu.Lock()
+	tp.inFlight--
+	tp.noteMarkerLocked(7, true, 11)
+	tp.cond().Broadcast()
+	tp.mu.Unlock()
+	if l := <-got; l != 12 {
+		t.Fatalf("lso %d after the marker, want the high watermark 12", l)
+	}
+}

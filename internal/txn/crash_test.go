@@ -142,3 +142,32 @@ func sameState(a, b map[string]Txn) bool {
 	}
 	return reflect.DeepEqual(norm(a), norm(b))
 }
+
+// TestOpenCutsTornTail: a damaged last record is cut at open and new
+// records follow the good ones; if the cut cannot be made durable, Open
+// fails rather than appending after garbage.
+func TestOpenCutsTornTail(t *testing.T) {
+	mem := newMem(t)
+	fx, ck := &fakeEffects{}, &clock{t: time.Unix(1000, 0)}
+	c := open(t, mem, fx, ck)
+	p, _ := c.InitProducerID("a", time.Second, noProducer)
+	c.Close()
+	f, _ := mem.OpenAppend("/data/" + LogFile)
+	f.Write([]byte{0, 0, 0, 9, 1, 2})
+	f.Sync()
+	f.Close()
+	efs := vfs.NewErrorFS(mem)
+	efs.Inject(vfs.Fault{Op: vfs.OpSync, Path: "/data/" + LogFile})
+	if _, err := Open(Config{FS: efs, Dir: "/data", Now: ck.now, Effects: fx}); err == nil {
+		t.Fatal("open succeeded though the torn tail's cut was not synced")
+	}
+	c = open(t, mem, fx, ck)
+	if err := c.AddPartitions("a", p.ID, p.Epoch, []Partition{tp0}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = open(t, mem, fx, ck)
+	if got, _ := c.Describe([]string{"a"}); got[0].State != Ongoing {
+		t.Fatalf("after the cut and a new record: %+v", got)
+	}
+}

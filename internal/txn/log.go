@@ -59,7 +59,8 @@ func openLog(fsys vfs.FS, dir string) (*stateLog, map[string]*Txn, error) {
 	if good < len(data) {
 		// A torn tail: only the last append can be torn (every record is
 		// synced before the next is written), and it was never answered.
-		if err := l.f.Truncate(int64(good)); err == nil {
+		err := l.f.Truncate(int64(good))
+		if err == nil {
 			err = l.f.Sync()
 		}
 		if err != nil {
