@@ -98,3 +98,20 @@ func isAborted(aborted []AbortedTxn, h batch.Header) bool {
 	}
 	return false
 }
+
+// OpenTransactions returns, per producer id, the first offset of its open
+// transaction in the partition (DescribeProducers' current_txn_start_offset;
+// kafka-transactions.sh find-hanging reads it).
+func (b *Broker) OpenTransactions(topic string, partition int32) (map[int64]int64, error) {
+	_, p, err := b.streams.partition(topic, partition)
+	if err != nil {
+		return nil, err
+	}
+	p.txn.mu.Lock()
+	defer p.txn.mu.Unlock()
+	out := make(map[int64]int64, len(p.txn.open))
+	for pid, first := range p.txn.open {
+		out[pid] = first
+	}
+	return out, nil
+}

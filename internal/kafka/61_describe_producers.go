@@ -30,10 +30,14 @@ func handleDescribeProducers(_ context.Context, c *conn, req *kmsg.DescribeProdu
 			}
 			prods, err := c.s.b.PartitionProducers(t.Topic, p)
 			rp.ErrorCode, rp.ErrorMessage = errCode(err, nil), errMessage(err)
+			open, _ := c.s.b.OpenTransactions(t.Topic, p)
 			for _, a := range prods {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = a.ID, int32(a.Epoch), a.LastSequence
 				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1, -1
+				if first, ok := open[a.ID]; ok {
+					ap.CurrentTxnStartOffset = first // the transaction holding the LSO back
+				}
 				rp.ActiveProducers = append(rp.ActiveProducers, ap)
 			}
 			rt.Partitions = append(rt.Partitions, rp)

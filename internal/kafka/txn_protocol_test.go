@@ -174,6 +174,13 @@ func TestTxnProtocolErrors(t *testing.T) {
 		t.Errorf("list: %+v", ls)
 	}
 
+	// DescribeProducers names the open transaction's first offset.
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "pt", Partitions: []int32{0}}}
+	if aps := r.do(dp).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers; len(aps) != 1 || aps[0].CurrentTxnStartOffset != 0 {
+		t.Errorf("describe producers: %+v, want the open transaction at offset 0", aps)
+	}
+
 	// Commit: the offset becomes visible; the epoch stays.
 	wantCode(t, "commit", x.end(x.epoch, true), nil)
 	wantCode(t, "commit again (a retry)", x.end(x.epoch, true), nil)
