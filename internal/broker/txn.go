@@ -113,6 +113,10 @@ func (e txnEffects) WriteMarkers(pid int64, epoch int16, commit bool, parts []tx
 	return errors.Join(errs...)
 }
 
+func (e txnEffects) ForgetProducer(id string) error {
+	return e.s.pids.Forget(txnIDPrefix + id)
+}
+
 func (e txnEffects) CommitOffsets(offsets []txn.Offset) error {
 	g, err := e.s.b.groups()
 	if err != nil {

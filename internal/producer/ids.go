@@ -128,6 +128,28 @@ func (p *IDs) Init(name string) (ID, error) {
 	return next, nil
 }
 
+// Forget removes a named producer (an expired transactional id), durably:
+// its next Init gets a fresh id at epoch 0. Its id stays fenced at the
+// epoch it had.
+func (p *IDs) Forget(name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.named[name]; !ok {
+		return nil
+	}
+	named := make(map[string]ID, len(p.named))
+	for k, v := range p.named {
+		if k != name {
+			named[k] = v
+		}
+	}
+	if err := p.persistLocked(p.reserved, named); err != nil {
+		return err
+	}
+	p.named = named
+	return nil
+}
+
 // Check refuses a batch from an id never allocated, or from an epoch older
 // than a named producer's current one (a zombie whose successor has not yet
 // written to this partition).

@@ -23,6 +23,8 @@ type Effects interface {
 	// CommitOffsets applies a committed transaction's offsets to their
 	// groups. Repeated after a crash: setting an offset twice is harmless.
 	CommitOffsets(offsets []Offset) error
+	// ForgetProducer drops an expired transactional id's producer id.
+	ForgetProducer(transactionalID string) error
 }
 
 // Config configures a Coordinator.
@@ -33,11 +35,18 @@ type Config struct {
 	// MaxTimeout is transaction.max.timeout.ms: a producer asking more is
 	// refused. Default 15 minutes, Kafka's.
 	MaxTimeout time.Duration
-	Effects    Effects
+	// IDExpiration is transactional.id.expiration.ms: an id without a
+	// transaction open or completing and unused this long is forgotten
+	// (its next InitProducerId starts afresh). Default 7 days, Kafka's.
+	IDExpiration time.Duration
+	Effects      Effects
 }
 
-// DefaultMaxTimeout is Kafka's transaction.max.timeout.ms.
-const DefaultMaxTimeout = 15 * time.Minute
+// Kafka's defaults: transaction.max.timeout.ms, transactional.id.expiration.ms.
+const (
+	DefaultMaxTimeout   = 15 * time.Minute
+	DefaultIDExpiration = 7 * 24 * time.Hour
+)
 
 // Coordinator holds every transactional id's state. Safe for concurrent use.
 type Coordinator struct {
@@ -59,6 +68,9 @@ func Open(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.IDExpiration <= 0 {
+		cfg.IDExpiration = DefaultIDExpiration
 	}
 	l, txns, err := openLog(cfg.FS, cfg.Dir)
 	if err != nil {

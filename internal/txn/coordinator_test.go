@@ -172,3 +172,34 @@ func TestListAndDescribe(t *testing.T) {
 		t.Fatal("ParseState")
 	}
 }
+
+// TestIDExpiration: an id idle past transactional.id.expiration.ms is
+// forgotten, durably, and its producer id dropped; one in use is kept.
+func TestIDExpiration(t *testing.T) {
+	mem := newMem(t)
+	fx, ck := &fakeEffects{}, &clock{t: time.Unix(1000, 0)}
+	c := open(t, mem, fx, ck)
+	old, _ := c.InitProducerID("old", time.Second, noProducer)
+	ck.advance(DefaultIDExpiration - time.Hour)
+	used, _ := c.InitProducerID("used", time.Second, noProducer)
+	ck.advance(time.Hour + time.Millisecond)
+	c.Tick()
+	if _, missing := c.Describe([]string{"old", "used"}); len(missing) != 1 || missing[0] != "old" {
+		t.Fatalf("missing %v, want [old]", missing)
+	}
+	if err := c.Verify(old.ID, old.Epoch, tp0); !errors.Is(err, ErrIDMapping) {
+		t.Fatalf("expired id's producer: %v", err)
+	}
+	if _, ok := fx.epochs["old"]; ok {
+		t.Fatal("the producer id was not forgotten")
+	}
+	c.Close()
+	c = open(t, mem, fx, ck)
+	if _, missing := c.Describe([]string{"old", "used"}); len(missing) != 1 {
+		t.Fatalf("after reopen: missing %v, want [old]", missing)
+	}
+	if p, err := c.InitProducerID("old", time.Second, noProducer); err != nil || p.ID == old.ID || p.Epoch != 0 {
+		t.Fatalf("re-init of an expired id: %v %v, want a fresh id at epoch 0", p, err)
+	}
+	_ = used
+}

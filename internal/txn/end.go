@@ -2,8 +2,10 @@ package txn
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // EndTxn commits or aborts the producer's transaction: the decision is
@@ -96,7 +98,11 @@ func (c *Coordinator) Tick() int {
 			todo = append(todo, id)
 		}
 	}
+	expired := c.expireLocked(now)
 	c.mu.Unlock()
+	for _, id := range expired {
+		_ = c.cfg.Effects.ForgetProducer(id) // a leftover only bumps its next epoch
+	}
 	slices.Sort(todo)
 	n := 0
 	for _, id := range todo {
@@ -187,4 +193,27 @@ func (c *Coordinator) PendingOffset(group, topic string, partition int32) bool {
 		}
 	}
 	return false
+}
+
+// expireLocked forgets the transactional ids idle past IDExpiration with
+// nothing open or completing, durably, and returns them.
+func (c *Coordinator) expireLocked(now time.Time) []string {
+	var out []string
+	for id, t := range c.txns {
+		if c.closed || c.busy[id] || t.State == Ongoing || t.State.preparing() || now.Sub(t.Updated) <= c.cfg.IDExpiration {
+			continue
+		}
+		gone := &Txn{ID: id, ProducerID: removed, LastEpoch: -1}
+		live := func() []*Txn {
+			all := slices.Collect(maps.Values(c.txns))
+			return slices.DeleteFunc(all, func(o *Txn) bool { return o.ID == id })
+		}
+		if c.log.put(gone, live) != nil {
+			return out
+		}
+		delete(c.txns, id)
+		delete(c.byPID, t.ProducerID)
+		out = append(out, id)
+	}
+	return out
 }

@@ -52,6 +52,13 @@ func (f *fakeEffects) WriteMarkers(pid int64, epoch int16, commit bool, parts []
 	return nil
 }
 
+func (f *fakeEffects) ForgetProducer(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.epochs, id)
+	return nil
+}
+
 func (f *fakeEffects) CommitOffsets(o []Offset) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

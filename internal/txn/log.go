@@ -13,6 +13,10 @@ import (
 // LogFile is the coordinator's file in the data directory.
 const LogFile = "transactions.log"
 
+// removed, as a record's producer id, removes the transactional id (it
+// expired); no producer id is negative.
+const removed = -1
+
 // stateLog is transactions.log open for appending. Not safe for
 // concurrent use: the coordinator's lock serialises it.
 type stateLog struct {
@@ -49,7 +53,11 @@ func openLog(fsys vfs.FS, dir string) (*stateLog, map[string]*Txn, error) {
 		if err != nil {
 			break
 		}
-		txns[t.ID] = t
+		if t.ProducerID == removed {
+			delete(txns, t.ID)
+		} else {
+			txns[t.ID] = t
+		}
 		good += n
 		l.records++
 	}
