@@ -85,12 +85,17 @@ func (t *topicService) Fetch(ctx context.Context, req *connect.Request[sluicev1.
 	if n == 0 && markForward(ctx, fetchLeader(out)) {
 		return connect.NewResponse(out), nil // every partition is led elsewhere, by one node
 	}
-	if n == 0 && wait > 0 {
+	if n == 0 && wait > 0 && !advanced(out, m) {
 		pollCtx, cancel := t.untilDrain(ctx)
 		defer cancel()
 		pos := make([]broker.FetchPosition, len(m.GetPartitions()))
 		for i, p := range m.GetPartitions() {
-			pos[i] = broker.FetchPosition{Topic: name, Partition: p.GetPartition(), Offset: p.GetOffset()}
+			// Wait for the log to grow past what was read, not past the
+			// offset asked: records of an open transaction lie between them
+			// (the fetch stops at the last stable offset), and waiting for
+			// the offset would answer at once, again and again.
+			off := max(p.GetOffset(), out.Partitions[i].GetHighWatermark())
+			pos[i] = broker.FetchPosition{Topic: name, Partition: p.GetPartition(), Offset: off}
 		}
 		if t.b.WaitForData(pollCtx, pos, wait) {
 			out, _ = t.fetchOnce(m)
@@ -158,4 +163,16 @@ func (t *topicService) fetchOnce(m *sluicev1.FetchRequest) (*sluicev1.FetchRespo
 		maxBytes -= len(res.Batches)
 	}
 	return out, total
+}
+
+// advanced reports whether a fetch moved some partition's next offset on
+// without returning records (it skipped transaction markers or aborted
+// records): the caller should have the new position at once.
+func advanced(out *sluicev1.FetchResponse, m *sluicev1.FetchRequest) bool {
+	for i, p := range m.GetPartitions() {
+		if out.Partitions[i].GetNextOffset() > p.GetOffset() {
+			return true
+		}
+	}
+	return false
 }
