@@ -117,10 +117,12 @@ func (e txnEffects) ForgetProducer(id string) error {
 	return e.s.pids.Forget(txnIDPrefix + id)
 }
 
+// CommitOffsets reaches the groups through the streams, not the broker:
+// at open (openTxn's first Tick) the broker has no streams yet.
 func (e txnEffects) CommitOffsets(offsets []txn.Offset) error {
-	g, err := e.s.b.groups()
-	if err != nil {
-		return err
+	g := e.s.groups
+	if g == nil {
+		return ErrClosed
 	}
 	byGroup := map[string][]group.OffsetCommit{}
 	var order []string

@@ -272,6 +272,13 @@ func TestTxnMarkersSurviveCrashMidEnd(t *testing.T) {
 	e.createTopic("t", 1)
 	a := e.txnProducer("a")
 	a.produce("t", 0, "v")
+	if err := e.b.AddOffsetsToTxn("a", a.pid.ID, a.pid.Epoch, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.TxnOffsetCommit("a", a.pid.ID, a.pid.Epoch, CommitRequest{Group: "g", Generation: -1,
+		Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 7, LeaderEpoch: -1}}}); err != nil {
+		t.Fatal(err)
+	}
 	// The marker's write fails: the decision is durable, the markers not.
 	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Path: "", Match: func(_ vfs.Op, path string) bool {
 		return len(path) > len("/data/topics") && path[:len("/data/topics")] == "/data/topics"
@@ -290,6 +297,10 @@ func TestTxnMarkersSurviveCrashMidEnd(t *testing.T) {
 	go old.Close()
 	if got := e.committedValues("t"); !slices.Equal(got, []string{"v"}) {
 		t.Fatalf("after crash: %v, want the committed record", got)
+	}
+	// Finished at open, before anything is served: the offsets too.
+	if c, ok := e.b.FetchOffset("g", "t", 0); !ok || c.Offset != 7 {
+		t.Fatalf("offset after crash: %+v %v, want the transaction's 7", c, ok)
 	}
 	txns, _, _ := e.b.DescribeTransactions([]string{"a"})
 	if txns[0].State.String() != "CompleteCommit" {
