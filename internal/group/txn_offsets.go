@@ -14,11 +14,19 @@ func (c *Coordinator) CheckTxnCommit(now time.Time, req CommitRequest) error {
 		return ErrInvalidGroupID
 	}
 	g := c.groups[req.Group]
+	var cm *cmember
 	if req.Generation >= 0 {
 		if g == nil {
 			return ErrUnknownMember
 		}
-		if err := c.checkCommitter(g, now, req); err != nil {
+		var err error
+		if g.cg != nil {
+			// A KIP-848 group: the generation field carries the member epoch.
+			cm, err = checkConsumerCommitter(g, req)
+		} else {
+			err = c.checkCommitter(g, now, req)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -28,6 +36,9 @@ func (c *Coordinator) CheckTxnCommit(now time.Time, req CommitRequest) error {
 		}
 		if len(o.Metadata) > c.cfg.MaxMetadataSize {
 			return ErrMetadataTooLarge
+		}
+		if err := cm.checkCommitEpoch(req.Generation, o); err != nil {
+			return err
 		}
 	}
 	return nil

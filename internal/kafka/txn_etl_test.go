@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -42,7 +41,7 @@ func TestTxnETLKill(t *testing.T) {
 		phase = time.Duration(s) * time.Second
 	}
 	bin := testproc.Build(t, t.TempDir())
-	dir, addr := t.TempDir(), freeAddr(t)
+	dir, addr := t.TempDir(), testproc.StableAddr(t) // restarted on it: below the ephemeral range
 	serve := func() *testproc.Proc {
 		p := testproc.Serve(t, bin, "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--kafka-addr", addr, "--sqs-addr", "")
 		p.Addr("kafka")
@@ -207,15 +206,4 @@ func TestTxnETLChild(t *testing.T) {
 		}
 		t.Logf("%d records, committed %v", fs.NumRecords(), committed)
 	}
-}
-
-// freeAddr is a 127.0.0.1 address free now, for a broker restarted on the
-// same port.
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
