@@ -23,6 +23,7 @@ import (
 	"crypto/tls"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -57,6 +58,8 @@ type config struct {
 	extra    []connect.ClientOption
 	token    string
 	tls      *tls.Config
+	// notLeaderRetry: how long NOT_LEADER answers are retried (retry.go); nil: the default.
+	notLeaderRetry *time.Duration
 }
 
 // Option configures New.
@@ -98,7 +101,11 @@ func New(baseURL string, opts ...Option) *Client {
 	if cfg.http == nil {
 		cfg.http = defaultHTTPClient(cfg.protocol, cfg.tls)
 	}
-	var copts []connect.ClientOption
+	retry := DefaultNotLeaderRetry
+	if cfg.notLeaderRetry != nil {
+		retry = *cfg.notLeaderRetry
+	}
+	copts := []connect.ClientOption{connect.WithInterceptors(notLeaderRetry(retry))}
 	switch cfg.protocol {
 	case ProtocolConnectJSON:
 		copts = append(copts, connect.WithProtoJSON())

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -14,51 +13,11 @@ import (
 
 // call runs one unary RPC and unwraps its answer, translating the error.
 func call[Req, Res any](ctx context.Context, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error), req *Req) (*Res, error) {
-	wait := notLeaderFirstWait
-	deadline := time.Now().Add(notLeaderRetryFor)
-	for {
-		res, err := fn(ctx, connect.NewRequest(req))
-		if err == nil {
-			return res.Msg, nil
-		}
-		err = wrap(err)
-		if !notLeader(err) || time.Now().Add(wait).After(deadline) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, notLeaderMaxWait)
-	}
-}
-
-// callOnce is call without the NOT_LEADER retry.
-func callOnce[Req, Res any](ctx context.Context, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error), req *Req) (*Res, error) {
 	res, err := fn(ctx, connect.NewRequest(req))
 	if err != nil {
 		return nil, wrap(err)
 	}
 	return res.Msg, nil
-}
-
-// A call answered NOT_LEADER was not carried out (the node refused it before doing
-// anything): in a cluster it means no leader is known for what the call names — an
-// election is under way, or a queue or topic was created a moment ago — since a node that
-// knows the leader forwards the call itself. The call is retried with backoff for a few
-// seconds, which is what an election takes, so a client never sees leadership unless it
-// stays unknown (then it gets the error). REPLICATION_UNKNOWN (maybe applied) is never
-// retried here.
-const (
-	notLeaderFirstWait = 50 * time.Millisecond
-	notLeaderMaxWait   = time.Second
-	notLeaderRetryFor  = 10 * time.Second
-)
-
-func notLeader(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.Code == connect.CodeUnavailable && e.Reason == "NOT_LEADER"
 }
 
 // CreateQueue creates a queue; cfg may be nil for the defaults. Creating an

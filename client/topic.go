@@ -59,10 +59,7 @@ func (c *Client) InitProducer(ctx context.Context, name string) (id int64, epoch
 // Produce appends records and returns where each landed, once durable.
 // idem may be nil.
 func (c *Client) Produce(ctx context.Context, topic string, records []*ProduceRecord, idem *Idempotence) ([]*ProduceResult, error) {
-	// Not retried on NOT_LEADER (callOnce): a Produce over several partitions may have
-	// written those this node leads before it found one led elsewhere, and answers
-	// NOT_LEADER naming no leader; the caller decides (with idem, a retry is deduplicated).
-	res, err := callOnce(ctx, c.topic.Produce, &sluicev1.ProduceRequest{Topic: topic, Records: records, Idempotence: idem})
+	res, err := call(ctx, c.topic.Produce, &sluicev1.ProduceRequest{Topic: topic, Records: records, Idempotence: idem})
 	return res.GetResults(), err
 }
 

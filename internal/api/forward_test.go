@@ -101,7 +101,7 @@ func TestForwardToLeader(t *testing.T) {
 	for name, p := range map[string]client.Protocol{"connect": client.ProtocolConnect, "json": client.ProtocolConnectJSON,
 		"grpc": client.ProtocolGRPC, "grpc-web": client.ProtocolGRPCWeb} {
 		t.Run(name, func(t *testing.T) {
-			cl := client.New(c.urls[0], client.WithProtocol(p), client.WithToken("tok"))
+			cl := client.New(c.urls[0], noRetry, client.WithProtocol(p), client.WithToken("tok"))
 			res, err := cl.Send(ctx, "q", []byte("hello"))
 			if err != nil {
 				t.Fatalf("send through node 1: %v", err)
@@ -132,7 +132,7 @@ func TestForwardOnce(t *testing.T) {
 	t.Run("leadership moved", func(t *testing.T) {
 		// 1 believes 2 leads, 2 believes 1 does: a loop if a forwarded call were forwarded.
 		c := newFakeCluster(t, &fakeNode{leader: 2}, &fakeNode{leader: 1})
-		_, err := client.New(c.urls[0]).Send(ctx, "q", []byte("x"))
+		_, err := client.New(c.urls[0], noRetry).Send(ctx, "q", []byte("x"))
 		wantNotLeader(t, err, "1")
 		if a, b := c.nodes[0].calls.Load(), c.nodes[1].calls.Load(); a != 1 || b != 1 {
 			t.Errorf("node 1 served %d calls and node 2 %d, want one each", a, b)
@@ -146,9 +146,9 @@ func TestForwardOnce(t *testing.T) {
 		}
 		c.addrs[2] = ln.Addr().String()
 		ln.Close()
-		_, err = client.New(c.urls[0]).Send(ctx, "q", []byte("x"))
+		_, err = client.New(c.urls[0], noRetry).Send(ctx, "q", []byte("x"))
 		wantNotLeader(t, err, "2")
-		for _, err := range client.New(c.urls[0]).Consume(ctx, "q") {
+		for _, err := range client.New(c.urls[0], noRetry).Consume(ctx, "q") {
 			wantNotLeader(t, err, "2")
 		}
 	})
@@ -156,7 +156,7 @@ func TestForwardOnce(t *testing.T) {
 		c := newFakeCluster(t, &fakeNode{failAfterOne: 2}, &fakeNode{})
 		var got []string
 		var last error
-		for m, err := range client.New(c.urls[0]).Consume(ctx, "q") {
+		for m, err := range client.New(c.urls[0], noRetry).Consume(ctx, "q") {
 			if err != nil {
 				last = err
 				break
@@ -171,7 +171,7 @@ func TestForwardOnce(t *testing.T) {
 	t.Run("body over the limit", func(t *testing.T) {
 		// Not held for forwarding (the limit is 1 MiB here): the node answers itself.
 		c := newFakeCluster(t, &fakeNode{leader: 2}, &fakeNode{})
-		_, err := client.New(c.urls[0]).Send(ctx, "q", make([]byte, 1<<20+1))
+		_, err := client.New(c.urls[0], noRetry).Send(ctx, "q", make([]byte, 1<<20+1))
 		wantNotLeader(t, err, "2")
 		if n := c.nodes[1].calls.Load(); n != 0 {
 			t.Errorf("node 2 served %d calls", n)
@@ -180,7 +180,7 @@ func TestForwardOnce(t *testing.T) {
 	t.Run("marked forwarded by the client", func(t *testing.T) {
 		c := newFakeCluster(t, &fakeNode{leader: 2}, &fakeNode{})
 		hc := &http.Client{Transport: headerTransport{forwardedHeader, "9"}}
-		_, err := client.New(c.urls[0], client.WithHTTPClient(hc)).Send(ctx, "q", []byte("x"))
+		_, err := client.New(c.urls[0], noRetry, client.WithHTTPClient(hc)).Send(ctx, "q", []byte("x"))
 		wantNotLeader(t, err, "2")
 	})
 }
@@ -195,7 +195,7 @@ func TestForwardCut(t *testing.T) {
 	for name, p := range map[string]client.Protocol{"connect": client.ProtocolConnect, "json": client.ProtocolConnectJSON,
 		"grpc": client.ProtocolGRPC, "grpc-web": client.ProtocolGRPCWeb} {
 		t.Run(name, func(t *testing.T) {
-			cl := client.New(c.urls[0], client.WithProtocol(p))
+			cl := client.New(c.urls[0], noRetry, client.WithProtocol(p))
 			_, err := cl.Send(ctx, "q", []byte("x"))
 			wantNotLeader(t, err, "2")
 			var got []string
@@ -282,3 +282,7 @@ func BenchmarkForward(b *testing.B) {
 		})
 	}
 }
+
+// noRetry: these tests watch what the server answers to one call, so the client must not
+// retry NOT_LEADER itself (the Go client does by default, client/retry.go).
+var noRetry = client.WithNotLeaderRetry(0)
