@@ -85,7 +85,7 @@ func (s *segment) candidate(c, pos, want, limit int64, hdr []byte) (ok, chained 
 	size := h.Size()
 	if h.Magic != batch.Magic || h.BatchLength < batch.HeaderSize-batch.LengthSize ||
 		int(h.BatchLength) > s.maxBatch || c+size > limit ||
-		h.BaseOffset < want+1 || h.BaseOffset > want+(c-pos) {
+		h.BaseOffset < want+1 || (!s.gapped && h.BaseOffset > want+(c-pos)) {
 		return false, false, h, nil
 	}
 	b := make([]byte, size)
@@ -103,7 +103,7 @@ func (s *segment) candidate(c, pos, want, limit int64, hdr []byte) (ok, chained 
 	if m, err := s.log.ReadAt(nh[:], next); err != nil && m < len(nh) {
 		return false, false, h, s.readErr(next, err)
 	}
-	return true, nh[magicOffset] == batch.Magic && int64(binary.BigEndian.Uint64(nh[:8])) == h.NextOffset(), h, nil
+	return true, nh[magicOffset] == batch.Magic && s.follows(int64(binary.BigEndian.Uint64(nh[:8])), h.NextOffset()), h, nil
 }
 
 // quarantineDamage quarantines the damaged batch ce found in segment i

@@ -82,7 +82,7 @@ func (s *segment) readBatches(loc location, maxBytes int) ([]byte, *CorruptionEr
 		}
 		var h batch.Header
 		if err == nil {
-			if h, _ = batch.ParseHeader(buf[end:]); h.BaseOffset != next {
+			if h, _ = batch.ParseHeader(buf[end:]); !s.follows(h.BaseOffset, next) {
 				err = fmt.Errorf("base offset %d, want %d", h.BaseOffset, next)
 			}
 		}

@@ -106,7 +106,7 @@ func (s *segment) scanFrom(x *segIndex, pos, want, limit, budget int64) scanResu
 		var h batch.Header
 		if err == nil {
 			h, _ = batch.ParseHeader(b)
-			if h.BaseOffset != res.next || h.LastOffset()-s.base > math.MaxUint32 {
+			if !s.follows(h.BaseOffset, res.next) || h.LastOffset()-s.base > math.MaxUint32 {
 				err = fmt.Errorf("base offset %d, want %d", h.BaseOffset, res.next)
 			}
 		}

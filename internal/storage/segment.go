@@ -76,6 +76,15 @@ type segment struct {
 	index   segIndex
 	deleted atomic.Bool // removed by retention: reads fail with ErrOffsetOutOfRange
 
+	// gapped: the cleaner rewrote this segment (a .compacted marker sits
+	// next to it, clean_marker.go), so its batches may skip offsets: a
+	// batch's base may be above the previous one's end, never below.
+	gapped bool
+	// cleanedAt (ms) and tombstones come from the marker: when the
+	// cleaner last produced it and how many tombstones it kept.
+	cleanedAt  int64
+	tombstones int64
+
 	ver verified                 // which bytes have had their CRC checked (verify.go)
 	qr  atomic.Pointer[[]qrange] // quarantined byte ranges, sorted; nil: none
 }
@@ -173,7 +182,7 @@ func (s *segment) remove() error {
 	s.close()
 	s.q.forget(s, 0)
 	var first error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, markerSuffix} {
 		if err := s.fs.Remove(s.path(suf)); err != nil && first == nil && suf == logSuffix {
 			first = err
 		}
@@ -242,7 +251,7 @@ func (s *segment) walkHeaders(pos, want, limit int64, fn func(int64, batch.Heade
 		if h.Magic != batch.Magic || h.BatchLength < batch.HeaderSize-batch.LengthSize || pos+h.Size() > limit {
 			return damage(pos, want, fmt.Sprintf("bad header (magic %d, length %d) at end %d", h.Magic, h.BatchLength, limit))
 		}
-		if h.BaseOffset != want {
+		if !s.follows(h.BaseOffset, want) {
 			return damage(pos, want, fmt.Sprintf("base offset %d, want %d", h.BaseOffset, want))
 		}
 		if !fn(pos, h) {

@@ -143,6 +143,8 @@ type Log struct {
 	bg      sync.WaitGroup // the background goroutine, while it runs
 	syncing atomic.Bool    // SyncAlways: the syncer runs (it stops when idle)
 
+	cleanMu sync.Mutex // one Clean pass at a time (clean.go)
+
 	bgMu      sync.Mutex // serializes starting the syncer with Close
 	bgStopped bool       // Close has stopped the background goroutine
 }
@@ -195,16 +197,22 @@ func (l *Log) openSegments() error {
 	if err := vfs.MkdirAllDurable(fs, dir); err != nil {
 		return fmt.Errorf("storage: open %s: %w", dir, err)
 	}
+	if err := recoverSwap(fs, dir); err != nil {
+		return err
+	}
 	names, err := fs.List(dir)
 	if err != nil {
 		return fmt.Errorf("storage: open %s: %w", dir, err)
 	}
-	logs := map[int64]bool{}
+	logs, marked := map[int64]bool{}, map[int64]bool{}
 	var bases []int64
 	for _, n := range names {
 		if b, ok := parseSegmentName(n, logSuffix); ok {
 			logs[b] = true
 			bases = append(bases, b) // List is sorted and names are fixed-width
+		}
+		if b, ok := parseSegmentName(n, markerSuffix); ok {
+			marked[b] = true
 		}
 	}
 	l.removeOrphans(names, logs)
@@ -224,6 +232,9 @@ func (l *Log) openSegments() error {
 		s, err := openSegment(l.env, b, now)
 		if err != nil {
 			return err
+		}
+		if marked[b] {
+			s.loadMarker(now.UnixMilli())
 		}
 		l.segs = append(l.segs, s)
 	}
@@ -248,7 +259,7 @@ func (l *Log) openSegments() error {
 // segment deletion cut short by a crash.
 func (l *Log) removeOrphans(names []string, logs map[int64]bool) {
 	for _, n := range names {
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, markerSuffix} {
 			if b, ok := parseSegmentName(n, suf); ok && !logs[b] {
 				l.opts.FS.Remove(filepath.Join(l.env.dir, n))
 			}

@@ -1,0 +1,214 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+)
+
+// cleanPass is one pass of Clean.
+type cleanPass struct {
+	l     *Log
+	o     CleanOptions
+	now   int64 // ms, from the log's clock: tombstone retention
+	segs  []cleanSeg
+	st    *CleanStats
+	m     *offsetMap
+	start time.Time // the pass's start, for the rate limit
+	// lastBatch is the base offset of each idempotent producer's last batch
+	// in the mapped part: that batch is kept even when it loses every
+	// record, so the producer's sequence survives in the log.
+	lastBatch map[int64]int64
+}
+
+// readChunk is how much the cleaner reads at once.
+const readChunk = 1 << 20
+
+var errMapFull = errors.New("storage: clean: offset map full")
+
+// eachBatch calls fn with every batch of cs, in order, through Read (so
+// every byte is checked and damage is quarantined, not cleaned).
+func (p *cleanPass) eachBatch(cs cleanSeg, fn func([]byte, batch.Header) error) error {
+	for off := cs.base; off < cs.end; {
+		if err := p.stopped(); err != nil {
+			return err
+		}
+		buf, err := p.l.Read(off, readChunk)
+		if err != nil {
+			if errors.Is(err, ErrOffsetOutOfRange) {
+				return fmt.Errorf("%w: %v", errCleanRaced, err)
+			}
+			return err
+		}
+		if len(buf) == 0 {
+			return nil
+		}
+		p.st.BytesRead += int64(len(buf))
+		for len(buf) > 0 {
+			h, _ := batch.ParseHeader(buf)
+			if h.BaseOffset >= cs.end {
+				return nil // the rest of cs is a gap: Read went on into the next segment
+			}
+			if err := fn(buf[:h.Size()], h); err != nil {
+				return err
+			}
+			buf, off = buf[h.Size():], h.NextOffset()
+		}
+		p.throttle()
+	}
+	return nil
+}
+
+// buildMap maps the dirty segments from firstDirty on, while they fit,
+// and returns how many segments (from the first) the pass cleans. A first
+// dirty segment larger than the map is mapped as far as it fits: the keys
+// of its unmapped tail keep their older records until a later update.
+func (p *cleanPass) buildMap(firstDirty int) (int, error) {
+	through := firstDirty
+	for i := firstDirty; i < len(p.segs); i++ {
+		mapped := false
+		err := p.eachBatch(p.segs[i], func(b []byte, h batch.Header) error {
+			if h.Control() {
+				return nil
+			}
+			if p.m.free() < int(h.RecordCount) {
+				return errMapFull
+			}
+			if h.ProducerID >= 0 {
+				p.lastBatch[h.ProducerID] = h.BaseOffset
+			}
+			for r, err := range batch.Records(b) {
+				if err != nil {
+					return nil // cannot be read (an inflate limit): kept whole, never mapped
+				}
+				if r.Key != nil {
+					p.m.put(hashKey(r.Key), r.Offset)
+				}
+			}
+			mapped = true
+			return nil
+		})
+		if errors.Is(err, errMapFull) {
+			if i == firstDirty && mapped {
+				p.l.opts.Logger.Warn("storage: cleaner offset map smaller than one segment; raise --compaction-buffer",
+					"segment", p.segs[i].s.path(logSuffix), "slots", len(p.m.slots))
+				return i + 1, nil
+			}
+			if i == firstDirty {
+				return 0, fmt.Errorf("storage: clean: offset map of %d slots cannot hold one batch: raise --compaction-buffer", len(p.m.slots))
+			}
+			return through, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		through = i + 1
+	}
+	return through, nil
+}
+
+// cleanRun rewrites the run g into one new segment and swaps it in.
+func (p *cleanPass) cleanRun(g []cleanSeg) error {
+	w, err := newCleanWriter(p.l.opts.FS, p.l.opts.Dir, g[0].base, int64(p.l.opts.IndexIntervalBytes))
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			w.abort()
+		}
+	}()
+	maxTS, changed, dirty := int64(-1), len(g) > 1, false
+	var tombs, cleanedAt int64
+	var removed, tombsRemoved int64
+	for _, cs := range g {
+		dirty = dirty || !cs.s.gapped
+		cleanedAt = max(cleanedAt, cs.s.cleanedAt)
+		purge := cs.s.gapped && cs.s.cleanedAt+p.o.DeleteRetention.Milliseconds() <= p.now
+		err := p.eachBatch(cs, func(b []byte, h batch.Header) error {
+			maxTS = max(maxTS, h.MaxTimestamp)
+			out, f := p.filter(b, h, purge)
+			removed, tombsRemoved, tombs = removed+f.removed, tombsRemoved+f.tombsRemoved, tombs+f.tombsKept
+			changed = changed || f.removed > 0
+			if out == nil {
+				changed = true
+				return nil
+			}
+			return w.add(out)
+		})
+		if err != nil {
+			return err
+		}
+		maxTS = max(maxTS, cs.s.maxTimestamp())
+	}
+	if !changed && !dirty {
+		return nil // nothing to drop in an already clean segment: keep it
+	}
+	if dirty {
+		cleanedAt = p.now
+	}
+	if err := w.finish(g[len(g)-1].end, maxTS, cleanedAt, tombs); err != nil {
+		return err
+	}
+	if err := p.l.swapIn(g, w.base, cleanedAt, tombs); err != nil {
+		return fmt.Errorf("%s: %w", fmtRun(g), err)
+	}
+	done = true
+	p.st.Cleaned = true
+	p.st.BytesWritten += w.size
+	p.st.SegmentsIn += len(g)
+	p.st.SegmentsOut++
+	p.st.RecordsRemoved += removed
+	p.st.TombstonesRemoved += tombsRemoved
+	p.throttle()
+	return nil
+}
+
+// filtered counts what filter did to one batch.
+type filtered struct{ removed, tombsRemoved, tombsKept int64 }
+
+// filter returns the batch with the records the map supersedes (and, with
+// purge, tombstones) removed: b itself if nothing goes, nil if the whole
+// batch goes.
+func (p *cleanPass) filter(b []byte, h batch.Header, purge bool) ([]byte, filtered) {
+	var f filtered
+	if h.Control() {
+		return b, f // transaction markers: see the package comment in clean.go
+	}
+	var kept []batch.Record
+	for r, err := range batch.Records(b) {
+		if err != nil {
+			return b, filtered{} // unreadable: kept whole, as buildMap left it unmapped
+		}
+		if r.Key != nil {
+			if latest, ok := p.m.get(hashKey(r.Key)); ok && r.Offset < latest {
+				f.removed++
+				continue
+			}
+		}
+		if r.Value == nil && r.Key != nil {
+			if purge {
+				f.removed++
+				f.tombsRemoved++
+				continue
+			}
+			f.tombsKept++
+		}
+		kept = append(kept, r)
+	}
+	if f.removed == 0 {
+		return b, f
+	}
+	if len(kept) == 0 {
+		last, seen := p.lastBatch[h.ProducerID]
+		if h.ProducerID < 0 || (seen && last != h.BaseOffset) {
+			return nil, f
+		}
+		// The producer's last batch here (or one whose producer the mapped
+		// part never saw): kept empty so its sequence survives.
+	}
+	return batch.Rebuild(h, kept), f
+}

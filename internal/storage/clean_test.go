@@ -1,0 +1,128 @@
+package storage
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+func compactOptions(t testing.TB, c *clock) Options {
+	o := testOptions(t, vfs.NewMem(), "/p")
+	o.Now, o.SegmentBytes, o.IndexIntervalBytes = c.Now, 8<<10, 512
+	return o
+}
+
+// TestCleanModel runs random update streams with tombstones through
+// passes of the cleaner and checks each against the reference model.
+func TestCleanModel(t *testing.T) {
+	cases := []struct {
+		name   string
+		keys   int
+		tomb   float64
+		buffer int64
+		lag    time.Duration
+	}{
+		{"few keys", 20, 0, 0, 0},
+		{"many keys", 2000, 0, 0, 0},
+		{"tombstones", 50, 0.2, 0, 0},
+		{"small map", 500, 0.05, 64 * mapSlotBytes, 0},
+		{"lag", 100, 0.1, 0, 200 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(len(tc.name)), 7))
+			c := newClock()
+			l := mustOpen(t, compactOptions(t, c))
+			defer l.Close()
+			m := newCompactModel()
+			for round := range 8 {
+				m.randomUpdates(t, l, c, rng, 1500, tc.keys, tc.tomb)
+				lagCut := c.t.Add(-tc.lag).UnixMilli()
+				st := mustClean(t, l, CleanOptions{BufferBytes: tc.buffer, MinCompactionLag: tc.lag, DeleteRetention: time.Second})
+				got := m.check(t, l, cleanedEnd(l), tc.buffer == 0)
+				if round > 0 && !st.Cleaned {
+					t.Fatalf("round %d: nothing cleaned (%+v)", round, st)
+				}
+				// Nothing newer than the lag was compacted away.
+				have := map[int64]bool{}
+				for _, r := range got {
+					have[r.off] = true
+				}
+				for off, w := range m.recs {
+					if w.ts > lagCut && !have[off] {
+						t.Fatalf("round %d: offset %d (ts %d, lag cut %d) compacted away", round, off, w.ts, lagCut)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCleanTombstonesExpire: a tombstone survives the pass that first
+// cleans it and later passes within delete.retention.ms, and is gone after.
+func TestCleanTombstonesExpire(t *testing.T) {
+	c := newClock()
+	l := mustOpen(t, compactOptions(t, c))
+	defer l.Close()
+	m := newCompactModel()
+	ts := c.t.UnixMilli()
+	m.appendKVs(t, l, ts, nil, kv{"gone", []byte("v1")}, kv{"kept", []byte("v1")})
+	m.appendKVs(t, l, ts, nil, kv{"gone", nil})
+	forceRoll(t, l)
+	o := CleanOptions{DeleteRetention: time.Hour}
+	mustClean(t, l, o)
+	keys := func() map[string]bool {
+		out := map[string]bool{}
+		for _, r := range readRecords(t, l) {
+			out[r.key] = true
+		}
+		return out
+	}
+	if k := keys(); !k["gone"] || !k["kept"] || len(readRecords(t, l)) != 2 {
+		t.Fatalf("after the first clean: %v, want the tombstone and kept", readRecords(t, l))
+	}
+	c.t = c.t.Add(59 * time.Minute)
+	if st := mustClean(t, l, o); st.TombstonesRemoved != 0 {
+		t.Fatalf("tombstone dropped before delete.retention.ms: %+v", st)
+	}
+	c.t = c.t.Add(2 * time.Minute)
+	st := mustClean(t, l, o)
+	if k := keys(); k["gone"] || !k["kept"] || st.TombstonesRemoved != 1 {
+		t.Fatalf("after delete.retention.ms: keys %v, stats %+v", k, st)
+	}
+	m.check(t, l, cleanedEnd(l), true)
+}
+
+// TestCleanFetchInGap: a read at an offset that was compacted away answers
+// from the next record, and the active segment is never touched.
+func TestCleanFetchInGap(t *testing.T) {
+	c := newClock()
+	l := mustOpen(t, compactOptions(t, c))
+	defer l.Close()
+	m := newCompactModel()
+	for i := range 10 {
+		m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"a", []byte{byte(i)}})
+	}
+	m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"b", []byte("b")})
+	forceRoll(t, l)
+	m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"a", []byte("active")})
+	mustClean(t, l, CleanOptions{})
+	got := readRecords(t, l)
+	if len(got) != 3 || got[0].off != 9 || got[1].off != 10 || got[2].off != 11 {
+		t.Fatalf("after clean: %+v, want offsets 9 (a), 10 (b), 11 (a in the active segment)", got)
+	}
+	b, err := l.Read(3, 1<<20)
+	if err != nil || len(b) == 0 {
+		t.Fatalf("Read(3) in the gap: %v", err)
+	}
+	h, _ := batch.ParseHeader(b)
+	if h.BaseOffset != 9 {
+		t.Fatalf("Read(3) answered batch %d, want 9", h.BaseOffset)
+	}
+	if l.LogStartOffset() != 0 {
+		t.Fatalf("log start moved to %d", l.LogStartOffset())
+	}
+}
