@@ -126,3 +126,35 @@ func TestCleanFetchInGap(t *testing.T) {
 		t.Fatalf("log start moved to %d", l.LogStartOffset())
 	}
 }
+
+// TestCleanTruncateIntoGap: a replica's Restore truncates to its last
+// checkpoint, a batch boundary of the log as appended, which may now lie in
+// a gap the cleaner left: the log must end exactly there, so that the
+// entries applied again get the offsets they had.
+func TestCleanTruncateIntoGap(t *testing.T) {
+	c := newClock()
+	l := mustOpen(t, compactOptions(t, c))
+	defer l.Close()
+	m := newCompactModel()
+	m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"a", []byte("1")})
+	m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"b", []byte("1")})
+	for i := range 4 {
+		m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"a", []byte{byte(i)}}) // offsets 2-5: 2-4 superseded
+	}
+	m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"c", []byte("1")})
+	forceRoll(t, l)
+	mustClean(t, l, CleanOptions{})
+	if err := l.TruncateSuffix(3); err != nil {
+		t.Fatal(err)
+	}
+	if hw := l.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d after TruncateSuffix(3) into a gap, want 3", hw)
+	}
+	if base := m.appendKVs(t, l, c.t.UnixMilli(), nil, kv{"d", []byte("1")}); base != 3 {
+		t.Fatalf("next append at %d, want 3", base)
+	}
+	got := readRecords(t, l)
+	if len(got) != 2 || got[0].off != 1 || got[1].off != 3 {
+		t.Fatalf("after truncation: %+v, want b@1 and d@3", got)
+	}
+}

@@ -108,11 +108,11 @@ func (l *Log) truncateSegment(seg *segment, offset int64) (int64, error) {
 		return 0, err
 	}
 	size := seg.size.Load()
-	cut := size
+	cut, cutBase := size, int64(-1)
 	start, rel := seg.index.lookup(offset - seg.base)
 	err := seg.walkHeaders(start, seg.base+rel, size, func(p int64, h batch.Header) bool {
 		if h.LastOffset() >= offset {
-			cut = p
+			cut, cutBase = p, h.BaseOffset
 			return false
 		}
 		return true
@@ -135,7 +135,15 @@ func (l *Log) truncateSegment(seg *segment, offset int64) (int64, error) {
 	}
 	// When nothing in seg is cut, reindexTail finds seg's end, which is the
 	// base of the first removed segment (end).
-	return seg.reindexTail(cut)
+	next, err := seg.reindexTail(cut)
+	if err == nil && seg.gapped && next < offset && (cutBase < 0 || cutBase > offset) {
+		// offset is in a gap the cleaner left (a Raft checkpoint is a batch
+		// boundary of the log as appended): the log ends at offset, not
+		// at the last batch kept before it, so what is applied again gets
+		// the offsets it had.
+		next = offset
+	}
+	return next, err
 }
 
 // reindexTail rebuilds the index state after the last entry below cut by
