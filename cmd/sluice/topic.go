@@ -28,7 +28,9 @@ func topicCreateCmd(f *clientFlags) *cobra.Command {
 	var partitions int32
 	var retention time.Duration
 	var retentionBytes, maxBytes int64
+	var policy string
 	cmd := &cobra.Command{Use: "create NAME", Short: "Create a topic", Args: cobra.ExactArgs(1)}
+	cmd.Flags().StringVar(&policy, "cleanup-policy", "delete", "delete (old segments go by retention), compact (the latest record per key is kept; every record needs a key) or compact,delete")
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, fmt.Sprintf("number of partitions (1 to %d)", maxPartitions))
 	cmd.Flags().DurationVar(&retention, "retention", 0, "delete records older than this (default 168h; 0 keeps them forever)")
 	cmd.Flags().Int64Var(&retentionBytes, "retention-bytes", 0, "per partition, delete the oldest segments beyond this size (0: no limit)")
@@ -50,7 +52,11 @@ func topicCreateCmd(f *clientFlags) *cobra.Command {
 		); err != nil {
 			return err
 		}
-		cfg := &client.TopicConfig{Partitions: partitions, RetentionBytes: retentionBytes, MaxMessageBytes: maxBytes}
+		cp, err := parseCleanupPolicy(policy)
+		if err != nil {
+			return err
+		}
+		cfg := &client.TopicConfig{Partitions: partitions, RetentionBytes: retentionBytes, MaxMessageBytes: maxBytes, CleanupPolicy: cp}
 		if cmd.Flags().Changed("retention") {
 			cfg.Retention = durationpb.New(retention)
 		}
@@ -61,6 +67,28 @@ func topicCreateCmd(f *clientFlags) *cobra.Command {
 		return printTopics(cmd, f, []*client.Topic{t})
 	})
 	return cmd
+}
+
+// parseCleanupPolicy reads --cleanup-policy, as Kafka spells the list.
+func parseCleanupPolicy(v string) (sluicev1.CleanupPolicy, error) {
+	var compact, del bool
+	for _, p := range strings.Split(v, ",") {
+		switch strings.TrimSpace(p) {
+		case "compact":
+			compact = true
+		case "delete":
+			del = true
+		default:
+			return 0, fmt.Errorf("--cleanup-policy %q: want delete, compact or compact,delete", v)
+		}
+	}
+	switch {
+	case compact && del:
+		return sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE, nil
+	case compact:
+		return sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT, nil
+	}
+	return sluicev1.CleanupPolicy_CLEANUP_POLICY_DELETE, nil
 }
 
 func printTopics(cmd *cobra.Command, f *clientFlags, ts []*client.Topic) error {

@@ -46,15 +46,30 @@ func topicSettings(name string, c *sluicev1.TopicConfig) (broker.TopicSettings, 
 	switch c.CleanupPolicy {
 	case sluicev1.CleanupPolicy_CLEANUP_POLICY_UNSPECIFIED, sluicev1.CleanupPolicy_CLEANUP_POLICY_DELETE:
 		s.CleanupPolicy = broker.CleanupDelete
+	case sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT:
+		s.CleanupPolicy = broker.CleanupCompact
+	case sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE:
+		s.CleanupPolicy = broker.CleanupCompactDelete
 	default:
-		s.CleanupPolicy = "compact" // refused by the broker: not implemented
+		s.CleanupPolicy = c.CleanupPolicy.String() // refused by the broker as unknown
 	}
 	return s, nil
 }
 
+// cleanupPolicy is the schema's spelling of the broker's policy.
+func cleanupPolicy(p string) sluicev1.CleanupPolicy {
+	switch p {
+	case broker.CleanupCompact:
+		return sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT
+	case broker.CleanupCompactDelete:
+		return sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE
+	}
+	return sluicev1.CleanupPolicy_CLEANUP_POLICY_DELETE
+}
+
 func topicConfig(s broker.TopicSettings) *sluicev1.TopicConfig {
 	c := &sluicev1.TopicConfig{Partitions: s.Partitions, RetentionBytes: max(0, s.RetentionBytes),
-		MaxMessageBytes: int64(s.MaxMessageBytes), CleanupPolicy: sluicev1.CleanupPolicy_CLEANUP_POLICY_DELETE}
+		MaxMessageBytes: int64(s.MaxMessageBytes), CleanupPolicy: cleanupPolicy(s.CleanupPolicy)}
 	if s.Retention > 0 {
 		c.Retention = dur(s.Retention)
 	} else {

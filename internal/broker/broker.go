@@ -70,6 +70,14 @@ type Options struct {
 	// batches (sluice_storage_corrupt_batches_total). Default: one of
 	// storage's default size for this broker.
 	Files *storage.FileCache
+	// CompactionBufferBytes bounds the memory of one cleaner pass (its
+	// offset map, 24 bytes a key: storage.CleanOptions.BufferBytes); default
+	// 32 MiB. CompactionBytesPerSec bounds the cleaner's reads plus writes;
+	// 0: no limit. CompactionInterval is how often it looks for work;
+	// default 15 s.
+	CompactionBufferBytes int64
+	CompactionBytesPerSec int64
+	CompactionInterval    time.Duration
 	// Cluster, when set, makes the broker a node of a cluster: topics are the
 	// metadata group's and partitions are replicated (cluster.go). nil: a single
 	// node, as before.
@@ -131,6 +139,7 @@ type Broker struct {
 
 	stopMaint chan struct{}
 	maintDone chan struct{}
+	cleaner   cleanerRT // the compaction cleaner's totals (topic_compaction.go)
 }
 
 // Open opens (or creates) the broker in opts.Dir, recovering every queue.
@@ -262,6 +271,7 @@ func (b *Broker) Close() error {
 	if b.stopMaint != nil {
 		close(b.stopMaint)
 		<-b.maintDone
+		b.cleaner.wait() // a pass in progress stops at its next batch
 	}
 	return errors.Join(b.streams.close(), b.closeQueues(), b.lock.Release())
 }
@@ -351,6 +361,7 @@ func (b *Broker) ListQueues(prefix string) []string {
 func (b *Broker) StartMaintenance(interval time.Duration) {
 	b.stopMaint = make(chan struct{})
 	b.maintDone = make(chan struct{})
+	b.startCleaner(b.stopMaint)
 	go func() {
 		defer close(b.maintDone)
 		t := time.NewTicker(interval)

@@ -22,6 +22,10 @@ var (
 	// ErrRecordTooLarge: a record or batch over the topic's maximum message
 	// size (MESSAGE_TOO_LARGE).
 	ErrRecordTooLarge = errors.New("record is larger than the topic's maximum message size")
+	// ErrKeyRequired: a record without a key produced to a compacted topic,
+	// whose cleaner keeps the latest record per key (INVALID_RECORD, as
+	// Kafka answers it).
+	ErrKeyRequired = errors.New("a compacted topic needs a key on every record")
 	// ErrTransactionsUnsupported: a transactional or control batch was
 	// produced; sluice has no transactions yet (UNSUPPORTED_FOR_MESSAGE_FORMAT
 	// or TRANSACTIONAL_ID_AUTHORIZATION_FAILED as the front-end sees fit).

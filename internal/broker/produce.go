@@ -114,6 +114,9 @@ func (s *streams) route(ts TopicSettings, recs []ProduceRecord, n int) (map[int3
 		if size := recordSize(r); size+batch.HeaderSize > ts.MaxMessageBytes {
 			return nil, fmt.Errorf("%w: record %d is %d bytes, limit %d", ErrRecordTooLarge, i, size, ts.MaxMessageBytes)
 		}
+		if r.Key == nil && ts.Compacted() {
+			return nil, fmt.Errorf("%w: record %d of topic %s", ErrKeyRequired, i, ts.Name)
+		}
 		var p int32
 		switch {
 		case r.Partition != nil:
@@ -276,6 +279,11 @@ func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int
 	}
 	if err := b.admitTransactional(p, checked); err != nil {
 		return ProduceBatchesResult{}, err
+	}
+	if t.compacted() {
+		if err := checkKeys(checked); err != nil {
+			return ProduceBatchesResult{}, err
+		}
 	}
 	return b.appendBatches(ctx, p, checked)
 }

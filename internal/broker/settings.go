@@ -145,7 +145,16 @@ type TopicSettings struct {
 	Retention       time.Duration `json:"retention"`       // default 7 days; negative: keep forever
 	RetentionBytes  int64         `json:"retention_bytes"` // per partition; 0 or negative: unlimited
 	MaxMessageBytes int           `json:"max_message_bytes"`
-	CleanupPolicy   string        `json:"cleanup_policy"` // "delete" (compaction is not implemented)
+	CleanupPolicy   string        `json:"cleanup_policy"` // "delete", "compact" or "compact,delete"
+
+	// Compaction (cleanup policy "compact" or "compact,delete"; topic_compaction.go).
+	// Zero values are the defaults, as Kafka's: tombstones kept 1 day after their
+	// segment is cleaned (negative: 0, dropped at the next clean), no minimum lag, no
+	// maximum lag, a dirty ratio of 0.5 (negative: 0, clean whenever anything is dirty).
+	DeleteRetention        time.Duration `json:"delete_retention,omitempty"`
+	MinCompactionLag       time.Duration `json:"min_compaction_lag,omitempty"`
+	MaxCompactionLag       time.Duration `json:"max_compaction_lag,omitempty"`
+	MinCleanableDirtyRatio float64       `json:"min_cleanable_dirty_ratio,omitempty"`
 
 	// In a cluster (zero for a single node): the topic's cluster-wide id (its Kafka topic
 	// id), the catalog index of its last change this node applied, and its replication

@@ -75,6 +75,8 @@ type partitionRT struct {
 	// repl is the partition's Raft group on this node, in a cluster when this node is
 	// one of its replicas (cluster_replica.go); nil otherwise.
 	repl atomic.Pointer[hostedReplica]
+	// clean is what the cleaner last did here (topic_compaction.go).
+	clean cleanState
 }
 
 func topicDir(root string, s TopicSettings) string {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -21,6 +22,12 @@ const (
 	MaxTopicMessageBytes        = 16 << 20
 	MaxPartitions               = 10000
 	CleanupDelete               = "delete"
+	CleanupCompact              = "compact"
+	CleanupCompactDelete        = "compact,delete"
+	// DefaultDeleteRetention is Kafka's delete.retention.ms default.
+	DefaultDeleteRetention = 24 * time.Hour
+	// DefaultMinCleanableDirtyRatio is Kafka's min.cleanable.dirty.ratio.
+	DefaultMinCleanableDirtyRatio = 0.5
 )
 
 // Kafka's rule for topic names.
@@ -37,9 +44,46 @@ func (s *TopicSettings) normalize() {
 	if s.MaxMessageBytes == 0 {
 		s.MaxMessageBytes = DefaultTopicMaxMessageBytes
 	}
-	if s.CleanupPolicy == "" {
-		s.CleanupPolicy = CleanupDelete
+	s.CleanupPolicy = canonicalPolicy(s.CleanupPolicy)
+}
+
+// canonicalPolicy spells a cleanup policy list one way ("delete,compact"
+// and " compact, delete" are "compact,delete"); "" is the default, delete.
+// What it does not know it leaves for validate to refuse.
+func canonicalPolicy(p string) string {
+	var compact, del bool
+	for _, v := range strings.Split(p, ",") {
+		switch strings.TrimSpace(v) {
+		case CleanupCompact:
+			compact = true
+		case CleanupDelete:
+			del = true
+		default:
+			if p == "" {
+				return CleanupDelete
+			}
+			return p
+		}
 	}
+	switch {
+	case compact && del:
+		return CleanupCompactDelete
+	case compact:
+		return CleanupCompact
+	}
+	return CleanupDelete
+}
+
+// Compacted reports whether the topic's cleaner keeps the latest record
+// per key (cleanup policy compact or compact,delete).
+func (s TopicSettings) Compacted() bool {
+	return s.CleanupPolicy == CleanupCompact || s.CleanupPolicy == CleanupCompactDelete
+}
+
+// Deletes reports whether retention deletes old segments (cleanup policy
+// delete or compact,delete).
+func (s TopicSettings) Deletes() bool {
+	return s.CleanupPolicy == CleanupDelete || s.CleanupPolicy == CleanupCompactDelete
 }
 
 // ReservedTopicPrefix starts the names of Kafka's internal topics
@@ -58,8 +102,16 @@ func (s *TopicSettings) validate() error {
 		return invalid("partitions", "%d: want 1 to %d", s.Partitions, MaxPartitions)
 	case s.MaxMessageBytes < 1024 || s.MaxMessageBytes > MaxTopicMessageBytes:
 		return invalid("max_message_bytes", "%d: want 1024 to %d", s.MaxMessageBytes, MaxTopicMessageBytes)
-	case s.CleanupPolicy != CleanupDelete:
-		return invalid("cleanup_policy", "%q: only %q is implemented", s.CleanupPolicy, CleanupDelete)
+	case s.CleanupPolicy != CleanupDelete && !s.Compacted():
+		return invalid("cleanup_policy", "%q: want %q, %q or %q", s.CleanupPolicy, CleanupDelete, CleanupCompact, CleanupCompactDelete)
+	case s.MinCompactionLag < 0:
+		return invalid("min_compaction_lag", "%v: want 0 or more", s.MinCompactionLag)
+	case s.MaxCompactionLag < 0:
+		return invalid("max_compaction_lag", "%v: want 0 (none) or more", s.MaxCompactionLag)
+	case s.MaxCompactionLag > 0 && s.MinCompactionLag > s.MaxCompactionLag:
+		return invalid("max_compaction_lag", "%v is below min_compaction_lag %v", s.MaxCompactionLag, s.MinCompactionLag)
+	case s.MinCleanableDirtyRatio > 1 || math.IsNaN(s.MinCleanableDirtyRatio):
+		return invalid("min_cleanable_dirty_ratio", "%v: want 0 to 1", s.MinCleanableDirtyRatio)
 	}
 	return nil
 }

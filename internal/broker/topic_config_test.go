@@ -32,7 +32,12 @@ func TestUpdateTopic(t *testing.T) {
 		t.Fatalf("4 KB batch over a 2 KB limit: %v", err)
 	}
 	for _, bad := range []func(*TopicSettings) error{
-		func(s *TopicSettings) error { s.CleanupPolicy = "compact"; return nil },
+		func(s *TopicSettings) error { s.CleanupPolicy = "compaction"; return nil },
+		func(s *TopicSettings) error { s.MinCleanableDirtyRatio = 2; return nil },
+		func(s *TopicSettings) error {
+			s.MinCompactionLag, s.MaxCompactionLag = time.Hour, time.Minute
+			return nil
+		},
 		func(s *TopicSettings) error { s.MaxMessageBytes = 10; return nil },
 		func(s *TopicSettings) error { s.Retention = 0; return errors.New("refused by the caller") },
 	} {

@@ -13,7 +13,8 @@ func (p *partitionRT) sizeBytes() int64 { return p.log.Size() }
 func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) (timeCut, cut int64) {
 	b := t.s.b
 	cut = p.log.LogStartOffset()
-	if cut == p.log.HighWatermark() {
+	if cut == p.log.HighWatermark() || !s.Deletes() {
+		// cleanup.policy=compact: the cleaner, not retention, bounds the log.
 		// Nothing stored: nothing to delete, and no segment to read (a node of a
 		// thousand idle partitions spent a fifth of its idle CPU here).
 		return cut, cut

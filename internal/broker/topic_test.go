@@ -88,7 +88,7 @@ func TestTopicAdmin(t *testing.T) {
 		t.Fatalf("create twice: %v", err)
 	}
 	var ia *InvalidArgumentError
-	for _, bad := range []TopicSettings{{Name: "a/b"}, {Name: "x", Partitions: -1}, {Name: "x", CleanupPolicy: "compact"}} {
+	for _, bad := range []TopicSettings{{Name: "a/b"}, {Name: "x", Partitions: -1}, {Name: "x", CleanupPolicy: "compact,snapshot"}} {
 		if _, err := e.b.CreateTopic(bad); !errors.As(err, &ia) {
 			t.Fatalf("create %+v: %v", bad, err)
 		}

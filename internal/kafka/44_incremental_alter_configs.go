@@ -75,7 +75,7 @@ func incrementalAlter(s *broker.TopicSettings, cfg kmsg.IncrementalAlterConfigsR
 			}
 		}
 		if len(list) == 0 {
-			return errors.New("cleanup.policy: an empty policy keeps records forever; sluice needs \"delete\"")
+			return errors.New("cleanup.policy: an empty policy keeps records forever; sluice needs \"delete\", \"compact\" or both")
 		}
 		return setTopicConfig(s, cfg.Name, strings.Join(list, ","))
 	}

@@ -71,11 +71,16 @@ func TestKadmAlterConfigs(t *testing.T) {
 		t.Fatalf("8 KB record over a 4 KB max.message.bytes: %v", err)
 	}
 	for _, bad := range [][]kadm.AlterConfig{
-		{set("retention.ms", "3"), set("cleanup.policy", "compact")}, // compaction is not implemented
+		{set("retention.ms", "3"), set("cleanup.policy", "compaction")}, // no such policy
+		{set("min.cleanable.dirty.ratio", "1.5")},
+		{set("delete.retention.ms", "-1")},
+		{set("max.compaction.lag.ms", "0")},
+		{set("min.compaction.lag.ms", "10"), set("max.compaction.lag.ms", "5")},
 		{set("retention.ms", "3"), set("no.such.config", "1")},
 		{set("retention.ms", "banana")},
 		{set("min.insync.replicas", "2")},
-		{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: strp("compact")}},
+		{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: strp("bogus")}},
+		{{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: strp("delete")}}, // leaves none
 		{{Op: kadm.AppendConfig, Name: "retention.ms", Value: strp("1")}},
 	} {
 		if r := alter(false, false, bad...); !errors.Is(r.Err, kerr.InvalidConfig) {
@@ -104,8 +109,8 @@ func TestKadmAlterConfigs(t *testing.T) {
 	if v := topicConfigValue(t, adm, "ac", "retention.bytes"); v != "1048576" {
 		t.Fatalf("retention.bytes %s", v)
 	}
-	if r := alter(true, false, set("cleanup.policy", "compact")); !errors.Is(r.Err, kerr.InvalidConfig) {
-		t.Fatalf("state alter to compact: %v", r.Err)
+	if r := alter(true, false, set("cleanup.policy", "bogus")); !errors.Is(r.Err, kerr.InvalidConfig) {
+		t.Fatalf("state alter to an unknown policy: %v", r.Err)
 	}
 	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("log.retention.ms", "1")}, 0)
 	if err != nil || len(rs) != 1 || !errors.Is(rs[0].Err, kerr.PolicyViolation) {

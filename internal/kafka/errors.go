@@ -25,6 +25,7 @@ var errorTable = []struct {
 	{broker.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{broker.ErrCorruptBatch, kerr.CorruptMessage},
 	{broker.ErrRecordTooLarge, kerr.MessageTooLarge},
+	{broker.ErrKeyRequired, kerr.InvalidRecord},
 	{broker.ErrTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed},
 	// Transactions (broker/txn.go).
 	{broker.ErrTransactionsInCluster, kerr.UnsupportedVersion},

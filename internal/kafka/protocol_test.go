@@ -339,7 +339,7 @@ func withTopic(recs []*kgo.Record, topic string) []*kgo.Record {
 func TestCreateTopicsRefusals(t *testing.T) {
 	n := startNode(t, "")
 	r := n.raw()
-	bad := "compact"
+	bad := "compaction"
 	unknown := "1"
 	for _, tc := range []struct {
 		name       string

@@ -91,6 +91,7 @@ var topicConfigs = []topicConfig{
 		isDef: func(s broker.TopicSettings) bool { return s.CleanupPolicy == broker.CleanupDelete },
 		reset: func(s *broker.TopicSettings) { s.CleanupPolicy = "" },
 	},
+	compactionConfigs[0], compactionConfigs[1], compactionConfigs[2], compactionConfigs[3],
 }
 
 // fixedTopicConfigs are read-only facts of a one-node sluice that tools

@@ -33,8 +33,11 @@ const (
 	CleanupPolicy_CLEANUP_POLICY_UNSPECIFIED CleanupPolicy = 0 // = DELETE
 	// Whole segments are deleted once past retention time or size.
 	CleanupPolicy_CLEANUP_POLICY_DELETE CleanupPolicy = 1
-	// Keep the latest record per key (Kafka log compaction).
+	// Keep the latest record per key (Kafka log compaction); retention
+	// deletes nothing. Every record produced needs a key.
 	CleanupPolicy_CLEANUP_POLICY_COMPACT CleanupPolicy = 2
+	// Both: compacted, and segments past retention time or size are deleted.
+	CleanupPolicy_CLEANUP_POLICY_COMPACT_DELETE CleanupPolicy = 3
 )
 
 // Enum value maps for CleanupPolicy.
@@ -43,11 +46,13 @@ var (
 		0: "CLEANUP_POLICY_UNSPECIFIED",
 		1: "CLEANUP_POLICY_DELETE",
 		2: "CLEANUP_POLICY_COMPACT",
+		3: "CLEANUP_POLICY_COMPACT_DELETE",
 	}
 	CleanupPolicy_value = map[string]int32{
-		"CLEANUP_POLICY_UNSPECIFIED": 0,
-		"CLEANUP_POLICY_DELETE":      1,
-		"CLEANUP_POLICY_COMPACT":     2,
+		"CLEANUP_POLICY_UNSPECIFIED":    0,
+		"CLEANUP_POLICY_DELETE":         1,
+		"CLEANUP_POLICY_COMPACT":        2,
+		"CLEANUP_POLICY_COMPACT_DELETE": 3,
 	}
 )
 
@@ -2470,11 +2475,12 @@ const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\x19DeleteSubscriptionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x1c\n" +
-	"\x1aDeleteSubscriptionResponse*f\n" +
+	"\x1aDeleteSubscriptionResponse*\x89\x01\n" +
 	"\rCleanupPolicy\x12\x1e\n" +
 	"\x1aCLEANUP_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CLEANUP_POLICY_DELETE\x10\x01\x12\x1a\n" +
-	"\x16CLEANUP_POLICY_COMPACT\x10\x022\xba\b\n" +
+	"\x16CLEANUP_POLICY_COMPACT\x10\x02\x12!\n" +
+	"\x1dCLEANUP_POLICY_COMPACT_DELETE\x10\x032\xba\b\n" +
 	"\fTopicService\x12L\n" +
 	"\vCreateTopic\x12\x1d.sluice.v1.CreateTopicRequest\x1a\x1e.sluice.v1.CreateTopicResponse\x12I\n" +
 	"\n" +
