@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/auth"
+	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/sluicetest"
 )
 
@@ -164,6 +165,10 @@ func scrapeBusyBroker(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := c.CreateTopic(ctx, "events", nil); err != nil {
+		t.Fatal(err)
+	}
+	// A compacted topic: its partitions report sluice_compaction_dirty_ratio.
+	if _, err := c.CreateTopic(ctx, "state", &client.TopicConfig{CleanupPolicy: sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Produce(ctx, "events", []*client.ProduceRecord{{Value: []byte("a")}}, nil); err != nil {

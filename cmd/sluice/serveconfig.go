@@ -107,6 +107,32 @@ var serveSettings = []serveSetting{
 		},
 	},
 	{
+		name:  "compaction-buffer",
+		usage: "memory of one pass of the log cleaner of compacted topics, in `bytes` (24 a key; more keys than fit take more passes; 0: 32 MiB)",
+		get:   func(c *server.Config) string { return formatBytes(c.CompactionBufferBytes) },
+		set: func(c *server.Config, v string) (err error) {
+			if strings.TrimSpace(v) == "0" {
+				c.CompactionBufferBytes = 0
+				return nil
+			}
+			c.CompactionBufferBytes, err = parseBytes(v)
+			return err
+		},
+	},
+	{
+		name:  "compaction-rate",
+		usage: "bound on the log cleaner's reads plus writes, in `bytes` per second (0: no limit)",
+		get:   func(c *server.Config) string { return formatBytes(c.CompactionBytesPerSec) },
+		set: func(c *server.Config, v string) (err error) {
+			if strings.TrimSpace(v) == "0" {
+				c.CompactionBytesPerSec = 0
+				return nil
+			}
+			c.CompactionBytesPerSec, err = parseBytes(v)
+			return err
+		},
+	},
+	{
 		name:  "snapshot-every",
 		usage: "journal `events` between a queue's (or subscription's, or the groups') snapshots; fewer replay faster at start (0: 100000)",
 		get:   func(c *server.Config) string { return strconv.Itoa(c.SnapshotEvery) },

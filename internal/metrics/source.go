@@ -66,6 +66,8 @@ type SourceFuncs struct {
 	Topics func() []TopicStat
 	// Storage, if set, reports the storage as a whole (StorageSource).
 	Storage func() StorageStat
+	// Compaction, if set, reports the log cleaner (CompactionSource).
+	Compaction func() CompactionStats
 }
 
 func (f SourceFuncs) QueueStats() []QueueStat { return call(f.Queues) }
@@ -123,6 +125,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	for _, d := range compactionDescs {
+		ch <- d
+	}
 }
 
 // Collect snapshots the source and emits one sample per stat.
@@ -141,6 +146,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if ss, ok := c.src.(StorageSource); ok {
 		if st, ok := ss.StorageStats(); ok {
 			collectStorage(ch, st)
+		}
+	}
+	if cs, ok := c.src.(CompactionSource); ok {
+		if st, ok := cs.CompactionStats(); ok {
+			collectCompaction(ch, st)
 		}
 	}
 }

@@ -18,6 +18,15 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 				WriteFailing: st.WriteFailure != nil, DiskFreeBytes: free, DiskSizeBytes: size,
 				ReplicaPulls: pulls.Pulls, ReplicaPullBytes: pulls.Bytes, ReplicaPullFailures: pulls.Failures,
 				ReplicaPullRemaining: pulls.Target - pulls.At}
+		},
+		Compaction: func() metrics.CompactionStats {
+			parts, tot := b.CompactionStats()
+			out := metrics.CompactionStats{BytesRead: tot.BytesRead, BytesWritten: tot.BytesWritten}
+			for _, p := range parts {
+				out.Partitions = append(out.Partitions, metrics.CompactionStat{Topic: p.Topic, Partition: p.Partition,
+					DirtyRatio: p.DirtyRatio, LastClean: p.LastClean})
+			}
+			return out
 		}}
 }
 

@@ -118,6 +118,13 @@ type Config struct {
 	// (docs/kafka.md, "Transactions"). 0: 15 minutes.
 	TransactionMaxTimeout time.Duration
 
+	// CompactionBufferBytes bounds the memory of one pass of the log cleaner
+	// of compacted topics (its offset map, 24 bytes a key; 0: 32 MiB), and
+	// CompactionBytesPerSec its reads plus writes (0: no limit)
+	// (docs/storage.md, "Compaction").
+	CompactionBufferBytes int64
+	CompactionBytesPerSec int64
+
 	// SnapshotEvery is how many journal events a queue, a subscription or
 	// the group coordinator writes between snapshots: it bounds the replay
 	// at start. 0: the broker's default (100,000).
