@@ -33,6 +33,8 @@
 //	                                                       then a seal trailer (index.go) with the
 //	                                                       CRC-32C of both index files
 //	quarantine.json                 damaged byte ranges no longer served, if any
+//	00000000000000000000.compacted  the cleaner wrote this segment: its offsets may skip (clean_marker.go)
+//	cleaner.swap, *.swap            a clean being swapped in (clean_swap.go)
 //
 // Index entries are written only once the data they point at is synced, so
 // recovery can start from the last one: Open scans the active segment from
@@ -45,6 +47,12 @@
 // batches in memory and one syncer goroutine per Log, started by the first
 // append and stopped when idle, writes and fdatasyncs each group.
 // docs/storage.md states what each sync policy can lose.
+//
+// The cleaner (clean.go) compacts sealed segments for compacted topics:
+// the latest record per key, written to new segments under temporary
+// names and swapped in through cleaner.swap, which Open finishes or rolls
+// back (clean_swap.go). It never touches the active segment and never
+// decides which topics are compacted: the broker asks.
 package storage
 
 import (
