@@ -20,8 +20,9 @@ import (
 //     cleanable bytes, or its first segment is older than
 //     MaxCompactionLag, or a clean segment holds tombstones whose
 //     DeleteRetention is over;
-//  3. reads the dirty part into an offsetMap (key hash → latest offset)
-//     of BufferBytes, segment by segment while they fit;
+//  3. reads the dirty part, from where the last pass stopped, into an
+//     offsetMap (key hash → latest offset) of BufferBytes until it is
+//     full (the next pass goes on from that batch: clean_marker.go);
 //  4. rewrites every segment from the log start through the last mapped
 //     one, in runs that fit in one segment, dropping each record whose key
 //     has a later offset in the map, and tombstones (null values) in
@@ -109,7 +110,7 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 	if o.Sleep == nil {
 		o.Sleep = time.Sleep
 	}
-	segs, firstDirty, err := l.cleanable(o)
+	segs, firstDirty, dirtyFrom, err := l.cleanable(o)
 	if err != nil {
 		return CleanStats{}, err
 	}
@@ -126,12 +127,12 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 	}
 	p := &cleanPass{l: l, o: o, now: l.opts.Now().UnixMilli(), segs: segs, st: &st,
 		m: newOffsetMap(o.BufferBytes), lastBatch: map[int64]int64{}, start: time.Now()}
-	through, err := p.buildMap(firstDirty)
+	through, mapEnd, err := p.buildMap(firstDirty, dirtyFrom)
 	if err != nil {
 		return st, err
 	}
 	for _, g := range groupRuns(segs[:through], l.opts.SegmentBytes) {
-		if err := p.cleanRun(g); err != nil {
+		if err := p.cleanRun(g, mapEnd); err != nil {
 			if errors.Is(err, errCleanRaced) || errors.Is(err, errCleanStopped) {
 				return st, nil
 			}
@@ -147,13 +148,14 @@ type cleanSeg struct {
 	base, end, size int64
 }
 
-// cleanable lists the cleanable prefix of the sealed segments and the
-// index of its first dirty one (len if none).
-func (l *Log) cleanable(o CleanOptions) ([]cleanSeg, int, error) {
+// cleanable lists the cleanable prefix of the sealed segments, the index of
+// its first dirty one (len if none) and the offset the dirty part starts at
+// (inside that segment when a map filled there).
+func (l *Log) cleanable(o CleanOptions) ([]cleanSeg, int, int64, error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
-		return nil, 0, ErrClosed
+		return nil, 0, 0, ErrClosed
 	}
 	var all []cleanSeg
 	for _, s := range l.segs[:len(l.segs)-1] {
@@ -174,13 +176,23 @@ func (l *Log) cleanable(o CleanOptions) ([]cleanSeg, int, error) {
 		n++
 	}
 	all = all[:n]
-	firstDirty := 0
+	firstDirty, from := 0, int64(0)
+	if n > 0 {
+		from = all[0].base
+	}
 	for i, cs := range all {
-		if cs.s.gapped {
+		switch {
+		case !cs.s.gapped:
+		case cs.s.mark.cleanedTo >= cs.end:
 			firstDirty = i + 1
+			if i+1 < n {
+				from = all[i+1].base
+			}
+		default:
+			firstDirty, from = i, max(cs.base, cs.s.mark.cleanedTo)
 		}
 	}
-	return all, firstDirty, nil
+	return all, firstDirty, from, nil
 }
 
 // shouldClean says whether a pass is due: enough dirty bytes, a dirty part
@@ -196,7 +208,7 @@ func (l *Log) shouldClean(o CleanOptions, segs []cleanSeg, firstDirty int, st Cl
 		}
 	}
 	for _, cs := range segs[:firstDirty] {
-		if cs.s.tombstones > 0 && cs.s.cleanedAt+o.DeleteRetention.Milliseconds() <= now.UnixMilli() {
+		if cs.s.mark.tombstones > 0 && cs.s.mark.cleanedAt+o.DeleteRetention.Milliseconds() <= now.UnixMilli() {
 			return true
 		}
 	}

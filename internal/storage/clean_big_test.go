@@ -64,6 +64,8 @@ func TestCleanManyUpdates(t *testing.T) {
 		live += int64(len(k) + len(v) + 8)
 	}
 
+	// A map of fewer keys than the log has (2,048 slots, 90 % usable, for
+	// 2,000 keys): it fills inside a segment, and passes go on from there.
 	o2 := CleanOptions{DeleteRetention: 24 * time.Hour, BufferBytes: int64(keys) * 2 * mapSlotBytes}
 	start := time.Now()
 	st := mustClean(t, l, o2)

@@ -115,7 +115,7 @@ func TestCleanDamagedSwapStateRefusesOpen(t *testing.T) {
 func FuzzCleanerFiles(f *testing.F) {
 	f.Add(swapState{base: 5, removed: []int64{9, 12}}.encode())
 	f.Add(swapState{}.encode())
-	f.Add(encodeMarker(1767225600000, 3))
+	f.Add(encodeMarker(markerInfo{cleanedAt: 1767225600000, tombstones: 3, cleanedTo: 4096}))
 	f.Add([]byte("SLCS\x01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if st, err := decodeSwap(b); err == nil {
@@ -123,9 +123,9 @@ func FuzzCleanerFiles(f *testing.F) {
 				t.Fatalf("swap state %+v re-encodes differently", st)
 			}
 		}
-		if at, n, err := decodeMarker(b); err == nil {
-			if string(encodeMarker(at, n)) != string(b) {
-				t.Fatalf("marker (%d, %d) re-encodes differently", at, n)
+		if mi, err := decodeMarker(b); err == nil {
+			if string(encodeMarker(mi)) != string(b) {
+				t.Fatalf("marker %+v re-encodes differently", mi)
 			}
 		}
 	})

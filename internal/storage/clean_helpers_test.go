@@ -123,14 +123,14 @@ func (m *compactModel) check(t testing.TB, l *Log, cleanEnd int64, full bool) []
 	return got
 }
 
-// cleanedEnd is the end of the last segment carrying a marker.
+// cleanedEnd is where the last segment carrying a marker is clean to.
 func cleanedEnd(l *Log) int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	end := int64(0)
 	for _, s := range l.segs {
 		if s.gapped {
-			end = s.sealedNext
+			end = s.mark.cleanedTo
 		}
 	}
 	return end

@@ -2,6 +2,8 @@ package storage
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
+	"math/bits"
 )
 
 // offsetMap is the cleaner's map from a key's hash to the offset of its
@@ -16,7 +18,11 @@ import (
 type offsetMap struct {
 	slots []mapSlot
 	used  int
-	limit int // most slots used
+	limit int // most keys: maxLoad of the largest table the buffer allows
+	// The table starts small and doubles up to the buffer's size, so a log
+	// of few keys probes a table that fits in the CPU's caches, not one
+	// of --compaction-buffer bytes.
+	maxSlots int
 }
 
 type mapSlot struct {
@@ -33,9 +39,24 @@ const maxLoad = 0.9
 // minMapSlots keeps a tiny configured buffer usable.
 const minMapSlots = 64
 
+// firstMapSlots is the table's starting size.
+const firstMapSlots = 1 << 14
+
 func newOffsetMap(bufferBytes int64) *offsetMap {
-	n := max(int(bufferBytes/mapSlotBytes), minMapSlots)
-	return &offsetMap{slots: make([]mapSlot, n), limit: int(float64(n) * maxLoad)}
+	// Powers of two, so a slot is picked with a mask, not a division.
+	n := 1 << (bits.Len(uint(max(bufferBytes/mapSlotBytes, minMapSlots))) - 1)
+	return &offsetMap{slots: make([]mapSlot, min(n, firstMapSlots)), limit: int(float64(n) * maxLoad), maxSlots: n}
+}
+
+// grow doubles the table (to at most maxSlots) and rehashes.
+func (m *offsetMap) grow() {
+	old := m.slots
+	m.slots = make([]mapSlot, min(2*len(old), m.maxSlots))
+	for _, s := range old {
+		if s.off != 0 {
+			m.slots[m.slot(s.hash)] = s
+		}
+	}
 }
 
 func hashKey(key []byte) [16]byte {
@@ -49,14 +70,12 @@ func (m *offsetMap) free() int { return m.limit - m.used }
 // slot returns the index of h's slot, or of the empty slot where it goes.
 func (m *offsetMap) slot(h [16]byte) int {
 	// The hash is uniform: its first 8 bytes pick the start.
-	i := int((uint64(h[0]) | uint64(h[1])<<8 | uint64(h[2])<<16 | uint64(h[3])<<24 |
-		uint64(h[4])<<32 | uint64(h[5])<<40 | uint64(h[6])<<48 | uint64(h[7]&0x7f)<<56) % uint64(len(m.slots)))
+	mask := uint64(len(m.slots) - 1)
+	i := binary.LittleEndian.Uint64(h[:8]) & mask
 	for m.slots[i].off != 0 && m.slots[i].hash != h {
-		if i++; i == len(m.slots) {
-			i = 0
-		}
+		i = (i + 1) & mask
 	}
-	return i
+	return int(i)
 }
 
 // put records off as h's latest offset (offsets only grow as the cleaner
@@ -66,6 +85,10 @@ func (m *offsetMap) put(h [16]byte, off int64) bool {
 	if m.slots[i].off == 0 {
 		if m.used >= m.limit {
 			return false
+		}
+		if len(m.slots) < m.maxSlots && m.used+1 > int(float64(len(m.slots))*maxLoad) {
+			m.grow()
+			i = m.slot(h)
 		}
 		m.used++
 		m.slots[i].hash = h

@@ -13,49 +13,60 @@ import (
 //
 // A segment the cleaner wrote has a marker file next to it,
 // 00000000000000001234.compacted: its presence says the segment's batches
-// may skip offsets (segment.gapped), and that every record in it has been
-// through a clean, so the dirty part of the log starts after the last
-// marked segment. Its 24 bytes (big-endian):
+// may skip offsets (segment.gapped). Its 32 bytes (big-endian):
 //
-//	| magic "SLCM" 4 | cleanedAt ms int64 8 | tombstones int64 8 | crc32c 4 |
+//	| magic "SLCM" 4 | cleanedAt ms int64 8 | tombstones int64 8 | cleanedTo int64 8 | crc32c 4 |
 //
-// cleanedAt is when the cleaner produced the segment (tombstones in it are
-// dropped delete.retention.ms later); tombstones is how many it kept, so a
-// pass can tell whether a clean log still holds any to drop. A marker that
-// does not decode still marks the segment gapped, with cleanedAt unknown
-// (taken as "now" at Open: tombstones are then kept a full retention
-// longer, never dropped early).
+// cleanedTo is the offset up to which the pass that wrote it had mapped
+// the log: records below it have been compared with every later record
+// of their key up to there; from it on the segment is still dirty (a map
+// that filled inside the segment), and the next pass maps from there. It
+// is the segment's end when the whole segment is clean. cleanedAt is when
+// the cleaner produced the segment (tombstones below cleanedTo are dropped
+// delete.retention.ms later); tombstones is how many it kept, so a pass
+// can tell whether a clean log still holds any to drop. A marker that does
+// not decode still marks the segment gapped, dirty from its base, with its
+// tombstones counted as cleaned at Open (kept a full retention longer,
+// never dropped early).
 const (
 	markerSuffix = ".compacted"
-	markerSize   = 24
+	markerSize   = 32
 )
 
 var markerMagic = [4]byte{'S', 'L', 'C', 'M'}
 
 var errBadMarker = errors.New("storage: bad .compacted marker")
 
+// markerInfo is what a marker says.
+type markerInfo struct {
+	cleanedAt, tombstones, cleanedTo int64
+}
+
 // encodeMarker is the marker's bytes.
-func encodeMarker(cleanedAt, tombstones int64) []byte {
+func encodeMarker(mi markerInfo) []byte {
 	b := make([]byte, 0, markerSize)
 	b = append(b, markerMagic[:]...)
-	b = binary.BigEndian.AppendUint64(b, uint64(cleanedAt))
-	b = binary.BigEndian.AppendUint64(b, uint64(tombstones))
+	b = binary.BigEndian.AppendUint64(b, uint64(mi.cleanedAt))
+	b = binary.BigEndian.AppendUint64(b, uint64(mi.tombstones))
+	b = binary.BigEndian.AppendUint64(b, uint64(mi.cleanedTo))
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // decodeMarker reads a marker's bytes.
-func decodeMarker(b []byte) (cleanedAt, tombstones int64, err error) {
+func decodeMarker(b []byte) (markerInfo, error) {
+	var mi markerInfo
 	if len(b) != markerSize || [4]byte(b[:4]) != markerMagic {
-		return 0, 0, fmt.Errorf("%w: %d bytes", errBadMarker, len(b))
+		return mi, fmt.Errorf("%w: %d bytes", errBadMarker, len(b))
 	}
-	if crc32.Checksum(b[:20], castagnoli) != binary.BigEndian.Uint32(b[20:]) {
-		return 0, 0, fmt.Errorf("%w: checksum", errBadMarker)
+	if crc32.Checksum(b[:28], castagnoli) != binary.BigEndian.Uint32(b[28:]) {
+		return mi, fmt.Errorf("%w: checksum", errBadMarker)
 	}
-	cleanedAt, tombstones = int64(binary.BigEndian.Uint64(b[4:])), int64(binary.BigEndian.Uint64(b[12:]))
-	if tombstones < 0 {
-		return 0, 0, fmt.Errorf("%w: %d tombstones", errBadMarker, tombstones)
+	mi = markerInfo{cleanedAt: int64(binary.BigEndian.Uint64(b[4:])), tombstones: int64(binary.BigEndian.Uint64(b[12:])),
+		cleanedTo: int64(binary.BigEndian.Uint64(b[20:]))}
+	if mi.tombstones < 0 || mi.cleanedTo < 0 {
+		return markerInfo{}, fmt.Errorf("%w: %d tombstones, clean to %d", errBadMarker, mi.tombstones, mi.cleanedTo)
 	}
-	return cleanedAt, tombstones, nil
+	return mi, nil
 }
 
 // follows reports whether a batch based at base may come right after the
@@ -65,18 +76,17 @@ func (s *segment) follows(base, want int64) bool {
 	return base == want || (s.gapped && base > want)
 }
 
-// loadMarker sets gapped, cleanedAt and tombstones of a segment Open found
-// with a marker.
+// loadMarker sets gapped and mark of a segment Open found with a marker.
 func (s *segment) loadMarker(nowMs int64) {
 	s.gapped = true
 	b, err := readAll(s.files, s.fs, s.path(markerSuffix))
 	if err == nil {
-		s.cleanedAt, s.tombstones, err = decodeMarker(b)
+		s.mark, err = decodeMarker(b)
 	}
 	if err != nil {
-		s.logger.Warn("storage: cleaner marker unreadable; its tombstones are kept a full delete retention from now",
+		s.logger.Warn("storage: cleaner marker unreadable; the segment is cleaned again, its tombstones kept a full delete retention from now",
 			"segment", s.path(logSuffix), "err", err)
-		s.cleanedAt, s.tombstones = nowMs, 1
+		s.mark = markerInfo{cleanedAt: nowMs, tombstones: 1}
 	}
 }
 

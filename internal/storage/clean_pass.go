@@ -28,10 +28,11 @@ const readChunk = 1 << 20
 
 var errMapFull = errors.New("storage: clean: offset map full")
 
-// eachBatch calls fn with every batch of cs, in order, through Read (so
-// every byte is checked and damage is quarantined, not cleaned).
-func (p *cleanPass) eachBatch(cs cleanSeg, fn func([]byte, batch.Header) error) error {
-	for off := cs.base; off < cs.end; {
+// eachBatch calls fn with every batch of cs from offset from on, in
+// order, through Read (so every byte is checked and damage is quarantined,
+// not cleaned).
+func (p *cleanPass) eachBatch(cs cleanSeg, from int64, fn func([]byte, batch.Header) error) error {
+	for off := from; off < cs.end; {
 		if err := p.stopped(); err != nil {
 			return err
 		}
@@ -61,19 +62,25 @@ func (p *cleanPass) eachBatch(cs cleanSeg, fn func([]byte, batch.Header) error) 
 	return nil
 }
 
-// buildMap maps the dirty segments from firstDirty on, while they fit,
-// and returns how many segments (from the first) the pass cleans. A first
-// dirty segment larger than the map is mapped as far as it fits: the keys
-// of its unmapped tail keep their older records until a later update.
-func (p *cleanPass) buildMap(firstDirty int) (int, error) {
-	through := firstDirty
+// buildMap maps the dirty part, from offset from in segment firstDirty,
+// while it fits. It returns how many segments (from the first) the pass
+// cleans and the offset the mapping reached: the end of the last of them,
+// or the batch inside it where the map filled up (the next pass maps on
+// from there).
+func (p *cleanPass) buildMap(firstDirty int, from int64) (int, int64, error) {
+	through, mapEnd := firstDirty, from
 	for i := firstDirty; i < len(p.segs); i++ {
-		mapped := false
-		err := p.eachBatch(p.segs[i], func(b []byte, h batch.Header) error {
+		start := p.segs[i].base
+		if i == firstDirty {
+			start = from
+		}
+		stopAt := int64(-1)
+		err := p.eachBatch(p.segs[i], start, func(b []byte, h batch.Header) error {
 			if h.Control() {
 				return nil
 			}
 			if p.m.free() < int(h.RecordCount) {
+				stopAt = h.BaseOffset
 				return errMapFull
 			}
 			if h.ProducerID >= 0 {
@@ -87,30 +94,26 @@ func (p *cleanPass) buildMap(firstDirty int) (int, error) {
 					p.m.put(hashKey(r.Key), r.Offset)
 				}
 			}
-			mapped = true
 			return nil
 		})
-		if errors.Is(err, errMapFull) {
-			if i == firstDirty && mapped {
-				p.l.opts.Logger.Warn("storage: cleaner offset map smaller than one segment; raise --compaction-buffer",
-					"segment", p.segs[i].s.path(logSuffix), "slots", len(p.m.slots))
-				return i + 1, nil
-			}
-			if i == firstDirty {
-				return 0, fmt.Errorf("storage: clean: offset map of %d slots cannot hold one batch: raise --compaction-buffer", len(p.m.slots))
-			}
-			return through, nil
+		switch {
+		case errors.Is(err, errMapFull) && stopAt > start:
+			return i + 1, stopAt, nil // cleaned through segment i, mapped up to stopAt
+		case errors.Is(err, errMapFull) && i > firstDirty:
+			return through, mapEnd, nil
+		case errors.Is(err, errMapFull):
+			return 0, 0, fmt.Errorf("storage: clean: offset map of %d keys cannot hold one batch: raise --compaction-buffer", p.m.limit)
+		case err != nil:
+			return 0, 0, err
 		}
-		if err != nil {
-			return 0, err
-		}
-		through = i + 1
+		through, mapEnd = i+1, p.segs[i].end
 	}
-	return through, nil
+	return through, mapEnd, nil
 }
 
-// cleanRun rewrites the run g into one new segment and swaps it in.
-func (p *cleanPass) cleanRun(g []cleanSeg) error {
+// cleanRun rewrites the run g into one new segment and swaps it in; the
+// pass mapped the log up to mapEnd.
+func (p *cleanPass) cleanRun(g []cleanSeg, mapEnd int64) error {
 	w, err := newCleanWriter(p.l.opts.FS, p.l.opts.Dir, g[0].base, int64(p.l.opts.IndexIntervalBytes))
 	if err != nil {
 		return err
@@ -125,12 +128,16 @@ func (p *cleanPass) cleanRun(g []cleanSeg) error {
 	var tombs, cleanedAt int64
 	var removed, tombsRemoved int64
 	for _, cs := range g {
-		dirty = dirty || !cs.s.gapped
-		cleanedAt = max(cleanedAt, cs.s.cleanedAt)
-		purge := cs.s.gapped && cs.s.cleanedAt+p.o.DeleteRetention.Milliseconds() <= p.now
-		err := p.eachBatch(cs, func(b []byte, h batch.Header) error {
+		dirty = dirty || !cs.s.gapped || cs.s.mark.cleanedTo < cs.end
+		cleanedAt = max(cleanedAt, cs.s.mark.cleanedAt)
+		// Tombstones a clean passed at least DeleteRetention ago go.
+		purgeBelow := int64(-1)
+		if cs.s.gapped && cs.s.mark.cleanedAt+p.o.DeleteRetention.Milliseconds() <= p.now {
+			purgeBelow = cs.s.mark.cleanedTo
+		}
+		err := p.eachBatch(cs, cs.base, func(b []byte, h batch.Header) error {
 			maxTS = max(maxTS, h.MaxTimestamp)
-			out, f := p.filter(b, h, purge)
+			out, f := p.filter(b, h, purgeBelow)
 			removed, tombsRemoved, tombs = removed+f.removed, tombsRemoved+f.tombsRemoved, tombs+f.tombsKept
 			changed = changed || f.removed > 0
 			if out == nil {
@@ -150,10 +157,11 @@ func (p *cleanPass) cleanRun(g []cleanSeg) error {
 	if dirty {
 		cleanedAt = p.now
 	}
-	if err := w.finish(g[len(g)-1].end, maxTS, cleanedAt, tombs); err != nil {
+	mi := markerInfo{cleanedAt: cleanedAt, tombstones: tombs, cleanedTo: min(g[len(g)-1].end, mapEnd)}
+	if err := w.finish(g[len(g)-1].end, maxTS, mi); err != nil {
 		return err
 	}
-	if err := p.l.swapIn(g, w.base, cleanedAt, tombs); err != nil {
+	if err := p.l.swapIn(g, w.base, mi); err != nil {
 		return fmt.Errorf("%s: %w", fmtRun(g), err)
 	}
 	done = true
@@ -170,10 +178,10 @@ func (p *cleanPass) cleanRun(g []cleanSeg) error {
 // filtered counts what filter did to one batch.
 type filtered struct{ removed, tombsRemoved, tombsKept int64 }
 
-// filter returns the batch with the records the map supersedes (and, with
-// purge, tombstones) removed: b itself if nothing goes, nil if the whole
-// batch goes.
-func (p *cleanPass) filter(b []byte, h batch.Header, purge bool) ([]byte, filtered) {
+// filter returns the batch with the records the map supersedes (and
+// tombstones below purgeBelow) removed: b itself if nothing goes, nil if
+// the whole batch goes.
+func (p *cleanPass) filter(b []byte, h batch.Header, purgeBelow int64) ([]byte, filtered) {
 	var f filtered
 	if h.Control() {
 		return b, f // transaction markers: see the package comment in clean.go
@@ -190,7 +198,7 @@ func (p *cleanPass) filter(b []byte, h batch.Header, purge bool) ([]byte, filter
 			}
 		}
 		if r.Value == nil && r.Key != nil {
-			if purge {
+			if r.Offset < purgeBelow {
 				f.removed++
 				f.tombsRemoved++
 				continue

@@ -12,7 +12,7 @@ import (
 // before (a sendfile in flight) keeps its descriptor, and so the old
 // bytes, until it is done. A failure after the commit leaves the log
 // failed (ErrNeedsRecovery): the next Open finishes the swap.
-func (l *Log) swapIn(g []cleanSeg, base, cleanedAt, tombstones int64) error {
+func (l *Log) swapIn(g []cleanSeg, base int64, mi markerInfo) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	i, err := l.findRun(g)
@@ -52,7 +52,7 @@ func (l *Log) swapIn(g []cleanSeg, base, cleanedAt, tombstones int64) error {
 		return l.failure()
 	}
 	ns.sealedNext = g[len(g)-1].end
-	ns.gapped, ns.cleanedAt, ns.tombstones = true, cleanedAt, tombstones
+	ns.gapped, ns.mark = true, mi
 	if ts, ok := readLastTime(l.opts.Files, fs, ns.path(timeIndexSuffix), ns.sealedNext-ns.base); ok {
 		ns.index.maxTS, ns.index.maxTSKnown = ts, true
 	}

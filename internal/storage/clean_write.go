@@ -65,7 +65,7 @@ func (w *cleanWriter) flush() error {
 // segment) with maxTS the newest timestamp the replaced segments held, so
 // time retention of a compact,delete log sees the same age as before, and
 // the marker. The directory is synced by the caller's commit.
-func (w *cleanWriter) finish(next, maxTS, cleanedAt, tombstones int64) error {
+func (w *cleanWriter) finish(next, maxTS int64, mi markerInfo) error {
 	if err := w.flush(); err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (w *cleanWriter) finish(next, maxTS, cleanedAt, tombstones int64) error {
 	files := []struct {
 		suf string
 		b   []byte
-	}{{indexSuffix, idx}, {timeIndexSuffix, append(tidx, tr...)}, {markerSuffix, encodeMarker(cleanedAt, tombstones)}}
+	}{{indexSuffix, idx}, {timeIndexSuffix, append(tidx, tr...)}, {markerSuffix, encodeMarker(mi)}}
 	for _, f := range files {
 		if err := writeFileSynced(w.fs, swapTmp(w.dir, w.base, f.suf), f.b); err != nil {
 			return fmt.Errorf("storage: clean: %w", err)

@@ -80,10 +80,8 @@ type segment struct {
 	// next to it, clean_marker.go), so its batches may skip offsets: a
 	// batch's base may be above the previous one's end, never below.
 	gapped bool
-	// cleanedAt (ms) and tombstones come from the marker: when the
-	// cleaner last produced it and how many tombstones it kept.
-	cleanedAt  int64
-	tombstones int64
+	// mark is what the marker says (clean_marker.go); zero without one.
+	mark markerInfo
 
 	ver verified                 // which bytes have had their CRC checked (verify.go)
 	qr  atomic.Pointer[[]qrange] // quarantined byte ranges, sorted; nil: none
