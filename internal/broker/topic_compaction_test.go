@@ -140,3 +140,34 @@ func TestCompactedTopic(t *testing.T) {
 		t.Fatalf("compact,delete: retention deleted nothing after 48h: %+v", info.Partitions[0])
 	}
 }
+
+// TestCompactionKeepsWhatSubscriptionsHold: the cleaner stays below the
+// lowest offset a fan-out subscription still holds, so a subscription
+// created from the start of a compacted topic gets every record.
+func TestCompactionKeepsWhatSubscriptionsHold(t *testing.T) {
+	c := newClock()
+	b := openCompactionBroker(t, vfs.NewMem(), c)
+	defer b.Close()
+	if _, err := b.CreateTopic(TopicSettings{Name: "kv", CleanupPolicy: CleanupCompact}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateSubscription(SubscriptionSettings{Topic: "kv", Name: "all", FromEarliest: true}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 400 {
+		rec := ProduceRecord{Key: []byte(fmt.Sprintf("k%d", i%10)), Value: []byte(fmt.Sprintf("v%d", i))}
+		if _, err := b.Produce(ctx, "kv", []ProduceRecord{rec}, ProduceOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.CleanCompacted(nil); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _, _ := consumeAll(t, b, "kv"); len(keys) != 400 {
+		t.Fatalf("%d records left while a subscription holds all 400", len(keys))
+	}
+	if _, tot := b.CompactionStats(); tot.BytesWritten != 0 {
+		t.Fatalf("the cleaner rewrote segments a subscription holds: %+v", tot)
+	}
+}

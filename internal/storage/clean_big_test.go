@@ -23,9 +23,21 @@ func TestCleanManyUpdates(t *testing.T) {
 	if os.Getenv("SLUICE_COMPACTION_FULL") != "" {
 		updates, keys = 1_000_000, 10_000
 	}
+	// A map that holds every key: one pass.
+	cleanManyUpdates(t, updates, keys, int64(keys)*4*mapSlotBytes)
+}
+
+// TestCleanManyUpdatesSmallMap is the same with a map of fewer keys than
+// the log has (512 slots, 90 % usable, for 600 keys): it fills inside a
+// segment, and passes go on from there until the log is clean.
+func TestCleanManyUpdatesSmallMap(t *testing.T) {
+	cleanManyUpdates(t, 10_000, 600, 512*mapSlotBytes)
+}
+
+func cleanManyUpdates(t *testing.T, updates, keys int, buffer int64) {
 	c := newClock()
 	o := testOptions(t, vfs.Default, t.TempDir())
-	o.Now, o.SegmentBytes, o.Sync = c.Now, 1<<20, SyncPolicy{Mode: SyncNever}
+	o.Now, o.SegmentBytes, o.Sync = c.Now, int64(min(1<<20, updates*8)), SyncPolicy{Mode: SyncNever}
 	l := mustOpen(t, o)
 	defer l.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -64,9 +76,7 @@ func TestCleanManyUpdates(t *testing.T) {
 		live += int64(len(k) + len(v) + 8)
 	}
 
-	// A map of fewer keys than the log has (2,048 slots, 90 % usable, for
-	// 2,000 keys): it fills inside a segment, and passes go on from there.
-	o2 := CleanOptions{DeleteRetention: 24 * time.Hour, BufferBytes: int64(keys) * 2 * mapSlotBytes}
+	o2 := CleanOptions{DeleteRetention: 24 * time.Hour, BufferBytes: buffer}
 	start := time.Now()
 	st := mustClean(t, l, o2)
 	for st.Cleaned { // a map smaller than the log takes several passes
