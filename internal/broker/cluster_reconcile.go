@@ -159,6 +159,8 @@ func (c *clusterRT) reconcileTopic(st *meta.State, ct *meta.Topic) error {
 		if _, err := c.b.updateTopicLocal(ct.Name, false, func(s *TopicSettings) error {
 			s.Retention, s.RetentionBytes = want.Retention, want.RetentionBytes
 			s.MaxMessageBytes, s.CleanupPolicy = want.MaxMessageBytes, want.CleanupPolicy
+			s.DeleteRetention, s.MinCompactionLag, s.MaxCompactionLag = want.DeleteRetention, want.MinCompactionLag, want.MaxCompactionLag
+			s.MinCleanableDirtyRatio = want.MinCleanableDirtyRatio
 			s.CatalogIndex = want.CatalogIndex
 			return nil
 		}); err != nil {

@@ -28,6 +28,8 @@ type memCluster struct {
 	net   *memnet.Network
 	ids   []multiraft.NodeID
 	nodes map[multiraft.NodeID]*memNode
+	// segmentBytes is the brokers' Options.SegmentBytes (0: the default).
+	segmentBytes int64
 }
 
 type memNode struct {
@@ -62,8 +64,12 @@ func (d *deadableTransport) Request(ctx context.Context, to multiraft.NodeID, g 
 	return d.Transport.(multiraft.Requester).Request(ctx, to, g, req)
 }
 
-func newMemCluster(t *testing.T, n int) *memCluster {
-	c := &memCluster{t: t, net: memnet.NewLive(1), nodes: map[multiraft.NodeID]*memNode{}}
+func newMemCluster(t *testing.T, n int) *memCluster { return newMemClusterSegments(t, n, 0) }
+
+// newMemClusterSegments is newMemCluster with brokers whose logs roll at
+// segmentBytes.
+func newMemClusterSegments(t *testing.T, n int, segmentBytes int64) *memCluster {
+	c := &memCluster{t: t, net: memnet.NewLive(1), nodes: map[multiraft.NodeID]*memNode{}, segmentBytes: segmentBytes}
 	for i := 1; i <= n; i++ {
 		c.ids = append(c.ids, multiraft.NodeID(i))
 	}
@@ -110,7 +116,7 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	c.net.Attach(id, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	go h.Run(ctx, multiraft.NewTimeTicker(5*time.Millisecond))
-	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50,
+	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes,
 		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m)}})
 	if err != nil {
 		c.t.Fatalf("n%d: broker: %v", id, err)
