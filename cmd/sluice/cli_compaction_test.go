@@ -3,7 +3,13 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-mq/sluice/client"
+	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/sluicetest"
 )
 
@@ -26,5 +32,40 @@ func TestCLICompactedTopic(t *testing.T) {
 	mustCLI(t, u, "", "topic", "produce", "state", "--key", "k", "v")
 	if _, _, err := cli(t, u, "", "topic", "create", "x", "--cleanup-policy", "compaction"); err == nil || !strings.Contains(err.Error(), "--cleanup-policy") {
 		t.Fatalf("unknown policy: %v", err)
+	}
+}
+
+// TestNativeCompactionConfig: the native API's compaction fields are set at
+// creation (an explicit 0 kept as 0, not the default), reported back with
+// the defaults filled in, and refused out of range.
+func TestNativeCompactionConfig(t *testing.T) {
+	srv := sluicetest.Start(t)
+	c := client.New(srv.URL)
+	ctx := t.Context()
+	ratio := 0.0
+	cfg := &client.TopicConfig{CleanupPolicy: sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT,
+		DeleteRetention: durationpb.New(0), MinCompactionLag: durationpb.New(time.Minute), MinCleanableDirtyRatio: &ratio}
+	tp, err := c.CreateTopic(ctx, "state", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tp.GetConfig()
+	if got.GetDeleteRetention().AsDuration() != 0 || got.GetMinCompactionLag().AsDuration() != time.Minute ||
+		got.GetMinCleanableDirtyRatio() != 0 || got.MaxCompactionLag != nil {
+		t.Fatalf("created config %v", got)
+	}
+	tp, err = c.CreateTopic(ctx, "defaults", &client.TopicConfig{CleanupPolicy: sluicev1.CleanupPolicy_CLEANUP_POLICY_COMPACT})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.GetConfig(); got.GetDeleteRetention().AsDuration() != 24*time.Hour || got.GetMinCleanableDirtyRatio() != 0.5 {
+		t.Fatalf("defaults %v", got)
+	}
+	bad := 1.5
+	for _, cfg := range []*client.TopicConfig{{MinCleanableDirtyRatio: &bad}, {DeleteRetention: durationpb.New(-time.Second)},
+		{MaxCompactionLag: durationpb.New(0)}} {
+		if _, err := c.CreateTopic(ctx, "bad", cfg); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Fatalf("%v: %v, want invalid_argument", cfg, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluice-mq/sluice/internal/batch"
@@ -53,7 +54,44 @@ func topicSettings(name string, c *sluicev1.TopicConfig) (broker.TopicSettings, 
 	default:
 		s.CleanupPolicy = c.CleanupPolicy.String() // refused by the broker as unknown
 	}
-	return s, nil
+	return s, compactionFromConfig(&s, c)
+}
+
+// compactionFromConfig reads the compaction fields. The broker keeps 0 for
+// "the default", so an explicit 0 delete retention or dirty ratio is its
+// negative; a negative duration is refused here, as Kafka refuses one.
+func compactionFromConfig(s *broker.TopicSettings, c *sluicev1.TopicConfig) error {
+	for _, f := range []struct {
+		d     *durationpb.Duration
+		name  string
+		to    *time.Duration
+		zero  time.Duration // what an explicit 0 is stored as
+		least time.Duration
+	}{
+		{c.DeleteRetention, "delete_retention", &s.DeleteRetention, -1, 0},
+		{c.MinCompactionLag, "min_compaction_lag", &s.MinCompactionLag, 0, 0},
+		{c.MaxCompactionLag, "max_compaction_lag", &s.MaxCompactionLag, 0, time.Millisecond},
+	} {
+		if f.d == nil {
+			continue
+		}
+		d, err := fromDur(f.d, f.name)
+		if err != nil {
+			return err
+		}
+		if d < f.least {
+			return invalidArg(ReasonInvalidArgument, f.name, fmt.Sprintf("%s %v: want at least %v", f.name, d, f.least), tmeta(s.Name))
+		}
+		if *f.to = d; d == 0 {
+			*f.to = f.zero
+		}
+	}
+	if c.MinCleanableDirtyRatio != nil {
+		if s.MinCleanableDirtyRatio = c.GetMinCleanableDirtyRatio(); s.MinCleanableDirtyRatio == 0 {
+			s.MinCleanableDirtyRatio = -1
+		}
+	}
+	return nil
 }
 
 // cleanupPolicy is the schema's spelling of the broker's policy.
@@ -69,7 +107,22 @@ func cleanupPolicy(p string) sluicev1.CleanupPolicy {
 
 func topicConfig(s broker.TopicSettings) *sluicev1.TopicConfig {
 	c := &sluicev1.TopicConfig{Partitions: s.Partitions, RetentionBytes: max(0, s.RetentionBytes),
-		MaxMessageBytes: int64(s.MaxMessageBytes), CleanupPolicy: cleanupPolicy(s.CleanupPolicy)}
+		MaxMessageBytes: int64(s.MaxMessageBytes), CleanupPolicy: cleanupPolicy(s.CleanupPolicy),
+		DeleteRetention: dur(max(0, s.DeleteRetention)), MinCompactionLag: dur(s.MinCompactionLag)}
+	if s.DeleteRetention == 0 {
+		c.DeleteRetention = dur(broker.DefaultDeleteRetention)
+	}
+	if s.MaxCompactionLag > 0 {
+		c.MaxCompactionLag = dur(s.MaxCompactionLag)
+	}
+	ratio := s.MinCleanableDirtyRatio
+	switch {
+	case ratio == 0:
+		ratio = broker.DefaultMinCleanableDirtyRatio
+	case ratio < 0:
+		ratio = 0
+	}
+	c.MinCleanableDirtyRatio = &ratio
 	if s.Retention > 0 {
 		c.Retention = dur(s.Retention)
 	} else {

@@ -96,8 +96,21 @@ type TopicConfig struct {
 	// Largest record (key + value + headers) accepted. Default 1 MiB.
 	MaxMessageBytes int64         `protobuf:"varint,4,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
 	CleanupPolicy   CleanupPolicy `protobuf:"varint,5,opt,name=cleanup_policy,json=cleanupPolicy,proto3,enum=sluice.v1.CleanupPolicy" json:"cleanup_policy,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Compaction (cleanup_policy COMPACT or COMPACT_DELETE), as Kafka's topic
+	// configs of the same names. How long a tombstone (null value) stays after
+	// the clean that first passed it: delete.retention.ms. Default 1 day.
+	DeleteRetention *durationpb.Duration `protobuf:"bytes,6,opt,name=delete_retention,json=deleteRetention,proto3" json:"delete_retention,omitempty"`
+	// Records younger than this are not compacted yet: min.compaction.lag.ms.
+	// Default 0.
+	MinCompactionLag *durationpb.Duration `protobuf:"bytes,7,opt,name=min_compaction_lag,json=minCompactionLag,proto3" json:"min_compaction_lag,omitempty"`
+	// A dirty part older than this is cleaned whatever its ratio:
+	// max.compaction.lag.ms. Default: never forced.
+	MaxCompactionLag *durationpb.Duration `protobuf:"bytes,8,opt,name=max_compaction_lag,json=maxCompactionLag,proto3" json:"max_compaction_lag,omitempty"`
+	// Clean a partition once its dirty bytes are at least this fraction of its
+	// cleanable bytes, 0 to 1: min.cleanable.dirty.ratio. Default 0.5.
+	MinCleanableDirtyRatio *float64 `protobuf:"fixed64,9,opt,name=min_cleanable_dirty_ratio,json=minCleanableDirtyRatio,proto3,oneof" json:"min_cleanable_dirty_ratio,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -163,6 +176,34 @@ func (x *TopicConfig) GetCleanupPolicy() CleanupPolicy {
 		return x.CleanupPolicy
 	}
 	return CleanupPolicy_CLEANUP_POLICY_UNSPECIFIED
+}
+
+func (x *TopicConfig) GetDeleteRetention() *durationpb.Duration {
+	if x != nil {
+		return x.DeleteRetention
+	}
+	return nil
+}
+
+func (x *TopicConfig) GetMinCompactionLag() *durationpb.Duration {
+	if x != nil {
+		return x.MinCompactionLag
+	}
+	return nil
+}
+
+func (x *TopicConfig) GetMaxCompactionLag() *durationpb.Duration {
+	if x != nil {
+		return x.MaxCompactionLag
+	}
+	return nil
+}
+
+func (x *TopicConfig) GetMinCleanableDirtyRatio() float64 {
+	if x != nil && x.MinCleanableDirtyRatio != nil {
+		return *x.MinCleanableDirtyRatio
+	}
+	return 0
 }
 
 // PartitionInfo describes one partition of a topic.
@@ -2315,7 +2356,7 @@ var File_sluice_v1_topic_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/common.proto\x1a\x15sluice/v1/queue.proto\"\xfc\x01\n" +
+	"\x15sluice/v1/topic.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/common.proto\x1a\x15sluice/v1/queue.proto\"\xb2\x04\n" +
 	"\vTopicConfig\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\x05R\n" +
@@ -2323,7 +2364,12 @@ const file_sluice_v1_topic_proto_rawDesc = "" +
 	"\tretention\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\tretention\x12'\n" +
 	"\x0fretention_bytes\x18\x03 \x01(\x03R\x0eretentionBytes\x12*\n" +
 	"\x11max_message_bytes\x18\x04 \x01(\x03R\x0fmaxMessageBytes\x12?\n" +
-	"\x0ecleanup_policy\x18\x05 \x01(\x0e2\x18.sluice.v1.CleanupPolicyR\rcleanupPolicy\"\x9d\x01\n" +
+	"\x0ecleanup_policy\x18\x05 \x01(\x0e2\x18.sluice.v1.CleanupPolicyR\rcleanupPolicy\x12D\n" +
+	"\x10delete_retention\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x0fdeleteRetention\x12G\n" +
+	"\x12min_compaction_lag\x18\a \x01(\v2\x19.google.protobuf.DurationR\x10minCompactionLag\x12G\n" +
+	"\x12max_compaction_lag\x18\b \x01(\v2\x19.google.protobuf.DurationR\x10maxCompactionLag\x12>\n" +
+	"\x19min_cleanable_dirty_ratio\x18\t \x01(\x01H\x00R\x16minCleanableDirtyRatio\x88\x01\x01B\x1c\n" +
+	"\x1a_min_cleanable_dirty_ratio\"\x9d\x01\n" +
 	"\rPartitionInfo\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12%\n" +
@@ -2561,71 +2607,74 @@ var file_sluice_v1_topic_proto_goTypes = []any{
 var file_sluice_v1_topic_proto_depIdxs = []int32{
 	39, // 0: sluice.v1.TopicConfig.retention:type_name -> google.protobuf.Duration
 	0,  // 1: sluice.v1.TopicConfig.cleanup_policy:type_name -> sluice.v1.CleanupPolicy
-	1,  // 2: sluice.v1.Topic.config:type_name -> sluice.v1.TopicConfig
-	2,  // 3: sluice.v1.Topic.partitions:type_name -> sluice.v1.PartitionInfo
-	30, // 4: sluice.v1.Topic.subscriptions:type_name -> sluice.v1.Subscription
-	40, // 5: sluice.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
-	39, // 6: sluice.v1.Topic.retention_headroom:type_name -> google.protobuf.Duration
-	41, // 7: sluice.v1.Record.headers:type_name -> sluice.v1.Header
-	40, // 8: sluice.v1.Record.timestamp:type_name -> google.protobuf.Timestamp
-	1,  // 9: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.TopicConfig
-	3,  // 10: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.Topic
-	3,  // 11: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.Topic
-	3,  // 12: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.Topic
-	3,  // 13: sluice.v1.AddPartitionsResponse.topic:type_name -> sluice.v1.Topic
-	41, // 14: sluice.v1.ProduceRecord.headers:type_name -> sluice.v1.Header
-	40, // 15: sluice.v1.ProduceRecord.timestamp:type_name -> google.protobuf.Timestamp
-	17, // 16: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.ProduceRecord
-	18, // 17: sluice.v1.ProduceRequest.idempotence:type_name -> sluice.v1.Idempotence
-	40, // 18: sluice.v1.ProduceResult.timestamp:type_name -> google.protobuf.Timestamp
-	20, // 19: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
-	22, // 20: sluice.v1.FetchRequest.partitions:type_name -> sluice.v1.PartitionOffset
-	39, // 21: sluice.v1.FetchRequest.max_wait:type_name -> google.protobuf.Duration
-	4,  // 22: sluice.v1.PartitionRecords.records:type_name -> sluice.v1.Record
-	42, // 23: sluice.v1.PartitionRecords.error:type_name -> sluice.v1.ErrorInfo
-	24, // 24: sluice.v1.FetchResponse.partitions:type_name -> sluice.v1.PartitionRecords
-	40, // 25: sluice.v1.ListOffsetsRequest.time:type_name -> google.protobuf.Timestamp
-	40, // 26: sluice.v1.PartitionOffsetResult.timestamp:type_name -> google.protobuf.Timestamp
-	27, // 27: sluice.v1.ListOffsetsResponse.partitions:type_name -> sluice.v1.PartitionOffsetResult
-	43, // 28: sluice.v1.SubscriptionConfig.queue:type_name -> sluice.v1.QueueConfig
-	29, // 29: sluice.v1.Subscription.config:type_name -> sluice.v1.SubscriptionConfig
-	44, // 30: sluice.v1.Subscription.stats:type_name -> sluice.v1.QueueStats
-	40, // 31: sluice.v1.Subscription.create_time:type_name -> google.protobuf.Timestamp
-	29, // 32: sluice.v1.CreateSubscriptionRequest.config:type_name -> sluice.v1.SubscriptionConfig
-	30, // 33: sluice.v1.CreateSubscriptionResponse.subscription:type_name -> sluice.v1.Subscription
-	30, // 34: sluice.v1.GetSubscriptionResponse.subscription:type_name -> sluice.v1.Subscription
-	30, // 35: sluice.v1.ListSubscriptionsResponse.subscriptions:type_name -> sluice.v1.Subscription
-	5,  // 36: sluice.v1.TopicService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	7,  // 37: sluice.v1.TopicService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	9,  // 38: sluice.v1.TopicService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
-	11, // 39: sluice.v1.TopicService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	13, // 40: sluice.v1.TopicService.AddPartitions:input_type -> sluice.v1.AddPartitionsRequest
-	15, // 41: sluice.v1.TopicService.InitProducer:input_type -> sluice.v1.InitProducerRequest
-	19, // 42: sluice.v1.TopicService.Produce:input_type -> sluice.v1.ProduceRequest
-	23, // 43: sluice.v1.TopicService.Fetch:input_type -> sluice.v1.FetchRequest
-	26, // 44: sluice.v1.TopicService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
-	31, // 45: sluice.v1.TopicService.CreateSubscription:input_type -> sluice.v1.CreateSubscriptionRequest
-	33, // 46: sluice.v1.TopicService.GetSubscription:input_type -> sluice.v1.GetSubscriptionRequest
-	35, // 47: sluice.v1.TopicService.ListSubscriptions:input_type -> sluice.v1.ListSubscriptionsRequest
-	37, // 48: sluice.v1.TopicService.DeleteSubscription:input_type -> sluice.v1.DeleteSubscriptionRequest
-	6,  // 49: sluice.v1.TopicService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	8,  // 50: sluice.v1.TopicService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	10, // 51: sluice.v1.TopicService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
-	12, // 52: sluice.v1.TopicService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	14, // 53: sluice.v1.TopicService.AddPartitions:output_type -> sluice.v1.AddPartitionsResponse
-	16, // 54: sluice.v1.TopicService.InitProducer:output_type -> sluice.v1.InitProducerResponse
-	21, // 55: sluice.v1.TopicService.Produce:output_type -> sluice.v1.ProduceResponse
-	25, // 56: sluice.v1.TopicService.Fetch:output_type -> sluice.v1.FetchResponse
-	28, // 57: sluice.v1.TopicService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
-	32, // 58: sluice.v1.TopicService.CreateSubscription:output_type -> sluice.v1.CreateSubscriptionResponse
-	34, // 59: sluice.v1.TopicService.GetSubscription:output_type -> sluice.v1.GetSubscriptionResponse
-	36, // 60: sluice.v1.TopicService.ListSubscriptions:output_type -> sluice.v1.ListSubscriptionsResponse
-	38, // 61: sluice.v1.TopicService.DeleteSubscription:output_type -> sluice.v1.DeleteSubscriptionResponse
-	49, // [49:62] is the sub-list for method output_type
-	36, // [36:49] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	39, // 2: sluice.v1.TopicConfig.delete_retention:type_name -> google.protobuf.Duration
+	39, // 3: sluice.v1.TopicConfig.min_compaction_lag:type_name -> google.protobuf.Duration
+	39, // 4: sluice.v1.TopicConfig.max_compaction_lag:type_name -> google.protobuf.Duration
+	1,  // 5: sluice.v1.Topic.config:type_name -> sluice.v1.TopicConfig
+	2,  // 6: sluice.v1.Topic.partitions:type_name -> sluice.v1.PartitionInfo
+	30, // 7: sluice.v1.Topic.subscriptions:type_name -> sluice.v1.Subscription
+	40, // 8: sluice.v1.Topic.create_time:type_name -> google.protobuf.Timestamp
+	39, // 9: sluice.v1.Topic.retention_headroom:type_name -> google.protobuf.Duration
+	41, // 10: sluice.v1.Record.headers:type_name -> sluice.v1.Header
+	40, // 11: sluice.v1.Record.timestamp:type_name -> google.protobuf.Timestamp
+	1,  // 12: sluice.v1.CreateTopicRequest.config:type_name -> sluice.v1.TopicConfig
+	3,  // 13: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.Topic
+	3,  // 14: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.Topic
+	3,  // 15: sluice.v1.DescribeTopicResponse.topic:type_name -> sluice.v1.Topic
+	3,  // 16: sluice.v1.AddPartitionsResponse.topic:type_name -> sluice.v1.Topic
+	41, // 17: sluice.v1.ProduceRecord.headers:type_name -> sluice.v1.Header
+	40, // 18: sluice.v1.ProduceRecord.timestamp:type_name -> google.protobuf.Timestamp
+	17, // 19: sluice.v1.ProduceRequest.records:type_name -> sluice.v1.ProduceRecord
+	18, // 20: sluice.v1.ProduceRequest.idempotence:type_name -> sluice.v1.Idempotence
+	40, // 21: sluice.v1.ProduceResult.timestamp:type_name -> google.protobuf.Timestamp
+	20, // 22: sluice.v1.ProduceResponse.results:type_name -> sluice.v1.ProduceResult
+	22, // 23: sluice.v1.FetchRequest.partitions:type_name -> sluice.v1.PartitionOffset
+	39, // 24: sluice.v1.FetchRequest.max_wait:type_name -> google.protobuf.Duration
+	4,  // 25: sluice.v1.PartitionRecords.records:type_name -> sluice.v1.Record
+	42, // 26: sluice.v1.PartitionRecords.error:type_name -> sluice.v1.ErrorInfo
+	24, // 27: sluice.v1.FetchResponse.partitions:type_name -> sluice.v1.PartitionRecords
+	40, // 28: sluice.v1.ListOffsetsRequest.time:type_name -> google.protobuf.Timestamp
+	40, // 29: sluice.v1.PartitionOffsetResult.timestamp:type_name -> google.protobuf.Timestamp
+	27, // 30: sluice.v1.ListOffsetsResponse.partitions:type_name -> sluice.v1.PartitionOffsetResult
+	43, // 31: sluice.v1.SubscriptionConfig.queue:type_name -> sluice.v1.QueueConfig
+	29, // 32: sluice.v1.Subscription.config:type_name -> sluice.v1.SubscriptionConfig
+	44, // 33: sluice.v1.Subscription.stats:type_name -> sluice.v1.QueueStats
+	40, // 34: sluice.v1.Subscription.create_time:type_name -> google.protobuf.Timestamp
+	29, // 35: sluice.v1.CreateSubscriptionRequest.config:type_name -> sluice.v1.SubscriptionConfig
+	30, // 36: sluice.v1.CreateSubscriptionResponse.subscription:type_name -> sluice.v1.Subscription
+	30, // 37: sluice.v1.GetSubscriptionResponse.subscription:type_name -> sluice.v1.Subscription
+	30, // 38: sluice.v1.ListSubscriptionsResponse.subscriptions:type_name -> sluice.v1.Subscription
+	5,  // 39: sluice.v1.TopicService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	7,  // 40: sluice.v1.TopicService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	9,  // 41: sluice.v1.TopicService.DescribeTopic:input_type -> sluice.v1.DescribeTopicRequest
+	11, // 42: sluice.v1.TopicService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	13, // 43: sluice.v1.TopicService.AddPartitions:input_type -> sluice.v1.AddPartitionsRequest
+	15, // 44: sluice.v1.TopicService.InitProducer:input_type -> sluice.v1.InitProducerRequest
+	19, // 45: sluice.v1.TopicService.Produce:input_type -> sluice.v1.ProduceRequest
+	23, // 46: sluice.v1.TopicService.Fetch:input_type -> sluice.v1.FetchRequest
+	26, // 47: sluice.v1.TopicService.ListOffsets:input_type -> sluice.v1.ListOffsetsRequest
+	31, // 48: sluice.v1.TopicService.CreateSubscription:input_type -> sluice.v1.CreateSubscriptionRequest
+	33, // 49: sluice.v1.TopicService.GetSubscription:input_type -> sluice.v1.GetSubscriptionRequest
+	35, // 50: sluice.v1.TopicService.ListSubscriptions:input_type -> sluice.v1.ListSubscriptionsRequest
+	37, // 51: sluice.v1.TopicService.DeleteSubscription:input_type -> sluice.v1.DeleteSubscriptionRequest
+	6,  // 52: sluice.v1.TopicService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	8,  // 53: sluice.v1.TopicService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	10, // 54: sluice.v1.TopicService.DescribeTopic:output_type -> sluice.v1.DescribeTopicResponse
+	12, // 55: sluice.v1.TopicService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	14, // 56: sluice.v1.TopicService.AddPartitions:output_type -> sluice.v1.AddPartitionsResponse
+	16, // 57: sluice.v1.TopicService.InitProducer:output_type -> sluice.v1.InitProducerResponse
+	21, // 58: sluice.v1.TopicService.Produce:output_type -> sluice.v1.ProduceResponse
+	25, // 59: sluice.v1.TopicService.Fetch:output_type -> sluice.v1.FetchResponse
+	28, // 60: sluice.v1.TopicService.ListOffsets:output_type -> sluice.v1.ListOffsetsResponse
+	32, // 61: sluice.v1.TopicService.CreateSubscription:output_type -> sluice.v1.CreateSubscriptionResponse
+	34, // 62: sluice.v1.TopicService.GetSubscription:output_type -> sluice.v1.GetSubscriptionResponse
+	36, // 63: sluice.v1.TopicService.ListSubscriptions:output_type -> sluice.v1.ListSubscriptionsResponse
+	38, // 64: sluice.v1.TopicService.DeleteSubscription:output_type -> sluice.v1.DeleteSubscriptionResponse
+	52, // [52:65] is the sub-list for method output_type
+	39, // [39:52] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_topic_proto_init() }
@@ -2635,6 +2684,7 @@ func file_sluice_v1_topic_proto_init() {
 	}
 	file_sluice_v1_common_proto_init()
 	file_sluice_v1_queue_proto_init()
+	file_sluice_v1_topic_proto_msgTypes[0].OneofWrappers = []any{}
 	file_sluice_v1_topic_proto_msgTypes[16].OneofWrappers = []any{}
 	file_sluice_v1_topic_proto_msgTypes[25].OneofWrappers = []any{
 		(*ListOffsetsRequest_Earliest)(nil),
