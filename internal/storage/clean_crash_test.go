@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -129,4 +130,55 @@ func FuzzCleanerFiles(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCleanFaults: a write that fails before the commit leaves the old
+// segments serving and no .swap file, and the next pass succeeds; a rename
+// that fails after the commit fails the log (ErrNeedsRecovery), and the
+// reopen finishes the swap. Nothing live is lost either way.
+func TestCleanFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     vfs.Op
+		suffix string
+		reopen bool
+	}{
+		{"write of the new segment", vfs.OpWrite, logSuffix + swapTmpSuffix, false},
+		{"sync of the new index", vfs.OpSync, indexSuffix + swapTmpSuffix, false},
+		{"rename after the commit", vfs.OpRename, markerSuffix + swapTmpSuffix, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			efs := vfs.NewErrorFS(mem)
+			c := newClock()
+			o := compactOptions(t, c)
+			o.FS = efs
+			l := mustOpen(t, o)
+			defer func() { l.Close() }()
+			m := newCompactModel()
+			rng := rand.New(rand.NewPCG(4, 4))
+			m.randomUpdates(t, l, c, rng, 1500, 40, 0.1)
+			efs.Inject(vfs.Fault{Op: tc.op, Count: 1, Match: func(_ vfs.Op, path string) bool { return strings.HasSuffix(path, tc.suffix) }})
+			if _, err := l.Clean(CleanOptions{}); err == nil {
+				t.Fatal("the clean succeeded through the fault")
+			}
+			efs.ClearFaults()
+			if tc.reopen {
+				if !errors.Is(l.Err(), ErrNeedsRecovery) {
+					t.Fatalf("log error after a failed swap: %v", l.Err())
+				}
+				l.Close()
+				l = mustOpen(t, o)
+			}
+			names, _ := mem.List("/p")
+			for _, n := range names {
+				if strings.HasSuffix(n, swapTmpSuffix) {
+					t.Fatalf("%s left behind", n)
+				}
+			}
+			m.check(t, l, 0, false)
+			mustClean(t, l, CleanOptions{})
+			m.check(t, l, cleanedEnd(l), true)
+		})
+	}
 }

@@ -71,6 +71,9 @@ func (l *Log) findRun(g []cleanSeg) (int, error) {
 	if l.closed {
 		return 0, ErrClosed
 	}
+	if err := l.failure(); err != nil {
+		return 0, err // the log waits for a reopen's recovery: change nothing before it
+	}
 	for i, s := range l.segs {
 		if s != g[0].s {
 			continue
