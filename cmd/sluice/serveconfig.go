@@ -132,6 +132,23 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
+	durationSetting("compaction-interval", "how often the log cleaner looks for compacted partitions to clean (a `duration`; 0: 15s)",
+		func(c *server.Config) *time.Duration { return &c.CompactionInterval }),
+	{
+		name:  "segment-bytes",
+		usage: "segment size of topic and queue logs, in `bytes`; only sealed segments are compacted or deleted by retention (0: 128MiB; at most 2GiB-1)",
+		get:   func(c *server.Config) string { return formatBytes(c.SegmentBytes) },
+		set: func(c *server.Config, v string) (err error) {
+			if strings.TrimSpace(v) == "0" {
+				c.SegmentBytes = 0
+				return nil
+			}
+			if c.SegmentBytes, err = parseBytes(v); err == nil && (c.SegmentBytes < 4096 || c.SegmentBytes > 1<<31-1) {
+				err = fmt.Errorf("want 4KiB to 2GiB-1, got %d", c.SegmentBytes)
+			}
+			return err
+		},
+	},
 	{
 		name:  "snapshot-every",
 		usage: "journal `events` between a queue's (or subscription's, or the groups') snapshots; fewer replay faster at start (0: 100000)",

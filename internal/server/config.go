@@ -124,6 +124,14 @@ type Config struct {
 	// (docs/storage.md, "Compaction").
 	CompactionBufferBytes int64
 	CompactionBytesPerSec int64
+	// CompactionInterval is how often the cleaner looks for compacted
+	// partitions to clean (0: 15 s).
+	CompactionInterval time.Duration
+
+	// SegmentBytes is the segment size of topic and queue message logs
+	// (0: 128 MiB). Only sealed segments are compacted or deleted by
+	// retention, so it is also their granularity.
+	SegmentBytes int64
 
 	// SnapshotEvery is how many journal events a queue, a subscription or
 	// the group coordinator writes between snapshots: it bounds the replay
