@@ -23,10 +23,8 @@ import (
 //
 // What a cleaner pass removes is only ever below every subscription's
 // floor: a queue subscription on a compacted topic never finds a message it
-// still holds compacted away. In a cluster each replica cleans its own
-// local log; Restore's truncation to a checkpoint inside a cleaned segment
-// ends the log at the checkpoint (storage.TruncateSuffix), so replaying the
-// Raft entries after it gives them their offsets again.
+// still holds compacted away. In a cluster, replicated partitions are not
+// cleaned yet (cleanReplicated says why).
 
 // DefaultCompactionInterval is Options.CompactionInterval's default.
 const DefaultCompactionInterval = 15 * time.Second
@@ -100,7 +98,19 @@ func (b *Broker) CleanCompacted(stop <-chan struct{}) error {
 	return first
 }
 
+// cleanReplicated lets the cleaner run on a replicated partition's local log.
+// Off: a replica whose log was lost refills it from a peer's local log
+// (cluster_replica_pull.go), and that pull neither serves ranges with the
+// gaps the cleaner leaves nor appends cleaned batches (their offsets skip),
+// so cleaning would leave such a replica unable to recover. The cluster
+// compaction test turns it on: every replica then cleans its own log, and
+// Restore's truncation into a gap is right (storage.TruncateSuffix).
+var cleanReplicated = false
+
 func (b *Broker) cleanPartition(t *topicRT, p *partitionRT, s TopicSettings, stop <-chan struct{}) error {
+	if b.cluster != nil && !cleanReplicated {
+		return nil // in a cluster every partition is replicated (its group may not be hosted yet)
+	}
 	o := storage.CleanOptions{
 		MinDirtyRatio:    s.MinCleanableDirtyRatio,
 		MinCompactionLag: s.MinCompactionLag, MaxCompactionLag: s.MaxCompactionLag,
