@@ -36,8 +36,11 @@ import (
 // producer, kept empty as Kafka does. A batch that loses nothing is copied
 // byte for byte (compression kept); a rewritten one is uncompressed.
 // Records without a key are kept (the broker refuses them on a compacted
-// topic). Control batches are kept as they are: the transactions work must
-// decide when a marker may go (after every record of its transaction has).
+// topic). Control batches and transactional batches are kept as they are,
+// and never mapped, so a record of an aborted transaction can never
+// supersede a committed one: dropping aborted records and markers (after
+// every record of their transaction has gone) is left to the transactions
+// work.
 
 // CleanOptions configure one pass of Clean. Zero values take the defaults
 // listed.

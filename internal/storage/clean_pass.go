@@ -76,7 +76,9 @@ func (p *cleanPass) buildMap(firstDirty int, from int64) (int, int64, error) {
 		}
 		stopAt := int64(-1)
 		err := p.eachBatch(p.segs[i], start, func(b []byte, h batch.Header) error {
-			if h.Control() {
+			if h.Control() || h.Transactional() {
+				// Never mapped: a record of a transaction that may be aborted
+				// must not supersede a committed one (see filter).
 				return nil
 			}
 			if p.m.free() < int(h.RecordCount) {
@@ -183,8 +185,11 @@ type filtered struct{ removed, tombsRemoved, tombsKept int64 }
 // the whole batch goes.
 func (p *cleanPass) filter(b []byte, h batch.Header, purgeBelow int64) ([]byte, filtered) {
 	var f filtered
-	if h.Control() {
-		return b, f // transaction markers: see the package comment in clean.go
+	if h.Control() || h.Transactional() {
+		// Transaction markers and transactional records are kept as they
+		// are until the cleaner knows which transactions were aborted: see
+		// the package comment in clean.go.
+		return b, f
 	}
 	var kept []batch.Record
 	for r, err := range batch.Records(b) {
