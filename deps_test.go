@@ -118,6 +118,8 @@ func TestDependencyDirection(t *testing.T) {
 		// The replicated partition hands committed batches to the broker's log through its
 		// own Log interface: it never imports the broker or anything above it.
 		"internal/cluster/replpart": append([]string{mod + "internal/broker"}, above...),
+		// The shared decoder owns no format and knows nothing of the module.
+		"internal/wire": {mod + "internal/"},
 		// Tracing is a leaf the front-ends call with plain values: it knows
 		// no broker, no protocol, nothing of the module (docs/architecture.md).
 		"internal/telemetry": {mod + "internal/"},

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/journal"
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
+	"github.com/sluice-mq/sluice/internal/wire"
 )
 
 // AbortedTxn is one aborted transaction in a partition, as a Kafka fetch
@@ -201,14 +202,14 @@ func (tp *txnPartition) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (i
 	if at > hw {
 		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
 	}
-	d := snapReader{b: body}
-	for n := d.varint(); n > 0 && d.err == nil; n-- {
-		tp.noteOpenLocked(d.varint(), d.varint())
+	d := wire.Decoder{B: body, Bad: errCorruptTxnSnapshot}
+	for n := d.Varint(); n > 0 && d.Err == nil; n-- {
+		tp.noteOpenLocked(d.Varint(), d.Varint())
 	}
-	for n := d.varint(); n > 0 && d.err == nil; n-- {
-		tp.aborted = append(tp.aborted, AbortedTxn{ProducerID: d.varint(), FirstOffset: d.varint(), LastOffset: d.varint()})
+	for n := d.Varint(); n > 0 && d.Err == nil; n-- {
+		tp.aborted = append(tp.aborted, AbortedTxn{ProducerID: d.Varint(), FirstOffset: d.Varint(), LastOffset: d.Varint()})
 	}
-	return at, d.err
+	return at, d.Err
 }
 
 // scanLocked notes the transactional batches and markers from offset from.
@@ -272,21 +273,5 @@ func (tp *txnPartition) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string,
 	return nil
 }
 
-// snapReader reads varints until the first error, which sticks.
-type snapReader struct {
-	b   []byte
-	err error
-}
-
-func (d *snapReader) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, k := binary.Varint(d.b)
-	if k <= 0 {
-		d.err = errors.New("corrupt transaction snapshot: truncated")
-		return 0
-	}
-	d.b = d.b[k:]
-	return v
-}
+// errCorruptTxnSnapshot is what a transaction snapshot that does not decode is.
+var errCorruptTxnSnapshot = errors.New("corrupt transaction snapshot")

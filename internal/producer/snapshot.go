@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/journal"
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
+	"github.com/sluice-mq/sluice/internal/wire"
 )
 
 // Producer state survives restarts as Kafka's does: a snapshot of every
@@ -71,40 +72,24 @@ func (ps *State) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, e
 	if at > hw {
 		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
 	}
-	d := snapDecoder{b: body}
+	d := wire.Decoder{B: body, Bad: errCorruptSnapshot}
 	m := map[int64]*entry{}
-	for n := d.varint(); n > 0 && d.err == nil; n-- {
-		id, e := d.varint(), &entry{epoch: int16(d.varint())}
-		for k := d.varint(); k > 0 && d.err == nil; k-- {
-			e.recent = append(e.recent, Range{First: int32(d.varint()), Last: int32(d.varint()), Base: d.varint()})
+	for n := d.Varint(); n > 0 && d.Err == nil; n-- {
+		id, e := d.Varint(), &entry{epoch: int16(d.Varint())}
+		for k := d.Varint(); k > 0 && d.Err == nil; k-- {
+			e.recent = append(e.recent, Range{First: int32(d.Varint()), Last: int32(d.Varint()), Base: d.Varint()})
 		}
 		m[id] = e
 	}
-	if d.err != nil {
-		return 0, d.err
+	if d.Err != nil {
+		return 0, d.Err
 	}
 	ps.m = m
 	return at, nil
 }
 
-// snapDecoder reads varints until the first error, which sticks.
-type snapDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *snapDecoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, k := binary.Varint(d.b)
-	if k <= 0 {
-		d.err = fmt.Errorf("corrupt snapshot: truncated")
-		return 0
-	}
-	d.b = d.b[k:]
-	return v
-}
+// errCorruptSnapshot is what a snapshot that does not decode is.
+var errCorruptSnapshot = errors.New("corrupt producer snapshot")
 
 // scanLocked records the idempotent batches from offset from to the end.
 // Best effort: damage stops the scan (fetches report it) rather than

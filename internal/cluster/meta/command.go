@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
-	"github.com/sluice-mq/sluice/internal/cluster/wire"
+	"github.com/sluice-mq/sluice/internal/wire"
 )
 
 // Op is a command's kind.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluice-mq/sluice/internal/cluster/wire"
+	"github.com/sluice-mq/sluice/internal/wire"
 )
 
 // Op is a command's kind: its first byte in an entry.

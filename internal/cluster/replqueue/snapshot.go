@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluice-mq/sluice/internal/cluster/wire"
 	"github.com/sluice-mq/sluice/internal/queue"
+	"github.com/sluice-mq/sluice/internal/wire"
 )
 
 const snapVersion = 1

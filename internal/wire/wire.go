@@ -1,7 +1,9 @@
-// Package wire is the decoding the cluster's replicated state machines share for their
-// entries and snapshots (internal/cluster/meta, internal/cluster/replqueue): varints and
-// length-prefixed bytes read from a buffer, the first failure kept and every later read a
-// no-op, so a decoder reads a whole command and checks one error at the end.
+// Package wire is the decoding sluice's own binary formats share: the cluster's replicated
+// state machines' entries and snapshots (internal/cluster/meta, internal/cluster/replqueue)
+// and the small state snapshots beside a partition log (internal/producer's idempotent
+// producers, internal/broker's transactions): varints and length-prefixed bytes read from a
+// buffer, the first failure kept and every later read a no-op, so a decoder reads a whole
+// record and checks one error at the end.
 //
 // It owns no format: each state machine says what its fields are. It must never allocate
 // past its input (a length is checked against what is left before it is sliced) nor
