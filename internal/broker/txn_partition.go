@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -191,16 +190,9 @@ func (tp *txnPartition) rebuild(log *storage.Log, fsys vfs.FS, dir string, logge
 }
 
 func (tp *txnPartition) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, error) {
-	data, err := vfs.ReadFile(fsys, filepath.Join(dir, txnSnapshotFile))
+	at, body, err := journal.ReadSnapshotUpTo(fsys, filepath.Join(dir, txnSnapshotFile), hw)
 	if err != nil {
 		return 0, err
-	}
-	at, body, err := journal.UnframeSnapshot(data)
-	if err != nil {
-		return 0, err
-	}
-	if at > hw {
-		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
 	}
 	d := wire.Decoder{B: body, Bad: errCorruptTxnSnapshot}
 	for n := d.Varint(); n > 0 && d.Err == nil; n-- {

@@ -172,3 +172,23 @@ func readSnapshot(fsys vfs.FS, path string) (pos int64, body []byte, found bool,
 	}
 	return pos, body, true, nil
 }
+
+// ReadSnapshotUpTo reads and unframes the snapshot file at path, refusing one
+// that covers more than end (the position a log reached): a snapshot synced
+// before its log's tail was lost in a crash describes what is no longer there.
+// A state kept beside a partition log (idempotent producers, transactions)
+// loads its snapshot with it, then rescans the log from the position returned.
+func ReadSnapshotUpTo(fsys vfs.FS, path string, end int64) (pos int64, body []byte, err error) {
+	data, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		return 0, nil, err
+	}
+	pos, body, err = UnframeSnapshot(data)
+	if err != nil {
+		return 0, nil, err
+	}
+	if pos > end {
+		return 0, nil, fmt.Errorf("snapshot at %d is past the log's end %d", pos, end)
+	}
+	return pos, body, nil
+}

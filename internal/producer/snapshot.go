@@ -3,7 +3,6 @@ package producer
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -61,16 +60,9 @@ func (ps *State) Rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog
 // loadSnapshotLocked reads the snapshot; it is unusable if it covers more
 // than the log holds (the log lost an unsynced tail in a crash).
 func (ps *State) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, error) {
-	data, err := vfs.ReadFile(fsys, filepath.Join(dir, producerSnapshotFile))
+	at, body, err := journal.ReadSnapshotUpTo(fsys, filepath.Join(dir, producerSnapshotFile), hw)
 	if err != nil {
 		return 0, err
-	}
-	at, body, err := journal.UnframeSnapshot(data)
-	if err != nil {
-		return 0, err
-	}
-	if at > hw {
-		return 0, fmt.Errorf("snapshot at %d is past the log's end %d", at, hw)
 	}
 	d := wire.Decoder{B: body, Bad: errCorruptSnapshot}
 	m := map[int64]*entry{}
