@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -108,6 +109,11 @@ func (t *Transport) exchange(ctx context.Context, rc *reqConn, to multiraft.Node
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if !dl.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
+			// The socket's deadline is the context's and can fire a moment before the
+			// context's own timer: it is the caller's deadline all the same.
+			return nil, context.DeadlineExceeded
 		}
 		return nil, err
 	}
