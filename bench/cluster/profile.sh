@@ -18,27 +18,13 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-WORK=$(mktemp -d /tmp/sluice-clusterprof.XXXXXX)
-declare -A PID
-cleanup() {
-  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-go build -o "$WORK/sluice" ./cmd/sluice
-go build -o "$WORK/sluice-bench" ./cmd/sluice-bench
-cd "$WORK"
-PEERS="1=127.0.0.1:21095,2=127.0.0.1:22095,3=127.0.0.1:23095"
+# shellcheck source=bench/cluster/lib.sh
+. bench/cluster/lib.sh
+bench_setup sluice-clusterprof
 for i in 1 2 3; do
-  SLUICE_PPROF_ADDR="127.0.0.1:2${i}060" ./sluice serve --data-dir "$WORK/n$i" --fsync always --log-level warn \
-    --node-id "$i" --cluster-addr "127.0.0.1:2${i}095" --cluster-peers "$PEERS" \
-    --http-addr "127.0.0.1:2${i}080" --kafka-addr "127.0.0.1:2${i}092" --sqs-addr "" 2>"$WORK/n$i.log" &
-  PID[n$i]=$!
+  SLUICE_PPROF_ADDR="127.0.0.1:2${i}060" start_node "$i" --log-level warn --kafka-addr "127.0.0.1:2${i}092" --sqs-addr ""
 done
-for i in 1 2 3; do
-  for _ in $(seq 300); do curl -fsS "http://127.0.0.1:2${i}080/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
-done
+for i in 1 2 3; do ready "n$i" "2${i}080"; done
 # the catalog knows all three nodes once a replicated topic can be created
 for _ in $(seq 60); do
   timeout 20 ./sluice-bench produce --count 1 --protocol kafka --kafka-addr 127.0.0.1:21092 --replication-factor 3 \

@@ -38,44 +38,20 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-WORK=$(mktemp -d /tmp/sluice-clusterbench.XXXXXX)
-declare -A PID
-cleanup() {
-  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-log() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
-
-go build -o "$WORK/sluice" ./cmd/sluice
-go build -o "$WORK/sluice-bench" ./cmd/sluice-bench
+# shellcheck source=bench/cluster/lib.sh
+. bench/cluster/lib.sh
+bench_setup sluice-clusterbench
 if [ -n "$BASE" ]; then
   mkdir "$WORK/base-src"
-  git archive "$BASE" | tar -x -C "$WORK/base-src"
+  (cd "$ROOT" && git archive "$BASE") | tar -x -C "$WORK/base-src"
   (cd "$WORK/base-src" && go build -o "$WORK/sluice-base" ./cmd/sluice)
 fi
-cd "$WORK"
-
-ready() { # name http-port
-  for _ in $(seq 300); do
-    curl -fsS "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return
-    sleep 0.1
-  done
-  echo "$1 did not get ready:" >&2; tail -20 "$WORK/$1.log" >&2; exit 1
-}
 # Ports, below Linux's ephemeral range (32768 and up, where a client's own port may sit):
 # single node 20080 (HTTP), 20092 (Kafka); node i of the cluster 2i080, 2i092, 2i095 (Raft).
 ./sluice serve --data-dir "$WORK/single" --fsync always --log-level warn \
   --http-addr 127.0.0.1:20080 --kafka-addr 127.0.0.1:20092 --sqs-addr "" 2>"$WORK/single.log" &
 PID[single]=$!
-PEERS="1=127.0.0.1:21095,2=127.0.0.1:22095,3=127.0.0.1:23095"
-for i in 1 2 3; do
-  ./sluice serve --data-dir "$WORK/n$i" --fsync always --log-level info --node-id "$i" \
-    --cluster-addr "127.0.0.1:2${i}095" --cluster-peers "$PEERS" \
-    --http-addr "127.0.0.1:2${i}080" --kafka-addr "127.0.0.1:2${i}092" --sqs-addr "" 2>"$WORK/n$i.log" &
-  PID[n$i]=$!
-done
+for i in 1 2 3; do start_node "$i" --log-level info --kafka-addr "127.0.0.1:2${i}092" --sqs-addr ""; done
 BASE_PEERS="1=127.0.0.1:11095,2=127.0.0.1:12095,3=127.0.0.1:13095"
 if [ -n "$BASE" ]; then
   for i in 1 2 3; do

@@ -22,37 +22,14 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-WORK=$(mktemp -d /tmp/sluice-w2bench.XXXXXX)
-declare -A PID
-cleanup() {
-  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-log() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
-
-go build -o "$WORK/sluice" ./cmd/sluice
-go build -o "$WORK/sluice-bench" ./cmd/sluice-bench
-cd "$WORK"
-ready() { # name http-port
-  for _ in $(seq 300); do
-    curl -fsS "http://127.0.0.1:$2/readyz" >/dev/null 2>&1 && return
-    sleep 0.1
-  done
-  echo "$1 did not get ready:" >&2; tail -20 "$WORK/$1.log" >&2; exit 1
-}
+# shellcheck source=bench/cluster/lib.sh
+. bench/cluster/lib.sh
+bench_setup sluice-w2bench
 # single node: 20080 HTTP, 20324 SQS; node i: 2i080, 2i324, 2i095 (Raft).
 ./sluice serve --data-dir "$WORK/single" --fsync always --log-level warn \
   --http-addr 127.0.0.1:20080 --kafka-addr "" --sqs-addr 127.0.0.1:20324 2>"$WORK/single.log" &
 PID[single]=$!
-PEERS="1=127.0.0.1:21095,2=127.0.0.1:22095,3=127.0.0.1:23095"
-for i in 1 2 3; do
-  ./sluice serve --data-dir "$WORK/n$i" --fsync always --log-level info --node-id "$i" \
-    --cluster-addr "127.0.0.1:2${i}095" --cluster-peers "$PEERS" \
-    --http-addr "127.0.0.1:2${i}080" --kafka-addr "" --sqs-addr "127.0.0.1:2${i}324" 2>"$WORK/n$i.log" &
-  PID[n$i]=$!
-done
+for i in 1 2 3; do start_node "$i" --log-level info --kafka-addr "" --sqs-addr "127.0.0.1:2${i}324"; done
 ready single 20080
 for i in 1 2 3; do ready "n$i" "2${i}080"; done
 sleep 3 # every node registers its addresses before a queue is placed (rf 3 needs three)
