@@ -20,9 +20,19 @@ import (
 // stopped (and its shutdown error checked) when the test ends.
 func startNode(t *testing.T) *server.Server {
 	t.Helper()
+	return startNodeWith(t, nil)
+}
+
+// startNodeWith is startNode for tests and benchmarks alike, with the
+// configuration changed by tweak (nil: none) before the server starts.
+func startNodeWith(t testing.TB, tweak func(*server.Config)) *server.Server {
+	t.Helper()
 	cfg := server.Defaults()
 	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Fsync = "never"
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "nodetest")
 	if err != nil {
 		t.Fatal(err)

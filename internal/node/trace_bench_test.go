@@ -2,12 +2,9 @@ package node_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -16,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/client"
-	"github.com/sluice-mq/sluice/internal/node"
 	"github.com/sluice-mq/sluice/internal/server"
 )
 
@@ -98,27 +94,5 @@ func BenchmarkRoundTrip(b *testing.B) {
 }
 
 func benchServer(b *testing.B) *server.Server {
-	cfg := server.Defaults()
-	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = b.TempDir(), "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Fsync = "never"
-	benchTracing(&cfg)
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx, node.Setup(node.Options{})); err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- srv.Wait(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		select {
-		case <-waited:
-		case <-time.After(30 * time.Second):
-		}
-	})
-	return srv
+	return startNodeWith(b, benchTracing)
 }
