@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -88,7 +89,27 @@ func (c *clusterRT) createQueue(s QueueSettings) (QueueSettings, error) {
 		return QueueSettings{}, c.queueCatalogErr(err)
 	}
 	c.reconcileQueues()
+	c.awaitLeader(cq.Group, queueLeaderWait)
 	return queueSettingsOf(cq)
+}
+
+// queueLeaderWait bounds how long a create waits for its new group to elect: an SQS client
+// that sends at once would otherwise meet ServiceUnavailable until it has, and the AWS SDK's
+// retry budget (10 tokens, 5 per such retry) runs out in two requests.
+const queueLeaderWait = 3 * time.Second
+
+// awaitLeader returns once this node knows a leader of group g, when it does not host g
+// (nothing to learn here: a request is forwarded then, and the forward retries), or after
+// wait. The queue exists either way: the wait only spares the first requests a refusal.
+func (c *clusterRT) awaitLeader(g multiraft.GroupID, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	for {
+		st, err := c.host.Status(g)
+		if err != nil || st.Leader != 0 || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (c *clusterRT) existingQueue(cq *meta.Queue, want QueueSettings) (QueueSettings, error) {
