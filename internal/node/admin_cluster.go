@@ -33,8 +33,8 @@ type NodeRequest struct {
 	Addr string `json:"addr"`
 }
 
-// membershipTimeout bounds an add or remove call: a forwarded change the leader refused
-// is not seen by a follower, which would otherwise wait for it forever.
+// membershipTimeout bounds an add or remove call: a forward waits until the change (or
+// the leader's refusal of it) is applied here, which a cluster with no leader never does.
 const membershipTimeout = 30 * time.Second
 
 // TransferRequest is ClusterTransferPath's body.

@@ -50,10 +50,10 @@ func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
 // Catalog is the client API of the catalog on one node. Every change is proposed to the
 // metadata group and returns once committed and applied on this node, with the result
 // apply computed. Every call works on any node: a follower forwards the command to the
-// leader (multiraft.ProposeForward) and returns once it sees the change applied here —
-// without apply's own result, so its refusals (exists, unknown, too few partitions) are
-// checked against this node's State first, and a change someone else made meanwhile
-// passes for this one's.
+// leader (multiraft.ProposeForward) and returns once it sees the change applied here, or
+// the refusal apply computed for it (kept on this node too: Origin names it); refusals
+// (exists, unknown, too few partitions) are also checked against this node's State before
+// the send, and a change someone else made meanwhile passes for this one's.
 type Catalog struct {
 	host *multiraft.Host
 	sm   *Machine
@@ -98,16 +98,22 @@ func (c *Catalog) RegisterNode(ctx context.Context, n Node) error {
 // tried again) until this node sees it applied.
 const ForwardRetry = 250 * time.Millisecond
 
-// forward sends cmd to the leader from a follower until applied(State) holds after a send.
-// Only idempotent commands may come here: a command may be applied more than once.
+// forward sends cmd to the leader from a follower until applied(State) holds after a send,
+// or one of its sends was applied as a refusal (returned). Only idempotent commands may
+// come here: a command may be applied more than once.
 func (c *Catalog) forward(ctx context.Context, cmd Command, applied func(*State) bool) error {
 	retry := time.NewTimer(0)
 	defer retry.Stop()
-	sent := false
+	var sent []uint64 // the request numbers of every send: any of them may be applied
 	for {
 		changed := c.sm.Changed()
-		if sent && applied(c.sm.State()) {
+		if len(sent) > 0 && applied(c.sm.State()) {
 			return nil
+		}
+		// The leader refused it (its State is newer than the check made here before the
+		// send): its result is kept on this node too, under one of our request numbers.
+		if err := c.sm.refusalOf(sent); err != nil {
+			return err
 		}
 		select {
 		case <-retry.C:
@@ -115,7 +121,7 @@ func (c *Catalog) forward(ctx context.Context, cmd Command, applied func(*State)
 			err := c.host.ProposeForward(Group, cmd.Encode(nil))
 			switch {
 			case err == nil:
-				sent = true
+				sent = append(sent, cmd.Request)
 			case errors.Is(mapErr(err), ErrNotLeader), errors.Is(err, multiraft.ErrProposalDropped):
 				// No leader known yet, or the leader refused it: try again.
 			default:

@@ -3,6 +3,7 @@ package meta
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -149,6 +150,21 @@ func (m *Machine) take(index, req uint64) (Result, bool) {
 	}
 	delete(m.results, index)
 	return r, true
+}
+
+// refusalOf removes and returns the refusal applied for one of this node's requests reqs
+// (a forwarded command's, whose index the forwarder never learns), if there is one. A
+// command that applied without a refusal is left for the bound in keep to drop.
+func (m *Machine) refusalOf(reqs []uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, r := range m.results {
+		if r.Err != nil && slices.Contains(reqs, r.Request) {
+			delete(m.results, i)
+			return r.Err
+		}
+	}
+	return nil
 }
 
 // apply runs one command on s, which belongs to this Apply (not yet published). Only s and

@@ -366,7 +366,7 @@ func (c *Catalog) AddNode(ctx context.Context, id multiraft.NodeID, addr string)
 // metadata group. It returns once the catalog recorded the removal, not once the moves are
 // done (State.Holds tells). It is refused with ErrNoQuorum when some group would have
 // nowhere to keep its replicas. Forwarded from a follower, a refusal the leader's newer
-// State computes is not seen here: the call then waits for its context.
+// State computes comes back from the forward.
 func (c *Catalog) RemoveNode(ctx context.Context, id multiraft.NodeID) error {
 	cmd := Command{Op: OpRemoveNode, Node: Node{ID: id}}
 	return c.membership(ctx, cmd, func(s *State) Result { return s.clone().removeNode(id) },
