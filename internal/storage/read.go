@@ -133,7 +133,7 @@ func (l *Log) locate(offset int64) (location, error) {
 	// committed is stored before hw, so loading hw first never hides bytes
 	// that hw covers.
 	hw := l.hw.Load()
-	start := l.segs[0].base
+	start := l.start.Load() // the first segment's base, or a start moved inside it
 	if offset == hw && offset >= start {
 		return location{}, nil
 	}
@@ -192,7 +192,7 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 		}
 		off, found, err := l.searchTimeRepairing(i, ts)
 		if err != nil || found {
-			return off, err
+			return max(off, l.start.Load()), err
 		}
 	}
 	return -1, nil

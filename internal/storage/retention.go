@@ -70,7 +70,7 @@ func (l *Log) DeleteBelow(offset int64) (int, error) {
 func (l *Log) dropFirstLocked() error {
 	s := l.segs[0]
 	l.segs = l.segs[1:]
-	l.start.Store(l.segs[0].base)
+	l.start.Store(l.startAfterDrop())
 	if err := s.remove(); err != nil {
 		return fmt.Errorf("storage: delete segment %s: %w", s.path(logSuffix), err)
 	}

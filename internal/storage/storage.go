@@ -144,6 +144,7 @@ type Log struct {
 	drops   []drop        // the latest increments of gen
 	hw      atomic.Int64  // high watermark; written under stateMu
 	start   atomic.Int64  // log start offset; written under mu
+	moved   int64         // the start kept in startFile (DeleteRecords), 0 if none; under mu
 
 	closing atomic.Bool    // set by Close: appends fail with ErrClosed
 	kick    chan struct{}  // wakes the syncer (capacity 1: kicks coalesce)
@@ -179,7 +180,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	l.syncedNext = l.next
 	l.hw.Store(l.next)
-	l.start.Store(l.segs[0].base)
+	l.start.Store(min(l.startAfterDrop(), l.next))
 	l.startBackground()
 	if l.needsScrub() {
 		opts.Files.scrub.add(l)
@@ -224,6 +225,9 @@ func (l *Log) openSegments() error {
 		}
 	}
 	l.removeOrphans(names, logs)
+	if err := l.readStart(); err != nil {
+		return err
+	}
 	if err := l.env.q.load(names); err != nil {
 		return err
 	}

@@ -63,6 +63,9 @@ func (l *Log) TruncateSuffix(offset int64) error {
 	}
 	l.active, l.next, l.syncedNext = seg, next, next
 	seg.created = l.opts.Now()
+	// A cut below a moved start (DeleteRecords, then a replica truncated further back)
+	// leaves an empty log there; Open clamps the kept start the same way.
+	l.start.Store(min(l.start.Load(), next))
 	// Everything kept is synced now (sealed segments were, the kept one
 	// was just cut and synced), so the high watermark is the new end:
 	// appends that survived the cut are acknowledged.
@@ -95,6 +98,9 @@ func (l *Log) restartAt(offset int64) (*segment, error) {
 		return nil, err
 	}
 	l.segs = []*segment{s}
+	if err := l.forgetStart(); err != nil {
+		return nil, err
+	}
 	l.start.Store(offset)
 	return s, nil
 }

@@ -1,0 +1,126 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"path/filepath"
+)
+
+// A log start inside a segment (Kafka's DeleteRecords): the segments hold offsets from
+// their first base, but reads, ListOffsets and retention treat the log as starting at the
+// moved start. It is kept in startFile (the offset and a CRC-32C of it), written to a
+// temporary name, synced and renamed into place, so a crash leaves the old start or the
+// new one. A start at or below the first segment's base says nothing and is not kept.
+
+const (
+	startFile = "start.offset"
+	startTmp  = "start.offset.tmp"
+)
+
+// MoveStart moves the log start up to offset, at most the high watermark (Kafka's
+// DeleteRecords: offset -1 there means the high watermark, the caller's to resolve).
+// Reads below it fail with ErrOffsetOutOfRange from then on, and the sealed segments that
+// hold only offsets below it are deleted. The new start is durable before MoveStart
+// returns; it returns the log start after the call (an offset at or below the current
+// start changes nothing).
+func (l *Log) MoveStart(offset int64) (int64, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.closing.Load() {
+		return 0, ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return 0, err
+	}
+	cur, hw := l.start.Load(), l.hw.Load()
+	if offset > hw || offset < 0 {
+		return cur, fmt.Errorf("%w: move the log start to %d, log has [%d, %d)", ErrOffsetOutOfRange, offset, cur, hw)
+	}
+	if offset <= cur {
+		return cur, nil
+	}
+	if err := l.writeStart(offset); err != nil {
+		return cur, fmt.Errorf("storage: keep the log start: %w", err)
+	}
+	l.start.Store(offset)
+	n := 0
+	for len(l.segs) > 1 && l.segs[1].base <= offset {
+		n++
+		if err := l.dropFirstLocked(); err != nil {
+			return offset, err
+		}
+	}
+	return offset, l.syncDirIf(n > 0)
+}
+
+// startAfterDrop is the log start once the first segment is base: that base, or the moved
+// start when it lies inside that segment. Called with mu held.
+func (l *Log) startAfterDrop() int64 {
+	return max(l.segs[0].base, l.moved)
+}
+
+// writeStart makes offset the kept start. Called with wmu and mu held.
+func (l *Log) writeStart(offset int64) error {
+	fsys, dir := l.opts.FS, l.opts.Dir
+	tmp := filepath.Join(dir, startTmp)
+	f, err := l.opts.Files.create(fsys, tmp)
+	if err != nil {
+		return err
+	}
+	b := binary.BigEndian.AppendUint64(nil, uint64(offset))
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.drop()
+	if err == nil {
+		err = fsys.Rename(tmp, filepath.Join(dir, startFile))
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+		return err
+	}
+	l.moved = offset
+	return nil
+}
+
+// forgetStart removes the kept start: the log restarts somewhere else (Reset). Called
+// with wmu and mu held.
+func (l *Log) forgetStart() error {
+	l.moved = 0
+	err := l.opts.FS.Remove(filepath.Join(l.opts.Dir, startFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// readStart loads the kept start at open, if any: a file that is torn or fails its CRC
+// is refused (the start it held is unknown; a start lower than it would serve records a
+// DeleteRecords answered as deleted).
+func (l *Log) readStart() error {
+	fsys, dir := l.opts.FS, l.opts.Dir
+	_ = fsys.Remove(filepath.Join(dir, startTmp)) // a write a crash cut short
+	b, err := readAll(l.opts.Files, fsys, filepath.Join(dir, startFile))
+	if err != nil {
+		return fmt.Errorf("storage: read %s: %w", startFile, err)
+	}
+	if b == nil {
+		return nil // none kept
+	}
+	if len(b) != 12 || crc32.Checksum(b[:8], castagnoli) != binary.BigEndian.Uint32(b[8:]) {
+		return &CorruptionError{Path: filepath.Join(dir, startFile), Offset: -1, Position: -1,
+			Err: errors.New("the kept log start (DeleteRecords) is damaged")}
+	}
+	l.moved = int64(binary.BigEndian.Uint64(b[:8]))
+	return nil
+}

@@ -1,0 +1,153 @@
+package storage
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// TestMoveStart: a start moved inside a segment hides the offsets below it from reads,
+// deletes the segments entirely below it, survives a reopen, and never moves back.
+func TestMoveStart(t *testing.T) {
+	o, l := segmentedLog(t, vfs.NewMem(), newClock()) // 10 segments of 3 offsets: 0..29
+	for _, tc := range []struct {
+		to, want int64
+		err      error
+		segs     int
+	}{
+		{to: 4, want: 4, segs: 9},   // inside segment [3,6): segment [0,3) goes
+		{to: 2, want: 4, segs: 9},   // lower: no change
+		{to: 4, want: 4, segs: 9},   // the same: no change
+		{to: 12, want: 12, segs: 6}, // a segment base
+		{to: 31, want: 12, err: ErrOffsetOutOfRange, segs: 6},
+		{to: -2, want: 12, err: ErrOffsetOutOfRange, segs: 6},
+		{to: 30, want: 30, segs: 1}, // the high watermark: everything, the active segment kept
+	} {
+		got, err := l.MoveStart(tc.to)
+		if got != tc.want || !errors.Is(err, tc.err) || len(l.segs) != tc.segs {
+			t.Fatalf("MoveStart(%d) = %d, %v with %d segments; want %d, %v, %d", tc.to, got, err, len(l.segs), tc.want, tc.err, tc.segs)
+		}
+		if l.LogStartOffset() != tc.want {
+			t.Fatalf("MoveStart(%d): LogStartOffset %d", tc.to, l.LogStartOffset())
+		}
+		if tc.want > 0 {
+			if _, err := l.Read(tc.want-1, 10); !errors.Is(err, ErrOffsetOutOfRange) {
+				t.Fatalf("after MoveStart(%d): read of %d: %v", tc.to, tc.want-1, err)
+			}
+		}
+		checkAllReadable(t, l)
+	}
+	l.Close()
+	l = mustOpen(t, o)
+	defer l.Close()
+	if l.LogStartOffset() != 30 || l.HighWatermark() != 30 {
+		t.Fatalf("after reopen: start %d, hw %d", l.LogStartOffset(), l.HighWatermark())
+	}
+	mustAppend(t, l, mkBatch(t, 1, 100, 0))
+	if b, err := l.Read(30, 10); err != nil || len(b) == 0 {
+		t.Fatalf("append after the moved start: %v", err)
+	}
+}
+
+// TestMoveStartInsideFirstSegmentSurvivesReopen: the start kept in its file, not a
+// segment base, is what Open restores; retention then deleting the segment keeps it.
+func TestMoveStartInsideFirstSegmentSurvivesReopen(t *testing.T) {
+	o, l := segmentedLog(t, vfs.NewMem(), newClock())
+	if _, err := l.MoveStart(1); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = mustOpen(t, o)
+	if l.LogStartOffset() != 1 {
+		t.Fatalf("start after reopen %d, want 1", l.LogStartOffset())
+	}
+	if _, err := l.Read(0, 10); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the kept start: %v", err)
+	}
+	if _, err := l.DeleteBelow(3); err != nil || l.LogStartOffset() != 3 {
+		t.Fatalf("DeleteBelow(3): start %d, %v", l.LogStartOffset(), err)
+	}
+	// Reset restarts the log elsewhere: the kept start is forgotten.
+	if err := l.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = mustOpen(t, o)
+	defer l.Close()
+	if l.LogStartOffset() != 0 {
+		t.Fatalf("start after Reset and reopen %d, want 0", l.LogStartOffset())
+	}
+}
+
+// TestMoveStartCrashAtEveryPoint: a power cut at any file-system step of MoveStart leaves
+// the old start or the new one, and the log opens.
+func TestMoveStartCrashAtEveryPoint(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	o, l := segmentedLog(t, efs, newClock())
+	if _, err := l.MoveStart(4); err != nil {
+		t.Fatal(err)
+	}
+	var snaps []*vfs.MemFS
+	efs.Inject(vfs.Fault{Match: func(op vfs.Op, path string) bool {
+		switch op {
+		case vfs.OpCreate, vfs.OpRemove, vfs.OpRename, vfs.OpSyncDir, vfs.OpWrite, vfs.OpSync, vfs.OpTruncate:
+			snaps = append(snaps, mem.CrashClone())
+		}
+		return false
+	}})
+	if _, err := l.MoveStart(10); err != nil {
+		t.Fatal(err)
+	}
+	efs.ClearFaults()
+	snaps = append(snaps, mem.CrashClone())
+	l.Close()
+	if len(snaps) < 5 {
+		t.Fatalf("only %d crash points", len(snaps))
+	}
+	for i, snap := range snaps {
+		so := o
+		so.FS = snap
+		l2, err := Open(so)
+		if err != nil {
+			t.Fatalf("crash point %d: Open: %v", i, err)
+		}
+		// The new start is kept before any segment below it is deleted.
+		if s := l2.LogStartOffset(); s != 4 && s != 10 {
+			t.Fatalf("crash point %d: start %d, want 4 or 10", i, s)
+		}
+		if l2.HighWatermark() != 30 {
+			t.Fatalf("crash point %d: hw %d", i, l2.HighWatermark())
+		}
+		checkAllReadable(t, l2)
+		l2.Close()
+	}
+}
+
+// TestMoveStartDamagedFileRefusesOpen: a kept start that fails its CRC is not guessed.
+func TestMoveStartDamagedFileRefusesOpen(t *testing.T) {
+	mem := vfs.NewMem()
+	o, l := segmentedLog(t, mem, newClock())
+	if _, err := l.MoveStart(4); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	b, err := readAll(o.Files, mem, "/p/"+startFile)
+	if err != nil || len(b) != 12 {
+		t.Fatalf("kept start: %x, %v", b, err)
+	}
+	b[3] ^= 0xff // a flipped bit in the offset
+	f, err := mem.Create("/p/" + startFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var ce *CorruptionError
+	if _, err := Open(o); !errors.As(err, &ce) {
+		t.Fatalf("Open with a damaged start file: %v, want a CorruptionError", err)
+	}
+}
