@@ -59,6 +59,7 @@ func init() {
 		18: {0, 4, typed(handleApiVersions)},
 		19: {0, 7, typed(handleCreateTopics)},
 		20: {0, 6, typed(handleDeleteTopics)},
+		21: {0, 2, typed(handleDeleteRecords)},
 		22: {0, 5, typed(handleInitProducerID)},
 		23: {2, 4, typed(handleOffsetForLeaderEpoch)},
 		29: {0, 3, typed(handleDescribeACLs)},

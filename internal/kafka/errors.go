@@ -29,6 +29,7 @@ var errorTable = []struct {
 	{broker.ErrTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed},
 	// Transactions (broker/txn.go).
 	{broker.ErrTransactionsInCluster, kerr.UnsupportedVersion},
+	{broker.ErrDeleteRecordsInCluster, kerr.PolicyViolation},
 	{broker.ErrTxnFenced, kerr.ProducerFenced},
 	{broker.ErrInvalidTxnState, kerr.InvalidTxnState},
 	{broker.ErrConcurrentTxns, kerr.ConcurrentTransactions},

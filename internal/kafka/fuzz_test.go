@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -209,8 +210,19 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("SLUICE_WRITE_FUZZ_CORPUS") != "1" {
 		t.Skip("set SLUICE_WRITE_FUZZ_CORPUS=1 to rewrite testdata/fuzz")
 	}
-	for i, s := range seedRequests() {
-		name := fmt.Sprintf("seed-%02d-%s-v%d", i, kmsg.NameForKey(s.key), s.version)
+	// Seeds are named by API, version and a hash of the body, not by their place in the
+	// list, so adding an API adds its files and renames none; the old seeds go first.
+	for _, target := range []string{"FuzzDecodeRequest", "FuzzDispatch"} {
+		old, _ := filepath.Glob(filepath.Join("testdata", "fuzz", target, "seed-*"))
+		for _, f := range old {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, s := range seedRequests() {
+		sum := sha256.Sum256(s.body)
+		name := fmt.Sprintf("seed-%s-v%d-%x", kmsg.NameForKey(s.key), s.version, sum[:4])
 		write := func(target, content string) {
 			dir := filepath.Join("testdata", "fuzz", target)
 			if err := os.MkdirAll(dir, 0o755); err != nil {

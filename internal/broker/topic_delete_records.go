@@ -1,0 +1,54 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrDeleteRecordsInCluster: DeleteRecords on a replicated partition. The moved log start
+// would have to be an entry of the partition's Raft group (every replica moving its own
+// start at the same offset, the replica pull refusing ranges below it): not built yet.
+var ErrDeleteRecordsInCluster = errors.New("DeleteRecords is not replicated yet: the partition's replicas would disagree on its log start")
+
+// DeleteRecords moves the log start of topic/partition up to offset (Kafka's
+// DeleteRecords; -1 is the high watermark) and returns the new log start (Kafka's low
+// watermark). Records below it are gone for every reader: fetches below it are out of
+// range, ListOffsets earliest answers it, and every subscription of the topic drops its
+// records below it, delivered or not, as time retention does (a lease held on one of them
+// is refused at its ack, as after retention). An offset past the high watermark fails
+// with ErrOffsetOutOfRange and changes nothing; one at or below the log start changes
+// nothing and answers the log start. The start is durable before the call returns.
+func (b *Broker) DeleteRecords(topic string, partition int32, offset int64) (int64, error) {
+	t, p, err := b.streams.partition(topic, partition)
+	if err != nil {
+		return 0, err
+	}
+	if p.repl.Load() != nil || b.cluster != nil {
+		return 0, ErrDeleteRecordsInCluster
+	}
+	if offset == -1 {
+		offset = p.log.HighWatermark()
+	}
+	if offset < 0 {
+		return 0, fmt.Errorf("%w: DeleteRecords to %d", ErrOffsetOutOfRange, offset)
+	}
+	start, err := p.log.MoveStart(offset)
+	if err != nil {
+		return 0, mapStorageErr(err)
+	}
+	t.mu.RLock()
+	subs := make([]*subRT, 0, len(t.subs))
+	for _, sub := range t.subs {
+		subs = append(subs, sub)
+	}
+	t.mu.RUnlock()
+	var firstErr error
+	for _, sub := range subs {
+		if err := sub.expireBelow(p.index, start); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	p.prod.Expire(start)
+	p.txn.expire(start)
+	return start, firstErr
+}
