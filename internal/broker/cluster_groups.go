@@ -69,6 +69,7 @@ type clusterGroups struct {
 
 	readyTerm atomic.Uint64 // the metadata term the coordinator was made ready in; 0: not ready
 	readyMu   sync.Mutex    // one barrier at a time
+	reads     readBarriers  // the barriers of linearizable reads (cluster_groups_read.go)
 
 	// umu guards unsynced and syncErr: the hook's journal writes not yet seen durable,
 	// oldest first, and the first that failed. Taken after g.mu, never before it.

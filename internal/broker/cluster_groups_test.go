@@ -138,8 +138,15 @@ func TestClusterGroupSnapshotLeavesOutUncommitted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := e.b.FetchOffset("g", "t", 0); got.Offset != 50 {
-		t.Fatalf("memory holds %d, want the uncommitted 50", got.Offset)
+	g.mu.Lock()
+	inMemory, _ := g.coord.Fetch("g", "t", 0)
+	g.mu.Unlock()
+	if inMemory.Offset != 50 {
+		t.Fatalf("memory holds %d, want the uncommitted 50", inMemory.Offset)
+	}
+	// A fetch answers what committed, never the change applied ahead of its commit.
+	if got, _ := e.b.FetchOffset("g", "t", 0); got.Offset != 7 {
+		t.Fatalf("FetchOffset %d, want 7 (the last applied entry), not the uncommitted 50", got.Offset)
 	}
 	if err := c.Checkpoint(); err != nil {
 		t.Fatal(err)

@@ -178,7 +178,9 @@ func (b *Broker) CommitOffsets(ctx context.Context, req group.CommitRequest) ([]
 }
 
 // FetchOffset returns a group's committed offset for one partition; ok is
-// false when there is none (Kafka answers offset -1).
+// false when there is none (Kafka answers offset -1). In a cluster only what
+// the metadata group committed (ConfirmCoordinator first, for a fetch that
+// must see every commit acknowledged before it).
 func (b *Broker) FetchOffset(groupID, topic string, partition int32) (group.Committed, bool) {
 	g, err := b.groups()
 	if err != nil {
@@ -186,7 +188,7 @@ func (b *Broker) FetchOffset(groupID, topic string, partition int32) (group.Comm
 	}
 	g.lockForRead()
 	defer g.mu.Unlock()
-	return g.coord.Fetch(groupID, topic, partition)
+	return g.committedLocked().Fetch(groupID, topic, partition)
 }
 
 // GroupOffsets returns all of a group's committed offsets, sorted.
@@ -197,7 +199,7 @@ func (b *Broker) GroupOffsets(groupID string) []group.CommittedOffset {
 	}
 	g.lockForRead()
 	defer g.mu.Unlock()
-	return g.coord.Offsets(groupID)
+	return g.committedLocked().Offsets(groupID)
 }
 
 // ListGroups lists every group.

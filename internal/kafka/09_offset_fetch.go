@@ -75,8 +75,10 @@ func (c *conn) fetchGroupOffsets(ctx context.Context, group string, topics []off
 	code := int16(0)
 	if !c.may(auth.Describe, auth.Group, group) {
 		code = kerr.GroupAuthorizationFailed.Code
-	} else if err := c.s.b.CheckCoordinator(ctx); err != nil {
-		code = errCode(err, nil) // in a cluster, on a node other than the controller
+	} else if err := c.s.b.ConfirmCoordinator(ctx); err != nil {
+		// In a cluster: on a node other than the controller, or one that could not
+		// commit the read's barrier (cut off from the others).
+		code = errCode(err, nil)
 	}
 	if code != 0 {
 		var out []kmsg.OffsetFetchResponseTopic
