@@ -32,15 +32,12 @@ import (
 // Batches keep their base offset, lastOffsetDelta, producer id, epoch and
 // base sequence (batch.Rebuild), so offsets keep their gaps and the
 // producer state rebuilt from the log is unchanged; a batch that loses
-// every record is dropped, except the last batch of an idempotent
-// producer, kept empty as Kafka does. A batch that loses nothing is copied
-// byte for byte (compression kept); a rewritten one is uncompressed.
-// Records without a key are kept (the broker refuses them on a compacted
-// topic). Control batches and transactional batches are kept as they are,
-// and never mapped, so a record of an aborted transaction can never
-// supersede a committed one: dropping aborted records and markers (after
-// every record of their transaction has gone) is left to the transactions
-// work.
+// every record (or was already empty) is dropped, except the last batch of
+// an idempotent producer, kept empty as Kafka does: an emptied batch goes
+// only when the mapped part holds a later batch of its producer. A batch
+// that loses nothing is copied byte for byte (compression kept); a
+// rewritten one is uncompressed. Records without a key are kept (the
+// broker refuses them on a compacted topic). Transactions: clean_txn.go.
 
 // CleanOptions configure one pass of Clean. Zero values take the defaults
 // listed.
@@ -69,6 +66,10 @@ type CleanOptions struct {
 	Sleep func(time.Duration)
 	// Stop, when closed, ends the pass early (its swaps done so far stay).
 	Stop <-chan struct{}
+	// Txns are the log's transactions (clean_txn.go); Below must then be
+	// at or below the last stable offset. nil: transactional batches and
+	// markers are left as they are.
+	Txns *CleanTxns
 }
 
 // DefaultCleanBufferBytes is the offset map's default size.
@@ -84,6 +85,8 @@ type CleanStats struct {
 	SegmentsOut            int // segments that replaced them
 	RecordsRemoved         int64
 	TombstonesRemoved      int64
+	AbortedRemoved         int64 // records of aborted transactions (in RecordsRemoved too)
+	MarkersRemoved         int64 // transaction markers past their delete horizon
 }
 
 // DirtyRatio is DirtyBytes over the cleanable bytes; 0 for an empty log.
@@ -129,7 +132,7 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 		return st, nil
 	}
 	p := &cleanPass{l: l, o: o, now: l.opts.Now().UnixMilli(), segs: segs, st: &st,
-		m: newOffsetMap(o.BufferBytes), lastBatch: map[int64]int64{}, start: time.Now()}
+		m: newOffsetMap(o.BufferBytes), lastBatch: map[int64]int64{}, start: time.Now(), txns: newTxnWalk(o.Txns)}
 	through, mapEnd, err := p.buildMap(firstDirty, dirtyFrom)
 	if err != nil {
 		return st, err
@@ -199,7 +202,8 @@ func (l *Log) cleanable(o CleanOptions) ([]cleanSeg, int, int64, error) {
 }
 
 // shouldClean says whether a pass is due: enough dirty bytes, a dirty part
-// older than MaxCompactionLag, or tombstones whose retention is over.
+// older than MaxCompactionLag, or tombstones or transaction markers whose
+// retention is over.
 func (l *Log) shouldClean(o CleanOptions, segs []cleanSeg, firstDirty int, st CleanStats) bool {
 	if st.DirtyBytes > 0 && st.DirtyRatio() >= o.MinDirtyRatio {
 		return true
@@ -212,6 +216,9 @@ func (l *Log) shouldClean(o CleanOptions, segs []cleanSeg, firstDirty int, st Cl
 	}
 	for _, cs := range segs[:firstDirty] {
 		if cs.s.mark.tombstones > 0 && cs.s.mark.cleanedAt+o.DeleteRetention.Milliseconds() <= now.UnixMilli() {
+			return true
+		}
+		if hz := cs.s.mark.horizon; hz > 0 && hz <= now.UnixMilli() {
 			return true
 		}
 	}

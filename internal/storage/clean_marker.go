@@ -17,6 +17,11 @@ import (
 //
 //	| magic "SLCM" 4 | cleanedAt ms int64 8 | tombstones int64 8 | cleanedTo int64 8 | crc32c 4 |
 //
+// or 40 when the segment keeps a transaction marker with a delete horizon
+// (clean_txn.go): horizon int64 8, the earliest of them, before the crc.
+// A horizon of 0 is written in the short form only, so every marker has
+// one encoding.
+//
 // cleanedTo is the offset up to which the pass that wrote it had mapped
 // the log: records below it have been compared with every later record
 // of their key up to there; from it on the segment is still dirty (a map
@@ -29,8 +34,9 @@ import (
 // tombstones counted as cleaned at Open (kept a full retention longer,
 // never dropped early).
 const (
-	markerSuffix = ".compacted"
-	markerSize   = 32
+	markerSuffix  = ".compacted"
+	markerSize    = 32
+	markerSizeTxn = 40
 )
 
 var markerMagic = [4]byte{'S', 'L', 'C', 'M'}
@@ -40,29 +46,41 @@ var errBadMarker = errors.New("storage: bad .compacted marker")
 // markerInfo is what a marker says.
 type markerInfo struct {
 	cleanedAt, tombstones, cleanedTo int64
+	// horizon is the earliest delete horizon (ms) of the transaction
+	// markers the segment keeps; 0: none. A pass is due once it passes.
+	horizon int64
 }
 
 // encodeMarker is the marker's bytes.
 func encodeMarker(mi markerInfo) []byte {
-	b := make([]byte, 0, markerSize)
+	b := make([]byte, 0, markerSizeTxn)
 	b = append(b, markerMagic[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(mi.cleanedAt))
 	b = binary.BigEndian.AppendUint64(b, uint64(mi.tombstones))
 	b = binary.BigEndian.AppendUint64(b, uint64(mi.cleanedTo))
+	if mi.horizon != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(mi.horizon))
+	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // decodeMarker reads a marker's bytes.
 func decodeMarker(b []byte) (markerInfo, error) {
 	var mi markerInfo
-	if len(b) != markerSize || [4]byte(b[:4]) != markerMagic {
+	if (len(b) != markerSize && len(b) != markerSizeTxn) || [4]byte(b[:4]) != markerMagic {
 		return mi, fmt.Errorf("%w: %d bytes", errBadMarker, len(b))
 	}
-	if crc32.Checksum(b[:28], castagnoli) != binary.BigEndian.Uint32(b[28:]) {
+	body := len(b) - 4
+	if crc32.Checksum(b[:body], castagnoli) != binary.BigEndian.Uint32(b[body:]) {
 		return mi, fmt.Errorf("%w: checksum", errBadMarker)
 	}
 	mi = markerInfo{cleanedAt: int64(binary.BigEndian.Uint64(b[4:])), tombstones: int64(binary.BigEndian.Uint64(b[12:])),
 		cleanedTo: int64(binary.BigEndian.Uint64(b[20:]))}
+	if len(b) == markerSizeTxn {
+		if mi.horizon = int64(binary.BigEndian.Uint64(b[28:])); mi.horizon <= 0 {
+			return markerInfo{}, fmt.Errorf("%w: delete horizon %d", errBadMarker, mi.horizon)
+		}
+	}
 	if mi.tombstones < 0 || mi.cleanedTo < 0 {
 		return markerInfo{}, fmt.Errorf("%w: %d tombstones, clean to %d", errBadMarker, mi.tombstones, mi.cleanedTo)
 	}

@@ -18,9 +18,11 @@ type cleanPass struct {
 	m     *offsetMap
 	start time.Time // the pass's start, for the rate limit
 	// lastBatch is the base offset of each idempotent producer's last batch
-	// in the mapped part: that batch is kept even when it loses every
-	// record, so the producer's sequence survives in the log.
+	// in the mapped part: an emptied batch of the producer below it goes,
+	// the others are kept (empty), so the producer's sequence survives in
+	// the log.
 	lastBatch map[int64]int64
+	txns      *txnWalk // nil: no transactions known (clean_txn.go)
 }
 
 // readChunk is how much the cleaner reads at once.
@@ -76,9 +78,14 @@ func (p *cleanPass) buildMap(firstDirty int, from int64) (int, int64, error) {
 		}
 		stopAt := int64(-1)
 		err := p.eachBatch(p.segs[i], start, func(b []byte, h batch.Header) error {
-			if h.Control() || h.Transactional() {
-				// Never mapped: a record of a transaction that may be aborted
-				// must not supersede a committed one (see filter).
+			if h.Control() || (h.Transactional() && p.txns == nil) {
+				// Never mapped: markers have no key, and a record of a
+				// transaction that may be aborted must not supersede a
+				// committed one.
+				return nil
+			}
+			if h.Transactional() && p.txns.isAborted(h) {
+				p.lastBatch[h.ProducerID] = h.BaseOffset // its records go, the batch may stay
 				return nil
 			}
 			if p.m.free() < int(h.RecordCount) {
@@ -127,8 +134,11 @@ func (p *cleanPass) cleanRun(g []cleanSeg, mapEnd int64) error {
 		}
 	}()
 	maxTS, changed, dirty := int64(-1), len(g) > 1, false
-	var tombs, cleanedAt int64
-	var removed, tombsRemoved int64
+	var cleanedAt, horizon int64
+	var tot filtered
+	if p.txns != nil {
+		p.txns.drop = p.txns.drop[:0]
+	}
 	for _, cs := range g {
 		dirty = dirty || !cs.s.gapped || cs.s.mark.cleanedTo < cs.end
 		cleanedAt = max(cleanedAt, cs.s.mark.cleanedAt)
@@ -140,8 +150,11 @@ func (p *cleanPass) cleanRun(g []cleanSeg, mapEnd int64) error {
 		err := p.eachBatch(cs, cs.base, func(b []byte, h batch.Header) error {
 			maxTS = max(maxTS, h.MaxTimestamp)
 			out, f := p.filter(b, h, purgeBelow)
-			removed, tombsRemoved, tombs = removed+f.removed, tombsRemoved+f.tombsRemoved, tombs+f.tombsKept
-			changed = changed || f.removed > 0
+			tot.add(f)
+			changed = changed || f.removed > 0 || f.rewritten
+			if f.horizon > 0 && (horizon == 0 || f.horizon < horizon) {
+				horizon = f.horizon
+			}
 			if out == nil {
 				changed = true
 				return nil
@@ -159,9 +172,12 @@ func (p *cleanPass) cleanRun(g []cleanSeg, mapEnd int64) error {
 	if dirty {
 		cleanedAt = p.now
 	}
-	mi := markerInfo{cleanedAt: cleanedAt, tombstones: tombs, cleanedTo: min(g[len(g)-1].end, mapEnd)}
+	mi := markerInfo{cleanedAt: cleanedAt, tombstones: tot.tombsKept, cleanedTo: min(g[len(g)-1].end, mapEnd), horizon: horizon}
 	if err := w.finish(g[len(g)-1].end, maxTS, mi); err != nil {
 		return err
+	}
+	if err := p.beforeSwap(); err != nil {
+		return fmt.Errorf("storage: clean: %s: before removing transaction markers: %w", fmtRun(g), err)
 	}
 	if err := p.l.swapIn(g, w.base, mi); err != nil {
 		return fmt.Errorf("%s: %w", fmtRun(g), err)
@@ -171,30 +187,61 @@ func (p *cleanPass) cleanRun(g []cleanSeg, mapEnd int64) error {
 	p.st.BytesWritten += w.size
 	p.st.SegmentsIn += len(g)
 	p.st.SegmentsOut++
-	p.st.RecordsRemoved += removed
-	p.st.TombstonesRemoved += tombsRemoved
+	p.st.RecordsRemoved += tot.removed
+	p.st.TombstonesRemoved += tot.tombsRemoved
+	p.st.AbortedRemoved += tot.abortedRemoved
+	p.st.MarkersRemoved += tot.markersRemoved
 	p.throttle()
 	return nil
 }
 
 // filtered counts what filter did to one batch.
-type filtered struct{ removed, tombsRemoved, tombsKept int64 }
+type filtered struct {
+	removed, tombsRemoved, tombsKept int64
+	abortedRemoved, markersRemoved   int64
+	rewritten                        bool  // the batch changed though no record went (a delete horizon set)
+	horizon                          int64 // a kept marker's delete horizon; 0: none
+}
+
+func (f *filtered) add(o filtered) {
+	f.removed += o.removed
+	f.tombsRemoved += o.tombsRemoved
+	f.tombsKept += o.tombsKept
+	f.abortedRemoved += o.abortedRemoved
+	f.markersRemoved += o.markersRemoved
+}
 
 // filter returns the batch with the records the map supersedes (and
-// tombstones below purgeBelow) removed: b itself if nothing goes, nil if
-// the whole batch goes.
+// tombstones below purgeBelow, and records of aborted transactions)
+// removed: b itself if nothing goes, nil if the whole batch goes. It sees
+// the batches in offset order from the log start, which the transaction
+// walk needs.
 func (p *cleanPass) filter(b []byte, h batch.Header, purgeBelow int64) ([]byte, filtered) {
-	var f filtered
-	if h.Control() || h.Transactional() {
-		// Transaction markers and transactional records are kept as they
-		// are until the cleaner knows which transactions were aborted: see
-		// the package comment in clean.go.
-		return b, f
+	switch {
+	case (h.Control() || h.Transactional()) && p.txns == nil:
+		return b, filtered{} // transactions unknown: see clean_txn.go
+	case h.Control():
+		return p.filterMarker(b, h)
 	}
+	out, f := p.filterData(b, h, purgeBelow)
+	if out != nil && h.Transactional() {
+		p.txns.kept[h.ProducerID] = true // its marker stays while this batch does
+	}
+	return out, f
+}
+
+func (p *cleanPass) filterData(b []byte, h batch.Header, purgeBelow int64) ([]byte, filtered) {
+	var f filtered
+	aborted := h.Transactional() && p.txns.isAborted(h)
 	var kept []batch.Record
 	for r, err := range batch.Records(b) {
 		if err != nil {
 			return b, filtered{} // unreadable: kept whole, as buildMap left it unmapped
+		}
+		if aborted {
+			f.removed++
+			f.abortedRemoved++
+			continue
 		}
 		if r.Key != nil {
 			if latest, ok := p.m.get(hashKey(r.Key)); ok && r.Offset < latest {
@@ -212,16 +259,15 @@ func (p *cleanPass) filter(b []byte, h batch.Header, purgeBelow int64) ([]byte, 
 		}
 		kept = append(kept, r)
 	}
-	if f.removed == 0 {
-		return b, f
-	}
 	if len(kept) == 0 {
-		last, seen := p.lastBatch[h.ProducerID]
-		if h.ProducerID < 0 || (seen && last != h.BaseOffset) {
+		if last, seen := p.lastBatch[h.ProducerID]; h.ProducerID < 0 || (seen && last > h.BaseOffset) {
 			return nil, f
 		}
-		// The producer's last batch here (or one whose producer the mapped
-		// part never saw): kept empty so its sequence survives.
+		// The producer's last batch as far as the pass knows: kept empty
+		// so its sequence survives.
+	}
+	if f.removed == 0 {
+		return b, f
 	}
 	return batch.Rebuild(h, kept), f
 }
