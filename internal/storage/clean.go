@@ -67,8 +67,8 @@ type CleanOptions struct {
 	// Stop, when closed, ends the pass early (its swaps done so far stay).
 	Stop <-chan struct{}
 	// Txns are the log's transactions (clean_txn.go); Below must then be
-	// at or below the last stable offset. nil: transactional batches and
-	// markers are left as they are.
+	// at or below the last stable offset, and 0 cleans nothing. nil:
+	// transactional batches and markers are left as they are.
 	Txns *CleanTxns
 }
 
@@ -171,7 +171,7 @@ func (l *Log) cleanable(o CleanOptions) ([]cleanSeg, int, int64, error) {
 	lagCut := l.opts.Now().Add(-o.MinCompactionLag).UnixMilli()
 	n := 0
 	for _, cs := range all {
-		if o.Below > 0 && cs.end > o.Below {
+		if (o.Below > 0 || o.Txns != nil) && cs.end > o.Below {
 			break
 		}
 		if o.MinCompactionLag > 0 {

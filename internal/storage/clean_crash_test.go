@@ -16,6 +16,9 @@ import (
 // leave, taken before each one) and opens each snapshot: every one must
 // open, hold nothing half-swapped, and serve the latest record of every
 // key with nothing lost that was live; appending and cleaning again work.
+// The log holds committed, aborted and open transactions too: at every
+// point both isolation levels see what they must, a rescan finds exactly
+// the open transactions, and every producer's last batch is there.
 func TestCleanCrashAtEveryPoint(t *testing.T) {
 	for _, tomb := range []float64{0.3} {
 		mem := vfs.NewMem()
@@ -24,7 +27,7 @@ func TestCleanCrashAtEveryPoint(t *testing.T) {
 		o := compactOptions(t, c)
 		o.FS = efs
 		l := mustOpen(t, o)
-		m := newCompactModel()
+		m := newTxnModel()
 		rng := rand.New(rand.NewPCG(3, uint64(tomb*10)))
 		// Hot keys updated over and over, and cold keys written once all
 		// along the log: their records sit in every segment the swaps
@@ -33,13 +36,20 @@ func TestCleanCrashAtEveryPoint(t *testing.T) {
 			for range rounds {
 				m.randomUpdates(t, l, c, rng, 100, 60, tomb)
 				m.randomUpdates(t, l, c, rng, 10, 1_000_000, 0)
+				m.randomTxnUpdates(t, l, c, rng, 40, 60)
 			}
 		}
 		mixed(12)
 		// A first clean, then more updates and time: the second clean both
-		// drops superseded records and purges the first one's tombstones.
-		mustClean(t, l, CleanOptions{DeleteRetention: time.Second})
+		// drops superseded records and purges the first one's tombstones
+		// and the markers it gave a delete horizon.
+		mustClean(t, l, m.cleanOpts(l, CleanOptions{DeleteRetention: time.Second}))
 		mixed(8)
+		for pid := range m.pending {
+			m.endTxn(t, l, c.t.UnixMilli(), pid)
+		}
+		m.appendTxn(t, l, c.t.UnixMilli(), 100, true, kv{"open", []byte("x")}) // stays open
+		m.randomUpdates(t, l, c, rng, 10, 1_000_000, 0)
 		c.t = c.t.Add(time.Hour)
 
 		var mu sync.Mutex
@@ -53,9 +63,9 @@ func TestCleanCrashAtEveryPoint(t *testing.T) {
 			}
 			return false
 		}})
-		st := mustClean(t, l, CleanOptions{DeleteRetention: time.Second})
+		st := mustClean(t, l, m.cleanOpts(l, CleanOptions{DeleteRetention: time.Second}))
 		efs.ClearFaults()
-		if !st.Cleaned || st.SegmentsIn < 2 {
+		if !st.Cleaned || st.SegmentsIn < 2 || st.MarkersRemoved == 0 || st.AbortedRemoved == 0 {
 			t.Fatalf("the clean under test did too little: %+v", st)
 		}
 		snaps = append(snaps, mem.CrashClone())
@@ -74,13 +84,12 @@ func TestCleanCrashAtEveryPoint(t *testing.T) {
 					t.Fatalf("crash point %d: %s left after Open", i, n)
 				}
 			}
-			m.check(t, l2, 0, false)
-			m2 := *m
-			m2.recs, m2.latest = cloneMap(m.recs), cloneMap(m.latest)
+			m.checkTxn(t, l2, cleanedEnd(l2))
+			m2 := m.clone()
 			m2.randomUpdates(t, l2, c, rng, 50, 60, 0)
 			forceRoll(t, l2)
-			mustClean(t, l2, CleanOptions{DeleteRetention: time.Second})
-			m2.check(t, l2, cleanedEnd(l2), true)
+			mustClean(t, l2, m2.cleanOpts(l2, CleanOptions{DeleteRetention: time.Second}))
+			m2.checkTxnFull(t, l2, min(cleanedEnd(l2), m2.lso(l2)), true)
 			l2.Close()
 		}
 	}
