@@ -31,9 +31,10 @@ const DefaultCompactionInterval = 15 * time.Second
 
 // cleanerRT is the broker's cleaner: its goroutine and its totals.
 type cleanerRT struct {
-	bytesRead, bytesWritten atomic.Int64
-	passes                  atomic.Int64
-	done                    chan struct{} // closed when the goroutine ends; nil if never started
+	bytesRead, bytesWritten        atomic.Int64
+	passes                         atomic.Int64
+	abortedRemoved, markersRemoved atomic.Int64  // records of aborted transactions, transaction markers
+	done                           chan struct{} // closed when the goroutine ends; nil if never started
 }
 
 // cleanState is one partition's last clean.
@@ -116,8 +117,9 @@ func (b *Broker) cleanPartition(t *topicRT, p *partitionRT, s TopicSettings, sto
 		MinCompactionLag: s.MinCompactionLag, MaxCompactionLag: s.MaxCompactionLag,
 		DeleteRetention: s.DeleteRetention,
 		BufferBytes:     b.opts.CompactionBufferBytes, BytesPerSecond: b.opts.CompactionBytesPerSec,
-		Below: t.subscriptionFloor(p), Stop: stop,
+		Stop: stop,
 	}
+	o.Below, o.Txns = b.cleanBound(p, t.subscriptionFloor(p)) // txn_clean.go
 	switch {
 	case o.MinDirtyRatio == 0:
 		o.MinDirtyRatio = DefaultMinCleanableDirtyRatio
@@ -133,6 +135,8 @@ func (b *Broker) cleanPartition(t *topicRT, p *partitionRT, s TopicSettings, sto
 	st, err := p.log.Clean(o)
 	b.cleaner.bytesRead.Add(st.BytesRead)
 	b.cleaner.bytesWritten.Add(st.BytesWritten)
+	b.cleaner.abortedRemoved.Add(st.AbortedRemoved)
+	b.cleaner.markersRemoved.Add(st.MarkersRemoved)
 	p.clean.mu.Lock()
 	p.clean.dirtyRatio = st.DirtyRatio()
 	if st.Cleaned {
@@ -206,13 +210,14 @@ type CompactionStat struct {
 // CompactionTotals are the cleaner's counters since the broker opened.
 type CompactionTotals struct {
 	BytesRead, BytesWritten, Passes int64
+	AbortedRemoved, MarkersRemoved  int64 // records of aborted transactions, transaction markers
 }
 
 // CompactionStats lists every compacted partition's cleaner state and the
 // cleaner's totals.
 func (b *Broker) CompactionStats() ([]CompactionStat, CompactionTotals) {
 	tot := CompactionTotals{BytesRead: b.cleaner.bytesRead.Load(), BytesWritten: b.cleaner.bytesWritten.Load(),
-		Passes: b.cleaner.passes.Load()}
+		Passes: b.cleaner.passes.Load(), AbortedRemoved: b.cleaner.abortedRemoved.Load(), MarkersRemoved: b.cleaner.markersRemoved.Load()}
 	if b.streams == nil {
 		return nil, tot
 	}
