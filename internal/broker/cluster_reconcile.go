@@ -160,7 +160,7 @@ func (c *clusterRT) reconcileTopic(st *meta.State, ct *meta.Topic) error {
 			s.Retention, s.RetentionBytes = want.Retention, want.RetentionBytes
 			s.MaxMessageBytes, s.CleanupPolicy = want.MaxMessageBytes, want.CleanupPolicy
 			s.DeleteRetention, s.MinCompactionLag, s.MaxCompactionLag = want.DeleteRetention, want.MinCompactionLag, want.MaxCompactionLag
-			s.MinCleanableDirtyRatio = want.MinCleanableDirtyRatio
+			s.MinCleanableDirtyRatio, s.SegmentBytes = want.MinCleanableDirtyRatio, want.SegmentBytes
 			s.CatalogIndex = want.CatalogIndex
 			return nil
 		}); err != nil {

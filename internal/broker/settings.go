@@ -156,6 +156,11 @@ type TopicSettings struct {
 	MaxCompactionLag       time.Duration `json:"max_compaction_lag,omitempty"`
 	MinCleanableDirtyRatio float64       `json:"min_cleanable_dirty_ratio,omitempty"`
 
+	// SegmentBytes is the size at which the topic's partition logs roll a
+	// segment (Kafka's segment.bytes); 0 follows the broker's --segment-bytes.
+	// A change applies at each log's next roll (topic_config.go).
+	SegmentBytes int64 `json:"segment_bytes,omitempty"`
+
 	// In a cluster (zero for a single node): the topic's cluster-wide id (its Kafka topic
 	// id), the catalog index of its last change this node applied, and its replication
 	// factor. They come from the catalog, never from a client.

@@ -147,7 +147,7 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 	dir := filepath.Join(t.dir, strconv.Itoa(int(i)))
 	// Retention is applied by the topic (see topic_retention.go), not by
 	// the log, because subscriptions may hold segments past it.
-	lo := t.s.b.logOptions(dir, o.SegmentBytes)
+	lo := t.s.b.logOptions(dir, t.s.b.segmentBytes(t.settings))
 	lo.MaxBatchBytes = logMaxBatchBytes
 	if t.s.b.cluster != nil {
 		// The partition's Raft log is what is durable; this log is synced at the

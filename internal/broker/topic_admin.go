@@ -28,6 +28,12 @@ const (
 	DefaultDeleteRetention = 24 * time.Hour
 	// DefaultMinCleanableDirtyRatio is Kafka's min.cleanable.dirty.ratio.
 	DefaultMinCleanableDirtyRatio = 0.5
+	// MinTopicSegmentBytes is the smallest segment.bytes a topic may set:
+	// Kafka's floor (14 bytes, one legacy record) would make a file per
+	// batch; sluice's is --segment-bytes' own, 4 KiB.
+	MinTopicSegmentBytes = 4 << 10
+	// MaxTopicSegmentBytes: a segment's index holds 32-bit positions.
+	MaxTopicSegmentBytes = math.MaxInt32
 )
 
 // Kafka's rule for topic names.
@@ -112,6 +118,8 @@ func (s *TopicSettings) validate() error {
 		return invalid("max_compaction_lag", "%v is below min_compaction_lag %v", s.MaxCompactionLag, s.MinCompactionLag)
 	case s.MinCleanableDirtyRatio > 1 || math.IsNaN(s.MinCleanableDirtyRatio):
 		return invalid("min_cleanable_dirty_ratio", "%v: want 0 to 1", s.MinCleanableDirtyRatio)
+	case s.SegmentBytes != 0 && (s.SegmentBytes < MinTopicSegmentBytes || s.SegmentBytes > MaxTopicSegmentBytes):
+		return invalid("segment_bytes", "%d: want %d to %d (0: the broker's --segment-bytes)", s.SegmentBytes, MinTopicSegmentBytes, MaxTopicSegmentBytes)
 	}
 	return nil
 }

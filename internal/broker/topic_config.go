@@ -53,9 +53,30 @@ func (b *Broker) updateTopicLocal(name string, dryRun bool, fn func(*TopicSettin
 	}
 	t.mu.Lock()
 	t.settings = next
+	parts := t.parts
 	t.mu.Unlock()
+	if next.SegmentBytes != cur.SegmentBytes {
+		for _, p := range parts {
+			if err := p.log.SetSegmentBytes(b.segmentBytes(next)); err != nil {
+				b.log.Warn("segment.bytes not applied", "topic", name, "partition", p.index, "err", err)
+			}
+		}
+	}
 	return next, nil
 }
+
+// segmentBytes is the segment size of a topic's partition logs: its own
+// segment.bytes, else the broker's.
+func (b *Broker) segmentBytes(s TopicSettings) int64 {
+	if s.SegmentBytes > 0 {
+		return s.SegmentBytes
+	}
+	return b.opts.SegmentBytes
+}
+
+// DefaultSegmentBytes is the segment size of topics that set none
+// (--segment-bytes): DescribeConfigs' segment.bytes for them.
+func (b *Broker) DefaultSegmentBytes() int64 { return b.opts.SegmentBytes }
 
 // maxMessageBytes is the topic's current limit on a produced batch.
 func (t *topicRT) maxMessageBytes() int {

@@ -30,7 +30,7 @@ func handleCreateTopics(_ context.Context, c *conn, req *kmsg.CreateTopicsReques
 		if code == 0 {
 			rt.TopicID = topicID(s)
 			rt.NumPartitions, rt.ReplicationFactor = s.Partitions, int16(max(1, s.Replication))
-			rt.Configs = createdConfigs(s)
+			rt.Configs = createdConfigs(s, withDefaults(s, c.s.b))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -89,10 +89,10 @@ func (c *conn) createTopic(t kmsg.CreateTopicsRequestTopic, validateOnly bool) (
 }
 
 // createdConfigs is CreateTopics v5's echo of the new topic's configs.
-func createdConfigs(s broker.TopicSettings) []kmsg.CreateTopicsResponseTopicConfig {
+func createdConfigs(s, eff broker.TopicSettings) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
 	for _, tc := range topicConfigs {
-		v := tc.get(s)
+		v := tc.get(eff)
 		cfg := kmsg.NewCreateTopicsResponseTopicConfig()
 		cfg.Name, cfg.Value = tc.name, &v
 		cfg.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)

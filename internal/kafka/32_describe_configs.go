@@ -83,13 +83,14 @@ func (c *conn) topicConfigEntries(name string) ([]configEntry, error) {
 		return nil, err
 	}
 	s := info.Settings
+	eff := withDefaults(s, c.s.b)
 	var out []configEntry
 	for _, tc := range topicConfigs {
 		src := kmsg.ConfigSourceDynamicTopicConfig
 		if tc.isDef(s) {
 			src = kmsg.ConfigSourceDefaultConfig
 		}
-		out = append(out, configEntry{name: tc.name, value: tc.get(s), typ: tc.typ, source: src})
+		out = append(out, configEntry{name: tc.name, value: tc.get(eff), typ: tc.typ, source: src})
 	}
 	for _, f := range fixedTopicConfigs {
 		out = append(out, configEntry{name: f.name, value: f.value, typ: kmsg.ConfigTypeString,

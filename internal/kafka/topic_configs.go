@@ -92,6 +92,30 @@ var topicConfigs = []topicConfig{
 		reset: func(s *broker.TopicSettings) { s.CleanupPolicy = "" },
 	},
 	compactionConfigs[0], compactionConfigs[1], compactionConfigs[2], compactionConfigs[3],
+	{
+		// Read through withDefaults: 0 is the broker's --segment-bytes.
+		name: "segment.bytes", typ: kmsg.ConfigTypeInt,
+		get: func(s broker.TopicSettings) string { return strconv.FormatInt(s.SegmentBytes, 10) },
+		set: func(s *broker.TopicSettings, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < broker.MinTopicSegmentBytes || n > broker.MaxTopicSegmentBytes {
+				return fmt.Errorf("segment.bytes %q: want %d (sluice's floor; Kafka's is 14) to %d bytes", v, broker.MinTopicSegmentBytes, broker.MaxTopicSegmentBytes)
+			}
+			s.SegmentBytes = n
+			return nil
+		},
+		isDef: func(s broker.TopicSettings) bool { return s.SegmentBytes == 0 },
+		reset: func(s *broker.TopicSettings) { s.SegmentBytes = 0 },
+	},
+}
+
+// withDefaults fills the settings that follow a broker flag when a topic
+// sets none, for reporting their value.
+func withDefaults(s broker.TopicSettings, b *broker.Broker) broker.TopicSettings {
+	if s.SegmentBytes == 0 {
+		s.SegmentBytes = b.DefaultSegmentBytes()
+	}
+	return s
 }
 
 // fixedTopicConfigs are read-only facts of a one-node sluice that tools

@@ -191,7 +191,7 @@ func (l *Log) maybeRoll(total, count int64) error {
 	if size == 0 {
 		return nil
 	}
-	full := size+total > l.opts.SegmentBytes
+	full := size+total > l.segBytes.Load()
 	old := l.opts.Now().Sub(seg.created) >= l.opts.SegmentAge
 	wide := l.next+count-seg.base > math.MaxInt32
 	if !full && !old && !wide {

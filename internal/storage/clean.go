@@ -137,7 +137,7 @@ func (l *Log) Clean(o CleanOptions) (CleanStats, error) {
 	if err != nil {
 		return st, err
 	}
-	for _, g := range groupRuns(segs[:through], l.opts.SegmentBytes) {
+	for _, g := range groupRuns(segs[:through], l.segBytes.Load()) {
 		if err := p.cleanRun(g, mapEnd); err != nil {
 			if errors.Is(err, errCleanRaced) || errors.Is(err, errCleanStopped) {
 				return st, nil

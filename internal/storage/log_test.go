@@ -146,3 +146,39 @@ func withCounts(b []byte, count, lastDelta int32) []byte {
 	binary.BigEndian.PutUint32(b[17:], batch.ComputeCRC(b))
 	return b
 }
+
+// TestSetSegmentBytes: a smaller segment size takes effect at the next
+// append (the active segment rolls when the append would pass it), a
+// larger one lets segments grow again; nonsense is refused.
+func TestSetSegmentBytes(t *testing.T) {
+	o := testOptions(t, vfs.NewMem(), "/p")
+	o.SegmentBytes = 1 << 20
+	l := mustOpen(t, o)
+	defer l.Close()
+	b := mkBatch(t, 4, 100, 0) // ~500 bytes
+	segs := func() int {
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		return len(l.segs)
+	}
+	for range 10 {
+		mustAppend(t, l, b)
+	}
+	if n := segs(); n != 1 {
+		t.Fatalf("%d segments with 1 MiB segments, want 1", n)
+	}
+	if err := l.SetSegmentBytes(int64(2 * len(b))); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		mustAppend(t, l, b)
+	}
+	if n := segs(); n != 6 {
+		t.Fatalf("%d segments after 10 appends with room for 2 batches a segment, want 6", n)
+	}
+	for _, bad := range []int64{0, -1, 1 << 31} {
+		if err := l.SetSegmentBytes(bad); err == nil {
+			t.Errorf("SetSegmentBytes(%d) accepted", bad)
+		}
+	}
+}

@@ -111,6 +111,9 @@ func (e *CorruptionError) Unwrap() error { return e.Err }
 type Log struct {
 	opts Options
 	env  *segEnv
+	// segBytes is the roll size now: opts.SegmentBytes until
+	// SetSegmentBytes (segment_bytes.go).
+	segBytes atomic.Int64
 
 	// wmu serializes writers: it guards active, next, wbuf, and the size and
 	// index of the active segment. Lock order: wmu, syncMu, mu, segment.ix, stateMu.
@@ -172,6 +175,7 @@ func Open(opts Options) (*Log, error) {
 		kick: make(chan struct{}, 1),
 		stop: make(chan struct{}),
 	}
+	l.segBytes.Store(opts.SegmentBytes)
 	if err := l.openSegments(); err != nil {
 		for _, s := range l.segs {
 			s.close()
