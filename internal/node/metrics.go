@@ -21,7 +21,8 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 		},
 		Compaction: func() metrics.CompactionStats {
 			parts, tot := b.CompactionStats()
-			out := metrics.CompactionStats{BytesRead: tot.BytesRead, BytesWritten: tot.BytesWritten}
+			out := metrics.CompactionStats{BytesRead: tot.BytesRead, BytesWritten: tot.BytesWritten,
+				AbortedRemoved: tot.AbortedRemoved, MarkersRemoved: tot.MarkersRemoved}
 			for _, p := range parts {
 				out.Partitions = append(out.Partitions, metrics.CompactionStat{Topic: p.Topic, Partition: p.Partition,
 					DirtyRatio: p.DirtyRatio, LastClean: p.LastClean})
