@@ -22,8 +22,9 @@ import (
 // compacted topic (ErrKeyRequired), as Kafka does.
 //
 // What a cleaner pass removes is only ever below every subscription's
-// floor: a queue subscription on a compacted topic never finds a message it
-// still holds compacted away. In a cluster, replicated partitions are not
+// floor (a queue subscription on a compacted topic never finds a message it
+// still holds compacted away) and below the last stable offset, with the
+// aborted index handed to the cleaner (txn_clean.go). In a cluster, replicated partitions are not
 // cleaned yet (cleanReplicated says why).
 
 // DefaultCompactionInterval is Options.CompactionInterval's default.
