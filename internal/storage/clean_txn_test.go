@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -207,4 +208,41 @@ func TestCleanTxnOpenUntouched(t *testing.T) {
 		t.Fatalf("with Txns: %+v, want the aborted record removed", st)
 	}
 	m.checkTxn(t, l, cleanedEnd(l))
+}
+
+// TestCleanKeepsLastBatchPastMapEnd: when the offset map fills inside a
+// segment, the rest of the segment is rewritten unmapped; a producer's
+// batch there that loses every record (an aborted one) is still its last
+// and stays, emptied, though the mapped part saw an earlier batch of it.
+func TestCleanKeepsLastBatchPastMapEnd(t *testing.T) {
+	c := newClock()
+	l := mustOpen(t, compactOptions(t, c))
+	defer l.Close()
+	m := newTxnModel()
+	ts := c.t.UnixMilli()
+	m.appendTxn(t, l, ts, 9, true, kv{"x", []byte("x1")})
+	m.endTxn(t, l, ts, 9)
+	for i := range 70 { // more keys than the map holds
+		m.appendKVs(t, l, ts, nil, kv{fmt.Sprintf("k%03d", i), []byte("v")})
+	}
+	m.appendTxn(t, l, ts, 9, false, kv{"y", []byte("aborted")})
+	m.endTxn(t, l, ts, 9)
+	if segs := len(logSegmentsForTest(l)); segs != 1 {
+		t.Fatalf("%d segments before the roll, want the whole test in one", segs)
+	}
+	forceRoll(t, l)
+	st := mustClean(t, l, m.cleanOpts(l, CleanOptions{BufferBytes: 64 * mapSlotBytes}))
+	if !st.Cleaned || st.AbortedRemoved != 1 {
+		t.Fatalf("%+v, want the aborted record removed", st)
+	}
+	if end := cleanedEnd(l); end >= l.HighWatermark()-2 {
+		t.Fatalf("the map was clean to %d of %d: it did not fill inside the segment", end, l.HighWatermark())
+	}
+	m.checkTxn(t, l, cleanedEnd(l))
+}
+
+func logSegmentsForTest(l *Log) []*segment {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return append([]*segment(nil), l.segs...)
 }
