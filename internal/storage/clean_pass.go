@@ -34,7 +34,9 @@ var errMapFull = errors.New("storage: clean: offset map full")
 // order, through Read (so every byte is checked and damage is quarantined,
 // not cleaned).
 func (p *cleanPass) eachBatch(cs cleanSeg, from int64, fn func([]byte, batch.Header) error) error {
-	for off := from; off < cs.end; {
+	// A log start moved inside the first segment (MoveStart, Kafka's
+	// DeleteRecords): below it nothing is read, nor kept.
+	for off := max(from, p.l.LogStartOffset()); off < cs.end; {
 		if err := p.stopped(); err != nil {
 			return err
 		}
