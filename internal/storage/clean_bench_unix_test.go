@@ -24,6 +24,20 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkClean -benchtime 3x ./internal/storage/
 func BenchmarkClean(b *testing.B) {
+	benchClean(b, false)
+}
+
+// BenchmarkCleanTxn is BenchmarkClean over a log of transactions: ten
+// batches each, of four producers, every third aborted, and passes told
+// of them (CleanOptions.Txns), so the cost of the transaction walk and of
+// removing aborted records shows against BenchmarkClean in the same run.
+//
+//	go test -run '^$' -bench 'BenchmarkClean(Txn)?$' -benchtime 3x ./internal/storage/
+func BenchmarkCleanTxn(b *testing.B) {
+	benchClean(b, true)
+}
+
+func benchClean(b *testing.B, txns bool) {
 	dir := b.TempDir()
 	disk, err := diskprobe.SyncedWriteBandwidth(dir, 1<<20, 2*time.Second)
 	if err != nil {
@@ -32,11 +46,15 @@ func BenchmarkClean(b *testing.B) {
 	var in, out, elapsed, cpu float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		l, size := benchCompactLog(b, fmt.Sprintf("%s/log%d", dir, i), 64<<20, 10_000)
+		l, size, aborted := benchCompactLog(b, fmt.Sprintf("%s/log%d", dir, i), 64<<20, 10_000, txns)
+		o := CleanOptions{}
+		if txns {
+			o.Txns, o.Below = &CleanTxns{Aborted: aborted}, l.HighWatermark()
+		}
 		b.StartTimer()
 		start, cpu0 := time.Now(), cpuSeconds()
 		for {
-			st, err := l.Clean(CleanOptions{})
+			st, err := l.Clean(o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -70,8 +88,9 @@ func cpuSeconds() float64 {
 }
 
 // benchCompactLog fills a log with about bytes of updates over keys keys
-// and seals it, returning the log and its size.
-func benchCompactLog(b *testing.B, dir string, bytes int64, keys int) (*Log, int64) {
+// (in transactions if txns) and seals it, returning the log, its size and
+// the aborted transactions.
+func benchCompactLog(b *testing.B, dir string, bytes int64, keys int, txns bool) (*Log, int64, []AbortedTxn) {
 	o := Options{FS: vfs.Default, Dir: dir, Logger: quiet, Files: testFiles, SegmentBytes: 1 << 20,
 		Sync: SyncPolicy{Mode: SyncNever}}
 	l, err := Open(o)
@@ -80,20 +99,44 @@ func benchCompactLog(b *testing.B, dir string, bytes int64, keys int) (*Log, int
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var size int64
+	var aborted []AbortedTxn
 	recs := make([]batch.Record, 100)
-	for size < bytes {
+	seq := map[int64]int32{}
+	for n := 0; size < bytes; n++ {
 		for j := range recs {
 			k := rng.IntN(keys)
 			recs[j] = batch.Record{Timestamp: 1, Key: fmt.Appendf(nil, "key-%05d", k), Value: fmt.Appendf(nil, "value-%016x-%032x", k, rng.Uint64())}
 		}
-		bt, err := batch.Build(recs, batch.Options{LeaderEpoch: -1})
+		opts := batch.Options{LeaderEpoch: -1}
+		pid := int64(n/10%4 + 1) // ten batches a transaction, four producers in turn
+		if txns {
+			opts.Transactional, opts.Producer = true, &batch.Producer{ID: pid, Epoch: 0, BaseSequence: seq[pid]}
+			seq[pid] += int32(len(recs))
+		}
+		bt, err := batch.Build(recs, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := l.Append(b.Context(), bt); err != nil {
+		offs, err := l.Append(b.Context(), bt)
+		if err != nil {
 			b.Fatal(err)
 		}
 		size += int64(len(bt))
+		if txns && n%10 == 9 {
+			commit := n/10%3 != 0
+			m, err := batch.BuildMarker(pid, 0, commit, 0, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			moffs, err := l.Append(b.Context(), m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !commit {
+				aborted = append(aborted, AbortedTxn{ProducerID: pid, FirstOffset: offs[0] - 900, LastOffset: moffs[0]})
+			}
+			size += int64(len(m))
+		}
 	}
 	l.wmu.Lock()
 	err = l.roll()
@@ -104,5 +147,5 @@ func benchCompactLog(b *testing.B, dir string, bytes int64, keys int) (*Log, int
 	if err := l.Sync(); err != nil {
 		b.Fatal(err)
 	}
-	return l, size
+	return l, size, aborted
 }
