@@ -10,6 +10,11 @@ import (
 // start at the same offset, the replica pull refusing ranges below it): not built yet.
 var ErrDeleteRecordsInCluster = errors.New("DeleteRecords is not replicated yet: the partition's replicas would disagree on its log start")
 
+// ErrDeleteRecordsCompacted: DeleteRecords on a topic whose cleanup.policy is compact
+// only. Kafka refuses it too: such a topic keeps the latest value of every key, which a
+// moved log start would drop.
+var ErrDeleteRecordsCompacted = errors.New("DeleteRecords needs cleanup.policy delete (or compact,delete): a compact-only topic keeps the latest value of every key")
+
 // DeleteRecords moves the log start of topic/partition up to offset (Kafka's
 // DeleteRecords; -1 is the high watermark) and returns the new log start (Kafka's low
 // watermark). Records below it are gone for every reader: fetches below it are out of
@@ -17,7 +22,8 @@ var ErrDeleteRecordsInCluster = errors.New("DeleteRecords is not replicated yet:
 // records below it, delivered or not, as time retention does (a lease held on one of them
 // is refused at its ack, as after retention). An offset past the high watermark fails
 // with ErrOffsetOutOfRange and changes nothing; one at or below the log start changes
-// nothing and answers the log start. The start is durable before the call returns.
+// nothing and answers the log start; a compact-only topic refuses it
+// (ErrDeleteRecordsCompacted). The start is durable before the call returns.
 func (b *Broker) DeleteRecords(topic string, partition int32, offset int64) (int64, error) {
 	t, p, err := b.streams.partition(topic, partition)
 	if err != nil {
@@ -25,6 +31,9 @@ func (b *Broker) DeleteRecords(topic string, partition int32, offset int64) (int
 	}
 	if p.repl.Load() != nil || b.cluster != nil {
 		return 0, ErrDeleteRecordsInCluster
+	}
+	if s, _ := t.snapshot(); !s.Deletes() {
+		return 0, ErrDeleteRecordsCompacted
 	}
 	if offset == -1 {
 		offset = p.log.HighWatermark()

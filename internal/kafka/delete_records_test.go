@@ -103,6 +103,15 @@ func TestKadmDeleteRecords(t *testing.T) {
 			t.Fatalf("DeleteRecords %s at %d: %v, want %v", tc.topic, tc.at, err, tc.want)
 		}
 	}
+	// A compact-only topic keeps every key's latest value: POLICY_VIOLATION, as in Kafka.
+	if resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, "drc"); err != nil || resp.Err != nil {
+		t.Fatalf("create compacted topic: %v %v", err, resp.Err)
+	}
+	var comp kadm.Offsets
+	comp.Add(kadm.Offset{Topic: "drc", Partition: 0, At: -1})
+	if rs, err := adm.DeleteRecords(ctx, comp); err != nil || !errors.Is(rs["drc"][0].Err, kerr.PolicyViolation) {
+		t.Fatalf("DeleteRecords on a compact-only topic: %+v %v", rs, err)
+	}
 	// Lower than the start: nothing changes, the start is answered.
 	var low kadm.Offsets
 	low.Add(kadm.Offset{Topic: "dr", Partition: 0, At: 10})

@@ -30,6 +30,7 @@ var errorTable = []struct {
 	// Transactions (broker/txn.go).
 	{broker.ErrTransactionsInCluster, kerr.UnsupportedVersion},
 	{broker.ErrDeleteRecordsInCluster, kerr.PolicyViolation},
+	{broker.ErrDeleteRecordsCompacted, kerr.PolicyViolation},
 	{broker.ErrTxnFenced, kerr.ProducerFenced},
 	{broker.ErrInvalidTxnState, kerr.InvalidTxnState},
 	{broker.ErrConcurrentTxns, kerr.ConcurrentTransactions},
