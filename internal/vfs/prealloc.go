@@ -41,6 +41,12 @@ type prealloc struct {
 	end       atomic.Int64
 	allocated int64 // file size on disk: end plus zeros
 	chunk     int64
+	// ahead is the running background fill of [allocated, aheadTo), nil
+	// if none; it is closed when the fill is over (allocated moved or the
+	// fill cut back). stop asks it to end early (Truncate, Close).
+	ahead   chan struct{}
+	stop    atomic.Bool
+	noAhead bool // a background fill failed: fill on the write path only
 }
 
 // zeros is the source of preallocation writes.
@@ -70,13 +76,21 @@ func (f *osFile) Preallocate(chunk int64) error {
 	return nil
 }
 
-// writePre appends p at the logical end, zero-filling a chunk ahead first if
-// p would pass the allocated space. A failed zero fill is not an error: the
-// write then grows the file as it would have without preallocation.
+// writePre appends p at the logical end. The zeros are normally written
+// ahead of it by a background fill (fillAhead) started once less than a
+// chunk of zeros is left, so the writer (the log's syncer) neither writes
+// them nor, usually, pays their fdatasync. Only a write that finds no
+// zeros left and no fill running (the first one, a write bigger than a
+// chunk, a failed background fill) zero-fills on its own path, as it
+// always did. A failed zero fill is not an error: the write then grows the
+// file as it would have without preallocation.
 func (f *osFile) writePre(p []byte) (int, error) {
 	pr := f.pre
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	if pr.end.Load()+int64(len(p)) > pr.allocated {
+		f.waitAheadLocked() // never write where a fill is still writing zeros
+	}
 	end := pr.end.Load()
 	if need := end + int64(len(p)); need > pr.allocated {
 		target := need + pr.chunk
@@ -94,6 +108,9 @@ func (f *osFile) writePre(p []byte) (int, error) {
 	end += int64(n)
 	pr.end.Store(end)
 	pr.allocated = max(pr.allocated, end)
+	if err == nil && pr.ahead == nil && !pr.noAhead && pr.allocated-end < pr.chunk {
+		f.startAheadLocked()
+	}
 	return n, err
 }
 
@@ -152,6 +169,7 @@ func (f *osFile) truncatePre(size int64) error {
 	pr := f.pre
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	f.stopAheadLocked()
 	if err := f.f.Truncate(size); err != nil {
 		return err
 	}
@@ -166,6 +184,7 @@ func (f *osFile) trimPre() error {
 	pr := f.pre
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	f.stopAheadLocked()
 	end := pr.end.Load()
 	if pr.allocated <= end {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -73,4 +74,78 @@ func TestPreallocate(t *testing.T) {
 func write(f vfs.File, s string) error {
 	_, err := f.Write([]byte(s))
 	return err
+}
+
+// TestPreallocateZerosAhead: once less than a chunk of zeros is left, the
+// next chunk is written in the background, without another Write (the
+// writer, a log's syncer, no longer pays for it).
+func TestPreallocateZerosAhead(t *testing.T) {
+	const chunk = 64 << 10
+	name := filepath.Join(t.TempDir(), "f")
+	f, err := vfs.Default.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	must(t, f.(vfs.Preallocator).Preallocate(chunk))
+	must(t, write(f, string(bytes.Repeat([]byte("a"), 60<<10)))) // fills to 60 KiB + chunk
+	must(t, write(f, string(bytes.Repeat([]byte("b"), 8<<10))))  // leaves less than a chunk
+	want := int64(60<<10 + 2*chunk)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file on disk stays %d bytes: no chunk was zeroed ahead (want %d)", st.Size(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, _ := f.Size(); n != 68<<10 {
+		t.Fatalf("Size = %d, want %d", n, 68<<10)
+	}
+}
+
+// TestPreallocateAheadWritesTruncates: many writes across chunks while
+// background fills run, truncations among them: the contents are exactly
+// what was written, the file on disk never holds data past what a fill
+// zeroed over, and Close leaves exactly the contents.
+func TestPreallocateAheadWritesTruncates(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f")
+	f, err := vfs.Default.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, f.(vfs.Preallocator).Preallocate(8<<10))
+	var want []byte
+	for i := range 400 {
+		piece := bytes.Repeat([]byte{byte('a' + i%26)}, 100+i*7%3000)
+		must(t, write(f, string(piece)))
+		want = append(want, piece...)
+		if i%37 == 36 { // cut the last piece, as a failed group write is cut back
+			size := int64(len(want) - len(piece))
+			must(t, f.Truncate(size))
+			want = want[:size]
+		}
+		if i%50 == 0 {
+			must(t, f.Sync())
+		}
+	}
+	got := make([]byte, len(want)+10)
+	n, _ := f.ReadAt(got, 0)
+	if !bytes.Equal(got[:n], want) {
+		t.Fatalf("contents differ: %d bytes read, %d written", n, len(want))
+	}
+	must(t, f.Close())
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, want) {
+		t.Fatalf("closed file is %d bytes, want its %d bytes of contents exactly", len(data), len(want))
+	}
 }
