@@ -20,11 +20,13 @@ import (
 // syncs/s appending and 6,500 into preallocated space with one file; 5,800
 // and 12,200 in total with two files syncing at once.
 type Preallocator interface {
-	// Preallocate makes the file extend itself by chunk bytes of zeros
-	// whenever a Write would pass the end of the space written so far, and
-	// makes Write place its bytes at the logical end (what was written and
-	// not truncated), not at the end of the zeros. Size and ReadAt see only
-	// the logical contents. Truncate and Close cut the zeros off.
+	// Preallocate makes the file keep about a chunk of zeros written
+	// ahead of its logical end (what was written and not truncated): in
+	// the background once less than a chunk is left (prealloc_ahead.go),
+	// or in the Write that would pass them when no fill is running. Write
+	// places its bytes at the logical end, not at the end of the zeros.
+	// Size and ReadAt see only the logical contents. Truncate and Close
+	// stop a running fill and cut the zeros off.
 	//
 	// After a crash the zeros are still there: whoever reopens the file
 	// must find its end by its contents (storage's recovery does: a batch
