@@ -58,6 +58,12 @@ func (f *osFile) Preallocate(chunk int64) error {
 	if chunk <= 0 {
 		return nil
 	}
+	if pr := f.pre; pr != nil { // again: keep the state (a fill may be running)
+		pr.mu.Lock()
+		pr.chunk = chunk
+		pr.mu.Unlock()
+		return nil
+	}
 	size, err := f.Size()
 	if err != nil {
 		return err

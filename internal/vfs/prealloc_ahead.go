@@ -42,14 +42,13 @@ func (f *osFile) startAheadLocked() {
 	from, to := pr.allocated, pr.allocated+pr.chunk
 	done := make(chan struct{})
 	pr.ahead = done
-	go f.fillAhead(from, to, done)
+	go f.fillAhead(pr, from, to, done)
 }
 
 // fillAhead writes zeros over [from, to), syncs them, and publishes them
 // as allocated; on failure or a stop it cuts the file back to from.
-func (f *osFile) fillAhead(from, to int64, done chan struct{}) {
-	err := f.zeroAhead(from, to)
-	pr := f.pre
+func (f *osFile) fillAhead(pr *prealloc, from, to int64, done chan struct{}) {
+	err := f.zeroAhead(pr, from, to)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	defer close(done)
@@ -72,7 +71,7 @@ var errStopped = fmt.Errorf("vfs: zero fill stopped")
 
 // zeroAhead writes the zeros in pieces, checking for a stop between them,
 // then syncs them through its own descriptor.
-func (f *osFile) zeroAhead(from, to int64) error {
+func (f *osFile) zeroAhead(pr *prealloc, from, to int64) error {
 	w, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.f.Fd()), os.O_WRONLY, 0)
 	if err != nil {
 		w = nil // no /proc: write through the writer's descriptor, never sync on it
@@ -84,7 +83,7 @@ func (f *osFile) zeroAhead(from, to int64) error {
 		fd = int(w.Fd())
 	}
 	for off := from; off < to; {
-		if f.pre.stop.Load() {
+		if pr.stop.Load() {
 			return errStopped
 		}
 		k := min(int64(aheadPiece), to-off)
@@ -100,7 +99,7 @@ func (f *osFile) zeroAhead(from, to int64) error {
 		}
 		off += int64(n)
 	}
-	if w == nil || f.pre.stop.Load() {
+	if w == nil || pr.stop.Load() {
 		return nil
 	}
 	for {

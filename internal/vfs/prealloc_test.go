@@ -149,3 +149,33 @@ func TestPreallocateAheadWritesTruncates(t *testing.T) {
 		t.Fatalf("closed file is %d bytes, want its %d bytes of contents exactly", len(data), len(want))
 	}
 }
+
+// TestPreallocateTwice: a second Preallocate on a file already zeroing
+// ahead keeps its state (the logical end, a running fill) and changes the
+// chunk only; the contents stay exact.
+func TestPreallocateTwice(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "f")
+	f, err := vfs.Default.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.(vfs.Preallocator)
+	must(t, p.Preallocate(4096))
+	var want []byte
+	for i := range 50 {
+		piece := bytes.Repeat([]byte{byte('a' + i%26)}, 1000)
+		must(t, write(f, string(piece)))
+		want = append(want, piece...)
+		if i%10 == 0 {
+			must(t, p.Preallocate(int64(4096*(1+i%3))))
+		}
+	}
+	if n, _ := f.Size(); n != int64(len(want)) {
+		t.Fatalf("Size = %d, want %d", n, len(want))
+	}
+	must(t, f.Close())
+	data, _ := os.ReadFile(name)
+	if !bytes.Equal(data, want) {
+		t.Fatalf("closed file is %d bytes, want exactly its %d of contents", len(data), len(want))
+	}
+}
