@@ -2,7 +2,6 @@ package vfs
 
 import (
 	"fmt"
-	"os"
 	"syscall"
 )
 
@@ -11,20 +10,12 @@ import (
 // A preallocating file used to write its next chunk of zeros inside the
 // Write that ran out of them: on a log under SyncAlways that is the
 // syncer, so one group commit in every chunk paid a chunk of pwrite(2)
-// (25 % of a produce benchmark's CPU) and its fdatasync then flushed the
-// chunk too and committed the size change to the file system's journal:
-// the tail of the commit latency. Now, once less than a chunk of zeros is
-// left, Write starts a goroutine that writes the next chunk and
-// fdatasyncs it, off the writer's path, and the writer normally finds its
-// blocks already allocated, zeroed and on disk.
-//
-// The fill's fdatasync goes through a descriptor of its own (reopened
-// through /proc/self/fd): the kernel reports a writeback error once per
-// open file description (errseq), so a sync on the writer's descriptor
-// could consume an error that the writer's own Sync must see (fsyncgate).
-// On a separate open file the writer's next Sync still reports it. Without
-// /proc, the fill writes through the writer's descriptor and does not
-// sync: the writer's next Sync flushes the zeros, as before.
+// (8-25 % of a produce benchmark's CPU) before its fdatasync. Now, once
+// less than a chunk of zeros is left, Write starts a goroutine that writes
+// the next chunk off the writer's path, and the writer normally finds the
+// zeros already in the page cache. The fill does not sync: the writer's
+// next fdatasync flushes the zeros and commits the size change, as before
+// (see zeroAhead for why).
 //
 // Crash safety is what it was: the zeros lie past the logical end, where
 // recovery already reads a batch header of zeros as a torn tail and cuts
@@ -45,7 +36,7 @@ func (f *osFile) startAheadLocked() {
 	go f.fillAhead(pr, from, to, done)
 }
 
-// fillAhead writes zeros over [from, to), syncs them, and publishes them
+// fillAhead writes zeros over [from, to) and publishes them
 // as allocated; on failure or a stop it cuts the file back to from.
 func (f *osFile) fillAhead(pr *prealloc, from, to int64, done chan struct{}) {
 	err := f.zeroAhead(pr, from, to)
@@ -69,19 +60,13 @@ func (f *osFile) fillAhead(pr *prealloc, from, to int64, done chan struct{}) {
 
 var errStopped = fmt.Errorf("vfs: zero fill stopped")
 
-// zeroAhead writes the zeros in pieces, checking for a stop between them,
-// then syncs them through its own descriptor.
+// zeroAhead writes the zeros in pieces, checking for a stop between them.
+// It does not sync them: the writer's next Sync flushes them (an fdatasync
+// of its own here was one more device flush per chunk, and measured
+// slower on a contended disk), and a sync on the writer's descriptor could
+// consume a writeback error the writer's Sync must report (fsyncgate).
 func (f *osFile) zeroAhead(pr *prealloc, from, to int64) error {
-	w, err := os.OpenFile(fmt.Sprintf("/proc/self/fd/%d", f.f.Fd()), os.O_WRONLY, 0)
-	if err != nil {
-		w = nil // no /proc: write through the writer's descriptor, never sync on it
-	} else {
-		defer w.Close()
-	}
 	fd := int(f.f.Fd())
-	if w != nil {
-		fd = int(w.Fd())
-	}
 	for off := from; off < to; {
 		if pr.stop.Load() {
 			return errStopped
@@ -99,18 +84,7 @@ func (f *osFile) zeroAhead(pr *prealloc, from, to int64) error {
 		}
 		off += int64(n)
 	}
-	if w == nil || pr.stop.Load() {
-		return nil
-	}
-	for {
-		err := syscall.Fdatasync(fd)
-		if err != syscall.EINTR {
-			// A failed sync of zeros is no data lost: the zeros are still
-			// written, and the writer's own Sync reports any error of its
-			// data on its own descriptor.
-			return nil
-		}
-	}
+	return nil
 }
 
 // waitAheadLocked waits for a running background fill to end. Called with
