@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
@@ -45,6 +46,7 @@ type Partition struct {
 	group multiraft.GroupID
 	sm    *Machine
 	seq   atomic.Uint64
+	clock func() time.Time // stamps cursor entries (cursor_api.go); nil: time.Now
 }
 
 // NewPartition serves group g's partition, whose state machine on this host is m.
@@ -120,7 +122,7 @@ func (p *Partition) finish(c *call) ([]BatchResult, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	rs, ok := p.sm.take(index, c.req)
+	rs, ok := p.sm.results.Take(index, c.req)
 	if !ok {
 		return nil, fmt.Errorf("%w: entry %d applied without this node's results", ErrOutcomeUnknown, index)
 	}

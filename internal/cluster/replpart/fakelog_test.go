@@ -219,3 +219,34 @@ func (l *fakeLog) snapshot() []rec {
 	defer l.mu.Unlock()
 	return slices.Clone(l.recs)
 }
+
+// Bounds and Records make the fake a RecordLog: a batch's records sit at Base, Base+1, …;
+// a "key:…" batch's records have that key, the others none; timestamps are 0 (never
+// expired).
+func (l *fakeLog) Bounds() (int64, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.start, l.next
+}
+
+func (l *fakeLog) Records(from int64, maxRecs int) ([]RecordMeta, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []RecordMeta
+	next := from
+	for _, x := range l.recs {
+		n := records([]byte(x.Batch))
+		if x.Base+n <= from {
+			continue
+		}
+		if len(out) >= maxRecs {
+			break
+		}
+		key, _, hasKey := strings.Cut(x.Batch, ":")
+		for off := max(x.Base, from); off < x.Base+n && len(out) < maxRecs; off++ {
+			out = append(out, RecordMeta{Offset: off, Key: []byte(key), HasKey: hasKey})
+			next = off + 1
+		}
+	}
+	return out, next, nil
+}

@@ -40,6 +40,10 @@ type cluster struct {
 	// tolerateNoSource: a start whose pull finds no peer leaves the node down instead of
 	// failing the test.
 	tolerateNoSource bool
+	// clock is every node's wall clock (cursor entries' stamps); tick advances it by
+	// tickTime.
+	clock    time.Time
+	tickTime time.Duration
 }
 
 func newCluster(t testing.TB, seed int64, n int, opts ...func(*cluster)) *cluster {
@@ -53,7 +57,8 @@ func chunked(n int) func(*cluster) { return func(c *cluster) { c.chunk = n } }
 // the cluster before its nodes start.
 func newClusterOn(t testing.TB, seed int64, n int, newDisk func(multiraft.NodeID) disk, opts ...func(*cluster)) *cluster {
 	c := &cluster{t: t, net: memnet.New(seed), nodes: map[multiraft.NodeID]*tnode{},
-		cfg: multiraft.Config{ElectionTicks: 10, HeartbeatTicks: 1, SnapshotEntries: 20}}
+		cfg:   multiraft.Config{ElectionTicks: 10, HeartbeatTicks: 1, SnapshotEntries: 20},
+		clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), tickTime: 100 * time.Millisecond}
 	for _, o := range opts {
 		o(c)
 	}
@@ -96,6 +101,7 @@ func (c *cluster) start(id multiraft.NodeID) {
 		c.t.Fatalf("n%d: create group: %v", id, err)
 	}
 	nd.host, nd.sm, nd.part, nd.up, nd.made = h, sm, NewPartition(h, testGroup, sm), true, true
+	nd.part.SetClock(func() time.Time { return c.clock })
 	c.net.Attach(id, h)
 }
 
@@ -127,6 +133,7 @@ func (c *cluster) tick() {
 	for _, nd := range c.up() {
 		nd.host.Tick()
 	}
+	c.clock = c.clock.Add(c.tickTime)
 	c.net.Advance()
 	c.settle()
 }

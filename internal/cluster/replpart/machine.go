@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
 )
 
 // Log is the partition's local log, owned by the broker. The host calls Apply, Checkpoint,
@@ -49,16 +50,6 @@ type BatchResult struct {
 // snapVersion is the first byte of a snapshot: version(1) then the Log's checkpoint.
 const snapVersion = 1
 
-// maxResults bounds the results kept for this node's proposals whose caller gave up
-// waiting (or that a restart re-applied with nobody waiting).
-const maxResults = 4096
-
-// result is one entry's outcome, kept for this node's proposer.
-type result struct {
-	request uint64
-	batches []BatchResult
-}
-
 // DefaultSnapshotBytes is how many bytes of entries a partition applies between
 // snapshots unless Machine.SnapshotBytes says otherwise.
 const DefaultSnapshotBytes = 8 << 20
@@ -79,8 +70,15 @@ type Machine struct {
 	lastSnap  uint64 // index of the last snapshot taken here: its checkpoint is durable
 	pulls     pullCounters
 
-	mu      sync.Mutex // the host applies; Append callers take results
-	results map[uint64]result
+	// results are the batches' outcomes of this node's produces, for Append.
+	results replcursor.Results[[]BatchResult]
+
+	mu sync.Mutex
+	// The subscriptions' cursors (cursors.go), guarded by mu: applied in the Ready loop,
+	// read by the API (the time to stamp) and by stats.
+	cursors       map[uint64]*subCursor
+	clock         replcursor.Clock
+	cursorResults replcursor.Results[CursorResult]
 }
 
 var (
@@ -94,7 +92,7 @@ var (
 // NewMachine returns the state machine of a partition on node (whose proposals' results it
 // keeps) over its local log.
 func NewMachine(node multiraft.NodeID, log Log) *Machine {
-	return &Machine{node: uint64(node), log: log, results: map[uint64]result{}}
+	return &Machine{node: uint64(node), log: log, cursors: map[uint64]*subCursor{}}
 }
 
 // Apply hands each committed entry's batches to the log, with the entry's term as their
@@ -102,6 +100,12 @@ func NewMachine(node multiraft.NodeID, log Log) *Machine {
 // of batches stops the group here.
 func (m *Machine) Apply(ents []multiraft.Entry) error {
 	for _, e := range ents {
+		if len(e.Data) > 0 && e.Data[0] == cursorVersion {
+			if err := m.applyCursor(e); err != nil {
+				return err
+			}
+			continue
+		}
 		en, err := Decode(e.Data)
 		if err != nil {
 			return fmt.Errorf("replpart: entry %d: %w", e.Index, err)
@@ -114,7 +118,7 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 			return fmt.Errorf("replpart: entry %d: log answered %d results for %d batches", e.Index, len(rs), len(en.Batches))
 		}
 		if en.Origin == m.node {
-			m.keep(e.Index, result{request: en.Request, batches: rs})
+			m.results.Keep(e.Index, en.Request, rs)
 		}
 		m.sinceSnap += int64(len(e.Data))
 	}
@@ -129,7 +133,9 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		return nil, fmt.Errorf("replpart: checkpoint: %w", err)
 	}
 	m.sinceSnap = 0
-	return append([]byte{snapVersion}, cp...), nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.encodeSnapshot(cp), nil
 }
 
 // Restore returns the log to a snapshot's checkpoint (nil: empty). A local log that ends
@@ -139,18 +145,15 @@ func (m *Machine) Snapshot() ([]byte, error) {
 // Results kept for proposers are dropped: multiraft fails the proposals of a replica that
 // restores a snapshot with ErrOutcomeUnknown, and after a restart nobody waits.
 func (m *Machine) Restore(data []byte) error {
-	m.mu.Lock()
-	m.results = map[uint64]result{}
-	m.mu.Unlock()
+	m.results.Reset()
+	m.cursorResults.Reset()
 	m.sinceSnap = 0
-	var cp []byte
-	if len(data) > 0 {
-		if data[0] != snapVersion {
-			return fmt.Errorf("replpart: snapshot version %d", data[0])
-		}
-		cp = data[1:]
+	snap, err := decodeSnapshot(data, true)
+	if err != nil {
+		return err
 	}
-	err := m.log.Restore(cp)
+	cp := snap.checkpoint
+	err = m.log.Restore(cp)
 	var be *BehindError
 	if errors.As(err, &be) {
 		if err := m.pullDurable(context.Background(), be.From, be.To); err != nil {
@@ -161,6 +164,11 @@ func (m *Machine) Restore(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("replpart: restore checkpoint: %w", err)
 	}
+	// The cursors as of the snapshot's index; the entries after it re-apply onto them.
+	m.mu.Lock()
+	m.cursors = snap.cursors
+	m.clock.Set(snap.now)
+	m.mu.Unlock()
 	return nil
 }
 
@@ -171,10 +179,11 @@ func (m *Machine) PrepareSnapshot(ctx context.Context, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	if data[0] != snapVersion {
-		return fmt.Errorf("replpart: snapshot version %d", data[0])
+	snap, err := decodeSnapshot(data, false)
+	if err != nil {
+		return err
 	}
-	from, to, err := m.log.Lacks(data[1:])
+	from, to, err := m.log.Lacks(snap.checkpoint)
 	if err != nil || from >= to {
 		return err
 	}
@@ -215,31 +224,3 @@ func (m *Machine) CompactTo(snap uint64) uint64 {
 // made durable before the host stored it: the Raft log is never compacted past a
 // checkpoint the local log does not hold on disk (0 until one is taken).
 func (m *Machine) CompactLimit() uint64 { return m.lastSnap }
-
-// keep records a result for this node's proposer, dropping old ones once there are too
-// many (their callers stopped waiting).
-func (m *Machine) keep(index uint64, r result) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.results[index] = r
-	if len(m.results) <= maxResults {
-		return
-	}
-	for i := range m.results {
-		if i+maxResults/2 < index {
-			delete(m.results, i)
-		}
-	}
-}
-
-// take removes and returns the results of this node's entry at index with request req.
-func (m *Machine) take(index, req uint64) ([]BatchResult, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.results[index]
-	if !ok || r.request != req {
-		return nil, false
-	}
-	delete(m.results, index)
-	return r.batches, true
-}

@@ -46,13 +46,13 @@ func TestMachineStopsOnBadEntry(t *testing.T) {
 	if err := m.Apply([]multiraft.Entry{{Index: 2, Term: 1, Data: other}, {Index: 3, Term: 1, Data: mine}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := m.take(2, 1); ok {
+	if _, ok := m.results.Take(2, 1); ok {
 		t.Fatal("kept a result for another node's entry")
 	}
-	if _, ok := m.take(3, 6); ok {
+	if _, ok := m.results.Take(3, 6); ok {
 		t.Fatal("handed a result to the wrong request")
 	}
-	if rs, ok := m.take(3, 7); !ok || len(rs) != 1 || rs[0].Base != 2 { // "a" is 2 records
+	if rs, ok := m.results.Take(3, 7); !ok || len(rs) != 1 || rs[0].Base != 2 { // "a" is 2 records
 		t.Fatalf("take(3, 7) = %+v, %v", rs, ok)
 	}
 }
@@ -81,7 +81,7 @@ func TestMachineSnapshotRestore(t *testing.T) {
 	if recs := l.snapshot(); len(recs) != 1 || recs[0].Batch != "a" {
 		t.Fatalf("after Restore: %+v, want only a", recs)
 	}
-	if _, ok := m.take(2, 2); ok {
+	if _, ok := m.results.Take(2, 2); ok {
 		t.Fatal("a result survived Restore")
 	}
 	if err := m.Restore([]byte{9}); err == nil {
