@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
 	"github.com/sluice-mq/sluice/internal/queue"
 )
 
@@ -48,9 +49,6 @@ type stored struct {
 	availAt int64 // unix ns; 0: at once
 }
 
-// maxResults bounds the results kept for proposals whose caller gave up waiting.
-const maxResults = 4096
-
 // Machine is one queue's replicated state: a queue.Cursor driven only by committed
 // commands, plus the bodies of messages not yet finished. It is a multiraft.StateMachine.
 type Machine struct {
@@ -63,7 +61,7 @@ type Machine struct {
 	next    int64  // the next Send's offset
 	now     int64  // the latest applied time (unix ns): no command moves it back
 	applied uint64 // the last applied index
-	results map[uint64]Result
+	results replcursor.Results[Result] // this node's commands' results (their own lock)
 }
 
 var _ multiraft.StateMachine = (*Machine)(nil)
@@ -77,8 +75,7 @@ func NewMachine(node multiraft.NodeID, cfg queue.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{node: uint64(node), cfg: cur.Config(), cur: cur, msgs: map[int64]*stored{},
-		results: map[uint64]Result{}}, nil
+	return &Machine{node: uint64(node), cfg: cur.Config(), cur: cur, msgs: map[int64]*stored{}}, nil
 }
 
 // Apply applies committed commands in log order.
@@ -97,11 +94,17 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 		m.applied = e.Index
 		if c.Origin == m.node {
 			r.Request = c.Request
-			m.keep(e.Index, r)
+			m.results.Keep(e.Index, c.Request, r)
 		}
 	}
 	return nil
 }
+
+// The queue's cursor ops are replcursor's kinds (apply hands them over as they are): a
+// difference either way overflows the byte type and fails the build.
+const _ = (OpReceive - Op(replcursor.Receive)) + (Op(replcursor.Receive) - OpReceive) +
+	(OpAck - Op(replcursor.Ack)) + (Op(replcursor.Ack) - OpAck) + (OpNack - Op(replcursor.Nack)) +
+	(Op(replcursor.Nack) - OpNack) + (OpExtend - Op(replcursor.Extend)) + (Op(replcursor.Extend) - OpExtend)
 
 // apply runs one command at its clamped time. Only committed state and the command decide
 // the outcome, so every replica computes the same receipts and deadlines.
@@ -123,8 +126,9 @@ func (m *Machine) apply(c *Command) Result {
 		r.Offset = m.next
 		m.msgs[m.next] = s
 		m.next++
-	case OpReceive:
-		ds, evs, err := m.cur.Receive(now, c.Max, c.Timeout)
+	default: // Receive, Ack, Nack, Extend: the cursor commands replpart's subscriptions share
+		ds, evs, err := replcursor.Run(m.cur, now, replcursor.Op{Kind: replcursor.Kind(c.Op), Max: c.Max,
+			Timeout: c.Timeout, Delay: c.Delay, Receipt: c.Receipt})
 		m.forget(evs)
 		r.Err = err
 		for _, d := range ds {
@@ -137,18 +141,6 @@ func (m *Machine) apply(c *Command) Result {
 				Message: Message{Offset: d.Offset, Body: s.body, Attrs: s.attrs, SentAt: time.Unix(0, s.sentAt).UTC()},
 				Receipt: d.Receipt, ReceiveCount: d.ReceiveCount, Deadline: d.Deadline})
 		}
-	case OpAck:
-		evs, err := m.cur.Ack(now, c.Receipt)
-		m.forget(evs)
-		r.Err = err
-	case OpNack:
-		evs, err := m.cur.Nack(now, c.Receipt, c.Delay, "")
-		m.forget(evs)
-		r.Err = err
-	case OpExtend:
-		evs, err := m.cur.Extend(now, c.Receipt, c.Timeout)
-		m.forget(evs)
-		r.Err = err
 	}
 	m.fill(now)
 	return r
@@ -206,31 +198,8 @@ func (m *Machine) forget(evs []queue.Event) {
 	}
 }
 
-// keep records a result for this node's proposer, dropping the oldest ones of callers that
-// stopped waiting once there are too many.
-func (m *Machine) keep(index uint64, r Result) {
-	m.results[index] = r
-	if len(m.results) <= maxResults {
-		return
-	}
-	for i := range m.results {
-		if i+maxResults/2 < index {
-			delete(m.results, i)
-		}
-	}
-}
-
 // take removes and returns the result of this node's command at index with request req.
-func (m *Machine) take(index, req uint64) (Result, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.results[index]
-	if !ok || r.Request != req {
-		return Result{}, false
-	}
-	delete(m.results, index)
-	return r, true
-}
+func (m *Machine) take(index, req uint64) (Result, bool) { return m.results.Take(index, req) }
 
 // Now is the latest applied time: a proposer stamps no earlier time than this, and apply
 // clamps to it anyway.

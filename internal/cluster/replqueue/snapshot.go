@@ -55,7 +55,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 func (m *Machine) Restore(data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.results = map[uint64]Result{}
+	m.results.Reset()
 	if len(data) == 0 {
 		cur, err := queue.New(m.cfg)
 		if err != nil {
