@@ -67,6 +67,15 @@ func (c *clusterRT) updateTopic(name string, fn func(*TopicSettings) error) (Top
 	if err != nil {
 		return TopicSettings{}, err
 	}
+	if ct, ok := c.clusteredTopic(name); ok { // keep its subscriptions (cluster_subs.go)
+		subs, err := subsOf(ct)
+		if err != nil {
+			return TopicSettings{}, err
+		}
+		if settings, err = withSubs(settings, subs); err != nil {
+			return TopicSettings{}, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
 	if _, err := c.cat.UpdateTopic(ctx, name, settings); err != nil {

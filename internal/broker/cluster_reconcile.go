@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
@@ -37,6 +38,10 @@ type clusterRT struct {
 	queues clusterQueues
 	// pulls are the partition machines' pull counters, by group (cluster_replica_pull.go).
 	pulls pullRegistry
+	// subNext rotates the partition a replicated subscription's receive starts at; subsMu
+	// makes the controller's subscription changes one at a time (cluster_subs.go).
+	subNext atomic.Uint64
+	subsMu  sync.Mutex
 
 	stop chan struct{}
 	done chan struct{}
@@ -55,6 +60,7 @@ func (c *clusterRT) run() {
 	for {
 		changed := c.meta.Changed()
 		c.reconcile()
+		c.reconcileCursors() // cluster_subs_host.go
 		c.reconcileQueues()
 		every := time.Second
 		if c.membership() { // a replica move is on: its next step comes sooner
@@ -199,7 +205,7 @@ func topicFromCatalog(ct *meta.Topic) (TopicSettings, error) {
 func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 	if h := p.repl.Load(); h != nil {
 		if !slices.Equal(h.replicas, cp.Replicas) { // a move changed them (cluster_moves.go)
-			p.repl.Store(&hostedReplica{part: h.part, group: h.group, replicas: slices.Clone(cp.Replicas)})
+			p.repl.Store(&hostedReplica{part: h.part, sm: h.sm, group: h.group, replicas: slices.Clone(cp.Replicas)})
 		}
 		return nil
 	}
@@ -214,7 +220,7 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 	if err := c.host.CreateGroup(cp.Group, bootstrapVoters(cp.Replicas, cp.Moved), m); err != nil {
 		return fmt.Errorf("partition %s/%d: raft group %d: %w", p.topic, p.index, cp.Group, err)
 	}
-	p.repl.Store(&hostedReplica{part: replpart.NewPartition(c.host, cp.Group, m), group: cp.Group,
+	p.repl.Store(&hostedReplica{part: replpart.NewPartition(c.host, cp.Group, m), sm: m, group: cp.Group,
 		replicas: slices.Clone(cp.Replicas)})
 	if st, err := c.host.Status(cp.Group); err == nil && st.Term <= 1 && st.Leader == 0 && !cp.Moved &&
 		len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {

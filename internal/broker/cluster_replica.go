@@ -15,6 +15,7 @@ import (
 // hostedReplica is a partition's Raft group on this node.
 type hostedReplica struct {
 	part     *replpart.Partition
+	sm       *replpart.Machine // its state machine here: the subscriptions' cursors (cluster_subs_host.go)
 	group    multiraft.GroupID
 	replicas []multiraft.NodeID
 }

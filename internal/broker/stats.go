@@ -57,6 +57,9 @@ func (b *Broker) QueueStats(name string) (QueueStats, error) {
 
 // SubscriptionStats reports one subscription's stats.
 func (b *Broker) SubscriptionStats(topic, name string) (QueueStats, error) {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.subStats(topic, name) // cluster_subs.go
+	}
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return QueueStats{}, err

@@ -97,6 +97,9 @@ func (b *Broker) CreateSubscription(s SubscriptionSettings) (SubscriptionSetting
 	if err := s.validate(); err != nil {
 		return SubscriptionSettings{}, err
 	}
+	if c := b.clusterTopic(s.Topic); c != nil {
+		return c.createSubscription(s) // cluster_subs.go
+	}
 	st := b.streams
 	st.admin.Lock()
 	defer st.admin.Unlock()
@@ -135,6 +138,9 @@ func (b *Broker) CreateSubscription(s SubscriptionSettings) (SubscriptionSetting
 // DeleteSubscription removes a subscription and its state; the records it
 // held become subject to the topic's retention.
 func (b *Broker) DeleteSubscription(topic, name string) error {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.deleteSubscription(topic, name)
+	}
 	st := b.streams
 	st.admin.Lock()
 	defer st.admin.Unlock()
@@ -156,6 +162,9 @@ func (b *Broker) DeleteSubscription(topic, name string) error {
 
 // GetSubscription returns a subscription's settings.
 func (b *Broker) GetSubscription(topic, name string) (SubscriptionSettings, error) {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.subscription(topic, name)
+	}
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return SubscriptionSettings{}, err
@@ -167,6 +176,9 @@ func (b *Broker) GetSubscription(topic, name string) (SubscriptionSettings, erro
 
 // ListSubscriptions returns a topic's subscriptions, sorted by name.
 func (b *Broker) ListSubscriptions(topic string) ([]SubscriptionSettings, error) {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.listSubscriptions(topic)
+	}
 	t, err := b.streams.topic(topic)
 	if err != nil {
 		return nil, err

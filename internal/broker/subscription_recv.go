@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
 	"github.com/sluice-mq/sluice/internal/queue"
 )
 
@@ -34,6 +35,9 @@ type SubscriptionDelivery struct {
 // blocks until a record arrives or comes due (a produce wakes it at once),
 // the wait ends, or ctx ends. opts.Wait WaitQueueDefault means no wait.
 func (b *Broker) SubscriptionReceive(ctx context.Context, topic, name string, opts ReceiveOptions) ([]SubscriptionDelivery, error) {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.subReceive(ctx, topic, name, opts) // cluster_subs_recv.go
+	}
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return nil, err
@@ -273,6 +277,9 @@ func (sub *subRT) deliveries(parts []*partitionRT, got []partDelivery) ([]Subscr
 
 // SubscriptionAck finishes the delivery a current receipt names.
 func (b *Broker) SubscriptionAck(ctx context.Context, topic, name, receipt string) error {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.subLease(ctx, topic, name, receipt, replcursor.Op{Kind: replcursor.Ack})
+	}
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return err
@@ -284,6 +291,9 @@ func (b *Broker) SubscriptionAck(ctx context.Context, topic, name, receipt strin
 // Each receipt gets its own result (nil, or why it was refused); the call's
 // error is for the subscription as a whole.
 func (b *Broker) SubscriptionAckBatch(ctx context.Context, topic, name string, receipts []string) ([]error, error) {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.subLeaseBatch(ctx, topic, name, receipts, replcursor.Op{Kind: replcursor.Ack})
+	}
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return nil, err
@@ -293,6 +303,9 @@ func (b *Broker) SubscriptionAckBatch(ctx context.Context, topic, name string, r
 
 // SubscriptionExtend keeps a delivery hidden until now+d (0: visible now).
 func (b *Broker) SubscriptionExtend(ctx context.Context, topic, name, receipt string, d time.Duration) error {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.subLease(ctx, topic, name, receipt, replcursor.Op{Kind: replcursor.Extend, Timeout: d})
+	}
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return err
@@ -303,6 +316,9 @@ func (b *Broker) SubscriptionExtend(ctx context.Context, topic, name, receipt st
 // SubscriptionNack releases a delivery: visible again after delay. In a
 // key-ordered subscription the key's later records wait behind it.
 func (b *Broker) SubscriptionNack(ctx context.Context, topic, name, receipt string, delay time.Duration, reason string) error {
+	if c := b.clusterTopic(topic); c != nil {
+		return c.subLease(ctx, topic, name, receipt, replcursor.Op{Kind: replcursor.Nack, Delay: delay})
+	}
 	_, sub, err := b.subscription(topic, name)
 	if err != nil {
 		return err

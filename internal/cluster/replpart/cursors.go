@@ -233,3 +233,45 @@ func (m *Machine) Now() time.Time {
 	defer m.mu.Unlock()
 	return m.clock.Now()
 }
+
+// CursorReady says, without changing the cursor (only a committed entry may), whether a
+// Receive of sub at now could deliver: records ready or come due, or records in the local
+// log the cursor has not read yet. next is when something waiting comes due (zero: nothing
+// waits). A subscription without a cursor here is never ready.
+func (m *Machine) CursorReady(sub uint64, now time.Time) (ready bool, next time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sc := m.cursors[sub]
+	if sc == nil {
+		return false, time.Time{}
+	}
+	next, waits := sc.cur.NextDue()
+	if sc.cur.Counts().Ready > 0 || (waits && !now.Before(next)) {
+		return true, next
+	}
+	if rl, ok := m.log.(RecordLog); ok && sc.cur.Wants() > 0 {
+		if _, end := rl.Bounds(); sc.cur.ReadPos() < end {
+			return true, next
+		}
+	}
+	return false, next
+}
+
+// HasCursor reports whether subscription sub has a cursor in this partition here.
+func (m *Machine) HasCursor(sub uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cursors[sub] != nil
+}
+
+// CursorCounts are subscription sub's cursor counts here (queue.Cursor.Counts: read only),
+// and whether it has a cursor here.
+func (m *Machine) CursorCounts(sub uint64) (queue.Stats, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sc := m.cursors[sub]
+	if sc == nil {
+		return queue.Stats{}, false
+	}
+	return sc.cur.Counts(), true
+}

@@ -58,9 +58,9 @@ type Machine struct {
 	mu      sync.Mutex // the host applies; API callers take results
 	cur     *queue.Cursor
 	msgs    map[int64]*stored
-	next    int64  // the next Send's offset
-	now     int64  // the latest applied time (unix ns): no command moves it back
-	applied uint64 // the last applied index
+	next    int64                      // the next Send's offset
+	now     int64                      // the latest applied time (unix ns): no command moves it back
+	applied uint64                     // the last applied index
 	results replcursor.Results[Result] // this node's commands' results (their own lock)
 }
 
