@@ -13,8 +13,9 @@ package broker
 // by the leader from its local log, which holds only committed records.
 //
 // Consumer groups are coordinated by the controller, their committed offsets replicated
-// through the metadata group (cluster_groups.go). Not replicated yet, and said so in
-// docs/cluster.md: queues and subscriptions stay on the node that serves them.
+// through the metadata group (cluster_groups.go). Queues are replicated in groups of their
+// own (cluster_queues*.go), a topic's subscriptions in their partitions' groups
+// (cluster_subs*.go).
 
 import (
 	"errors"

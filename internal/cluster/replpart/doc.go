@@ -15,6 +15,13 @@
 // (seed.go, pull.go, over multiraft requests), which is what lets the host compact the Raft
 // log behind every durable checkpoint (multiraft.SnapshotWanter, CompactionLimiter).
 //
+// It also owns the subscriptions' cursors of the partition (cursors.go): a subscription's
+// receives, acks, nacks and extends are entries of the group beside the produces, applied
+// to a queue.Cursor on every replica (through internal/cluster/replcursor, as the
+// replicated queue's), fed from the local log (RecordLog) which holds exactly the applied
+// records, and carried whole in the snapshot, so a replica seeded by a snapshot gets them
+// and compaction never drops a cursor event.
+//
 // It never parses a batch (the broker validated it with storage.Log.Check before Append),
 // and must never import the broker, a front-end, the server or the node (deps_test.go): the
 // local log is the broker's, behind the Log interface. See docs/cluster.md, "Replicated
