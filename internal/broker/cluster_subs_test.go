@@ -36,7 +36,10 @@ func (c *memCluster) forwarded(f func(*Broker) error) error {
 				err = f(nd.b)
 			}
 		}
-		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrReplicationUnknown) {
+		// Not found too: a controller elected a moment ago may not have applied its log
+		// yet (docs/cluster.md, "What is not replicated yet").
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrReplicationUnknown) &&
+			!errors.Is(err, ErrSubscriptionNotFound) {
 			return err
 		}
 		time.Sleep(10 * time.Millisecond)
