@@ -110,7 +110,7 @@ type call struct {
 // the queue's latest applied time stamps that time instead: time stands still for the
 // queue until the new leader's clock catches up, so no deadline ever moves back.
 func (q *Queue) start(c Command) (*call, error) {
-	if c.Op == OpReceive && (c.Max <= 0 || c.Max > MaxReceive) {
+	if (c.Op == OpReceive || c.Op == OpReceiveLimited) && (c.Max <= 0 || c.Max > MaxReceive) {
 		return nil, fmt.Errorf("replqueue: receive max %d (1..%d)", c.Max, MaxReceive)
 	}
 	if len(c.Body) > MaxBody {

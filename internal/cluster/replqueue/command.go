@@ -20,6 +20,16 @@ const (
 	OpAck     Op = 3
 	OpNack    Op = 4
 	OpExtend  Op = 5
+	// OpPut sends messages with FIFO groups and deduplication keys, all in one entry, so
+	// the messages of one call are ordered and committed together (command_put.go).
+	OpPut Op = 6
+	// OpReceiveLimited is a Receive with a receive limit: a message already received that
+	// many times is moved to the dead letters instead of delivered.
+	OpReceiveLimited Op = 7
+	// OpDeadDone drops dead letters whose copy in the dead-letter queue is committed.
+	OpDeadDone Op = 8
+	// OpPurge finishes every message sent so far.
+	OpPurge Op = 9
 )
 
 // Limits of a decoded command: a decoder never allocates past them on any input.
@@ -28,6 +38,7 @@ const (
 	MaxAttrs   = 64      // attributes of one message
 	MaxString  = 1 << 10 // an attribute key or value, a receipt, a group ID
 	MaxReceive = 1000    // messages of one Receive
+	MaxPut     = 1000    // messages of one Put, offsets of one DeadDone
 )
 
 // ErrBadCommand: an entry that is not one well-formed command. The state machine stops on
@@ -52,6 +63,11 @@ type Command struct {
 	Max     int           // Receive
 	Timeout time.Duration // Receive: visibility (0: the queue's); Extend: the new visibility
 	Receipt string        // Ack, Nack, Extend
+
+	Msgs        []Msg         // Put
+	Window      time.Duration // Put: how long a deduplication key is remembered
+	MaxReceives int           // ReceiveLimited: the receive limit (1..queue.MaxReceivesLimit)
+	Offsets     []int64       // DeadDone
 }
 
 // Encode appends c's encoding to b.
@@ -62,6 +78,10 @@ type Command struct {
 //	Ack      receipt(bytes)
 //	Nack     receipt(bytes) delay(varint ns)
 //	Extend   receipt(bytes) visibility(varint ns)
+//	Put      window(varint ns) n(uvarint) {msg}...         (msg: see appendMsg)
+//	ReceiveLimited max(uvarint) visibility(varint ns) maxReceives(uvarint)
+//	DeadDone n(uvarint) {offset(uvarint)}...
+//	Purge    (nothing)
 //
 // bytes is uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -91,6 +111,8 @@ func (c *Command) Encode(b []byte) []byte {
 	case OpExtend:
 		b = appendBytes(b, []byte(c.Receipt))
 		b = binary.AppendVarint(b, int64(c.Timeout))
+	default:
+		b = c.encodeMore(b)
 	}
 	return b
 }
@@ -147,7 +169,9 @@ func Decode(b []byte) (Command, error) {
 		c.Receipt = string(d.Bytes(MaxString))
 		c.Timeout = d.duration()
 	default:
-		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
+		if !c.decodeMore(&d) {
+			return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
+		}
 	}
 	d.Done()
 	return c, d.Err

@@ -15,6 +15,7 @@ type Depth struct {
 	// NextDue is the earliest time a delay or a visibility timeout runs out (zero: none).
 	NextDue time.Time
 	Sent    int64 // messages sent since the queue was created
+	Dead    int64 // dead letters waiting for their copy to the dead-letter queue
 }
 
 // Depth returns the counts as of the last applied command. A message whose delay ran out
@@ -25,7 +26,7 @@ func (m *Machine) Depth() Depth {
 	defer m.mu.Unlock()
 	cs := m.cur.Counts()
 	d := Depth{Visible: int64(cs.Ready + cs.Blocked), InFlight: int64(cs.InFlight), Delayed: int64(cs.Delayed),
-		OldestSentAt: cs.OldestSentAt, Sent: m.next}
+		OldestSentAt: cs.OldestSentAt, Sent: m.next, Dead: int64(len(m.dead))}
 	// Stored messages the cursor has not read yet (past its lookahead window).
 	var oldestUnread int64
 	for off := m.cur.ReadPos(); off < m.next; off++ {

@@ -12,11 +12,12 @@ import (
 	"github.com/sluice-mq/sluice/internal/queue"
 )
 
-// ErrDeadLetterUnsupported: a queue.Config with MaxReceives set. Dead-lettering copies a
-// message to another queue (another group), which this package cannot do atomically; until
-// the broker integration does it, a replicated queue redelivers without a limit rather
-// than drop a message.
-var ErrDeadLetterUnsupported = errors.New("replqueue: MaxReceives (dead-lettering) is not supported by a replicated queue yet")
+// ErrDeadLetterUnsupported: a queue.Config with MaxReceives set. The receive limit is not
+// the machine's configuration (fixed at creation on every replica) but a field of each
+// OpReceiveLimited, so a queue's redrive policy can change; the machine moves a message
+// over the limit to its dead letters (dead.go), which the broker copies to the dead-letter
+// queue's group.
+var ErrDeadLetterUnsupported = errors.New("replqueue: MaxReceives is carried by each receive (OpReceiveLimited), not the machine's config")
 
 // Message is a message as a Receive hands it out.
 type Message struct {
@@ -24,6 +25,8 @@ type Message struct {
 	Body   []byte
 	Attrs  []Attr
 	SentAt time.Time // the stamped time of the Send that carried it
+	Group  string    // FIFO message group (Put)
+	Dedup  string    // the deduplication id it was sent with (Put)
 }
 
 // Delivery is one received message and its receipt.
@@ -37,9 +40,11 @@ type Delivery struct {
 // Result is what applying one command did, kept for the node that proposed it.
 type Result struct {
 	Request    uint64
-	Offset     int64      // Send: the message's offset
-	Deliveries []Delivery // Receive
-	Err        error      // the queue refused the command (a stale receipt, an out-of-range value)
+	Offset     int64        // Send: the message's offset
+	Deliveries []Delivery   // Receive
+	Puts       []PutOutcome // Put
+	Dead       int          // ReceiveLimited: messages moved to the dead letters
+	Err        error        // the queue refused the command (a stale receipt, an out-of-range value)
 }
 
 type stored struct {
@@ -47,6 +52,13 @@ type stored struct {
 	attrs   []Attr
 	sentAt  int64 // unix ns
 	availAt int64 // unix ns; 0: at once
+	group   string
+	dedup   string
+}
+
+func (s *stored) message(off int64) Message {
+	return Message{Offset: off, Body: s.body, Attrs: s.attrs, SentAt: time.Unix(0, s.sentAt).UTC(),
+		Group: s.group, Dedup: s.dedup}
 }
 
 // Machine is one queue's replicated state: a queue.Cursor driven only by committed
@@ -62,6 +74,8 @@ type Machine struct {
 	now     int64                      // the latest applied time (unix ns): no command moves it back
 	applied uint64                     // the last applied index
 	results replcursor.Results[Result] // this node's commands' results (their own lock)
+	dead    map[int64]*deadLetter      // dead.go
+	dedup   dedupState                 // dedup.go
 }
 
 var _ multiraft.StateMachine = (*Machine)(nil)
@@ -75,7 +89,8 @@ func NewMachine(node multiraft.NodeID, cfg queue.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{node: uint64(node), cfg: cur.Config(), cur: cur, msgs: map[int64]*stored{}}, nil
+	return &Machine{node: uint64(node), cfg: cur.Config(), cur: cur, msgs: map[int64]*stored{},
+		dead: map[int64]*deadLetter{}, dedup: newDedupState()}, nil
 }
 
 // Apply applies committed commands in log order.
@@ -115,7 +130,7 @@ func (m *Machine) apply(c *Command) Result {
 	switch c.Op {
 	case OpSend:
 		if c.Delay > m.cfg.Retention {
-			r.Err = fmt.Errorf("%w: delay %v (max %v)", queue.ErrOutOfRange, c.Delay, m.cfg.Retention)
+			r.Err = errDelay(c.Delay, m.cfg.Retention)
 			return r
 		}
 		// The entry's bytes belong to the host: keep a copy.
@@ -126,24 +141,28 @@ func (m *Machine) apply(c *Command) Result {
 		r.Offset = m.next
 		m.msgs[m.next] = s
 		m.next++
-	default: // Receive, Ack, Nack, Extend: the cursor commands replpart's subscriptions share
-		ds, evs, err := replcursor.Run(m.cur, now, replcursor.Op{Kind: replcursor.Kind(c.Op), Max: c.Max,
+	case OpReceive, OpReceiveLimited:
+		m.receive(now, c, &r)
+	case OpPut:
+		r = m.put(c)
+	case OpDeadDone:
+		for _, off := range c.Offsets {
+			delete(m.dead, off)
+		}
+	case OpPurge:
+		m.forget(m.cur.Purge(now, m.next))
+	default: // Ack, Nack, Extend: the cursor commands replpart's subscriptions share
+		_, evs, err := replcursor.Run(m.cur, now, replcursor.Op{Kind: replcursor.Kind(c.Op), Max: c.Max,
 			Timeout: c.Timeout, Delay: c.Delay, Receipt: c.Receipt})
 		m.forget(evs)
 		r.Err = err
-		for _, d := range ds {
-			s := m.msgs[d.Offset]
-			if s == nil { // the cursor delivered what we never stored: state is corrupt
-				r.Err = fmt.Errorf("replqueue: delivered offset %d has no body", d.Offset)
-				continue
-			}
-			r.Deliveries = append(r.Deliveries, Delivery{
-				Message: Message{Offset: d.Offset, Body: s.body, Attrs: s.attrs, SentAt: time.Unix(0, s.sentAt).UTC()},
-				Receipt: d.Receipt, ReceiveCount: d.ReceiveCount, Deadline: d.Deadline})
-		}
 	}
 	m.fill(now)
 	return r
+}
+
+func errDelay(d, limit time.Duration) error {
+	return fmt.Errorf("%w: delay %v (max %v)", queue.ErrOutOfRange, d, limit)
 }
 
 // fill offers the cursor the stored messages from its read position, up to its lookahead
@@ -156,6 +175,7 @@ func (m *Machine) fill(now time.Time) {
 		for off := rp; off < rp+n; off++ {
 			meta := queue.Meta{Offset: off}
 			if s := m.msgs[off]; s != nil {
+				meta.GroupID = s.group
 				meta.SentAt = time.Unix(0, s.sentAt).UTC()
 				if s.availAt != 0 {
 					meta.AvailableAt = time.Unix(0, s.availAt).UTC()
@@ -215,11 +235,14 @@ type Stats struct {
 	Next    int64 // offsets handed out
 	Stored  int   // bodies kept (messages not finished)
 	Floor   int64
+	Dead    int // dead letters not yet copied
+	Keys    int // deduplication keys remembered
 }
 
 // Stats returns the machine's counters.
 func (m *Machine) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return Stats{Applied: m.applied, Next: m.next, Stored: len(m.msgs), Floor: m.cur.Floor()}
+	return Stats{Applied: m.applied, Next: m.next, Stored: len(m.msgs), Floor: m.cur.Floor(),
+		Dead: len(m.dead), Keys: len(m.dedup.keys)}
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/sluice-mq/sluice/internal/wire"
 )
 
-const snapVersion = 1
+// snapVersion 2 adds each message's group and dedup id, the dead letters and the
+// deduplication keys; version 1 (none of them) is still restored.
+const snapVersion = 2
 
 // Snapshot encodes the state: the cursor's own snapshot and the body of every message not
 // yet finished (not a pointer into the retained log: the host compacts the Raft log below
@@ -19,7 +21,12 @@ const snapVersion = 1
 //
 //	version(1) now(varint) next(uvarint) applied(uvarint) cursor(bytes)
 //	count(uvarint) {offset(uvarint) sentAt(varint) availAt(varint) body(bytes)
-//	                nattrs(uvarint) {key(bytes) value(bytes)}...}...   by offset
+//	                nattrs(uvarint) {key(bytes) value(bytes)}...
+//	                group(bytes) dedup(bytes)}...                        by offset
+//	ndead(uvarint) {offset(uvarint) count(uvarint) message as above}... by offset
+//	nkeys(uvarint) {key(bytes) offset(uvarint) until(varint)}...        by insertion
+//
+// (version 1 ends after the messages, which have no group nor dedup.)
 func (m *Machine) Snapshot() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -35,18 +42,58 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	slices.Sort(offs)
 	b = binary.AppendUvarint(b, uint64(len(offs)))
 	for _, off := range offs {
-		s := m.msgs[off]
 		b = binary.AppendUvarint(b, uint64(off))
-		b = binary.AppendVarint(b, s.sentAt)
-		b = binary.AppendVarint(b, s.availAt)
-		b = appendBytes(b, s.body)
-		b = binary.AppendUvarint(b, uint64(len(s.attrs)))
-		for _, a := range s.attrs {
-			b = appendBytes(b, []byte(a.Key))
-			b = appendBytes(b, []byte(a.Value))
-		}
+		b = appendStored(b, m.msgs[off])
+	}
+	offs = offs[:0]
+	for off := range m.dead {
+		offs = append(offs, off)
+	}
+	slices.Sort(offs)
+	b = binary.AppendUvarint(b, uint64(len(offs)))
+	for _, off := range offs {
+		b = binary.AppendUvarint(b, uint64(off))
+		b = binary.AppendUvarint(b, uint64(m.dead[off].count))
+		b = appendStored(b, m.dead[off].s)
+	}
+	keys := m.dedup.live()
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendBytes(b, []byte(k.key))
+		b = binary.AppendUvarint(b, uint64(m.dedup.keys[k.key].off))
+		b = binary.AppendVarint(b, k.until)
 	}
 	return b, nil
+}
+
+func appendStored(b []byte, s *stored) []byte {
+	b = binary.AppendVarint(b, s.sentAt)
+	b = binary.AppendVarint(b, s.availAt)
+	b = appendBytes(b, s.body)
+	b = binary.AppendUvarint(b, uint64(len(s.attrs)))
+	for _, a := range s.attrs {
+		b = appendBytes(b, []byte(a.Key))
+		b = appendBytes(b, []byte(a.Value))
+	}
+	b = appendBytes(b, []byte(s.group))
+	return appendBytes(b, []byte(s.dedup))
+}
+
+// stored reads what appendStored wrote (version 1: without group and dedup).
+func (d *decoder) stored(version byte, limit uint64) *stored {
+	s := &stored{sentAt: d.Varint(), availAt: d.Varint(), body: bytes.Clone(d.Bytes(limit))}
+	na := d.Uvarint()
+	if na > MaxAttrs {
+		d.Fail("%d attributes", na)
+	}
+	for j := uint64(0); j < na && d.Err == nil; j++ {
+		s.attrs = append(s.attrs, Attr{Key: string(d.Bytes(MaxString)), Value: string(d.Bytes(MaxString))})
+	}
+	if version >= 2 {
+		s.group = string(d.Bytes(MaxString))
+		s.dedup = string(d.Bytes(MaxString))
+	}
+	return s
 }
 
 // Restore replaces the state by a snapshot's (nil: the empty queue). Results kept for
@@ -62,9 +109,11 @@ func (m *Machine) Restore(data []byte) error {
 			return err
 		}
 		m.cur, m.msgs, m.next, m.now, m.applied = cur, map[int64]*stored{}, 0, 0, 0
+		m.dead, m.dedup = map[int64]*deadLetter{}, newDedupState()
 		return nil
 	}
-	if data[0] != snapVersion {
+	version := data[0]
+	if version != 1 && version != snapVersion {
 		return fmt.Errorf("replqueue: snapshot version %d", data[0])
 	}
 	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
@@ -79,18 +128,15 @@ func (m *Machine) Restore(data []byte) error {
 	msgs := make(map[int64]*stored, min(n, uint64(len(d.B))))
 	for i := uint64(0); i < n && d.Err == nil; i++ {
 		off := int64(d.Uvarint())
-		s := &stored{sentAt: d.Varint(), availAt: d.Varint(), body: bytes.Clone(d.Bytes(uint64(len(data))))}
-		na := d.Uvarint()
-		if na > MaxAttrs {
-			d.Fail("%d attributes", na)
-		}
-		for j := uint64(0); j < na && d.Err == nil; j++ {
-			s.attrs = append(s.attrs, Attr{Key: string(d.Bytes(MaxString)), Value: string(d.Bytes(MaxString))})
-		}
+		s := d.stored(version, uint64(len(data)))
 		if off < 0 || off >= int64(next) {
 			d.Fail("message offset %d past next %d", off, next)
 		}
 		msgs[off] = s
+	}
+	dead, dedup := map[int64]*deadLetter{}, newDedupState()
+	if version >= 2 {
+		d.restoreV2(dead, &dedup, int64(next), uint64(len(data)))
 	}
 	d.Done()
 	if d.Err != nil {
@@ -101,6 +147,37 @@ func (m *Machine) Restore(data []byte) error {
 		return fmt.Errorf("replqueue: snapshot: %w", err)
 	}
 	m.cur, m.msgs, m.next, m.now, m.applied = cur, msgs, int64(next), now, applied
+	m.dead, m.dedup = dead, dedup
 	m.fill(time.Unix(0, now).UTC())
 	return nil
+}
+
+// restoreV2 reads the dead letters and the deduplication keys.
+func (d *decoder) restoreV2(dead map[int64]*deadLetter, dedup *dedupState, next int64, limit uint64) {
+	n := d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Fail("%d dead letters in %d bytes", n, len(d.B))
+	}
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		off := int64(d.Uvarint())
+		count := d.Uvarint()
+		s := d.stored(2, limit)
+		if off < 0 || off >= next || count > 1<<31 {
+			d.Fail("dead letter offset %d (next %d) count %d", off, next, count)
+		}
+		dead[off] = &deadLetter{s: s, count: int(count)}
+	}
+	n = d.Uvarint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.Fail("%d keys in %d bytes", n, len(d.B))
+	}
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		key := string(d.Bytes(MaxString))
+		off := int64(d.Uvarint())
+		until := d.Varint()
+		if off < 0 || off >= next {
+			d.Fail("dedup offset %d past next %d", off, next)
+		}
+		dedup.record(key, off, until)
+	}
 }
