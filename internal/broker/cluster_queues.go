@@ -11,9 +11,10 @@ package broker
 // elsewhere (the SQS front-end forwards them). The reconciler (cluster_queues_host.go)
 // hosts each queue's group on the nodes the catalog places it on.
 //
-// What replqueue does not replicate is refused with ErrNotReplicated, never served from an
-// unreplicated local queue: FIFO queues, dead-letter queues (a receive limit), purge,
-// redrive, and changing the retention or the extension limit after creation (both are the
+// FIFO queues (cluster_queues_fifo.go), dead-letter queues (cluster_queues_dlq.go), purge
+// and redrive (cluster_queues_redrive.go) go through the groups too. What replqueue does
+// not replicate is refused with ErrNotReplicated, never served from an unreplicated local
+// queue: changing the retention or the extension limit after creation (both are the
 // replicated cursor's configuration, which every replica must apply alike).
 
 import (
@@ -54,24 +55,29 @@ func queueSettingsOf(cq *meta.Queue) (QueueSettings, error) {
 	return s, nil
 }
 
-// refuseUnreplicated refuses the settings a replicated queue cannot honour.
-func refuseUnreplicated(s QueueSettings) error {
-	switch {
-	case s.FIFO:
-		return notReplicated("FIFO queues")
-	case s.MaxReceives > 0 || s.DeadLetterQueue != "":
-		return notReplicated("dead-letter queues (a redrive policy)")
+// checkDeadLetterTarget requires s's dead-letter queue to be a catalog queue of the same
+// kind, as a single node's does: a cluster's queue never dead-letters into a local one.
+func (c *clusterRT) checkDeadLetterTarget(s QueueSettings) error {
+	if s.DeadLetterQueue == "" {
+		return nil
+	}
+	t, err := c.getQueue(s.DeadLetterQueue)
+	if err != nil {
+		return fmt.Errorf("%w: dead-letter queue %s", ErrQueueNotFound, s.DeadLetterQueue)
+	}
+	if t.FIFO != s.FIFO {
+		return invalid("dead_letter_queue", "%s: a FIFO queue's dead-letter queue must be FIFO, and a standard queue's standard", s.DeadLetterQueue)
 	}
 	return nil
 }
 
 func (c *clusterRT) createQueue(s QueueSettings) (QueueSettings, error) {
-	if err := refuseUnreplicated(s); err != nil {
-		return QueueSettings{}, err
-	}
 	if cq := c.meta.State().Queues[s.Name]; cq != nil {
 		// SQS's CreateQueue is idempotent: answer an identical one on any node.
 		return c.existingQueue(cq, s)
+	}
+	if err := c.checkDeadLetterTarget(s); err != nil {
+		return QueueSettings{}, err
 	}
 	now := c.b.now()
 	s.CreatedAt, s.ModifiedAt, s.ID = now, now, 0
@@ -144,7 +150,7 @@ func (c *clusterRT) updateQueue(name string, fn func(*QueueSettings)) (QueueSett
 	if err := next.Validate(); err != nil {
 		return QueueSettings{}, err
 	}
-	if err := refuseUnreplicated(next); err != nil {
+	if err := c.checkDeadLetterTarget(next); err != nil {
 		return QueueSettings{}, err
 	}
 	if next.Retention != cur.Retention || next.MaxExtension != cur.MaxExtension {
@@ -167,6 +173,12 @@ func (c *clusterRT) updateQueue(name string, fn func(*QueueSettings)) (QueueSett
 }
 
 func (c *clusterRT) deleteQueue(name string) error {
+	st := c.meta.State()
+	for _, other := range st.QueueNames() {
+		if s, err := queueSettingsOf(st.Queues[other]); err == nil && other != name && s.DeadLetterQueue == name {
+			return fmt.Errorf("%w: %s is the dead-letter queue of %s", ErrQueueInUse, name, other)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
 	if err := c.cat.DeleteQueue(ctx, name); err != nil {

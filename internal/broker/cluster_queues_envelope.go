@@ -116,3 +116,45 @@ func (d *envDecoder) bytes() []byte {
 	d.b = d.b[n:]
 	return v
 }
+
+// A dead-letter or redriven copy keeps the message's id and where it died: its body is the
+// original envelope behind a copy header,
+//
+//	version(1)=2 id(bytes) source(bytes) receiveCount(uvarint), then the version 1 envelope
+//
+// and a copy of a copy replaces the header rather than nest another.
+const copyVersion = 2
+
+type copyHeader struct {
+	id     string
+	source string // the queue it was dead-lettered from ("": a redriven copy)
+	count  int
+}
+
+func wrapCopy(h copyHeader, env []byte) []byte {
+	if _, inner, err := unwrapCopy(env); err == nil {
+		env = inner
+	}
+	b := make([]byte, 0, len(env)+len(h.id)+len(h.source)+16)
+	b = append(b, copyVersion)
+	b = appendEnvBytes(b, []byte(h.id))
+	b = appendEnvBytes(b, []byte(h.source))
+	b = binary.AppendUvarint(b, uint64(h.count))
+	return append(b, env...)
+}
+
+// unwrapCopy splits a copy's header from its envelope; a message that is no copy has an
+// empty header.
+func unwrapCopy(b []byte) (copyHeader, []byte, error) {
+	if len(b) == 0 || b[0] != copyVersion {
+		return copyHeader{}, b, nil
+	}
+	d := envDecoder{b: b[1:], ok: true}
+	h := copyHeader{id: string(d.bytes()), source: string(d.bytes())}
+	n := d.uvarint()
+	if !d.ok || n > 1<<31 || len(d.b) == 0 || d.b[0] != envelopeVersion {
+		return copyHeader{}, nil, errBadEnvelope
+	}
+	h.count = int(n)
+	return h, d.b, nil
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -26,6 +27,8 @@ type hostedQueue struct {
 	group multiraft.GroupID
 	sm    *wakingMachine
 	q     *replqueue.Queue
+	// moving: a dead-letter mover runs for this queue (cluster_queues_dlq.go).
+	moving atomic.Bool
 }
 
 // wakingMachine is a replqueue.Machine that wakes long polls whenever it applies entries
@@ -36,6 +39,9 @@ type wakingMachine struct {
 	log *slog.Logger
 	mu  sync.Mutex
 	ch  chan struct{}
+	// queue proposes for ServeRequest (a peer's Put of dead-letter copies); set once the
+	// group is hosted.
+	queue atomic.Pointer[replqueue.Queue]
 }
 
 func newWakingMachine(m *replqueue.Machine, log *slog.Logger) *wakingMachine {
@@ -118,15 +124,21 @@ func (c *clusterRT) reconcileQueues() {
 		}
 		c.queues.hosted[name] = h
 	}
+	hosted := make([]*hostedQueue, 0, len(c.queues.hosted))
+	for _, h := range c.queues.hosted {
+		hosted = append(hosted, h)
+	}
+	c.moveAllDeadLetters(hosted)
 }
 
 // replicatedConfig is the cursor configuration of a queue's replicated state machine. It
-// reads only settings that never change after creation (updateQueue refuses to), so every
+// reads only settings that never change after creation (updateQueue refuses to; FIFO is
+// the queue's kind), so every
 // replica, started at any time, builds the same machine. Receives always name their
 // visibility, so the Visibility here is never used; it is the extension limit only to be
 // valid.
 func replicatedConfig(s QueueSettings) queue.Config {
-	return queue.Config{Visibility: s.MaxExtension, MaxExtension: s.MaxExtension, Retention: s.Retention}
+	return queue.Config{Visibility: s.MaxExtension, MaxExtension: s.MaxExtension, Retention: s.Retention, FIFO: s.FIFO}
 }
 
 func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
@@ -152,8 +164,9 @@ func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
 		// it would only disturb the leader its peers elected meanwhile.
 		_ = c.host.Campaign(cq.Group)
 	}
-	return &hostedQueue{name: cq.Name, group: cq.Group, sm: wm,
-		q: replqueue.NewQueue(c.host, cq.Group, m, c.b.now)}, nil
+	q := replqueue.NewQueue(c.host, cq.Group, m, c.b.now)
+	wm.queue.Store(q)
+	return &hostedQueue{name: cq.Name, group: cq.Group, sm: wm, q: q}, nil
 }
 
 // QueueReplicaState is one hosted queue's Raft group on this node.

@@ -23,6 +23,9 @@ func (c *clusterRT) sendQueue(ctx context.Context, name string, in []SendInput) 
 	if err != nil {
 		return nil, err
 	}
+	if s.FIFO {
+		return c.sendFIFO(ctx, h, s, in)
+	}
 	ctx, cancel := context.WithTimeout(ctx, replTimeout)
 	defer cancel()
 	results := make([]SendResult, len(in))
@@ -66,7 +69,7 @@ func envelope(s QueueSettings, in *SendInput) ([]byte, time.Duration, error) {
 	if n := m.size(); n > s.MaxMessageBytes {
 		return nil, 0, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, s.MaxMessageBytes)
 	}
-	if in.GroupID != "" {
+	if in.GroupID != "" && !s.FIFO {
 		return nil, 0, invalid("group_id", "message groups are for FIFO queues only")
 	}
 	delay := in.Delay
@@ -128,8 +131,11 @@ func (c *clusterRT) receiveQueue(ctx context.Context, name string, opts ReceiveO
 		wake := h.sm.changed()
 		if h.sm.Deliverable(c.b.now()) {
 			rctx, cancel := context.WithTimeout(ctx, replTimeout)
-			ds, err := h.q.Receive(rctx, opts.Max, vis)
+			ds, dead, err := h.q.ReceiveLimited(rctx, opts.Max, vis, receiveLimit(s))
 			cancel()
+			if dead > 0 {
+				go c.moveDeadLetters(h) // cluster_queues_dlq.go
+			}
 			if err != nil {
 				return nil, replErr(name, err)
 			}
@@ -155,13 +161,24 @@ func (c *clusterRT) receiveQueue(ctx context.Context, name string, opts ReceiveO
 func deliveriesOf(g multiraft.GroupID, ds []replqueue.Delivery) ([]Delivery, error) {
 	out := make([]Delivery, 0, len(ds))
 	for _, d := range ds {
-		attrs, sys, body, err := decodeEnvelope(d.Body)
+		hdr, env, err := unwrapCopy(d.Body)
 		if err != nil {
 			return nil, fmt.Errorf("queue message %d: %w", d.Offset, err)
 		}
+		attrs, sys, body, err := decodeEnvelope(env)
+		if err != nil {
+			return nil, fmt.Errorf("queue message %d: %w", d.Offset, err)
+		}
+		m := Message{ID: messageID(g, d.Offset), Body: body, Attributes: attrs, System: sys,
+			SentAt: d.SentAt, GroupID: d.Group, DedupID: d.Dedup}
+		if hdr.id != "" {
+			m.ID = hdr.id // a copy keeps the message's id, as on a single node
+		}
+		if hdr.source != "" {
+			m.DeadLetter = &DeadLetterInfo{SourceQueue: hdr.source, ReceiveCount: hdr.count}
+		}
 		out = append(out, Delivery{
-			Message: Message{ID: messageID(g, d.Offset), Body: body, Attributes: attrs, System: sys,
-				SentAt: d.SentAt},
+			Message:  m,
 			Sequence: d.Offset, Receipt: bindReceipt(g, d.Receipt), ReceiveCount: d.ReceiveCount,
 			Deadline: d.Deadline})
 	}
@@ -240,9 +257,28 @@ func (c *clusterRT) queueStats(name string) (QueueStats, error) {
 		return QueueStats{}, err
 	}
 	d := h.sm.Depth()
-	st := QueueStats{Name: name, Visible: d.Visible, InFlight: d.InFlight, Delayed: d.Delayed, Sent: uint64(d.Sent)}
+	// A dead letter on its way to the dead-letter queue counts as in flight: received, not
+	// deleted, not visible.
+	st := QueueStats{Name: name, Visible: d.Visible, InFlight: d.InFlight + d.Dead, Delayed: d.Delayed, Sent: uint64(d.Sent)}
+	if s, err := c.getQueue(name); err == nil && s.DeadLetterQueue != "" {
+		if dh := c.hostedQueue(s.DeadLetterQueue); dh != nil {
+			dd := dh.sm.Depth() // this node's replica, when it has one: approximate
+			st.DLQDepth = dd.Visible + dd.InFlight + dd.Delayed
+		}
+	}
 	if !d.OldestSentAt.IsZero() {
 		st.OldestAge = max(c.b.now().Sub(d.OldestSentAt), 0)
 	}
 	return st, nil
+}
+
+// purgeQueue purges on the leader: one entry finishes everything sent before it.
+func (c *clusterRT) purgeQueue(ctx context.Context, name string) error {
+	h, _, err := c.leaderQueue(name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, replTimeout)
+	defer cancel()
+	return replErr(name, h.q.Purge(ctx))
 }

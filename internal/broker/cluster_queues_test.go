@@ -47,14 +47,12 @@ func TestClusterQueueCatalog(t *testing.T) {
 	if _, err := l.b.CreateQueue(QueueSettings{Name: "jobs", VisibilityTimeout: 2 * time.Second}); !errors.Is(err, ErrQueueExists) {
 		t.Fatalf("different create: %v", err)
 	}
-	refused := []QueueSettings{
-		{Name: "f.fifo", FIFO: true},
-		{Name: "withdlq", MaxReceives: 3, DeadLetterQueue: "jobs"},
+	// A dead-letter queue must be a catalog queue of the same kind.
+	if _, err := l.b.CreateQueue(QueueSettings{Name: "withdlq", MaxReceives: 3, DeadLetterQueue: "nope"}); !errors.Is(err, ErrQueueNotFound) {
+		t.Errorf("a missing dead-letter queue: %v", err)
 	}
-	for _, qs := range refused {
-		if _, err := l.b.CreateQueue(qs); !errors.Is(err, ErrNotReplicated) {
-			t.Errorf("%s: %v, want ErrNotReplicated", qs.Name, err)
-		}
+	if _, err := l.b.CreateQueue(QueueSettings{Name: "f.fifo", FIFO: true, MaxReceives: 3, DeadLetterQueue: "jobs"}); !errors.As(err, new(*InvalidArgumentError)) {
+		t.Errorf("a standard dead-letter queue for a FIFO queue: %v", err)
 	}
 	for _, id := range c.ids {
 		nd := c.nodes[id]
@@ -68,18 +66,12 @@ func TestClusterQueueCatalog(t *testing.T) {
 			return nil
 		})
 	}
-	if err := l.b.PurgeQueue(context.Background(), "jobs"); !errors.Is(err, ErrNotReplicated) {
-		t.Errorf("purge: %v", err)
-	}
 	if _, err := l.b.UpdateQueue("jobs", func(s *QueueSettings) { s.Retention = 30 * 24 * time.Hour }); !errors.Is(err, ErrNotReplicated) {
 		t.Errorf("retention change: %v", err)
 	}
 	up, err := l.b.UpdateQueue("jobs", func(s *QueueSettings) { s.VisibilityTimeout = 3 * time.Second })
 	if err != nil || up.VisibilityTimeout != 3*time.Second {
 		t.Fatalf("update: %+v %v", up, err)
-	}
-	if _, err := l.b.StartRedrive(RedriveRequest{Source: "jobs"}); !errors.Is(err, ErrNotReplicated) {
-		t.Errorf("redrive: %v", err)
 	}
 
 	// Only the leader serves messages; the others name it.

@@ -234,7 +234,7 @@ func (b *Broker) deleteUnavailableLocked(name string) error {
 // in flight alike (their receipts become stale).
 func (b *Broker) PurgeQueue(ctx context.Context, name string) error {
 	if b.cluster != nil && b.cluster.clusteredQueue(name) {
-		return notReplicated("PurgeQueue")
+		return b.cluster.purgeQueue(ctx, name)
 	}
 	q, err := b.queue(name)
 	if err != nil {

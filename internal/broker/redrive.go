@@ -132,17 +132,9 @@ type redrives struct {
 // StartRedrive starts moving messages out of a dead-letter queue and
 // returns at once; GetRedrive reports progress.
 func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
-	if b.cluster != nil && (b.cluster.clusteredQueue(req.Source) || b.cluster.clusteredQueue(req.Destination)) {
-		return RedriveTask{}, notReplicated("message move tasks (redrive)")
-	}
-	src, err := b.queue(req.Source)
+	depth, err := b.redriveDepth(req)
 	if err != nil {
 		return RedriveTask{}, err
-	}
-	if req.Destination != "" {
-		if _, err := b.queue(req.Destination); err != nil {
-			return RedriveTask{}, err
-		}
 	}
 	if req.RatePerSecond < 0 || req.Limit < 0 {
 		return RedriveTask{}, invalid("rate", "rate and limit must not be negative")
@@ -150,7 +142,6 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 	if err := b.disk.Admit(); err != nil {
 		return RedriveTask{}, err
 	}
-	depth := src.stats().Depth()
 	toMove := depth
 	if req.Limit > 0 {
 		toMove = min(toMove, req.Limit)
@@ -188,6 +179,23 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 	task := r.task
 	b.goRedrive(r)
 	return task, nil
+}
+
+// redriveDepth checks a request's queues and returns how many messages the source holds.
+func (b *Broker) redriveDepth(req RedriveRequest) (int64, error) {
+	if b.cluster != nil && (b.cluster.clusteredQueue(req.Source) || b.cluster.clusteredQueue(req.Destination)) {
+		return b.cluster.redriveDepth(req) // cluster_queues_redrive.go
+	}
+	src, err := b.queue(req.Source)
+	if err != nil {
+		return 0, err
+	}
+	if req.Destination != "" {
+		if _, err := b.queue(req.Destination); err != nil {
+			return 0, err
+		}
+	}
+	return src.stats().Depth(), nil
 }
 
 // goRedrive runs r's loop on its own goroutine.

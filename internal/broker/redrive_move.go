@@ -125,8 +125,8 @@ func receiptsOf(ds []Delivery) []string {
 // the queue it was dead-lettered from. It stops at the first message that
 // has none (or whose queue is gone), returning the queues of the ones
 // before it and why.
-func (b *Broker) redriveDestinations(dest string, ds []Delivery) ([]*queueRT, error) {
-	qs := make([]*queueRT, 0, len(ds))
+func (b *Broker) redriveDestinations(dest string, ds []Delivery) ([]redriveDest, error) {
+	qs := make([]redriveDest, 0, len(ds))
 	for _, d := range ds {
 		name := dest
 		if name == "" && d.DeadLetter != nil {
@@ -135,11 +135,15 @@ func (b *Broker) redriveDestinations(dest string, ds []Delivery) ([]*queueRT, er
 		if name == "" {
 			return qs, fmt.Errorf("message %s has no source queue to return to; name a destination", d.ID)
 		}
+		if b.cluster != nil && b.cluster.clusteredQueue(name) {
+			qs = append(qs, redriveDest{name: name}) // its group's (cluster_queues_redrive.go)
+			continue
+		}
 		q, err := b.queue(name)
 		if err != nil {
 			return qs, err
 		}
-		qs = append(qs, q)
+		qs = append(qs, redriveDest{q: q, name: name})
 	}
 	return qs, nil
 }
@@ -148,11 +152,11 @@ func (b *Broker) redriveDestinations(dest string, ds []Delivery) ([]*queueRT, er
 // acks, in one AckBatch, the messages whose copies are durable, and counts
 // them as moved. What did not reach its destination is handed back to the
 // dead-letter queue, and the first failure is returned.
-func (b *Broker) redriveBatch(ctx context.Context, r *redriveRun, ds []Delivery, dests []*queueRT) error {
+func (b *Broker) redriveBatch(ctx context.Context, r *redriveRun, ds []Delivery, dests []redriveDest) error {
 	// One list per destination, in the order received, so a FIFO
 	// destination gets each group's messages in their order.
-	var order []*queueRT
-	byDest := map[*queueRT][]int{}
+	var order []redriveDest
+	byDest := map[redriveDest][]int{}
 	for i, q := range dests {
 		if _, ok := byDest[q]; !ok {
 			order = append(order, q)
@@ -175,7 +179,11 @@ func (b *Broker) redriveBatch(ctx context.Context, r *redriveRun, ds []Delivery,
 				size += encodedSize(&ds[idx[n]].Message)
 				n++
 			}
-			firstErr = b.redriveSend(ctx, q, ds, idx[:n], sent, srcRecord)
+			if q.q == nil {
+				firstErr = b.cluster.redriveSend(ctx, r.task.Source, q.name, ds, idx[:n], sent)
+			} else {
+				firstErr = b.redriveSend(ctx, q.q, ds, idx[:n], sent, srcRecord)
+			}
 			idx = idx[n:]
 		}
 		if firstErr != nil {
@@ -219,6 +227,13 @@ func (b *Broker) redriveBatch(ctx context.Context, r *redriveRun, ds []Delivery,
 	r.mu.Unlock()
 	b.releaseRedrive(r, back)
 	return firstErr
+}
+
+// redriveDest is where a redriven message goes: a local queue, or (q nil) a cluster's
+// queue, by name.
+type redriveDest struct {
+	q    *queueRT
+	name string
 }
 
 // redriveSend sends ds[i] for each i of idx to q, keeping each message's id,
