@@ -44,7 +44,7 @@ func TestFIFOWithDeadLetterQueueLeaderKilled(t *testing.T) {
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
 	c.awaitRegistered(rctx, t, 3)
-	const visibility = 4 // seconds: a poison message is dead-lettered after two
+	const visibility = 3 // seconds: a poison message is dead-lettered after two
 	probe := c.sqsClient(ctx, t, 1)
 	dlqURL := createFIFO(ctx, t, probe, "dead.fifo", nil)
 	attrs, err := probe.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(dlqURL),
@@ -81,9 +81,8 @@ func TestFIFOWithDeadLetterQueueLeaderKilled(t *testing.T) {
 		}
 		t.Logf("round %d: killed node %d (jobs.fifo's leader); sends answered again after %v", round, leader, time.Since(killed))
 	}
-	time.Sleep(2 * time.Second)
+	wg.Wait() // the producer sent everything; the consumer drained the queue
 	close(stop)
-	wg.Wait() // the producer is done; the consumer too, once drained
 	ck.checkResend(ctx, t, cl, qurl)
 	ck.checkDeadLetters(ctx, t, cl, dlqURL)
 	ck.report(t)
@@ -107,7 +106,12 @@ func createFIFO(ctx context.Context, t *testing.T, cl *awssqs.Client, name strin
 	}
 }
 
-const fifoGroups = 4
+// 360 messages in 12 groups at about 25 a second (the kills fall while they are sent);
+// each group holds two poison messages, which block it for two visibility timeouts each.
+const (
+	fifoGroups = 12
+	fifoTotal  = 360
+)
 
 // fifoChecker keeps what the clients were told. Message "g-s" is the s-th of group g;
 // every 15th is poison (never deleted).
@@ -135,7 +139,8 @@ func (ck *fifoChecker) sentCount() int {
 }
 
 func (ck *fifoChecker) produce(ctx context.Context, cl *awssqs.Client, qurl string, stop <-chan struct{}) {
-	for n := 0; ; n++ {
+	for n := 0; n < fifoTotal; n++ {
+		time.Sleep(40 * time.Millisecond)
 		select {
 		case <-stop:
 			return
@@ -185,14 +190,18 @@ func (ck *fifoChecker) consume(ctx context.Context, cl *awssqs.Client, qurl stri
 		}
 		if len(out.Messages) == 0 {
 			idle++
-			if idle > 2*int(visibility)+4 && ck.quiet() {
+			if idle > 2*int(visibility)+3 && ck.quiet() {
 				return // nothing left but dead letters, and their moves had time
 			}
 			continue
 		}
 		idle = 0
+		// The whole batch is checked before any of it is deleted: two messages of a group
+		// in one batch are a violation.
 		for _, m := range out.Messages {
 			ck.delivered(aws.ToString(m.Body), aws.ToString(m.MessageId))
+		}
+		for _, m := range out.Messages {
 			if _, s := parseBody(aws.ToString(m.Body)); poison(s) {
 				continue
 			}
@@ -221,7 +230,8 @@ func (ck *fifoChecker) quiet() bool {
 }
 
 // delivered checks a delivery against its group: every earlier message of the group
-// must be deleted (or maybe deleted) or poison (dead-lettered before this one goes).
+// must be deleted (or maybe deleted), or poison and received maxReceiveCount (2) times
+// already (it is dead-lettered by the receive after that, before this one may go).
 func (ck *fifoChecker) delivered(body, id string) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
@@ -233,7 +243,7 @@ func (ck *fifoChecker) delivered(body, id string) {
 	g, s := parseBody(body)
 	for e := 0; e < s; e++ {
 		earlier := fmt.Sprintf("%d-%d", g, e)
-		if !poison(e) && ck.done[earlier] == "" {
+		if (poison(e) && ck.received[earlier] < 2) || (!poison(e) && ck.done[earlier] == "") {
 			ck.violations = append(ck.violations, fmt.Sprintf("%s delivered before %s of its group was deleted", body, earlier))
 			return
 		}
@@ -282,6 +292,10 @@ func (ck *fifoChecker) checkDeadLetters(ctx context.Context, t *testing.T, cl *a
 			dead[aws.ToString(m.Body)]++
 			if id := aws.ToString(m.MessageId); id != ck.ids[aws.ToString(m.Body)] {
 				t.Errorf("dead letter %s has id %s, sent as %s", aws.ToString(m.Body), id, ck.ids[aws.ToString(m.Body)])
+			}
+			// Deleted, or its group's next dead letter stays behind it (a FIFO queue).
+			if _, err := cl.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Errorf("delete dead letter %s: %v", aws.ToString(m.Body), err)
 			}
 		}
 	}

@@ -10,8 +10,10 @@ import (
 // node asks a peer's state machine for something and waits for its answer. A replicated
 // partition uses it to pull the records a snapshot's checkpoint names from a replica that
 // holds them (the Raft snapshot stays a checkpoint; the records travel here, in chunks).
-// Raft never sees a request, and nothing a request does may change replicated state: the
-// answering state machine only reads.
+// Raft never sees a request, and nothing a request does may change replicated state
+// directly: the answering state machine reads, or proposes an entry in its group as any
+// client would (a replicated queue takes a peer's dead-letter copies so) and answers once
+// it is committed.
 
 // Requester is an optional interface of a Transport that carries requests: Request sends
 // req to group's state machine on node to and returns its answer. An error the peer's
@@ -22,7 +24,8 @@ type Requester interface {
 
 // RequestServer is an optional interface of a StateMachine that answers requests. Unlike
 // the rest of StateMachine it is called from the transport's goroutines, concurrently with
-// the Ready loop and with other requests: it must only read, and be safe for that.
+// the Ready loop and with other requests: it must only read (or propose), and be safe for
+// that.
 type RequestServer interface {
 	ServeRequest(from NodeID, req []byte) ([]byte, error)
 }
