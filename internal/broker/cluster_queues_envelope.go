@@ -125,6 +125,10 @@ func (d *envDecoder) bytes() []byte {
 // and a copy of a copy replaces the header rather than nest another.
 const copyVersion = 2
 
+// copyReserve bounds a copy header: a message id (36), a queue name (at most 80 bytes), a
+// count and their lengths, with room to spare.
+const copyReserve = 512
+
 type copyHeader struct {
 	id     string
 	source string // the queue it was dead-lettered from ("": a redriven copy)

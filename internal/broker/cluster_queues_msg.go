@@ -80,8 +80,11 @@ func envelope(s QueueSettings, in *SendInput) ([]byte, time.Duration, error) {
 		return nil, 0, invalid("delay", "%v: want 0 to the retention period %v", delay, s.Retention)
 	}
 	b := encodeEnvelope(in.Attributes, in.System, in.Body)
-	if len(b) > replqueue.MaxBody {
-		return nil, 0, fmt.Errorf("%w: %d bytes with its attributes, limit %d in a cluster", ErrMessageTooLarge, len(b), replqueue.MaxBody)
+	// Room is kept for the copy header of a dead-letter or redriven copy (copyReserve): a
+	// message accepted here must fit replqueue's entry as a copy too, or it could never
+	// leave the source's dead letters.
+	if limit := replqueue.MaxBody - copyReserve; len(b) > limit {
+		return nil, 0, fmt.Errorf("%w: %d bytes with its attributes, limit %d in a cluster", ErrMessageTooLarge, len(b), limit)
 	}
 	return b, delay, nil
 }

@@ -199,9 +199,7 @@ func fifoRandom(t *testing.T, seed int64) {
 		}
 		ra, _ := a.take(idx, c.Request)
 		md.check(t, a, &c, ra, receipts, deadBefore)
-		for _, d := range ra.Deliveries {
-			receipts = append(receipts, d)
-		}
+		receipts = append(receipts, ra.Deliveries...)
 		if rng.Intn(30) == 0 {
 			snap, _ := a.Snapshot()
 			if err := b.Restore(snap); err != nil {
