@@ -74,14 +74,21 @@ func TestClusterQueueCatalog(t *testing.T) {
 		t.Fatalf("update: %+v %v", up, err)
 	}
 
-	// Only the leader serves messages; the others name it.
+	// Only the leader serves messages; the others name it (once they heard from it: until
+	// then they answer NOT_LEADER with no leader known).
 	ql := c.queueLeader("jobs")
 	for _, id := range c.ids {
 		if nd := c.nodes[id]; nd != ql {
-			_, err := nd.b.Send(context.Background(), "jobs", []SendInput{{Body: []byte("x")}})
-			if !errors.As(err, &nl) || nl.Catalog || nl.Leader != int32(ql.id) {
-				t.Errorf("send on n%d: %v, want NotLeaderError naming n%d", id, err, ql.id)
-			}
+			c.eventually(fmt.Sprintf("n%d names the queue's leader", id), func() error {
+				_, err := nd.b.Send(context.Background(), "jobs", []SendInput{{Body: []byte("x")}})
+				if !errors.As(err, &nl) || nl.Catalog {
+					t.Fatalf("send on n%d: %v, want NotLeaderError naming n%d", id, err, ql.id)
+				}
+				if nl.Leader != int32(ql.id) {
+					return fmt.Errorf("send on n%d: %v, want NotLeaderError naming n%d", id, err, ql.id)
+				}
+				return nil
+			})
 		}
 	}
 
