@@ -1,6 +1,6 @@
 package broker
 
-// Dead-letter queues in a cluster (docs/cluster.md, "Dead-letter queues in a cluster").
+// Dead-letter queues in a cluster (docs/cluster.md, "Queues", its "Dead-letter queues").
 //
 // The source queue and its dead-letter queue are two Raft groups, maybe led by different
 // nodes, so a move cannot be one entry. It is three steps, each a committed entry:

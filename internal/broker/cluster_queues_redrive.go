@@ -1,6 +1,6 @@
 package broker
 
-// Redrive in a cluster (docs/cluster.md, "Redrive in a cluster"). A message move task
+// Redrive in a cluster (docs/cluster.md, "Queues", its "Message move tasks"). A move task
 // whose dead-letter queue is a cluster's runs on that queue's leader (StartRedrive
 // elsewhere answers NotLeaderError, which the SQS front-end forwards) with the single
 // node's loop (redrive_move.go): it receives from the dead-letter queue's group, Puts the

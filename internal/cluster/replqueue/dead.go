@@ -16,7 +16,7 @@ import (
 // interrupted by a crash or a failover is made again by the next leader: a message is in
 // the source's dead letters, in the dead-letter queue, or (when a copy is retried after
 // the dead-letter queue's deduplication window) in the dead-letter queue twice — never in
-// neither (docs/cluster.md, "Dead-letter queues in a cluster").
+// neither (docs/cluster.md, "Queues", its "Dead-letter queues").
 
 // deadLetter is a message moved out of the cursor and not yet copied.
 type deadLetter struct {
