@@ -21,11 +21,21 @@ import (
 //	go test -run '^$' -bench RoundTrip -benchtime 3000x ./internal/cluster/replqueue/
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, workers := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { benchRoundTrip(b, workers) })
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { benchRoundTrip(b, workers, false) })
 	}
 }
 
-func benchRoundTrip(b *testing.B, workers int) {
+// BenchmarkFIFORoundTrip is RoundTrip on a FIFO queue: each worker Puts into its own
+// message group with a fresh deduplication key and receives with a receive limit of 5.
+//
+//	go test -run '^$' -bench FIFORoundTrip -benchtime 3000x ./internal/cluster/replqueue/
+func BenchmarkFIFORoundTrip(b *testing.B) {
+	for _, workers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { benchRoundTrip(b, workers, true) })
+	}
+}
+
+func benchRoundTrip(b *testing.B, workers int, fifo bool) {
 	ids := []multiraft.NodeID{1, 2, 3}
 	net := memnet.NewLive(1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,7 +49,7 @@ func benchRoundTrip(b *testing.B, workers int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sm, err := NewMachine(id, queue.Config{})
+		sm, err := NewMachine(id, queue.Config{FIFO: fifo})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,16 +88,31 @@ func benchRoundTrip(b *testing.B, workers int) {
 	b.ResetTimer()
 	start := time.Now()
 	var ww sync.WaitGroup
-	for range workers {
+	for w := range workers {
 		ww.Add(1)
 		go func() {
 			defer ww.Done()
-			for next.Add(1) <= int64(b.N) {
-				if _, err := q.Send(ctx, body, SendOptions{}); err != nil {
+			for {
+				n := next.Add(1)
+				if n > int64(b.N) {
+					return
+				}
+				var err error
+				if fifo {
+					_, err = q.Put(ctx, []Msg{{Body: body, Group: fmt.Sprint("g", w), Key: fmt.Sprint("k", n)}}, 5*time.Minute)
+				} else {
+					_, err = q.Send(ctx, body, SendOptions{})
+				}
+				if err != nil {
 					failed.Add(1)
 					continue
 				}
-				ds, err := q.Receive(ctx, 1, 0)
+				var ds []Delivery
+				if fifo {
+					ds, _, err = q.ReceiveLimited(ctx, 1, time.Minute, 5)
+				} else {
+					ds, err = q.Receive(ctx, 1, 0)
+				}
 				if err != nil {
 					failed.Add(1)
 					continue
