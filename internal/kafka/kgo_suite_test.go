@@ -1,0 +1,97 @@
+package kafka
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
+)
+
+// kgoTests is the -run pattern of franz-go's own kgo integration tests
+// that TestFranzKgoSuite runs in CI: TestTxnEtl is franz-go's
+// transactional consume-transform-produce chain (a transactional producer
+// committing every 10,000 records, then three levels of
+// GroupTransactSession ETL per balancer: range, cooperative-sticky, static
+// members, and KIP-848 groups), the test issue 18 asks for. Which others
+// pass, and why the rest do not run, is in docs/kafka.md ("franz-go's own
+// tests").
+const kgoTests = "^TestTxnEtl$"
+
+// kgoRecords is how many records TestTxnEtl moves in CI: about 20 s on
+// two cores. franz-go's default (500,000) is SLUICE_KGO_RECORDS=500000.
+const kgoRecords = 50000
+
+// TestFranzKgoSuite runs franz-go's kgo package tests (the version in
+// go.mod, from the module cache, through `go test` in this module, so
+// their imports resolve as ours do) against the built binary: their
+// helpers find a broker through KGO_SEEDS, create topics with KGO_TEST_RF
+// replicas and move KGO_TEST_RECORDS records. Their failure is ours;
+// nothing is skipped but the -short run. SLUICE_KGO_TESTS replaces the
+// -run pattern (docs/kafka.md lists what else passes), SLUICE_KGO_RECORDS
+// the record count.
+func TestFranzKgoSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary, and franz-go's tests")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("franz-go's tests need the go command: %v", err)
+	}
+	run, records := kgoTests, kgoRecords
+	if s := os.Getenv("SLUICE_KGO_TESTS"); s != "" {
+		run = s
+	}
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_KGO_RECORDS")); err == nil && n > 0 {
+		records = n
+	}
+	bin := testproc.Build(t, t.TempDir())
+	proc := testproc.Serve(t, bin, "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0",
+		"--kafka-addr", "127.0.0.1:0", "--sqs-addr", "")
+	addr := proc.Addr("kafka")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	// -count=1: a cached pass would not have talked to this broker.
+	cmd := exec.CommandContext(ctx, goBin, "test", "-count=1", "-timeout=5m", "-v",
+		"-run", run, "github.com/twmb/franz-go/pkg/kgo")
+	cmd.Env = append(os.Environ(),
+		"KGO_SEEDS="+addr,
+		"KGO_TEST_RF=1", // one node
+		"KGO_TEST_RECORDS="+strconv.Itoa(records),
+		"KGO_LOG_LEVEL=none", // their clients' info logs: megabytes
+		"KGO_TEST_CHAOS=",
+	)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	passed := regexp.MustCompile(`(?m)^\s*--- PASS: (\S+)`).FindAllSubmatch(out, -1)
+	t.Logf("franz-go's kgo tests (-run %q, %d records) in %v: %d passed", run, records, time.Since(start).Round(time.Second), len(passed))
+	if err != nil {
+		t.Fatalf("franz-go's tests failed: %v\n%s", err, tail(out, 200))
+	}
+	// A pattern matching nothing passes `go test` with "no tests to
+	// run": that would be a silent skip.
+	if len(passed) == 0 || strings.Contains(string(out), "no tests to run") {
+		t.Fatalf("franz-go's tests: nothing ran for -run %q\n%s", run, tail(out, 50))
+	}
+	if testing.Verbose() {
+		for _, m := range passed {
+			t.Logf("passed: %s", m[1])
+		}
+	}
+	proc.Stop()
+}
+
+// tail is the last n lines of out.
+func tail(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
