@@ -9,15 +9,22 @@ import (
 )
 
 // A record of transactions.log: length of the body (4 bytes, big endian),
-// CRC-32C of the body (4 bytes), body. Body: format version (1 byte, 1),
-// then the Txn: id, producer id, epoch, last epoch, state (1 byte),
+// CRC-32C of the body (4 bytes), body. Body: format version (1 byte, 1 or
+// 2), then the Txn: id, producer id, epoch, last epoch, state (1 byte),
 // timeout ms, started and updated as Unix ms (0: zero time), then counted
 // lists of partitions (topic, partition), groups, and pending offsets
-// (group, topic, partition, offset, leader epoch, metadata). Integers are
-// varints, strings a uvarint length and the bytes.
+// (group, topic, partition, offset, leader epoch, metadata); version 2
+// adds Ended (producer id, epoch: KIP-890 part 2's bump at EndTxn v5).
+// Integers are varints, strings a uvarint length and the bytes.
+//
+// A record without an Ended is written as version 1, byte for byte what
+// the binaries before version 2 wrote and read: a data directory that
+// never saw an EndTxn v5 stays readable by them. One that did is not (an
+// older binary cuts the log at the first version 2 record, as it would a
+// torn tail): downgrading past version 2 is not supported.
 const (
 	recordHeader  = 8
-	recordVersion = 1
+	recordVersion = 2
 	// maxRecord bounds one record: a length above it is damage, not a
 	// record to allocate for.
 	maxRecord = 64 << 20
@@ -30,7 +37,11 @@ var errCorrupt = errors.New("corrupt transaction record")
 // encodeRecord frames t as one log record.
 func encodeRecord(t *Txn) []byte {
 	b := make([]byte, recordHeader, 64+len(t.ID))
-	b = append(b, recordVersion)
+	version := byte(1)
+	if t.Ended.ID >= 0 {
+		version = recordVersion
+	}
+	b = append(b, version)
 	b = appendString(b, t.ID)
 	b = binary.AppendVarint(b, t.ProducerID)
 	b = binary.AppendVarint(b, int64(t.Epoch))
@@ -56,6 +67,10 @@ func encodeRecord(t *Txn) []byte {
 		b = binary.AppendVarint(b, o.Offset)
 		b = binary.AppendVarint(b, int64(o.LeaderEpoch))
 		b = appendString(b, o.Metadata)
+	}
+	if version >= 2 {
+		b = binary.AppendVarint(b, t.Ended.ID)
+		b = binary.AppendVarint(b, int64(t.Ended.Epoch))
 	}
 	body := b[recordHeader:]
 	binary.BigEndian.PutUint32(b[0:4], uint32(len(body)))
@@ -83,10 +98,11 @@ func splitRecord(data []byte) ([]byte, int, error) {
 // decodeBody reads a record's body; any input gives a Txn or an error.
 func decodeBody(body []byte) (*Txn, error) {
 	d := decoder{b: body}
-	if v := d.byte(); v != recordVersion && d.err == nil {
-		return nil, fmt.Errorf("%w: version %d", errCorrupt, v)
+	version := d.byte()
+	if (version < 1 || version > recordVersion) && d.err == nil {
+		return nil, fmt.Errorf("%w: version %d", errCorrupt, version)
 	}
-	t := &Txn{ID: d.string(), ProducerID: d.varint()}
+	t := &Txn{ID: d.string(), ProducerID: d.varint(), Ended: noProducer}
 	t.Epoch, t.LastEpoch = d.int16(), d.int16()
 	t.State = State(d.byte())
 	t.Timeout = time.Duration(d.varint()) * time.Millisecond
@@ -102,7 +118,12 @@ func decodeBody(body []byte) (*Txn, error) {
 		o.LeaderEpoch, o.Metadata = d.int32(), d.string()
 		t.Offsets = append(t.Offsets, o)
 	}
+	if version >= 2 {
+		t.Ended = Producer{ID: d.varint(), Epoch: d.int16()}
+	}
 	switch {
+	case d.err == nil && version >= 2 && t.Ended.ID < 0:
+		return nil, fmt.Errorf("%w: version 2 without an ended producer", errCorrupt)
 	case d.err != nil:
 		return nil, d.err
 	case len(d.b) != 0:

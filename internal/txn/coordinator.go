@@ -165,6 +165,7 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, expect Pr
 		nt = t.clone()
 	}
 	nt.ProducerID, nt.Epoch, nt.LastEpoch, nt.Timeout, nt.Updated = pid, epoch, -1, timeout, c.cfg.Now()
+	nt.Ended = noProducer
 	if err := c.persistLocked(nt); err != nil {
 		return Producer{}, err
 	}
@@ -195,7 +196,7 @@ func (c *Coordinator) setTimeout(id string, timeout time.Duration) (Producer, er
 		return Producer{}, ErrConcurrent // another request moved it on
 	}
 	nt := t.clone()
-	nt.Timeout, nt.LastEpoch, nt.Updated = timeout, -1, c.cfg.Now()
+	nt.Timeout, nt.LastEpoch, nt.Ended, nt.Updated = timeout, -1, noProducer, c.cfg.Now()
 	if err := c.persistLocked(nt); err != nil {
 		return Producer{}, err
 	}
@@ -205,7 +206,8 @@ func (c *Coordinator) setTimeout(id string, timeout time.Duration) (Producer, er
 // abortLocked moves an Ongoing transaction to PrepareAbort, bumping the
 // epoch first when bump is set (the producer is gone or replaced: fence
 // it). The bump is skipped at the epoch's end, where a new producer id
-// would leave the markers naming another id than the batches.
+// would leave the markers naming another id than the batches (unless the
+// transaction was ended by an EndTxn v5 bump, whose markers name Ended).
 func (c *Coordinator) abortLocked(t *Txn, bump bool) error {
 	nt := t.clone()
 	if bump && t.Epoch < math.MaxInt16-1 {
@@ -224,6 +226,13 @@ func (c *Coordinator) abortLocked(t *Txn, bump bool) error {
 // checkProducerLocked finds the transaction of id and checks that pid and
 // epoch hold it, for the requests a transactional producer sends.
 func (c *Coordinator) checkProducerLocked(id string, pid int64, epoch int16) (*Txn, error) {
+	return c.checkLocked(id, pid, epoch, false)
+}
+
+// checkLocked is checkProducerLocked; abortable (a request version that
+// knows TRANSACTION_ABORTABLE) answers ErrAbortable rather than ErrFenced
+// to the epoch a timeout abort bumped away, while nothing newer began.
+func (c *Coordinator) checkLocked(id string, pid int64, epoch int16, abortable bool) (*Txn, error) {
 	if c.closed {
 		return nil, ErrClosed
 	}
@@ -231,6 +240,8 @@ func (c *Coordinator) checkProducerLocked(id string, pid int64, epoch int16) (*T
 	switch {
 	case t == nil || t.ProducerID != pid:
 		return nil, fmt.Errorf("%w: %s, producer %d", ErrIDMapping, id, pid)
+	case abortable && t.bumpedAway(epoch):
+		return nil, fmt.Errorf("%w: %s was aborted at its timeout, its epoch bumped from %d to %d", ErrAbortable, id, epoch, t.Epoch)
 	case epoch != t.Epoch:
 		return nil, fmt.Errorf("%w: %s is at epoch %d, the request has %d", ErrFenced, id, t.Epoch, epoch)
 	case c.busy[id] || t.State.preparing():
@@ -247,6 +258,9 @@ func (c *Coordinator) begin(t *Txn) *Txn {
 	if nt.State != Ongoing {
 		nt.reset(Ongoing, now)
 		nt.Started = now
+		// The producer holds the current epoch: the previous one is no
+		// longer a retry (Ended) nor a re-init (LastEpoch) to honour.
+		nt.Ended, nt.LastEpoch = noProducer, -1
 	}
 	nt.Updated = now
 	return nt
@@ -274,9 +288,19 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []P
 // AddGroup adds a consumer group to the transaction (AddOffsetsToTxn), so
 // that its TxnOffsetCommit is applied at commit.
 func (c *Coordinator) AddGroup(id string, pid int64, epoch int16, group string) error {
+	return c.addGroup(id, pid, epoch, group, false)
+}
+
+// AddGroupAbortable is AddGroup for AddOffsetsToTxn v4+, which knows
+// TRANSACTION_ABORTABLE (KIP-890).
+func (c *Coordinator) AddGroupAbortable(id string, pid int64, epoch int16, group string) error {
+	return c.addGroup(id, pid, epoch, group, true)
+}
+
+func (c *Coordinator) addGroup(id string, pid int64, epoch int16, group string, abortable bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, err := c.checkProducerLocked(id, pid, epoch)
+	t, err := c.checkLocked(id, pid, epoch, abortable)
 	if err != nil {
 		return err
 	}
@@ -291,11 +315,29 @@ func (c *Coordinator) AddGroup(id string, pid int64, epoch int16, group string) 
 // CommitOffsets holds offsets of a group added to the open transaction,
 // to be applied at commit and dropped at abort (TxnOffsetCommit).
 func (c *Coordinator) CommitOffsets(id string, pid int64, epoch int16, offsets []Offset) error {
+	return c.commitOffsets(id, pid, epoch, offsets, false)
+}
+
+// CommitOffsetsImplicit is TxnOffsetCommit v5+ (KIP-890 part 2): the
+// request adds its groups to the transaction itself, beginning one if
+// none is open, as AddOffsetsToTxn would have; a producer bumped away by
+// a timeout abort is told TRANSACTION_ABORTABLE.
+func (c *Coordinator) CommitOffsetsImplicit(id string, pid int64, epoch int16, offsets []Offset) error {
+	return c.commitOffsets(id, pid, epoch, offsets, true)
+}
+
+func (c *Coordinator) commitOffsets(id string, pid int64, epoch int16, offsets []Offset, implicit bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, err := c.checkProducerLocked(id, pid, epoch)
+	t, err := c.checkLocked(id, pid, epoch, implicit)
 	if err != nil {
 		return err
+	}
+	if implicit {
+		t = c.begin(t)
+		for _, o := range offsets {
+			t.addGroup(o.Group)
+		}
 	}
 	if t.State != Ongoing {
 		return fmt.Errorf("%w: %s is %v, offsets need an open transaction", ErrInvalidState, id, t.State)

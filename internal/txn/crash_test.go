@@ -14,10 +14,11 @@ import (
 // make the log rewrite itself (put's threshold) at least once.
 func script(c *Coordinator, ck *clock) []func() error {
 	var ops []func() error
-	var a, b Producer
+	var a, b, v Producer // v: KIP-890 part 2's requests (EndTxn v5 and the implicit adds)
 	ops = append(ops,
 		func() (err error) { a, err = c.InitProducerID("a", 10*time.Second, noProducer); return },
 		func() (err error) { b, err = c.InitProducerID("b", 10*time.Second, noProducer); return },
+		func() (err error) { v, err = c.InitProducerID("v2", 10*time.Second, noProducer); return },
 	)
 	for i := range 120 {
 		ops = append(ops,
@@ -31,6 +32,17 @@ func script(c *Coordinator, ck *clock) []func() error {
 			},
 			func() error { return c.AddPartitions("b", b.ID, b.Epoch, []Partition{tp1}) },
 			func() error { return c.EndTxn("a", a.ID, a.Epoch, i%3 != 0) },
+			func() error { return c.AddImplicit(v.ID, v.Epoch, tp0) },
+			func() error {
+				return c.CommitOffsetsImplicit("v2", v.ID, v.Epoch, []Offset{{Group: "h", Topic: "in", Offset: int64(i)}})
+			},
+			func() (err error) {
+				next, err := c.EndTxnBump("v2", v.ID, v.Epoch, i%4 != 0)
+				if err == nil {
+					v = next
+				}
+				return err
+			},
 		)
 		if i%10 == 9 {
 			// b left its transaction open: its timeout aborts it.

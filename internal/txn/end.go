@@ -58,7 +58,8 @@ func (c *Coordinator) finish(id string) error {
 	c.mu.Unlock()
 
 	commit := t.State == PrepareCommit
-	err := c.cfg.Effects.WriteMarkers(t.ProducerID, t.Epoch, commit, t.Partitions)
+	pid, epoch := t.marker()
+	err := c.cfg.Effects.WriteMarkers(pid, epoch, commit, t.Partitions)
 	if err == nil && commit && len(t.Offsets) > 0 {
 		err = c.cfg.Effects.CommitOffsets(t.Offsets)
 	}
@@ -119,21 +120,29 @@ func (c *Coordinator) Tick() int {
 func (c *Coordinator) Verify(pid int64, epoch int16, p Partition) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	t, err := c.byProducerLocked(pid)
+	if err != nil {
+		return err
+	}
+	switch {
+	case epoch != t.Epoch:
+		return fmt.Errorf("%w: %s is at epoch %d, the batch has %d", ErrFenced, t.ID, t.Epoch, epoch)
+	case t.State != Ongoing || !t.HasPartition(p):
+		return fmt.Errorf("%w: %s/%d was not added to the transaction of %s (%v)", ErrInvalidState, p.Topic, p.Partition, t.ID, t.State)
+	}
+	return nil
+}
+
+// byProducerLocked finds the transaction of producer id pid.
+func (c *Coordinator) byProducerLocked(pid int64) (*Txn, error) {
 	if c.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	id, ok := c.byPID[pid]
 	if !ok {
-		return fmt.Errorf("%w: producer %d has no transactional id", ErrIDMapping, pid)
+		return nil, fmt.Errorf("%w: producer %d has no transactional id", ErrIDMapping, pid)
 	}
-	t := c.txns[id]
-	switch {
-	case epoch != t.Epoch:
-		return fmt.Errorf("%w: %s is at epoch %d, the batch has %d", ErrFenced, id, t.Epoch, epoch)
-	case t.State != Ongoing || !t.HasPartition(p):
-		return fmt.Errorf("%w: %s/%d was not added to the transaction of %s (%v)", ErrInvalidState, p.Topic, p.Partition, id, t.State)
-	}
-	return nil
+	return c.txns[id], nil
 }
 
 // Describe returns copies of the transactions of ids; a missing one is
@@ -203,7 +212,7 @@ func (c *Coordinator) expireLocked(now time.Time) []string {
 		if c.closed || c.busy[id] || t.State == Ongoing || t.State.preparing() || now.Sub(t.Updated) <= c.cfg.IDExpiration {
 			continue
 		}
-		gone := &Txn{ID: id, ProducerID: removed, LastEpoch: -1}
+		gone := &Txn{ID: id, ProducerID: removed, LastEpoch: -1, Ended: noProducer}
 		live := func() []*Txn {
 			all := slices.Collect(maps.Values(c.txns))
 			return slices.DeleteFunc(all, func(o *Txn) bool { return o.ID == id })

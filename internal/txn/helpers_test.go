@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func (f *fakeEffects) InitProducer(id string) (int64, int16, error) {
 		f.epochs = map[string]Producer{}
 	}
 	p, ok := f.epochs[id]
-	if !ok {
+	if !ok || p.Epoch == math.MaxInt16 { // producer.IDs' overflow: a new id
 		p = Producer{ID: f.next, Epoch: 0}
 		f.next++
 	} else {
@@ -89,4 +90,3 @@ func newMem(t *testing.T) *vfs.MemFS {
 	return m
 }
 
-var noProducer = Producer{ID: -1, Epoch: -1}

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,9 @@ func ParseState(name string) (State, bool) {
 	return 0, false
 }
 
+// noProducer is Producer's "none".
+var noProducer = Producer{ID: -1, Epoch: -1}
+
 // preparing reports whether markers are being written: the producer must wait.
 func (s State) preparing() bool { return s == PrepareCommit || s == PrepareAbort }
 
@@ -64,6 +68,12 @@ var (
 	// ErrClosed: the coordinator is closed or its log failed
 	// (COORDINATOR_NOT_AVAILABLE).
 	ErrClosed = errors.New("transaction coordinator not available")
+	// ErrAbortable: the request carries the epoch the coordinator bumped
+	// away when it aborted the transaction at its timeout; the producer
+	// may abort (EndTxn v5 at that epoch succeeds and answers the current
+	// one) and go on (TRANSACTION_ABORTABLE, KIP-890). Only the requests
+	// of versions that know the code get it; older ones are fenced.
+	ErrAbortable = errors.New("the transaction was aborted by the coordinator (its timeout): abort it to go on")
 )
 
 // Partition is one topic partition in a transaction.
@@ -99,7 +109,13 @@ type Txn struct {
 	// LastEpoch is the epoch before the coordinator's own bump (a timeout
 	// abort), -1 if none: the producer that held it may still re-init
 	// with it (KIP-360), everything else it sends is fenced.
-	LastEpoch  int16
+	LastEpoch int16
+	// Ended is the producer id and epoch the last transaction ran under
+	// when an EndTxn v5 (KIP-890 part 2) bumped the epoch at its end, ID
+	// -1 if none: its markers name this id (its batches' producer) with
+	// the bumped epoch, and a retry of that EndTxn is answered with the
+	// current producer. Cleared when the next transaction begins.
+	Ended      Producer
 	State      State
 	Timeout    time.Duration
 	Partitions []Partition // sorted, no duplicates
@@ -122,6 +138,12 @@ func (t *Txn) addPartition(p Partition) {
 	if !found {
 		t.Partitions = slices.Insert(t.Partitions, i, p)
 	}
+}
+
+// bumpedAway reports whether epoch is the one a timeout abort bumped
+// away from, with nothing begun since (the abort is still the last word).
+func (t *Txn) bumpedAway(epoch int16) bool {
+	return t.LastEpoch >= 0 && epoch == t.LastEpoch && (t.State == PrepareAbort || t.State == CompleteAbort)
 }
 
 // HasPartition reports whether p was added to the transaction.
@@ -150,6 +172,19 @@ func (t *Txn) putOffset(o Offset) {
 		}
 	}
 	t.Offsets = append(t.Offsets, o)
+}
+
+// marker is the producer id and epoch the markers of the transaction
+// completing carry: after an EndTxn v5 the id its batches carry and the
+// bumped epoch (the highest an id has, math.MaxInt16, when the bump ran
+// out of epochs and gave the transactional id a new producer id).
+func (t *Txn) marker() (int64, int16) {
+	switch {
+	case t.Ended.ID < 0 || t.Ended.ID == t.ProducerID:
+		return t.ProducerID, t.Epoch
+	default:
+		return t.Ended.ID, math.MaxInt16
+	}
 }
 
 // reset ends a transaction: nothing in it any more.
