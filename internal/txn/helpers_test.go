@@ -89,4 +89,3 @@ func newMem(t *testing.T) *vfs.MemFS {
 	}
 	return m
 }
-
