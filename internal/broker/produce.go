@@ -256,6 +256,19 @@ type ProduceBatchesResult struct {
 // batch is refused as corrupt, not judged by a damaged producer id or
 // sequence, and the very bytes checked are the ones appended.
 func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int32, batches [][]byte) (ProduceBatchesResult, error) {
+	return b.ProduceBatchesWith(ctx, topic, partition, batches, BatchOptions{})
+}
+
+// BatchOptions are what a Kafka produce request's version changes.
+type BatchOptions struct {
+	// TxnImplicitAdd: a transactional batch adds its partition to the
+	// producer's transaction (Kafka's produce v12+, KIP-890 part 2) rather
+	// than being refused when AddPartitionsToTxn did not add it.
+	TxnImplicitAdd bool
+}
+
+// ProduceBatchesWith is ProduceBatches with options.
+func (b *Broker) ProduceBatchesWith(ctx context.Context, topic string, partition int32, batches [][]byte, opts BatchOptions) (ProduceBatchesResult, error) {
 	if err := b.disk.Admit(); err != nil {
 		return ProduceBatchesResult{}, err
 	}
@@ -277,7 +290,7 @@ func (b *Broker) ProduceBatches(ctx context.Context, topic string, partition int
 	if err != nil {
 		return ProduceBatchesResult{}, batchErr(err)
 	}
-	if err := b.admitTransactional(p, checked); err != nil {
+	if err := b.admitTransactional(p, checked, opts.TxnImplicitAdd); err != nil {
 		return ProduceBatchesResult{}, err
 	}
 	if t.compacted() {

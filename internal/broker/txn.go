@@ -35,6 +35,7 @@ var (
 	ErrInvalidPIDMapping  = txn.ErrIDMapping
 	ErrInvalidTxnTimeout  = txn.ErrInvalidTimeout
 	ErrTxnCoordinatorDown = txn.ErrClosed
+	ErrTxnAbortable       = txn.ErrAbortable
 	// ErrTransactionsInCluster: transactional InitProducerId on a cluster
 	// node. The coordinator's state is one node's file, not replicated, so
 	// a failover would lose open transactions: refused rather than unsafe.
@@ -214,6 +215,16 @@ func (b *Broker) VerifyTxnPartitions(pid int64, epoch int16, parts []TxnPartitio
 
 // AddOffsetsToTxn adds a group to the transaction (AddOffsetsToTxn).
 func (b *Broker) AddOffsetsToTxn(id string, pid int64, epoch int16, groupID string) error {
+	return b.addOffsetsToTxn(id, pid, epoch, groupID, false)
+}
+
+// AddOffsetsToTxnAbortable is AddOffsetsToTxn v4+, which knows
+// TRANSACTION_ABORTABLE (ErrTxnAbortable).
+func (b *Broker) AddOffsetsToTxnAbortable(id string, pid int64, epoch int16, groupID string) error {
+	return b.addOffsetsToTxn(id, pid, epoch, groupID, true)
+}
+
+func (b *Broker) addOffsetsToTxn(id string, pid int64, epoch int16, groupID string, abortable bool) error {
 	c, err := b.coordinator()
 	if err != nil {
 		return err
@@ -221,12 +232,17 @@ func (b *Broker) AddOffsetsToTxn(id string, pid int64, epoch int16, groupID stri
 	if groupID == "" {
 		return ErrInvalidGroupID
 	}
+	if abortable {
+		return c.AddGroupAbortable(id, pid, epoch, groupID)
+	}
 	return c.AddGroup(id, pid, epoch, groupID)
 }
 
 // TxnOffsetCommit checks offsets as a commit of the member would be
-// checked and holds them in the transaction until it commits.
-func (b *Broker) TxnOffsetCommit(id string, pid int64, epoch int16, req group.CommitRequest) error {
+// checked and holds them in the transaction until it commits. implicit
+// (TxnOffsetCommit v5+, KIP-890 part 2) adds the group to the transaction
+// itself, as AddOffsetsToTxn would have.
+func (b *Broker) TxnOffsetCommit(id string, pid int64, epoch int16, req group.CommitRequest, implicit bool) error {
 	c, err := b.coordinator()
 	if err != nil {
 		return err
@@ -253,6 +269,9 @@ func (b *Broker) TxnOffsetCommit(id string, pid int64, epoch int16, req group.Co
 		offs[i] = txn.Offset{Group: req.Group, Topic: o.Topic, Partition: o.Partition, Offset: o.Offset,
 			LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}
 	}
+	if implicit {
+		return c.CommitOffsetsImplicit(id, pid, epoch, offs)
+	}
 	return c.CommitOffsets(id, pid, epoch, offs)
 }
 
@@ -263,6 +282,17 @@ func (b *Broker) EndTxn(id string, pid int64, epoch int16, commit bool) error {
 		return err
 	}
 	return c.EndTxn(id, pid, epoch, commit)
+}
+
+// EndTxnBump is EndTxn v5 (KIP-890 part 2): the epoch is bumped at the
+// end of every transaction, and the producer id and epoch to use next
+// are returned.
+func (b *Broker) EndTxnBump(id string, pid int64, epoch int16, commit bool) (TxnProducer, error) {
+	c, err := b.coordinator()
+	if err != nil {
+		return TxnProducer{ID: -1, Epoch: -1}, err
+	}
+	return c.EndTxnBump(id, pid, epoch, commit)
 }
 
 // DescribeTransactions returns the named transactions; missing ones are

@@ -23,7 +23,12 @@ var ErrControlBatch = errors.New("control batches are written by the transaction
 // which the coordinator's markers also take: a transaction that is
 // completing has left Ongoing, so a batch verified is always covered by a
 // marker to come.
-func (b *Broker) admitTransactional(p *partitionRT, checked storage.Checked) error {
+//
+// implicit (produce v12+, KIP-890 part 2) adds the partition to the
+// producer's transaction instead of asking that it was added, durably
+// before the batch is appended: a registration whose append then fails
+// is ended by the producer's abort, as Kafka's is.
+func (b *Broker) admitTransactional(p *partitionRT, checked storage.Checked, implicit bool) error {
 	for i := range checked.Len() {
 		h, _ := batch.ParseHeader(checked.Batch(i))
 		if h.Control() {
@@ -40,7 +45,12 @@ func (b *Broker) admitTransactional(p *partitionRT, checked storage.Checked) err
 			return fmt.Errorf("batch %d: %w: a transactional batch without a producer id", i, ErrInvalidTxnState)
 		}
 		p.txn.mu.Lock()
-		err = c.Verify(h.ProducerID, h.ProducerEpoch, TxnPartition{Topic: p.topic, Partition: p.index})
+		tp := TxnPartition{Topic: p.topic, Partition: p.index}
+		if implicit {
+			err = c.AddImplicit(h.ProducerID, h.ProducerEpoch, tp)
+		} else {
+			err = c.Verify(h.ProducerID, h.ProducerEpoch, tp)
+		}
 		if err == nil {
 			p.txn.noteOpenLocked(h.ProducerID, p.log.HighWatermark())
 		}

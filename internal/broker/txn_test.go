@@ -276,7 +276,7 @@ func TestTxnMarkersSurviveCrashMidEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := e.b.TxnOffsetCommit("a", a.pid.ID, a.pid.Epoch, CommitRequest{Group: "g", Generation: -1,
-		Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 7, LeaderEpoch: -1}}}); err != nil {
+		Offsets: []OffsetCommit{{Topic: "t", Partition: 0, Offset: 7, LeaderEpoch: -1}}}, false); err != nil {
 		t.Fatal(err)
 	}
 	// The marker's write fails: the decision is durable, the markers not.

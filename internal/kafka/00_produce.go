@@ -17,6 +17,17 @@ import (
 // id only (KIP-516); an id no topic has is UNKNOWN_TOPIC_ID.
 const produceTopicIDVersion = 13
 
+// produceImplicitTxnVersion is the first Produce version whose
+// transactional batches add their partition to the transaction
+// themselves (KIP-890 part 2); older ones must have been added by
+// AddPartitionsToTxn (part 1's check).
+const produceImplicitTxnVersion = 12
+
+// batchOptions is what req's version asks of the broker.
+func batchOptions(req *kmsg.ProduceRequest) broker.BatchOptions {
+	return broker.BatchOptions{TxnImplicitAdd: req.Version >= produceImplicitTxnVersion}
+}
+
 // resolveProduceIDs names the topics of a v13+ request by their ids, so
 // the rest of the path works with names; false if an id names no topic
 // (handleProduce then answers UNKNOWN_TOPIC_ID for it).
@@ -41,6 +52,7 @@ func (c *conn) resolveProduceIDs(req *kmsg.ProduceRequest) bool {
 // for all of them to be durable. acks=0 gets no response at all.
 func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	opts := batchOptions(req)
 	var refuse *kerr.Error
 	switch {
 	case req.TransactionID != nil && !c.mayIdempotent():
@@ -82,7 +94,7 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 			// Not cancelled by shutdown: an append that started must finish
 			// and be answered, or a retry could store the batch twice.
 			wctx := context.WithoutCancel(ctx)
-			wg.Go(func() { c.producePartition(wctx, t.Topic, p.Partition, p.Records, rp) })
+			wg.Go(func() { c.producePartition(wctx, t.Topic, p.Partition, p.Records, rp, opts) })
 		}
 	}
 	wg.Wait()
@@ -95,14 +107,14 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 // producePartition writes one partition's batches and fills its answer.
 // A duplicate of an idempotent batch already stored answers success with
 // the offset it got the first time, as Kafka does.
-func (c *conn) producePartition(ctx context.Context, topic string, part int32, records []byte, rp *kmsg.ProduceResponseTopicPartition) {
+func (c *conn) producePartition(ctx context.Context, topic string, part int32, records []byte, rp *kmsg.ProduceResponseTopicPartition, opts broker.BatchOptions) {
 	batches, err := splitBatches(records)
 	if err != nil {
 		rp.ErrorCode = kerr.CorruptMessage.Code
 		rp.ErrorMessage = errMessage(err)
 		return
 	}
-	res, err := c.s.b.ProduceBatches(ctx, topic, part, batches)
+	res, err := c.s.b.ProduceBatchesWith(ctx, topic, part, batches, opts)
 	if err != nil {
 		rp.ErrorCode = errCode(err, kerr.CorruptMessage)
 		rp.ErrorMessage = errMessage(err)

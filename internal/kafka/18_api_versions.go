@@ -7,11 +7,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// transactionVersion is the transaction.version feature announced: 2 is
+// KIP-890 part 2 (an epoch bump per transaction, produce and
+// TxnOffsetCommit adding their partition and group themselves), which
+// clients (franz-go 1.20+, Java 4.0+) use only when the cluster finalizes
+// it. Versions 0 and 1 are served too: a client that does not opt in
+// sends the older request versions and gets their behaviour.
+const transactionVersion = 2
+
+// featuresEpoch is the epoch of the finalized features: they never
+// change while sluice runs, and a client only compares epochs.
+const featuresEpoch = 1
+
 // handleApiVersions lists the apis table. Clients pick, per API, the
-// highest version both sides support.
+// highest version both sides support. v3+ also carry the features
+// (KIP-584): transaction.version.
 func handleApiVersions(_ context.Context, _ *conn, req *kmsg.ApiVersionsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiVersionList()
+	resp.FinalizedFeaturesEpoch = -1
+	if req.Version >= 3 {
+		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{
+			{Name: "transaction.version", MinVersion: 0, MaxVersion: transactionVersion}}
+		resp.FinalizedFeaturesEpoch = featuresEpoch
+		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{
+			{Name: "transaction.version", MinVersionLevel: transactionVersion, MaxVersionLevel: transactionVersion}}
+	}
 	return msg(resp)
 }
 

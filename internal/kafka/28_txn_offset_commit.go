@@ -14,7 +14,10 @@ import (
 // transaction: checked now as a commit of the member would be (v3+ carry
 // the member and generation, KIP-447), visible to OffsetFetch only once
 // the transaction commits, dropped if it aborts. One answer for all
-// partitions: the request is one step of the transaction.
+// partitions: the request is one step of the transaction. v5 (KIP-890
+// part 2) adds the group to the transaction itself, beginning one if none
+// is open (no AddOffsetsToTxn before it), and answers
+// TRANSACTION_ABORTABLE to a producer the coordinator's timeout aborted.
 func handleTxnOffsetCommit(_ context.Context, c *conn, req *kmsg.TxnOffsetCommitRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	code := int16(0)
@@ -52,7 +55,7 @@ func handleTxnOffsetCommit(_ context.Context, c *conn, req *kmsg.TxnOffsetCommit
 		}
 	}
 	if code == 0 {
-		code = errCode(c.s.b.TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, cr), nil)
+		code = errCode(c.s.b.TxnOffsetCommit(req.TransactionalID, req.ProducerID, req.ProducerEpoch, cr, req.Version >= 5), nil)
 	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()

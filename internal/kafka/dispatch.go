@@ -73,15 +73,18 @@ func init() {
 		45: {0, 1, typed(handleAlterPartitionReassignments)},
 		46: {0, 0, typed(handleListPartitionReassignments)},
 		61: {0, 0, typed(handleDescribeProducers)},
-		// Transactions (KIP-98, KIP-664). The KIP-890 part 2 versions
-		// (AddOffsetsToTxn 4, EndTxn 5, TxnOffsetCommit 5+: an epoch bump
-		// per transaction, announced by the transaction.version feature)
-		// are not served; WriteTxnMarkers (27) is the coordinator's own
-		// step inside EndTxn, with no broker to send it to.
+		// Transactions (KIP-98, KIP-664, KIP-890). KIP-890 part 2
+		// (transaction.version 2 in ApiVersions' features): EndTxn 5
+		// bumps the epoch per transaction, Produce 12+ and TxnOffsetCommit
+		// 5 add their partition and group themselves; AddOffsetsToTxn 4
+		// knows TRANSACTION_ABORTABLE. TxnOffsetCommit 6 (topic ids,
+		// KIP-1319) is not served; WriteTxnMarkers (27) is the
+		// coordinator's own step inside EndTxn, with no broker to send it
+		// to.
 		24: {0, 5, typed(handleAddPartitionsToTxn)},
-		25: {0, 3, typed(handleAddOffsetsToTxn)},
-		26: {0, 4, typed(handleEndTxn)},
-		28: {0, 4, typed(handleTxnOffsetCommit)},
+		25: {0, 4, typed(handleAddOffsetsToTxn)},
+		26: {0, 5, typed(handleEndTxn)},
+		28: {0, 5, typed(handleTxnOffsetCommit)},
 		65: {0, 0, typed(handleDescribeTransactions)},
 		66: {0, 2, typed(handleListTransactions)},
 		37: {0, 3, typed(handleCreatePartitions)},

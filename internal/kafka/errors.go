@@ -38,6 +38,7 @@ var errorTable = []struct {
 	{broker.ErrInvalidPIDMapping, kerr.InvalidProducerIDMapping},
 	{broker.ErrInvalidTxnTimeout, kerr.InvalidTransactionTimeout},
 	{broker.ErrTxnCoordinatorDown, kerr.CoordinatorNotAvailable},
+	{broker.ErrTxnAbortable, kerr.TransactionAbortable},
 	{broker.ErrControlBatch, kerr.InvalidRecord},
 	{broker.ErrUnsupportedCompression, kerr.UnsupportedCompressionType},
 	{broker.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},

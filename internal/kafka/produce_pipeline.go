@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // Pipelined produce requests.
@@ -81,6 +83,7 @@ func frameKey(frame []byte) int16 {
 // pipedPart is one partition of one request of a pipeline.
 type pipedPart struct {
 	records []byte
+	opts    broker.BatchOptions // of its request's version
 	batches int
 	rp      *kmsg.ProduceResponseTopicPartition
 }
@@ -149,7 +152,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 				if _, seen := parts[key]; !seen {
 					order = append(order, key)
 				}
-				parts[key] = append(parts[key], pipedPart{records: p.Records, rp: rp})
+				parts[key] = append(parts[key], pipedPart{records: p.Records, opts: batchOptions(r.req), rp: rp})
 			}
 		}
 	}
@@ -215,8 +218,13 @@ func pipelinable(req *kmsg.ProduceRequest) bool {
 // broker call and answers each request's partition; if the call fails, each
 // request's batches go alone, in order, as producePartition would.
 func (c *conn) producePiped(ctx context.Context, topic string, part int32, pps []pipedPart) {
-	if len(pps) == 1 {
-		c.producePartition(ctx, topic, part, pps[0].records, pps[0].rp)
+	alone := func() {
+		for _, pp := range pps {
+			c.producePartition(ctx, topic, part, pp.records, pp.rp, pp.opts)
+		}
+	}
+	if len(pps) == 1 || slices.ContainsFunc(pps, func(pp pipedPart) bool { return pp.opts != pps[0].opts }) {
+		alone() // requests of versions that differ in what they ask
 		return
 	}
 	var all [][]byte
@@ -225,11 +233,9 @@ func (c *conn) producePiped(ctx context.Context, topic string, part int32, pps [
 		pps[i].batches = len(bs)
 		all = append(all, bs...)
 	}
-	res, err := c.s.b.ProduceBatches(ctx, topic, part, all)
+	res, err := c.s.b.ProduceBatchesWith(ctx, topic, part, all, pps[0].opts)
 	if err != nil {
-		for _, pp := range pps {
-			c.producePartition(ctx, topic, part, pp.records, pp.rp)
-		}
+		alone()
 		return
 	}
 	at := 0
