@@ -208,7 +208,8 @@ func TestTxnProtocolErrors(t *testing.T) {
 
 // seedTxnAPIs are populated requests of the transactional APIs, for
 // FuzzDispatch: a transactional init, adds (v3 and v4 verify_only),
-// offsets, a transactional produce, EndTxn, describe and list.
+// offsets, transactional produces (v9, and v12 of KIP-890 part 2), EndTxn
+// (v5 and v4), describe and list.
 func seedTxnAPIs() []seedRequest {
 	at := func(req kmsg.Request, v int16) seedRequest {
 		req.SetVersion(v)
@@ -239,8 +240,11 @@ func seedTxnAPIs() []seedRequest {
 		batch.Options{Producer: &batch.Producer{ID: 0, Epoch: 0}, Transactional: true})
 	pr := produceReq(9, -1, "fz", 0, raw)
 	pr.TransactionID = &id
+	pr12 := produceReq(12, -1, "fz", 1, raw) // KIP-890 part 2: adds its partition
+	pr12.TransactionID = &id
 	return []seedRequest{
 		at(ip, apis[22].max), at(ap, 3), at(av, apis[24].max), at(ao, apis[25].max), at(tc, apis[28].max),
-		{0, 9, pr.AppendTo(nil)}, at(et, apis[26].max), at(dt, 0), at(lt, apis[66].max),
+		{0, 9, pr.AppendTo(nil)}, {0, 12, pr12.AppendTo(nil)}, at(et, apis[26].max), at(dt, 0), at(lt, apis[66].max),
+		at(et, 4), at(tc, 4), at(ao, 3), // the part-1 versions, beside the part-2 maximums
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/broker"
@@ -208,5 +209,54 @@ func TestTxnV2TimeoutAbortable(t *testing.T) {
 	wantCode(t, "EndTxn v5 commit of it", first(x.endV(5, e1, true)), nil)
 	if got := readAll(t, n, "to", kgo.ReadCommitted()); len(got) != 1 {
 		t.Errorf("read_committed: %d records, want the second transaction's one", len(got))
+	}
+}
+
+// TestTxnV2FranzGo: franz-go, seeing transaction.version 2, runs its
+// transactions the part-2 way: the commit bumps the epoch, and the
+// partition joins the transaction through produce v12+ alone. Capped at
+// EndTxn v4 it keeps the part-1 way (AddPartitionsToTxn, one epoch), which
+// sluice serves as before.
+func TestTxnV2FranzGo(t *testing.T) {
+	part1 := kversion.Stable()
+	part1.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+		bump int16
+	}{
+		{"part 2", nil, 1},
+		{"part 1 (EndTxn capped at v4)", []kgo.Opt{kgo.MaxVersions(part1)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, "")
+			n.createTopic("fv2", 2)
+			ctx := testCtx(t, 30*time.Second)
+			cl := n.client(append(tc.opts, kgo.TransactionalID("fv2"), kgo.DefaultProduceTopic("fv2"))...)
+			defer cl.Close()
+			epochs := []int16{}
+			for i := range 2 {
+				if err := cl.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte{byte('a' + i)}}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				d, _, err := n.b.DescribeTransactions([]string{"fv2"})
+				if err != nil || len(d) != 1 || len(d[0].Partitions) != 1 {
+					t.Fatalf("describe during transaction %d: %+v %v", i, d, err)
+				}
+				epochs = append(epochs, d[0].Epoch)
+				if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if epochs[1] != epochs[0]+tc.bump {
+				t.Errorf("epochs of two transactions %v: want a bump of %d at the first commit", epochs, tc.bump)
+			}
+			if got := readAll(t, n, "fv2", kgo.ReadCommitted()); len(got) != 2 {
+				t.Errorf("read_committed: %v, want both records", got)
+			}
+		})
 	}
 }
