@@ -173,9 +173,11 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, expect Pr
 }
 
 // checkExpect applies KIP-360: a re-init names the id and epoch it holds,
-// or the epoch the coordinator bumped away from it (a timeout abort).
+// or the epoch the coordinator bumped away from it (a timeout abort), or
+// the one an EndTxn v5 ended (Ended: the producer never got the answer
+// with the bumped epoch, and re-inits with what it had, as Kafka allows).
 func (c *Coordinator) checkExpect(t *Txn, expect Producer) error {
-	if expect.ID < 0 {
+	if expect.ID < 0 || (t.Ended.ID >= 0 && expect == t.Ended) {
 		return nil
 	}
 	bumpedAway := t.LastEpoch >= 0 && expect.Epoch == t.LastEpoch

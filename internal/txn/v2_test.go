@@ -170,3 +170,25 @@ func TestEndTxnBumpDurable(t *testing.T) {
 		t.Fatalf("retry after a reopen: %+v %v, want %+v", again, err, next)
 	}
 }
+
+// TestEndTxnBumpReinit: a producer that never got EndTxn v5's answer
+// re-inits (KIP-360) with the epoch it had: allowed, as Kafka allows its
+// last epoch, and it gets one past the bumped one; an epoch older still
+// is fenced.
+func TestEndTxnBumpReinit(t *testing.T) {
+	fx, ck := &fakeEffects{}, &clock{t: time.Unix(1000, 0)}
+	c := open(t, newMem(t), fx, ck)
+	p, _ := c.InitProducerID("etl", 10*time.Second, noProducer)
+	_ = c.AddImplicit(p.ID, p.Epoch, tp0)
+	next, err := c.EndTxnBump("etl", p.ID, p.Epoch, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InitProducerID("etl", 10*time.Second, Producer{ID: p.ID, Epoch: p.Epoch - 1}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("re-init two epochs back: %v, want fenced", err)
+	}
+	again, err := c.InitProducerID("etl", 10*time.Second, p)
+	if err != nil || again.ID != p.ID || again.Epoch != next.Epoch+1 {
+		t.Fatalf("re-init with the epoch the EndTxn ended: %+v %v, want epoch %d", again, err, next.Epoch+1)
+	}
+}
