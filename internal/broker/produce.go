@@ -290,9 +290,11 @@ func (b *Broker) ProduceBatchesWith(ctx context.Context, topic string, partition
 	if err != nil {
 		return ProduceBatchesResult{}, batchErr(err)
 	}
-	if err := b.admitTransactional(p, checked, opts.TxnImplicitAdd); err != nil {
+	release, err := b.admitTransactional(p, checked, opts.TxnImplicitAdd)
+	if err != nil {
 		return ProduceBatchesResult{}, err
 	}
+	defer release()
 	if t.compacted() {
 		if err := checkKeys(checked); err != nil {
 			return ProduceBatchesResult{}, err

@@ -41,6 +41,9 @@ type txnPartition struct {
 	open     map[int64]int64 // producer id → first offset of its open transaction
 	aborted  []AbortedTxn    // by LastOffset
 	inFlight int             // markers being appended: no snapshot meanwhile, lso waits
+	// appending counts, per producer, transactional batches admitted and
+	// not yet appended (admitTransactional): its marker waits for them.
+	appending map[int64]int
 	settled  *sync.Cond      // on mu: inFlight went to 0
 	changed  bool            // since the last snapshot
 	snapAt   int64
@@ -120,10 +123,13 @@ func (tp *txnPartition) expire(logStart int64) {
 
 // writeMarker appends producer pid's commit or abort marker, if it has
 // an open transaction here (a partition added but never written to needs
-// none), and notes it.
+// none), and notes it, once the batches of pid admitted here are appended.
 func (b *Broker) writeMarker(p *partitionRT, pid int64, epoch int16, commit bool) error {
 	tp := &p.txn
 	tp.mu.Lock()
+	for tp.appending[pid] > 0 { // before inFlight: those appends may ask lso
+		tp.cond().Wait()
+	}
 	if _, ok := tp.open[pid]; !ok {
 		tp.mu.Unlock()
 		return nil

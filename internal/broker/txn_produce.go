@@ -28,7 +28,38 @@ var ErrControlBatch = errors.New("control batches are written by the transaction
 // producer's transaction instead of asking that it was added, durably
 // before the batch is appended: a registration whose append then fails
 // is ended by the producer's abort, as Kafka's is.
-func (b *Broker) admitTransactional(p *partitionRT, checked storage.Checked, implicit bool) error {
+//
+// Each admitted batch is counted as appending until the caller calls
+// release (after its append, whatever came of it): the transaction's
+// marker waits for it (writeMarker), so a batch checked just before its
+// producer's EndTxn still lands before the marker, never after it,
+// outside its transaction.
+func (b *Broker) admitTransactional(p *partitionRT, checked storage.Checked, implicit bool) (release func(), err error) {
+	var admitted []int64
+	release = func() {
+		if len(admitted) == 0 {
+			return
+		}
+		p.txn.mu.Lock()
+		for _, pid := range admitted {
+			if p.txn.appending[pid]--; p.txn.appending[pid] <= 0 {
+				delete(p.txn.appending, pid)
+			}
+		}
+		p.txn.cond().Broadcast()
+		p.txn.mu.Unlock()
+		admitted = nil
+	}
+	if err := b.admitEach(p, checked, implicit, &admitted); err != nil {
+		release()
+		return func() {}, err
+	}
+	return release, nil
+}
+
+// admitEach is admitTransactional's check of each batch; admitted gets
+// the producer id of each batch counted as appending.
+func (b *Broker) admitEach(p *partitionRT, checked storage.Checked, implicit bool, admitted *[]int64) error {
 	for i := range checked.Len() {
 		h, _ := batch.ParseHeader(checked.Batch(i))
 		if h.Control() {
@@ -53,6 +84,11 @@ func (b *Broker) admitTransactional(p *partitionRT, checked storage.Checked, imp
 		}
 		if err == nil {
 			p.txn.noteOpenLocked(h.ProducerID, p.log.HighWatermark())
+			if p.txn.appending == nil {
+				p.txn.appending = map[int64]int{}
+			}
+			p.txn.appending[h.ProducerID]++
+			*admitted = append(*admitted, h.ProducerID)
 		}
 		p.txn.mu.Unlock()
 		if err != nil {
