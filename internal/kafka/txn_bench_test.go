@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-mq/sluice/internal/diskprobe"
 )
@@ -18,29 +20,43 @@ import (
 // records, 4 partitions, a broker that fsyncs every acknowledged write),
 // and measures end-to-end latency (produce start to a consumer's poll) of
 // one-record transactions read with read_committed, beside idempotent
-// records read with read_uncommitted:
+// records read with read_uncommitted; the "part1" runs keep franz-go on
+// KIP-890 part 1, to show what part 2's epoch bump per transaction costs:
 //
 //	go test -run '^$' -bench Txn -benchtime 20000x ./internal/kafka
 func BenchmarkTxn(b *testing.B) {
 	if l, err := diskprobe.Measure(b.TempDir(), 500*time.Millisecond); err == nil {
 		b.Logf("%s", l)
 	}
+	part1 := kgo.MaxVersions(txnPart1Versions()) // KIP-890 part 1 only: no epoch bump per transaction
 	b.Run("produce/idempotent", func(b *testing.B) { benchTxnProduce(b, 0) })
 	b.Run("produce/txn=100", func(b *testing.B) { benchTxnProduce(b, 100) })
+	b.Run("produce/txn=100/part1", func(b *testing.B) { benchTxnProduce(b, 100, part1) })
 	b.Run("produce/txn=1000", func(b *testing.B) { benchTxnProduce(b, 1000) })
 	b.Run("latency/read_uncommitted", func(b *testing.B) { benchTxnLatency(b, false) })
 	b.Run("latency/read_committed", func(b *testing.B) { benchTxnLatency(b, true) })
+	b.Run("latency/read_committed/part1", func(b *testing.B) { benchTxnLatency(b, true, part1) })
+}
+
+// txnPart1Versions caps EndTxn at v4, which keeps franz-go on KIP-890
+// part 1 (AddPartitionsToTxn, one epoch per InitProducerId) even though
+// sluice announces transaction.version 2.
+func txnPart1Versions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	return v
 }
 
 // benchTxnProduce produces b.N records, per transaction of size records
 // (0: idempotent, no transaction).
-func benchTxnProduce(b *testing.B, size int) {
+func benchTxnProduce(b *testing.B, size int, extra ...kgo.Opt) {
 	n, topic := benchNode(b, 4)
 	opts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Millisecond),
 		kgo.ProducerBatchCompression(kgo.NoCompression())}
 	if size > 0 {
 		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("bench-%d", size)))
 	}
+	opts = append(opts, extra...)
 	cl := n.client(opts...)
 	ctx := testCtx(b, 10*time.Minute)
 	vals := make([][]byte, 64)
@@ -82,13 +98,14 @@ func benchTxnProduce(b *testing.B, size int) {
 // benchTxnLatency sends b.N records one at a time (each its own
 // transaction when committed is set) and reports the p50 and p99 of the
 // time from its send to its arrival at a consumer.
-func benchTxnLatency(b *testing.B, committed bool) {
+func benchTxnLatency(b *testing.B, committed bool, extra ...kgo.Opt) {
 	n, topic := benchNode(b, 1)
 	popts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0)}
 	level := kgo.ReadUncommitted()
 	if committed {
 		popts, level = append(popts, kgo.TransactionalID("latency")), kgo.ReadCommitted()
 	}
+	popts = append(popts, extra...)
 	p := n.client(popts...)
 	c := n.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
 		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(time.Second))

@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/broker"
@@ -218,8 +217,7 @@ func TestTxnV2TimeoutAbortable(t *testing.T) {
 // EndTxn v4 it keeps the part-1 way (AddPartitionsToTxn, one epoch), which
 // sluice serves as before.
 func TestTxnV2FranzGo(t *testing.T) {
-	part1 := kversion.Stable()
-	part1.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	part1 := txnPart1Versions()
 	for _, tc := range []struct {
 		name string
 		opts []kgo.Opt
