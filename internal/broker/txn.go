@@ -213,6 +213,28 @@ func (b *Broker) VerifyTxnPartitions(pid int64, epoch int16, parts []TxnPartitio
 	return errs, nil
 }
 
+// AddTxnPartitionsImplicit adds the partitions a transactional produce
+// v12+ request writes to its producer's transaction in one durable step
+// before they are appended (KIP-890 part 2). Only a saving: each
+// partition's append still adds and checks its own partition, and answers
+// its own error; partitions that do not exist are left out.
+func (b *Broker) AddTxnPartitionsImplicit(pid int64, epoch int16, parts []TxnPartition) error {
+	c, err := b.coordinator()
+	if err != nil {
+		return err
+	}
+	ok := parts[:0:0]
+	for _, tp := range parts {
+		if _, _, err := b.streams.partition(tp.Topic, tp.Partition); err == nil {
+			ok = append(ok, tp)
+		}
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	return c.AddImplicitAll(pid, epoch, ok)
+}
+
 // AddOffsetsToTxn adds a group to the transaction (AddOffsetsToTxn).
 func (b *Broker) AddOffsetsToTxn(id string, pid int64, epoch int16, groupID string) error {
 	return b.addOffsetsToTxn(id, pid, epoch, groupID, false)

@@ -63,7 +63,13 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		refuse = kerr.InvalidRequiredAcks
 	}
-	var wg sync.WaitGroup
+	type job struct {
+		topic   string
+		part    int32
+		records []byte
+		rp      *kmsg.ProduceResponseTopicPartition
+	}
+	var jobs []job
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
@@ -91,17 +97,60 @@ func handleProduce(ctx context.Context, c *conn, req *kmsg.ProduceRequest) (repl
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			}
-			// Not cancelled by shutdown: an append that started must finish
-			// and be answered, or a retry could store the batch twice.
-			wctx := context.WithoutCancel(ctx)
-			wg.Go(func() { c.producePartition(wctx, t.Topic, p.Partition, p.Records, rp, opts) })
+			jobs = append(jobs, job{t.Topic, p.Partition, p.Records, rp})
 		}
+	}
+	if opts.TxnImplicitAdd && req.TransactionID != nil {
+		parts := make([]txnPart, len(jobs))
+		for i, j := range jobs {
+			parts[i] = txnPart{j.topic, j.part, j.records}
+		}
+		c.addTxnPartitions(parts)
+	}
+	// Not cancelled by shutdown: an append that started must finish and
+	// be answered, or a retry could store the batch twice.
+	wctx := context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() { c.producePartition(wctx, j.topic, j.part, j.records, j.rp, opts) })
 	}
 	wg.Wait()
 	if req.Acks == 0 {
 		return reply{none: true}, nil
 	}
 	return msg(resp)
+}
+
+// txnPart is one partition of a transactional produce v12+ request.
+type txnPart struct {
+	topic   string
+	part    int32
+	records []byte
+}
+
+// addTxnPartitions adds a transactional produce v12+ request's partitions
+// to their producer's transaction in one durable step before any is
+// appended (KIP-890 part 2), rather than one per partition as each
+// append would; errors are left to each partition's own check, which
+// answers them. The producer is the first batch's: a request carries one.
+func (c *conn) addTxnPartitions(parts []txnPart) {
+	var tps []broker.TxnPartition
+	pid, epoch := int64(-1), int16(-1)
+	for _, p := range parts {
+		bs, err := splitBatches(p.records)
+		if err != nil {
+			continue
+		}
+		h, err := batch.ParseHeader(bs[0])
+		if err != nil || !h.Transactional() || h.Control() || h.ProducerID < 0 || (pid >= 0 && (h.ProducerID != pid || h.ProducerEpoch != epoch)) {
+			continue
+		}
+		pid, epoch = h.ProducerID, h.ProducerEpoch
+		tps = append(tps, broker.TxnPartition{Topic: p.topic, Partition: p.part})
+	}
+	if len(tps) > 1 { // one partition: its append adds it, no saving
+		_ = c.s.b.AddTxnPartitionsImplicit(pid, epoch, tps)
+	}
 }
 
 // producePartition writes one partition's batches and fills its answer.

@@ -156,6 +156,18 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 			}
 		}
 	}
+	var implicit []txnPart // transactional produce v12+: added in one step
+	for _, key := range order {
+		for _, pp := range parts[key] {
+			if pp.opts.TxnImplicitAdd {
+				implicit = append(implicit, txnPart{key.topic, key.part, pp.records})
+				break
+			}
+		}
+	}
+	if len(implicit) > 0 {
+		c.addTxnPartitions(implicit)
+	}
 	// Not cancelled by shutdown: an append that started must finish and be
 	// answered, or a retry could store the batch twice.
 	ctx, cancel := context.WithCancel(c.s.ctx)

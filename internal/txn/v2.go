@@ -1,6 +1,9 @@
 package txn
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // KIP-890 part 2 ("transaction version 2"): the coordinator bumps the
 // producer epoch at every EndTxn v5 and answers the new one, so each
@@ -116,6 +119,14 @@ func (c *Coordinator) endableLocked(id string, pid int64, epoch int16, commit bo
 // the batch is appended. A producer bumped away by a timeout abort is
 // told ErrAbortable.
 func (c *Coordinator) AddImplicit(pid int64, epoch int16, p Partition) error {
+	return c.AddImplicitAll(pid, epoch, []Partition{p})
+}
+
+// AddImplicitAll is AddImplicit for every partition of one produce
+// request in one durable write, done before the request's partitions are
+// appended (each of which then finds its partition added): one sync per
+// request rather than one per partition.
+func (c *Coordinator) AddImplicitAll(pid int64, epoch int16, parts []Partition) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, err := c.byProducerLocked(pid)
@@ -125,10 +136,12 @@ func (c *Coordinator) AddImplicit(pid int64, epoch int16, p Partition) error {
 	if t, err = c.checkLocked(t.ID, pid, epoch, true); err != nil {
 		return err
 	}
-	if t.State == Ongoing && t.HasPartition(p) {
+	if t.State == Ongoing && !slices.ContainsFunc(parts, func(p Partition) bool { return !t.HasPartition(p) }) {
 		return nil
 	}
 	nt := c.begin(t)
-	nt.addPartition(p)
+	for _, p := range parts {
+		nt.addPartition(p)
+	}
 	return c.persistLocked(nt)
 }
