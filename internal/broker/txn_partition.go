@@ -44,9 +44,9 @@ type txnPartition struct {
 	// appending counts, per producer, transactional batches admitted and
 	// not yet appended (admitTransactional): its marker waits for them.
 	appending map[int64]int
-	settled  *sync.Cond      // on mu: inFlight went to 0
-	changed  bool            // since the last snapshot
-	snapAt   int64
+	settled   *sync.Cond // on mu: inFlight went to 0
+	changed   bool       // since the last snapshot
+	snapAt    int64
 }
 
 // lso is the last stable offset for a log ending at hw. While a marker is
