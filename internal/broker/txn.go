@@ -93,8 +93,8 @@ func (s *streams) closeTxn() error {
 // txnEffects is what the coordinator does to the rest of the broker.
 type txnEffects struct{ s *streams }
 
-func (e txnEffects) InitProducer(id string) (int64, int16, error) {
-	p, err := e.s.pids.Init(txnIDPrefix + id)
+func (e txnEffects) InitProducer(id string, floor int16) (int64, int16, error) {
+	p, err := e.s.pids.InitAbove(txnIDPrefix+id, floor)
 	return p.ID, p.Epoch, err
 }
 

@@ -2,9 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // TestTxnMarkerWaitsForAdmittedBatch: a transactional batch checked
@@ -56,5 +59,41 @@ func TestTxnMarkerWaitsForAdmittedBatch(t *testing.T) {
 	}
 	if got := e.committedValues("t"); len(got) != 0 {
 		t.Fatalf("committed values %v, want none (the batch was aborted)", got)
+	}
+}
+
+// TestTxnBumpSurvivesCrash: EndTxn v5's epoch bumps are durable in the
+// coordinator's log alone (producers.json is not rewritten per
+// transaction); after a power cut a new InitProducerId still gets an
+// epoch above all of them, and the last one is fenced.
+func TestTxnBumpSurvivesCrash(t *testing.T) {
+	e := newEnv(t, vfs.NewMem())
+	e.createTopic("t", 2)
+	a := e.txnProducer("a")
+	cur := TxnProducer{ID: a.pid.ID, Epoch: a.pid.Epoch}
+	for i := range 3 {
+		raws := [][]byte{txnBatch(ProducerID(cur), 0, "v")}
+		if err := e.b.AddTxnPartitionsImplicit(cur.ID, cur.Epoch, []TxnPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.b.ProduceBatchesWith(context.Background(), "t", int32(i%2), raws, BatchOptions{TxnImplicitAdd: true}); err != nil {
+			t.Fatal(err)
+		}
+		next, err := e.b.EndTxnBump("a", cur.ID, cur.Epoch, true)
+		if err != nil || next.ID != cur.ID || next.Epoch != cur.Epoch+1 {
+			t.Fatalf("EndTxn v5 %d: %+v %v after %+v", i, next, err, cur)
+		}
+		cur = next
+	}
+	e.crash()
+	p, err := e.b.InitTransactionalProducer("a", time.Minute, TxnProducer{ID: -1, Epoch: -1})
+	if err != nil || p.ID != cur.ID || p.Epoch != cur.Epoch+1 {
+		t.Fatalf("init after the crash: %+v %v, want id %d epoch %d", p, err, cur.ID, cur.Epoch+1)
+	}
+	if _, err := e.b.EndTxnBump("a", cur.ID, cur.Epoch, false); !errors.Is(err, ErrTxnFenced) {
+		t.Fatalf("the epoch before the init: %v, want fenced", err)
+	}
+	if got := e.committedValues("t"); len(got) != 2 { // partition 0: transactions 1 and 3
+		t.Fatalf("committed on partition 0: %v", got)
 	}
 }

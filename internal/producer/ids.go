@@ -100,6 +100,15 @@ func (p *IDs) allocLocked() (int64, error) {
 // calls and bumps its epoch, so batches of the previous instance are
 // refused with ErrFenced. Durable before it returns.
 func (p *IDs) Init(name string) (ID, error) {
+	return p.InitAbove(name, -1)
+}
+
+// InitAbove is Init for a named producer whose epoch may have moved on
+// without this file (Kafka's transaction coordinator bumps it at every
+// transaction, KIP-890 part 2, and keeps it in its own log): the next
+// epoch is above both the one here and floor, or, past the last epoch, a
+// fresh id at epoch 0.
+func (p *IDs) InitAbove(name string, floor int16) (ID, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if name == "" {
@@ -107,6 +116,7 @@ func (p *IDs) Init(name string) (ID, error) {
 		return ID{ID: id}, err
 	}
 	cur, ok := p.named[name]
+	cur.Epoch = max(cur.Epoch, floor)
 	next := ID{ID: cur.ID, Epoch: cur.Epoch + 1}
 	if !ok || cur.Epoch == math.MaxInt16 {
 		id, err := p.allocLocked()

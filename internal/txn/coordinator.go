@@ -13,9 +13,12 @@ import (
 
 // Effects is what a transaction does outside the coordinator.
 type Effects interface {
-	// InitProducer gives a transactional id its producer id at the next
-	// epoch (a fresh id on first use), durably: the old epoch is fenced.
-	InitProducer(transactionalID string) (id int64, epoch int16, err error)
+	// InitProducer gives a transactional id its producer id at an epoch
+	// above floor and above any it gave before (a fresh id on first use or
+	// past the last epoch), durably: the old epochs are fenced. floor is
+	// the epoch the coordinator knows (-1: none), which EndTxn v5's bumps
+	// (made in the coordinator's own log, not here) may have moved on.
+	InitProducer(transactionalID string, floor int16) (id int64, epoch int16, err error)
 	// WriteMarkers appends a commit or abort marker of producer id and
 	// epoch to every partition (partitions gone are skipped). Repeated
 	// after a crash: readers must tolerate a marker twice.
@@ -156,7 +159,11 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, expect Pr
 	if c.closed {
 		return Producer{}, ErrClosed
 	}
-	pid, epoch, err := c.cfg.Effects.InitProducer(id)
+	floor := int16(-1)
+	if t != nil {
+		floor = t.Epoch
+	}
+	pid, epoch, err := c.cfg.Effects.InitProducer(id, floor)
 	if err != nil {
 		return Producer{}, err
 	}
@@ -213,7 +220,7 @@ func (c *Coordinator) setTimeout(id string, timeout time.Duration) (Producer, er
 func (c *Coordinator) abortLocked(t *Txn, bump bool) error {
 	nt := t.clone()
 	if bump && t.Epoch < math.MaxInt16-1 {
-		pid, epoch, err := c.cfg.Effects.InitProducer(t.ID)
+		pid, epoch, err := c.cfg.Effects.InitProducer(t.ID, t.Epoch)
 		if err != nil {
 			return err
 		}

@@ -26,13 +26,14 @@ type marker struct {
 	parts  []Partition
 }
 
-func (f *fakeEffects) InitProducer(id string) (int64, int16, error) {
+func (f *fakeEffects) InitProducer(id string, floor int16) (int64, int16, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.epochs == nil {
 		f.epochs = map[string]Producer{}
 	}
 	p, ok := f.epochs[id]
+	p.Epoch = max(p.Epoch, floor)        // producer.IDs.InitAbove
 	if !ok || p.Epoch == math.MaxInt16 { // producer.IDs' overflow: a new id
 		p = Producer{ID: f.next, Epoch: 0}
 		f.next++

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -44,7 +45,7 @@ func (c *Coordinator) EndTxnBump(id string, pid int64, epoch int16, commit bool)
 		return Producer{}, fmt.Errorf("%w: %s is %v, nothing to commit", ErrInvalidState, id, t.State)
 	}
 	nt := t.clone()
-	npid, nepoch, err := c.cfg.Effects.InitProducer(id)
+	npid, nepoch, err := c.bump(t)
 	if err != nil {
 		c.mu.Unlock()
 		return Producer{}, err
@@ -63,6 +64,19 @@ func (c *Coordinator) EndTxnBump(id string, pid int64, epoch int16, commit bool)
 	}
 	_ = c.finish(id) // failed: Tick retries; the decision stands
 	return Producer{ID: npid, Epoch: nepoch}, nil
+}
+
+// bump is EndTxn v5's next epoch. It is made durable by the caller's
+// write of the transaction (its PrepareCommit or PrepareAbort record), not
+// in the producer ids' file, which a sync per transaction would cost:
+// Effects.InitProducer is told the epoch reached (its floor) at the next
+// InitProducerId or timeout abort. Only past the last epoch does it ask
+// Effects for a fresh producer id.
+func (c *Coordinator) bump(t *Txn) (int64, int16, error) {
+	if t.Epoch < math.MaxInt16 {
+		return t.ProducerID, t.Epoch + 1, nil
+	}
+	return c.cfg.Effects.InitProducer(t.ID, math.MaxInt16)
 }
 
 // current is the producer id and epoch id holds now. Called with mu held.
