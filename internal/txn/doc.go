@@ -19,6 +19,13 @@
 // A completion interrupted (a crash, a failed disk) is finished by Tick and
 // at open: markers are written again, which readers tolerate.
 //
+// KIP-890 part 2 (v2.go) is served beside KIP-98's rules, chosen by the
+// request's version: EndTxnBump bumps the epoch at every end in the same
+// record as the decision (producer ids learn of it through Effects'
+// floor at the next InitProducer), AddImplicit and CommitOffsetsImplicit
+// add what produce and TxnOffsetCommit name, and ErrAbortable tells a
+// producer its transaction was aborted under it.
+//
 // It owns the transaction states and their file; it must never append to a
 // partition log or touch a group itself, nor know of a wire protocol.
 package txn
