@@ -140,6 +140,9 @@ type Broker struct {
 	stopMaint chan struct{}
 	maintDone chan struct{}
 	cleaner   cleanerRT // the compaction cleaner's totals (topic_compaction.go)
+
+	shareOnce sync.Once
+	share     *shareGroups // KIP-932 share groups (share_groups.go)
 }
 
 // Open opens (or creates) the broker in opts.Dir, recovering every queue.

@@ -36,6 +36,12 @@ func handleDescribeConfigs(_ context.Context, c *conn, req *kmsg.DescribeConfigs
 				break
 			}
 			entries = c.brokerConfigEntries()
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if !c.may(auth.Describe, auth.Group, r.ResourceName) {
+				rr.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				break
+			}
+			entries = c.groupConfigEntries(r.ResourceName)
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			err = fmt.Errorf("resource type %d is not supported", r.ResourceType)

@@ -33,6 +33,11 @@ func handleIncrementalAlterConfigs(_ context.Context, c *conn, req *kmsg.Increme
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if r.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+			rr.ErrorCode, rr.ErrorMessage = c.alterGroupConfigs(r.ResourceName, r.Configs, req.ValidateOnly)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		rr.ErrorCode, rr.ErrorMessage = c.alterConfigs(r.ResourceType, r.ResourceName, req.ValidateOnly, func(s *broker.TopicSettings) error {
 			for _, cfg := range r.Configs {
 				if err := incrementalAlter(s, cfg); err != nil {

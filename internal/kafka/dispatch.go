@@ -45,7 +45,6 @@ func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 // id only; ApiVersions 5 is KIP-1242). The minimums are
 // what the oldest clients still in use send (librdkafka 2.0 and
 // kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
-// KIP-932's share-group APIs are deliberately absent.
 var apis map[int16]api
 
 func init() {
@@ -104,6 +103,11 @@ func init() {
 		// KIP-848 consumer groups, beside the classic ones.
 		68: {0, 1, typed(handleConsumerGroupHeartbeat)},
 		69: {0, 1, typed(handleConsumerGroupDescribe)},
+		// KIP-932 share groups, over subscriptions (broker/share_groups.go).
+		76: {1, 1, typed(handleShareGroupHeartbeat)},
+		77: {1, 1, typed(handleShareGroupDescribe)},
+		78: {1, 2, typed(handleShareFetch)},
+		79: {1, 2, typed(handleShareAcknowledge)},
 	}
 }
 

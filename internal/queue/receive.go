@@ -145,3 +145,19 @@ func clipReason(s string) string {
 	// Cutting may split a UTF-8 sequence at the end; ToValidUTF8 drops the broken tail.
 	return strings.ToValidUTF8(s[:MaxReasonLen], "")
 }
+
+// DeadLetter finishes the message a current receipt names as dead-lettered at the broker's
+// request, without another delivery: a Kafka share group's reject, or its release of a record
+// at the group's delivery limit. As for Receive's dead letters, the broker copies the message
+// to the dead-letter queue before it journals the event.
+func (c *Cursor) DeadLetter(now time.Time, receipt, reason string) ([]Event, error) {
+	c.promote(tn(now))
+	e, err := c.current(receipt)
+	if err != nil {
+		return nil, err
+	}
+	ev := DeadLettered{Offset: e.off, Count: int(e.count), FirstAt: nt(e.firstAt), LastAt: nt(e.lastAt),
+		SentAt: nt(e.sentAt), GroupID: e.group, Reason: clipReason(reason)}
+	c.mustApply(ev)
+	return []Event{ev}, nil
+}

@@ -1,0 +1,266 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Share groups (KIP-932): Kafka's queues. A share group reading a topic
+// *is* the topic's subscription named after the group (topic/group), so
+// the native API, SQS and a share group see one cursor: records acquired,
+// acknowledged, released, timed out and dead-lettered through any of them
+// are the same records. Membership and share sessions live in memory, as
+// classic membership does (a restart makes members join again and open new
+// sessions; records they held come back when their lock runs out); what a
+// member acknowledged is in the subscription's journal, so it is never
+// delivered again. Group configs are in share-groups.json.
+//
+// Every member is assigned every partition of the topics it subscribes to:
+// a share-partition is read by any number of members, the cursor hands each
+// record to one of them.
+//
+// Share groups are refused in a cluster: subscriptions are not replicated
+// yet (docs/cluster.md).
+
+// Errors of share groups, mapped to Kafka's codes by internal/kafka.
+var (
+	ErrShareSessionNotFound = errors.New("share session not found")
+	ErrShareSessionEpoch    = errors.New("invalid share session epoch")
+	ErrShareRecordState     = errors.New("record is not acquired by this member")
+	ErrShareInCluster       = errors.New("share groups are not supported in a cluster yet (subscriptions are not replicated): use a single node")
+)
+
+type shareGroups struct {
+	b  *Broker
+	mu sync.Mutex // guards groups and configs; a group's members have the group's lock
+	// configs are the groups' configs, as stored (share_config.go).
+	configs map[string]ShareConfig
+	groups  map[string]*shareGroup
+}
+
+// shareGroup is one group's members. mu is held across a fetch's or an
+// acknowledgement's cursor work (not across its long-poll), so one group's
+// requests are serialised; groups are independent.
+type shareGroup struct {
+	id      string
+	mu      sync.Mutex
+	epoch   int32
+	members map[string]*shareMember
+}
+
+type shareMember struct {
+	id, clientID, host, rack string
+	epoch                    int32
+	topics                   []string // sorted
+	deadline                 time.Time
+	sent                     string // the assignment last answered, rendered
+	session                  *shareSession
+}
+
+// shares returns the broker's share groups, loading the configs once.
+func (b *Broker) shares() *shareGroups {
+	b.shareOnce.Do(func() {
+		sg := &shareGroups{b: b, configs: map[string]ShareConfig{}, groups: map[string]*shareGroup{}}
+		if err := sg.load(); err != nil {
+			b.log.Error("share group configs unreadable; using the defaults", "err", err)
+		}
+		b.share = sg
+	})
+	return b.share
+}
+
+// group returns a group, created if create.
+func (sg *shareGroups) group(id string, create bool) *shareGroup {
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	g := sg.groups[id]
+	if g == nil && create {
+		g = &shareGroup{id: id, members: map[string]*shareMember{}}
+		sg.groups[id] = g
+	}
+	return g
+}
+
+// ShareHeartbeatRequest is a ShareGroupHeartbeat's content.
+type ShareHeartbeatRequest struct {
+	Group, MemberID string
+	MemberEpoch     int32    // 0 joins, -1 leaves
+	Topics          []string // nil: unchanged
+	Rack            string
+	ClientID, Host  string
+}
+
+// ShareHeartbeatResult is its answer; Assignment is set when it changed.
+type ShareHeartbeatResult struct {
+	MemberEpoch       int32
+	HeartbeatInterval time.Duration
+	HasAssignment     bool
+	Assignment        []TopicPartitions
+	Err               error
+}
+
+// ShareGroupHeartbeat joins, heartbeats or leaves a share group member.
+func (b *Broker) ShareGroupHeartbeat(req ShareHeartbeatRequest) ShareHeartbeatResult {
+	if b.cluster != nil {
+		b.log.Warn("share group refused: not supported in a cluster", "group", req.Group)
+		return ShareHeartbeatResult{Err: ErrShareInCluster}
+	}
+	if !subNameRE.MatchString(req.Group) {
+		return ShareHeartbeatResult{Err: fmt.Errorf("%w: a share group id is a subscription name: 1-120 letters, digits, '.', '_' or '-'", ErrInvalidGroupID)}
+	}
+	if req.MemberID == "" || len(req.MemberID) > 255 {
+		return ShareHeartbeatResult{Err: invalid("member_id", "a share group member names itself (1-255 bytes)")}
+	}
+	sg := b.shares()
+	cfg := b.ShareGroupConfig(req.Group)
+	g := sg.group(req.Group, req.MemberEpoch == 0)
+	if g == nil {
+		return ShareHeartbeatResult{Err: ErrUnknownMember}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := b.now()
+	b.expireMembersLocked(g, now)
+	m := g.members[req.MemberID]
+	switch {
+	case req.MemberEpoch == -1:
+		if m != nil {
+			b.removeMemberLocked(g, m, "left")
+		}
+		return ShareHeartbeatResult{MemberEpoch: -1}
+	case req.MemberEpoch == 0:
+		if req.Topics == nil || len(req.Topics) == 0 {
+			return ShareHeartbeatResult{Err: invalid("subscribed_topic_names", "required when joining")}
+		}
+		if m == nil {
+			m = &shareMember{id: req.MemberID}
+			g.members[m.id] = m
+		}
+		m.sent = "" // a (re)join is answered with its assignment
+	case m == nil:
+		return ShareHeartbeatResult{Err: ErrUnknownMember}
+	case req.MemberEpoch != m.epoch:
+		return ShareHeartbeatResult{Err: ErrFencedMemberEpoch}
+	}
+	m.clientID, m.host, m.deadline = req.ClientID, req.Host, now.Add(cfg.SessionTimeout)
+	if req.Rack != "" {
+		m.rack = req.Rack
+	}
+	if req.Topics != nil {
+		ts := append([]string(nil), req.Topics...)
+		sort.Strings(ts)
+		if fmt.Sprint(ts) != fmt.Sprint(m.topics) || m.epoch == 0 {
+			m.topics = ts
+			g.epoch++
+			m.epoch = g.epoch
+		}
+	}
+	res := ShareHeartbeatResult{MemberEpoch: m.epoch, HeartbeatInterval: cfg.HeartbeatInterval}
+	a, err := b.shareAssignment(g.id, cfg, m.topics)
+	if err != nil {
+		return ShareHeartbeatResult{Err: err}
+	}
+	if key := fmt.Sprint(a); key != m.sent {
+		m.sent, res.HasAssignment, res.Assignment = key, true, a
+	}
+	return res
+}
+
+// shareAssignment is every partition of each existing topic of topics,
+// creating the group's subscription of each topic on first use (at the
+// topic's end, or its start for share.auto.offset.reset=earliest).
+func (b *Broker) shareAssignment(group string, cfg ShareConfig, topics []string) ([]TopicPartitions, error) {
+	out := []TopicPartitions{}
+	for _, name := range topics {
+		t, err := b.streams.topic(name)
+		if err != nil {
+			continue // not there (yet): Kafka leaves it out too
+		}
+		if _, _, err := b.subscription(name, group); errors.Is(err, ErrSubscriptionNotFound) {
+			_, err = b.CreateSubscription(SubscriptionSettings{Topic: name, Name: group,
+				FromEarliest: cfg.AutoOffsetReset == "earliest", VisibilityTimeout: cfg.LockDuration})
+			if err != nil && !errors.Is(err, ErrSubscriptionExists) {
+				return nil, err
+			}
+		}
+		_, parts := t.snapshot()
+		tp := TopicPartitions{Topic: name, Partitions: make([]int32, len(parts))}
+		for i := range parts {
+			tp.Partitions[i] = int32(i)
+		}
+		out = append(out, tp)
+	}
+	return out, nil
+}
+
+// expireMembersLocked removes members whose session timed out. Called with
+// g.mu held.
+func (b *Broker) expireMembersLocked(g *shareGroup, now time.Time) {
+	for _, m := range g.members {
+		if now.After(m.deadline) {
+			b.removeMemberLocked(g, m, "session timed out")
+		}
+	}
+}
+
+// removeMemberLocked drops a member and releases what its session held.
+// Called with g.mu held.
+func (b *Broker) removeMemberLocked(g *shareGroup, m *shareMember, why string) {
+	delete(g.members, m.id)
+	g.epoch++
+	if m.session != nil {
+		b.releaseSession(g.id, m.session)
+		m.session = nil
+	}
+	b.log.Info("share group member removed", "group", g.id, "member", m.id, "reason", why)
+}
+
+// ShareMemberInfo describes a member for ShareGroupDescribe.
+type ShareMemberInfo struct {
+	MemberID, ClientID, Host, Rack string
+	Epoch                          int32
+	Topics                         []string
+	Assignment                     []TopicPartitions
+}
+
+// ShareGroupInfo describes a share group.
+type ShareGroupInfo struct {
+	Group   string
+	Epoch   int32
+	State   string // Empty or Stable
+	Members []ShareMemberInfo
+}
+
+// DescribeShareGroup describes a group: ErrGroupNotFound if it has
+// neither members nor a config.
+func (b *Broker) DescribeShareGroup(group string) (ShareGroupInfo, error) {
+	sg := b.shares()
+	sg.mu.Lock()
+	_, configured := sg.configs[group]
+	sg.mu.Unlock()
+	g := sg.group(group, false)
+	if g == nil {
+		if !configured {
+			return ShareGroupInfo{}, ErrGroupNotFound
+		}
+		return ShareGroupInfo{Group: group, State: "Empty"}, nil
+	}
+	cfg := b.ShareGroupConfig(group)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b.expireMembersLocked(g, b.now())
+	info := ShareGroupInfo{Group: group, Epoch: g.epoch, State: "Empty"}
+	for _, m := range g.members {
+		a, _ := b.shareAssignment(group, cfg, m.topics)
+		info.Members = append(info.Members, ShareMemberInfo{MemberID: m.id, ClientID: m.clientID, Host: m.host,
+			Rack: m.rack, Epoch: m.epoch, Topics: m.topics, Assignment: a})
+	}
+	sort.Slice(info.Members, func(i, j int) bool { return info.Members[i].MemberID < info.Members[j].MemberID })
+	if len(info.Members) > 0 {
+		info.State = "Stable"
+	}
+	return info, nil
+}

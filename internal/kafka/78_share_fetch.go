@@ -1,0 +1,195 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// defaultShareMaxRecords is ShareFetch v0's limit, which has no MaxRecords
+// (Kafka's max.poll.records default).
+const defaultShareMaxRecords = 500
+
+// shareReq is what ShareFetch and ShareAcknowledge have in common, turned
+// into the broker's request: topic ids into names, partitions checked.
+type shareReq struct {
+	br  broker.ShareFetchRequest
+	bad map[broker.SharePartition]int16 // refused partitions, with their code
+	ids map[string][16]byte
+}
+
+func (c *conn) newShareReq(group, member *string, epoch int32) (*shareReq, int16) {
+	r := &shareReq{bad: map[broker.SharePartition]int16{}, ids: map[string][16]byte{},
+		br: broker.ShareFetchRequest{SessionEpoch: epoch, Acks: map[broker.SharePartition][]broker.ShareAckBatch{}}}
+	switch {
+	case group == nil || *group == "":
+		return nil, kerr.InvalidGroupID.Code
+	case member == nil || *member == "":
+		return nil, kerr.UnknownMemberID.Code
+	case !c.may(auth.Consume, auth.Group, *group):
+		return nil, kerr.GroupAuthorizationFailed.Code
+	}
+	r.br.Group, r.br.MemberID = *group, *member
+	return r, 0
+}
+
+// partition resolves one partition of a request; ok is false when it is
+// refused (and recorded so in bad).
+func (c *conn) sharePartition(r *shareReq, id [16]byte, p int32) (broker.SharePartition, bool) {
+	name, ok := c.topicNameByID(id)
+	if !ok {
+		r.bad[broker.SharePartition{Partition: p}] = kerr.UnknownTopicID.Code
+		return broker.SharePartition{}, false
+	}
+	sp := broker.SharePartition{Topic: name, Partition: p}
+	r.ids[name] = id
+	s, ok := c.topicSettings(name)
+	switch {
+	case !ok || p < 0 || p >= s.Partitions:
+		r.bad[sp] = kerr.UnknownTopicOrPartition.Code
+	case !c.mayFetch(name):
+		r.bad[sp] = kerr.TopicAuthorizationFailed.Code
+	default:
+		return sp, true
+	}
+	return sp, false
+}
+
+func shareBatch(first, last int64, types []int8) broker.ShareAckBatch {
+	return broker.ShareAckBatch{First: first, Last: last, Types: types}
+}
+
+// handleShareFetch serves ShareFetch: acknowledgements first, then
+// acquisition of records for the member's share session.
+func handleShareFetch(ctx context.Context, c *conn, req *kmsg.ShareFetchRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	r, code := c.newShareReq(req.GroupID, req.MemberID, req.ShareSessionEpoch)
+	if code != 0 {
+		resp.ErrorCode = code
+		return msg(resp)
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			sp, ok := c.sharePartition(r, t.TopicID, p.Partition)
+			if !ok {
+				continue
+			}
+			r.br.Add = append(r.br.Add, sp)
+			for _, b := range p.AcknowledgementBatches {
+				r.br.Acks[sp] = append(r.br.Acks[sp], shareBatch(b.FirstOffset, b.LastOffset, b.AcknowledgeTypes))
+			}
+		}
+	}
+	for _, f := range req.ForgottenTopicsData {
+		if name, ok := c.topicNameByID(f.TopicID); ok {
+			for _, p := range f.Partitions {
+				r.br.Forget = append(r.br.Forget, broker.SharePartition{Topic: name, Partition: p})
+			}
+		}
+	}
+	r.br.MaxWait = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	r.br.MaxRecords = defaultShareMaxRecords
+	if req.Version >= 1 && req.MaxRecords > 0 {
+		r.br.MaxRecords = int(req.MaxRecords)
+	}
+	r.br.NoFetch = req.IsRenewAck || req.ShareSessionEpoch == -1
+	res := c.s.b.ShareFetch(ctx, r.br)
+	if res.Err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errCode(res.Err, nil), errMessage(res.Err)
+		return msg(resp)
+	}
+	resp.AcquisitionLockTimeoutMillis = int32(res.LockDuration / time.Millisecond)
+	byTopic := map[[16]byte]int{}
+	add := func(id [16]byte, p kmsg.ShareFetchResponseTopicPartition) {
+		i, ok := byTopic[id]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[id] = i
+			t := kmsg.NewShareFetchResponseTopic()
+			t.TopicID = id
+			resp.Topics = append(resp.Topics, t)
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+	}
+	for sp, code := range r.bad {
+		p := kmsg.NewShareFetchResponseTopicPartition()
+		p.Partition, p.ErrorCode = sp.Partition, code
+		add(r.ids[sp.Topic], p)
+	}
+	for _, pr := range res.Parts {
+		p := kmsg.NewShareFetchResponseTopicPartition()
+		p.Partition, p.Records = pr.Partition, pr.Records
+		p.ErrorCode, p.ErrorMessage = errCode(pr.Err, nil), errMessage(pr.Err)
+		p.AcknowledgeErrorCode, p.AcknowledgeErrorMessage = errCode(pr.AckErr, nil), errMessage(pr.AckErr)
+		for _, a := range pr.Acquired {
+			ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+			ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.First, a.Last, a.DeliveryCount
+			p.AcquiredRecords = append(p.AcquiredRecords, ar)
+		}
+		id, ok := r.ids[pr.Topic]
+		if !ok {
+			s, _ := c.topicSettings(pr.Topic)
+			id = topicID(s)
+		}
+		add(id, p)
+	}
+	return msg(resp)
+}
+
+// handleShareAcknowledge settles acknowledgements outside a fetch (and,
+// with epoch -1, closes the session).
+func handleShareAcknowledge(ctx context.Context, c *conn, req *kmsg.ShareAcknowledgeRequest) (reply, error) {
+	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	r, code := c.newShareReq(req.GroupID, req.MemberID, req.ShareSessionEpoch)
+	if code != 0 {
+		resp.ErrorCode = code
+		return msg(resp)
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			sp, ok := c.sharePartition(r, t.TopicID, p.Partition)
+			if !ok {
+				continue
+			}
+			for _, b := range p.AcknowledgementBatches {
+				r.br.Acks[sp] = append(r.br.Acks[sp], shareBatch(b.FirstOffset, b.LastOffset, b.AcknowledgeTypes))
+			}
+		}
+	}
+	r.br.NoFetch = true
+	res := c.s.b.ShareFetch(ctx, r.br)
+	if res.Err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errCode(res.Err, nil), errMessage(res.Err)
+		return msg(resp)
+	}
+	resp.AcquisitionLockTimeoutMillis = int32(res.LockDuration / time.Millisecond)
+	byTopic := map[[16]byte]int{}
+	add := func(id [16]byte, p kmsg.ShareAcknowledgeResponseTopicPartition) {
+		i, ok := byTopic[id]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[id] = i
+			t := kmsg.NewShareAcknowledgeResponseTopic()
+			t.TopicID = id
+			resp.Topics = append(resp.Topics, t)
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+	}
+	for sp, code := range r.bad {
+		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+		p.Partition, p.ErrorCode = sp.Partition, code
+		add(r.ids[sp.Topic], p)
+	}
+	for _, pr := range res.Parts {
+		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+		p.Partition = pr.Partition
+		p.ErrorCode, p.ErrorMessage = errCode(pr.AckErr, nil), errMessage(pr.AckErr)
+		add(r.ids[pr.Topic], p)
+	}
+	return msg(resp)
+}
