@@ -78,7 +78,9 @@ func (sub *subRT) archive(ctx context.Context, receipts []string, dlq, reason st
 	now := b.now()
 	results := make([]error, len(receipts))
 	var recs []cursorEvent
-	op := func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) { return c.DeadLetter(now, r, reason) }
+	op := func(c *queue.Cursor, now time.Time, r string) ([]queue.Event, error) {
+		return c.DeadLetter(now, r, reason)
+	}
 	for i, r := range receipts {
 		evs, err := sub.leaseLocked(now, r, op)
 		results[i] = err

@@ -50,8 +50,10 @@ func TestApiVersions(t *testing.T) {
 				t.Errorf("KIP-848 key %d advertised %d-%d, want 0-1", k.ApiKey, k.MinVersion, k.MaxVersion)
 			}
 			kip848++
-		case 76:
-			t.Fatal("KIP-932 ShareGroupHeartbeat advertised")
+		case 76, 77: // KIP-932 share groups: Kafka 4.1+ serves v1 only (v0 was early access)
+			if k.MinVersion != 1 || k.MaxVersion != 1 {
+				t.Errorf("KIP-932 key %d advertised %d-%d, want 1-1", k.ApiKey, k.MinVersion, k.MaxVersion)
+			}
 		}
 	}
 	if kip848 != 2 {
