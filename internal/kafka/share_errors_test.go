@@ -1,0 +1,137 @@
+package kafka
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+)
+
+// TestShareGroupErrors: each refusal is Kafka's code, and a refused
+// request changes nothing: the records a refused ack names stay acquired
+// by the member, which then acks them.
+func TestShareGroupErrors(t *testing.T) {
+	clock := newTestClock()
+	n := startConsumerNode(t, clock, broker.ConsumerGroupConfig{})
+	n.createTopic("et", 1)
+	setShareConfig(t, n, "eg", "share.auto.offset.reset", "earliest")
+	produceN(t, n, "et", 4)
+	m := n.shareMember(t, "eg", "m1", "et")
+	if got := acquired(m.fetch(2)); len(got) != 2 {
+		t.Fatalf("acquired %v", got)
+	}
+	top := func(r *kmsg.ShareFetchResponse) int16 { return r.ErrorCode }
+	ackCode := func(r *kmsg.ShareFetchResponse) int16 { _, a := partErrs(r); return a }
+	cases := []struct {
+		name string
+		do   func() int16
+		want *kerr.Error
+	}{
+		{"ack of a record not acquired", func() int16 { return ackCode(m.fetch(0, ackRange{0, 2, 1})) }, kerr.InvalidRecordState},
+		{"ack of a record past the log", func() int16 { return ackCode(m.fetch(0, ackRange{1 << 40, 1 << 41, 1})) }, kerr.InvalidRecordState},
+		{"range backwards", func() int16 { return top(m.fetch(0, ackRange{1, 0, 1})) }, kerr.InvalidRequest},
+		{"ranges overlap", func() int16 { return top(m.fetch(0, ackRange{0, 1, 1}, ackRange{1, 1, 1})) }, kerr.InvalidRequest},
+		{"unknown ack type", func() int16 { return top(m.fetch(0, ackRange{0, 0, 9})) }, kerr.InvalidRequest},
+		{"negative offset", func() int16 { return top(m.fetch(0, ackRange{-1, 0, 1})) }, kerr.InvalidRequest},
+		{"wrong session epoch", func() int16 {
+			m.sess += 5
+			defer func() { m.sess -= 5 }()
+			return top(m.fetch(0))
+		}, kerr.InvalidShareSessionEpoch},
+		{"acks when opening a session", func() int16 {
+			s := m.sess
+			m.sess = 0
+			defer func() { m.sess = s }()
+			return top(m.fetch(0, ackRange{0, 0, 1}))
+		}, kerr.InvalidRequest},
+		{"no session", func() int16 {
+			o := n.shareMember(t, "eg", "m2", "et")
+			o.sess = 1
+			return top(o.fetch(0))
+		}, kerr.ShareSessionNotFound},
+		{"unknown member", func() int16 {
+			o := &shareMember{t: t, r: n.raw(), group: "eg", id: "ghost", tid: m.tid, sess: 0}
+			return top(o.fetch(0))
+		}, kerr.UnknownMemberID},
+		{"unknown group", func() int16 {
+			o := &shareMember{t: t, r: n.raw(), group: "nogroup", id: "x", tid: m.tid}
+			return top(o.fetch(0))
+		}, kerr.GroupIDNotFound},
+		{"fenced epoch", func() int16 { return m.heartbeat(m.epoch+7, nil).ErrorCode }, kerr.FencedMemberEpoch},
+		{"heartbeat of an unknown member", func() int16 {
+			o := &shareMember{t: t, r: n.raw(), group: "eg", id: "ghost"}
+			return o.heartbeat(3, nil).ErrorCode
+		}, kerr.UnknownMemberID},
+		{"bad group id", func() int16 {
+			o := &shareMember{t: t, r: n.raw(), group: "no/slash", id: "x"}
+			return o.heartbeat(0, []string{"et"}).ErrorCode
+		}, kerr.InvalidGroupID},
+		{"bad lock duration", func() int16 { return setShareConfig(t, n, "eg", "share.record.lock.duration.ms", "5") }, kerr.InvalidConfig},
+		{"unknown group config", func() int16 { return setShareConfig(t, n, "eg", "share.nope", "1") }, kerr.InvalidConfig},
+		{"missing dead-letter queue", func() int16 { return setShareConfig(t, n, "eg", "sluice.share.dead.letter.queue", "absent") }, kerr.InvalidConfig},
+	}
+	for _, c := range cases {
+		if got := c.do(); got != c.want.Code {
+			t.Errorf("%s: got %v, want %v", c.name, kerr.ErrorForCode(got), c.want)
+		}
+	}
+	// Nothing changed: 0 and 1 (and 2 and 3, which the first case's fetch
+	// acquired) are still m's, and it accepts them all at once.
+	r := m.fetch(10, ackRange{0, 3, 1})
+	if r.ErrorCode != 0 || ackCode(r) != 0 {
+		t.Fatalf("accept after the refusals: %v %v", kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(ackCode(r)))
+	}
+	if got := acquired(r); len(got) != 0 {
+		t.Fatalf("then acquired %v, want nothing: all four are accepted", got)
+	}
+	if c := n.b.ShareGroupConfig("eg"); c.LockDuration != broker.DefaultShareConfig().LockDuration {
+		t.Fatalf("a refused config was stored: %+v", c)
+	}
+}
+
+// TestShareGroupDeadLetter: with sluice.share.dead.letter.queue set, a
+// rejected record and one released at the delivery limit are copied to the
+// queue (and never delivered again); without it they are archived.
+func TestShareGroupDeadLetter(t *testing.T) {
+	clock := newTestClock()
+	n := startConsumerNode(t, clock, broker.ConsumerGroupConfig{})
+	n.createTopic("dt", 1)
+	if _, err := n.b.CreateQueue(broker.QueueSettings{Name: "share-dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	if code := setShareConfig(t, n, "dg", "share.auto.offset.reset", "earliest", "share.delivery.count.limit", "2",
+		"sluice.share.dead.letter.queue", "share-dlq"); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	produceN(t, n, "dt", 3)
+	m := n.shareMember(t, "dg", "m", "dt")
+	if got := acquired(m.fetch(3)); len(got) != 3 {
+		t.Fatalf("acquired %v", got)
+	}
+	// Reject 0, release 1 (count 1 < 2: redelivered), accept 2.
+	if got := acquired(m.fetch(3, ackRange{0, 0, 3}, ackRange{1, 1, 2}, ackRange{2, 2, 1})); len(got) != 1 || got[1] != 2 {
+		t.Fatalf("after release: %v", got)
+	}
+	// The lock of 1 runs out at the limit: the next fetch dead-letters it.
+	clock.advance(31 * time.Second)
+	m.heartbeat(m.epoch, nil)
+	if got := acquired(m.fetch(3)); len(got) != 0 {
+		t.Fatalf("record past its delivery limit delivered again: %v", got)
+	}
+	ds, err := n.b.Receive(testCtx(t, 5*time.Second), "share-dlq", broker.ReceiveOptions{Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, d := range ds {
+		bodies = append(bodies, string(d.Body))
+	}
+	slices.Sort(bodies)
+	if !slices.Equal(bodies, []string{"a", "b"}) {
+		t.Fatalf("dead-letter queue holds %q, want the rejected and the timed-out record", bodies)
+	}
+}
