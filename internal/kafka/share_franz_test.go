@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // shareLedger is what franz-go share consumers did with each record.
@@ -66,7 +69,9 @@ func startShareConsumer(t *testing.T, addr, group, topic, name string, l *shareL
 		<-done
 		fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer fcancel()
-		_ = cl.FlushAcks(fctx)
+		if err := cl.FlushAcks(fctx); err != nil {
+			t.Errorf("%s: flushing acks: %v", name, err)
+		}
 		cl.Close()
 	}
 }
@@ -148,4 +153,57 @@ func TestShareFranz(t *testing.T) {
 			t.Fatalf("released record %d accepted with delivery count %d, want 2", off, l.counts[off])
 		}
 	}
+}
+
+// TestShareKill: the real binary, kill -9 between share consumers: records
+// a franz-go share consumer accepted are never delivered again; records a
+// member held acquired but had not acknowledged are, with their delivery
+// count, once their lock (1 s here) runs out.
+func TestShareKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := testproc.Build(t, t.TempDir())
+	dir := t.TempDir()
+	var proc *testproc.Proc
+	start := func() *node {
+		proc = testproc.Serve(t, bin, "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0",
+			"--sqs-addr", "", "--fsync", "always")
+		return &node{t: t, addr: proc.Addr("kafka")}
+	}
+	n := start()
+	n.createTopic("kq", 1)
+	if code := setShareConfig(t, n, "kw", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "1000"); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	const total = 100
+	produceNumbered(t, n.addr, "kq", 0, total)
+	l := newShareLedger()
+	stop := startShareConsumer(t, n.addr, "kw", "kq", "first", l, acceptAll)
+	waitUntil(t, 20*time.Second, "30 records accepted", func() bool { return l.n() >= 30 })
+	stop()
+	first := l.n()
+
+	m := n.shareMember(t, "kw", "holder", "kq")
+	held := acquired(m.fetch(20))
+	if len(held) == 0 {
+		t.Fatal("nothing left to hold")
+	}
+	proc.Kill()
+
+	n = start()
+	stop = startShareConsumer(t, n.addr, "kw", "kq", "after", l, acceptAll)
+	waitUntil(t, 30*time.Second, "every record accepted", func() bool { return l.n() == total })
+	stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.dups) > 0 {
+		t.Fatalf("accepted records delivered again after kill -9: %v", l.dups)
+	}
+	for off := range held {
+		if l.counts[off] < 2 {
+			t.Fatalf("held record %d redelivered with count %d, want 2+", off, l.counts[off])
+		}
+	}
+	t.Logf("%d accepted before, %d held at the kill, %d after", first, len(held), l.byMember["after"])
 }
