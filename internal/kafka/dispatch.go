@@ -108,6 +108,9 @@ func init() {
 		77: {1, 1, typed(handleShareGroupDescribe)},
 		78: {1, 2, typed(handleShareFetch)},
 		79: {1, 2, typed(handleShareAcknowledge)},
+		90: {0, 1, typed(handleDescribeShareGroupOffsets)},
+		91: {0, 0, typed(handleAlterShareGroupOffsets)},
+		92: {0, 0, typed(handleDeleteShareGroupOffsets)},
 	}
 }
 

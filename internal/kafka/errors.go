@@ -35,6 +35,7 @@ var errorTable = []struct {
 	{broker.ErrShareSessionNotFound, kerr.ShareSessionNotFound},
 	{broker.ErrShareSessionEpoch, kerr.InvalidShareSessionEpoch},
 	{broker.ErrShareRecordState, kerr.InvalidRecordState},
+	{broker.ErrSubscriptionNotFound, kerr.UnknownTopicOrPartition},
 	{broker.ErrTxnFenced, kerr.ProducerFenced},
 	{broker.ErrInvalidTxnState, kerr.InvalidTxnState},
 	{broker.ErrConcurrentTxns, kerr.ConcurrentTransactions},

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -133,5 +134,74 @@ func TestShareGroupDeadLetter(t *testing.T) {
 	slices.Sort(bodies)
 	if !slices.Equal(bodies, []string{"a", "b"}) {
 		t.Fatalf("dead-letter queue holds %q, want the rejected and the timed-out record", bodies)
+	}
+}
+
+// TestShareGroupOffsets: DescribeShareGroupOffsets reports the start
+// offset (SPSO) and lag as records are accepted; Alter and Delete are
+// refused while the group has members (nothing changes), then move the
+// start forward and delete the state.
+func TestShareGroupOffsets(t *testing.T) {
+	clock := newTestClock()
+	n := startConsumerNode(t, clock, broker.ConsumerGroupConfig{})
+	n.createTopic("ot", 1)
+	setShareConfig(t, n, "og", "share.auto.offset.reset", "earliest")
+	produceN(t, n, "ot", 5)
+	m := n.shareMember(t, "og", "m", "ot")
+	m.fetch(2)
+	m.fetch(1, ackRange{0, 1, 1})
+	r := n.raw()
+	describe := func() (start, lag int64, code int16) {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		req.Version = 1
+		req.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "og"}}
+		resp := r.do(req).(*kmsg.DescribeShareGroupOffsetsResponse)
+		if len(resp.Groups) != 1 || len(resp.Groups[0].Topics) != 1 || len(resp.Groups[0].Topics[0].Partitions) != 1 {
+			t.Fatalf("describe: %+v", resp)
+		}
+		p := resp.Groups[0].Topics[0].Partitions[0]
+		return p.StartOffset, p.Lag, p.ErrorCode
+	}
+	if s, l, code := describe(); s != 2 || l != 3 || code != 0 {
+		t.Fatalf("start %d lag %d (%v), want 2 and 3", s, l, kerr.ErrorForCode(code))
+	}
+	alter := func(off int64) int16 {
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = "og"
+		req.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "ot", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: off}}}}
+		return r.do(req).(*kmsg.AlterShareGroupOffsetsResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	del := func() int16 {
+		req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+		req.GroupID = "og"
+		req.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "ot"}}
+		return r.do(req).(*kmsg.DeleteShareGroupOffsetsResponse).Topics[0].ErrorCode
+	}
+	if code := alter(4); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with a member: %v", kerr.ErrorForCode(code))
+	}
+	if code := del(); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete with a member: %v", kerr.ErrorForCode(code))
+	}
+	if s, _, _ := describe(); s != 2 {
+		t.Fatalf("a refused alter moved the start to %d", s)
+	}
+	m.heartbeat(-1, nil)
+	for _, c := range []struct {
+		off  int64
+		want *kerr.Error
+	}{{1, kerr.InvalidRequest}, {99, kerr.OffsetOutOfRange}, {4, nil}} {
+		if code := alter(c.off); (c.want == nil && code != 0) || (c.want != nil && code != c.want.Code) {
+			t.Fatalf("alter to %d: %v, want %v", c.off, kerr.ErrorForCode(code), c.want)
+		}
+	}
+	if s, l, _ := describe(); s != 4 || l != 1 {
+		t.Fatalf("after alter: start %d lag %d, want 4 and 1", s, l)
+	}
+	if code := del(); code != 0 {
+		t.Fatalf("delete: %v", kerr.ErrorForCode(code))
+	}
+	if _, err := n.b.GetSubscription("ot", "og"); !errors.Is(err, broker.ErrSubscriptionNotFound) {
+		t.Fatalf("subscription after delete: %v", err)
 	}
 }

@@ -42,7 +42,14 @@ func seedShareGroup(tid [16]byte) []seedRequest {
 	a.Version, a.GroupID, a.MemberID, a.ShareSessionEpoch = 2, &group, &member, 2
 	a.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: tid, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{{
 		Partition: 0, AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 3, LastOffset: 5, AcknowledgeTypes: []int8{1, 2, 3}}}}}}}
+	do := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	do.Version, do.Groups = 1, []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: group}, {GroupID: "x", Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "fz", Partitions: []int32{0, 7, -1}}}}}
+	ao := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	ao.GroupID, ao.Topics = "other", []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "fz", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 1}, {Partition: 1, StartOffset: -5}}}}
+	dl := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	dl.GroupID, dl.Topics = "other", []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "fz"}, {Topic: "nope"}}
 	return []seedRequest{
+		{90, 1, do.AppendTo(nil)}, {91, 0, ao.AppendTo(nil)}, {92, 0, dl.AppendTo(nil)},
 		hb(0, []string{"fz"}), hb(1, nil), {77, 1, d.AppendTo(nil)},
 		fetch(0, false), fetch(1, false, batch(0, 0, 1), batch(1, 1, 2), batch(2, 2, 3)),
 		fetch(2, true, batch(3, 4, 4)), {79, 2, a.AppendTo(nil)}, fetch(3, false, batch(0, 1<<50, 0)),
@@ -51,7 +58,7 @@ func seedShareGroup(tid [16]byte) []seedRequest {
 }
 
 // FuzzShareGroup runs arbitrary ShareGroupHeartbeat, ShareGroupDescribe,
-// ShareFetch and ShareAcknowledge bodies through kmsg's decoding, the
+// ShareFetch, ShareAcknowledge and the share-group offset admin bodies through kmsg's decoding, the
 // handlers and the broker's share groups, against one broker whose members
 // and sessions carry over from input to input. A fetch's wait is cut to
 // nothing (the fuzzer must not sit in long-polls). No input may panic, and
@@ -75,21 +82,28 @@ func FuzzShareGroup(f *testing.F) {
 	if _, err := b.Produce(context.Background(), "fz", recs, broker.ProduceOptions{}); err != nil {
 		f.Fatal(err)
 	}
+	keys := map[int16]byte{76: 0, 77: 1, 78: 2, 79: 3, 90: 4, 91: 5, 92: 6}
 	for _, s := range seedShareGroup(topicID(ts)) {
-		f.Add(byte(s.key), s.version, s.body)
+		f.Add(keys[s.key], s.version, s.body)
 	}
 	srv := New(b, Config{Logger: quietLogger(), AdvertisedHost: "127.0.0.1", AdvertisedPort: 9092})
 	f.Fuzz(func(t *testing.T, key byte, version int16, body []byte) {
 		var req kmsg.Request
-		switch key % 4 {
+		switch key % 7 {
 		case 0:
 			req = kmsg.NewPtrShareGroupHeartbeatRequest()
 		case 1:
 			req = kmsg.NewPtrShareGroupDescribeRequest()
 		case 2:
 			req = kmsg.NewPtrShareFetchRequest()
-		default:
+		case 3:
 			req = kmsg.NewPtrShareAcknowledgeRequest()
+		case 4:
+			req = kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		case 5:
+			req = kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		default:
+			req = kmsg.NewPtrDeleteShareGroupOffsetsRequest()
 		}
 		a := apis[req.Key()]
 		req.SetVersion(a.min + int16(uint16(version)%uint16(a.max-a.min+1)))

@@ -1,0 +1,136 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/sluice-mq/sluice/internal/queue"
+)
+
+// The share-group offset admin APIs (KIP-932: DescribeShareGroupOffsets,
+// AlterShareGroupOffsets, DeleteShareGroupOffsets) over the group's
+// subscriptions: a share-partition's start offset (SPSO) is its cursor's
+// floor, the lowest offset not yet finished.
+
+// SharePartitionOffset is a share-partition's start offset and lag: the
+// records at or after the start not yet finished (acknowledged, archived
+// or dead-lettered), delivered or not.
+type SharePartitionOffset struct {
+	Partition int32
+	Start     int64
+	Lag       int64
+}
+
+// ShareGroupTopics lists the topics a share group has a subscription of.
+func (b *Broker) ShareGroupTopics(group string) []string {
+	var out []string
+	for _, t := range b.streams.topicList() {
+		if _, _, err := b.subscription(t.name, group); err == nil {
+			out = append(out, t.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ShareGroupOffsets reports every partition of the group's subscription of
+// topic (ErrSubscriptionNotFound if it has none).
+func (b *Broker) ShareGroupOffsets(group, topic string) ([]SharePartitionOffset, error) {
+	_, sub, err := b.subscription(topic, group)
+	if err != nil {
+		return nil, err
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	out := make([]SharePartitionOffset, len(sub.curs))
+	for i, c := range sub.curs {
+		hw := sub.parts[i].log.HighWatermark()
+		out[i] = SharePartitionOffset{Partition: int32(i), Start: c.Floor(), Lag: c.Unfinished(c.Floor(), hw)}
+	}
+	return out, nil
+}
+
+// lockEmptyShareGroup locks a group that must have no members for an
+// admin change (Kafka's NON_EMPTY_GROUP otherwise); the caller unlocks.
+func (b *Broker) lockEmptyShareGroup(group string) (*shareGroup, error) {
+	if b.cluster != nil {
+		return nil, ErrShareInCluster
+	}
+	g := b.shares().group(group, true)
+	g.mu.Lock()
+	b.expireMembersLocked(g, b.now())
+	if len(g.members) > 0 {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("%w: share group %s has %d members", ErrGroupNotEmpty, group, len(g.members))
+	}
+	return g, nil
+}
+
+// AlterShareGroupOffset moves a share-partition's start forward to offset
+// (at most the high watermark), finishing every record below it; a topic
+// the group had no state for gets it, from the log start. Moving the start
+// back is refused: the cursor does not keep what it finished.
+func (b *Broker) AlterShareGroupOffset(group, topic string, partition int32, offset int64) error {
+	g, err := b.lockEmptyShareGroup(group)
+	if err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	_, sub, err := b.subscription(topic, group)
+	if errors.Is(err, ErrSubscriptionNotFound) { // as Kafka, altering initialises the state
+		cfg := b.ShareGroupConfig(group)
+		if _, err = b.CreateSubscription(SubscriptionSettings{Topic: topic, Name: group, FromEarliest: true,
+			VisibilityTimeout: cfg.LockDuration}); err == nil {
+			_, sub, err = b.subscription(topic, group)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := sub.lockChecked(); err != nil {
+		return err
+	}
+	if partition < 0 || int(partition) >= len(sub.curs) {
+		sub.mu.Unlock()
+		return fmt.Errorf("%w: %s/%d", ErrUnknownPartition, topic, partition)
+	}
+	c, hw := sub.curs[partition], sub.parts[partition].log.HighWatermark()
+	floor := c.Floor()
+	switch {
+	case offset < floor:
+		sub.mu.Unlock()
+		return invalid("start_offset", "%d is below the share-partition's start %d: sluice moves it forward only", offset, floor)
+	case offset > hw:
+		sub.mu.Unlock()
+		return fmt.Errorf("%w: %d is past the high watermark %d", ErrOffsetOutOfRange, offset, hw)
+	}
+	var evs []queue.Event
+	if offset > floor {
+		ev := queue.Skipped{From: floor, To: offset}
+		if err := c.Apply(ev); err != nil {
+			sub.mu.Unlock()
+			return err
+		}
+		evs = append(evs, ev)
+	}
+	evs = append(evs, c.Skip(offset)...)
+	done := sub.recordLocked(onCursor(nil, int(partition), evs))
+	sub.mu.Unlock()
+	return sub.wait(done)
+}
+
+// DeleteShareGroupOffsets deletes the group's subscription of topic: its
+// share-partitions' state. The group must be empty.
+func (b *Broker) DeleteShareGroupOffsets(group, topic string) error {
+	g, err := b.lockEmptyShareGroup(group)
+	if err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	err = b.DeleteSubscription(topic, group)
+	if errors.Is(err, ErrSubscriptionNotFound) {
+		return fmt.Errorf("%w: share group %s has no state for topic %s", ErrTopicNotFound, group, topic)
+	}
+	return err
+}
