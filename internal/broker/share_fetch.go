@@ -17,6 +17,9 @@ type ShareFetchRequest struct {
 	MaxRecords      int
 	MaxWait         time.Duration
 	NoFetch         bool // ShareAcknowledge, or a renew-only ShareFetch
+	// Conn names the connection asking; the session epoch 0 opens is
+	// ended by ShareConnClosed with it.
+	Conn uint64
 }
 
 // ShareAcquired is a run of acquired offsets with one delivery count.
@@ -127,7 +130,7 @@ func (b *Broker) shareSessionLocked(g *shareGroup, req ShareFetchRequest) (*shar
 		if m.session != nil {
 			b.releaseSession(g.id, m.session)
 		}
-		m.session = &shareSession{held: map[SharePartition]map[int64]shareHeld{}}
+		m.session = &shareSession{conn: req.Conn, held: map[SharePartition]map[int64]shareHeld{}}
 	case m.session == nil:
 		return nil, nil, ErrShareSessionNotFound
 	case req.SessionEpoch != -1 && req.SessionEpoch != m.session.epoch:

@@ -25,6 +25,7 @@ type shareHeld struct {
 }
 
 type shareSession struct {
+	conn  uint64 // the front end's connection that opened it (0: none)
 	epoch int32
 	parts []SharePartition // in the order they joined the session
 	held  map[SharePartition]map[int64]shareHeld
@@ -67,6 +68,27 @@ func (s *shareSession) bump() {
 		return
 	}
 	s.epoch++
+}
+
+// ShareMember names a share group member.
+type ShareMember struct{ Group, MemberID string }
+
+// ShareConnClosed ends the share sessions that connection conn opened and
+// still owns, releasing their records: as in Kafka, a share session lives
+// on one connection.
+func (b *Broker) ShareConnClosed(conn uint64, members []ShareMember) {
+	for _, gm := range members {
+		g := b.shares().group(gm.Group, false)
+		if g == nil {
+			continue
+		}
+		g.mu.Lock()
+		if m := g.members[gm.MemberID]; m != nil && m.session != nil && m.session.conn == conn {
+			b.releaseSession(g.id, m.session)
+			m.session = nil
+		}
+		g.mu.Unlock()
+	}
 }
 
 // releaseSession makes every record a session holds available again (the

@@ -98,10 +98,17 @@ func handleShareFetch(ctx context.Context, c *conn, req *kmsg.ShareFetchRequest)
 		r.br.MaxRecords = int(req.MaxRecords)
 	}
 	r.br.NoFetch = req.IsRenewAck || req.ShareSessionEpoch == -1
+	r.br.Conn = c.id
 	res := c.s.b.ShareFetch(ctx, r.br)
 	if res.Err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(res.Err, nil), errMessage(res.Err)
 		return msg(resp)
+	}
+	if req.ShareSessionEpoch == 0 {
+		if c.shareSessions == nil {
+			c.shareSessions = map[broker.ShareMember]bool{}
+		}
+		c.shareSessions[broker.ShareMember{Group: r.br.Group, MemberID: r.br.MemberID}] = true
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(res.LockDuration / time.Millisecond)
 	byTopic := map[[16]byte]int{}
@@ -192,4 +199,18 @@ func handleShareAcknowledge(ctx context.Context, c *conn, req *kmsg.ShareAcknowl
 		add(r.ids[pr.Topic], p)
 	}
 	return msg(resp)
+}
+
+// endShareSessions ends the share sessions this connection opened, as
+// Kafka does when a share session's connection closes: their records are
+// released at once rather than when their locks run out.
+func (c *conn) endShareSessions() {
+	if len(c.shareSessions) == 0 {
+		return
+	}
+	ms := make([]broker.ShareMember, 0, len(c.shareSessions))
+	for m := range c.shareSessions {
+		ms = append(ms, m)
+	}
+	c.s.b.ShareConnClosed(c.id, ms)
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // conn is one client connection. Its goroutine (serve) owns every field
@@ -31,10 +33,16 @@ type conn struct {
 	stopped atomic.Bool
 	// sasl is the connection's authentication (sasl.go).
 	sasl saslState
+	// id names the connection to the broker's share sessions, and
+	// shareSessions are the ones it opened: they end with it (78_share_fetch.go).
+	id            uint64
+	shareSessions map[broker.ShareMember]bool
 }
 
+var connIDs atomic.Uint64
+
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+	return &conn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), id: connIDs.Add(1)}
 }
 
 // stopReading makes a blocked or future read of the next request fail, so
@@ -67,6 +75,7 @@ func (c *conn) armWrite() {
 // produce_pipeline.go) until the client goes away, a frame is malformed,
 // or the server shuts down.
 func (c *conn) serve() {
+	defer c.endShareSessions()
 	for {
 		c.armRead()
 		frame, err := c.readFrame()

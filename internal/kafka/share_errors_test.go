@@ -205,3 +205,36 @@ func TestShareGroupOffsets(t *testing.T) {
 		t.Fatalf("subscription after delete: %v", err)
 	}
 }
+
+// TestShareSessionEndsWithConnection: a share session lives on the
+// connection that opened it; when that closes, its records are released at
+// once (no lock has to run out: the clock does not move).
+func TestShareSessionEndsWithConnection(t *testing.T) {
+	clock := newTestClock()
+	n := startConsumerNode(t, clock, broker.ConsumerGroupConfig{})
+	n.createTopic("ct", 1)
+	setShareConfig(t, n, "cg", "share.auto.offset.reset", "earliest")
+	produceN(t, n, "ct", 2)
+	a, b := n.shareMember(t, "cg", "a", "ct"), n.shareMember(t, "cg", "b", "ct")
+	if got := acquired(a.fetch(10)); len(got) != 2 {
+		t.Fatalf("a acquired %v", got)
+	}
+	if got := acquired(b.fetch(10)); len(got) != 0 {
+		t.Fatalf("b acquired %v while a holds everything", got)
+	}
+	a.r.c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := acquired(b.fetch(10))
+		if len(got) == 2 {
+			if got[0] != 2 || got[1] != 2 {
+				t.Fatalf("released records came with counts %v, want 2", got)
+			}
+			return
+		}
+		if len(got) != 0 || time.Now().After(deadline) {
+			t.Fatalf("after a's connection closed b acquired %v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

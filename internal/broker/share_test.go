@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// shareJoin joins member to group over topic and opens its session.
+func (e *env) shareJoin(group, member, topic string) {
+	e.t.Helper()
+	if res := e.b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: group, MemberID: member, Topics: []string{topic}}); res.Err != nil {
+		e.t.Fatalf("join %s: %v", member, res.Err)
+	}
+}
+
+// shareFetch runs a ShareFetch and returns the offsets it acquired.
+func (e *env) shareFetch(req ShareFetchRequest) (ShareFetchResult, map[int64]int16) {
+	e.t.Helper()
+	res := e.b.ShareFetch(context.Background(), req)
+	got := map[int64]int16{}
+	for _, p := range res.Parts {
+		for _, a := range p.Acquired {
+			for o := a.First; o <= a.Last; o++ {
+				got[o] = a.DeliveryCount
+			}
+		}
+	}
+	return res, got
+}
+
+func one(off int64, typ int8) []ShareAckBatch {
+	return []ShareAckBatch{{First: off, Last: off, Types: []int8{typ}}}
+}
+
+// TestShareJoinsNativeSubscription: a share group named like a native
+// subscription reads that subscription's cursor: a record a native
+// consumer holds is not acquired, a record the share member releases goes
+// to the native consumer with its count, and each side's acks finish the
+// record for both.
+func TestShareJoinsNativeSubscription(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("ev", 1)
+	e.createSub(SubscriptionSettings{Topic: "ev", Name: "workers", FromEarliest: true})
+	p0 := int32(0)
+	e.produce("ev", ProduceRecord{Value: []byte("a"), Partition: &p0}, ProduceRecord{Value: []byte("b"), Partition: &p0},
+		ProduceRecord{Value: []byte("c"), Partition: &p0})
+	native := e.subReceive("ev", "workers", 1)
+	if len(native) != 1 || native[0].Offset != 0 {
+		t.Fatalf("native receive: %+v", native)
+	}
+	e.shareJoin("workers", "m", "ev")
+	sp := SharePartition{Topic: "ev", Partition: 0}
+	base := ShareFetchRequest{Group: "workers", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 10}
+	_, got := e.shareFetch(base)
+	if len(got) != 2 || got[1] != 1 || got[2] != 1 {
+		t.Fatalf("share fetch acquired %v, want 1 and 2 (0 is the native consumer's)", got)
+	}
+	req := base
+	req.SessionEpoch, req.NoFetch = 1, true
+	req.Acks = map[SharePartition][]ShareAckBatch{sp: {{First: 1, Last: 2, Types: []int8{ShareAckAccept, ShareAckRelease}}}}
+	if res, _ := e.shareFetch(req); res.Err != nil || res.Parts[0].AckErr != nil {
+		t.Fatalf("acks: %v %+v", res.Err, res.Parts)
+	}
+	e.subAck("ev", "workers", native...)
+	again := e.subReceive("ev", "workers", 10)
+	if len(again) != 1 || again[0].Offset != 2 || again[0].ReceiveCount != 2 {
+		t.Fatalf("native receive after the share release: %+v", again)
+	}
+}
+
+// TestShareRenew: a renewed lock outlives the lock duration; without the
+// renew the record would have gone to the other member.
+func TestShareRenew(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("rn", 1)
+	if err := e.b.AlterShareGroupConfig("g", map[string]*string{ShareAutoOffsetResetKey: ptr("earliest")}, false); err != nil {
+		t.Fatal(err)
+	}
+	e.produce("rn", ProduceRecord{Value: []byte("a")})
+	e.shareJoin("g", "a", "rn")
+	e.shareJoin("g", "b", "rn")
+	sp := SharePartition{Topic: "rn", Partition: 0}
+	if _, got := e.shareFetch(ShareFetchRequest{Group: "g", MemberID: "a", Add: []SharePartition{sp}}); len(got) != 1 {
+		t.Fatalf("a acquired %v", got)
+	}
+	e.clock.Advance(20 * time.Second)
+	res, _ := e.shareFetch(ShareFetchRequest{Group: "g", MemberID: "a", SessionEpoch: 1, NoFetch: true,
+		Acks: map[SharePartition][]ShareAckBatch{sp: one(0, ShareAckRenew)}})
+	if res.Err != nil || res.Parts[0].AckErr != nil {
+		t.Fatalf("renew: %v %+v", res.Err, res.Parts)
+	}
+	e.clock.Advance(20 * time.Second) // 40 s after the acquisition, 20 s after the renew
+	e.b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: "g", MemberID: "a", MemberEpoch: 1})
+	if _, got := e.shareFetch(ShareFetchRequest{Group: "g", MemberID: "b", Add: []SharePartition{sp}}); len(got) != 0 {
+		t.Fatalf("b acquired %v while a's renewed lock holds", got)
+	}
+	res, _ = e.shareFetch(ShareFetchRequest{Group: "g", MemberID: "a", SessionEpoch: 2, NoFetch: true,
+		Acks: map[SharePartition][]ShareAckBatch{sp: one(0, ShareAckAccept)}})
+	if res.Err != nil || res.Parts[0].AckErr != nil {
+		t.Fatalf("accept after renew: %v %+v", res.Err, res.Parts)
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// TestShareConfigDurable: group configs survive a restart; a refused change
+// stores nothing.
+func TestShareConfigDurable(t *testing.T) {
+	e := newEnv(t, nil)
+	if err := e.b.AlterShareGroupConfig("g", map[string]*string{ShareLockDurationKey: ptr("5000"), ShareDeliveryLimitKey: ptr("3")}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.AlterShareGroupConfig("g", map[string]*string{ShareLockDurationKey: ptr("1000"), ShareDeliveryLimitKey: ptr("11")}, false); err == nil {
+		t.Fatal("a delivery limit of 11 accepted")
+	}
+	if err := e.b.AlterShareGroupConfig("g", map[string]*string{ShareLockDurationKey: ptr("1000")}, true); err != nil {
+		t.Fatal(err) // validate only
+	}
+	e.restart()
+	c := e.b.ShareGroupConfig("g")
+	if c.LockDuration != 5*time.Second || c.DeliveryLimit != 3 || c.AutoOffsetReset != "latest" {
+		t.Fatalf("after restart: %+v", c)
+	}
+}
+
+// TestShareRefusedInCluster: subscriptions are not replicated yet, so a
+// cluster node refuses share groups.
+func TestShareRefusedInCluster(t *testing.T) {
+	c := newMemCluster(t, 1)
+	b := c.nodes[1].b
+	if res := b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}); !errors.Is(res.Err, ErrShareInCluster) {
+		t.Fatalf("heartbeat on a cluster node: %v", res.Err)
+	}
+	if res := b.ShareFetch(context.Background(), ShareFetchRequest{Group: "g", MemberID: "m"}); !errors.Is(res.Err, ErrShareInCluster) {
+		t.Fatalf("fetch on a cluster node: %v", res.Err)
+	}
+}
