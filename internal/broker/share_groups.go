@@ -132,7 +132,7 @@ func (b *Broker) ShareGroupHeartbeat(req ShareHeartbeatRequest) ShareHeartbeatRe
 		}
 		return ShareHeartbeatResult{MemberEpoch: -1}
 	case req.MemberEpoch == 0:
-		if req.Topics == nil || len(req.Topics) == 0 {
+		if len(req.Topics) == 0 {
 			return ShareHeartbeatResult{Err: invalid("subscribed_topic_names", "required when joining")}
 		}
 		if m == nil {

@@ -148,59 +148,6 @@ func handleShareFetch(ctx context.Context, c *conn, req *kmsg.ShareFetchRequest)
 	return msg(resp)
 }
 
-// handleShareAcknowledge settles acknowledgements outside a fetch (and,
-// with epoch -1, closes the session).
-func handleShareAcknowledge(ctx context.Context, c *conn, req *kmsg.ShareAcknowledgeRequest) (reply, error) {
-	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
-	r, code := c.newShareReq(req.GroupID, req.MemberID, req.ShareSessionEpoch)
-	if code != 0 {
-		resp.ErrorCode = code
-		return msg(resp)
-	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			sp, ok := c.sharePartition(r, t.TopicID, p.Partition)
-			if !ok {
-				continue
-			}
-			for _, b := range p.AcknowledgementBatches {
-				r.br.Acks[sp] = append(r.br.Acks[sp], shareBatch(b.FirstOffset, b.LastOffset, b.AcknowledgeTypes))
-			}
-		}
-	}
-	r.br.NoFetch = true
-	res := c.s.b.ShareFetch(ctx, r.br)
-	if res.Err != nil {
-		resp.ErrorCode, resp.ErrorMessage = errCode(res.Err, nil), errMessage(res.Err)
-		return msg(resp)
-	}
-	resp.AcquisitionLockTimeoutMillis = int32(res.LockDuration / time.Millisecond)
-	byTopic := map[[16]byte]int{}
-	add := func(id [16]byte, p kmsg.ShareAcknowledgeResponseTopicPartition) {
-		i, ok := byTopic[id]
-		if !ok {
-			i = len(resp.Topics)
-			byTopic[id] = i
-			t := kmsg.NewShareAcknowledgeResponseTopic()
-			t.TopicID = id
-			resp.Topics = append(resp.Topics, t)
-		}
-		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
-	}
-	for sp, code := range r.bad {
-		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
-		p.Partition, p.ErrorCode = sp.Partition, code
-		add(r.ids[sp.Topic], p)
-	}
-	for _, pr := range res.Parts {
-		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
-		p.Partition = pr.Partition
-		p.ErrorCode, p.ErrorMessage = errCode(pr.AckErr, nil), errMessage(pr.AckErr)
-		add(r.ids[pr.Topic], p)
-	}
-	return msg(resp)
-}
-
 // endShareSessions ends the share sessions this connection opened, as
 // Kafka does when a share session's connection closes: their records are
 // released at once rather than when their locks run out.
