@@ -160,6 +160,7 @@ func seedRequests() []seedRequest {
 		seedRequest{1, 4, fetchReq(4, "fz", 1, 0, 100).AppendTo(nil)},
 	)
 	out = append(out, seedConsumerGroup()...)
+	out = append(out, seedShareGroup([16]byte{1})...)
 	return append(append(out, seedNewAPIs()...), seedTxnAPIs()...)
 }
 
