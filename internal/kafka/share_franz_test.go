@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
@@ -36,9 +38,18 @@ func (l *shareLedger) n() int {
 // accepts every record except those decide says to release or reject.
 func startShareConsumer(t *testing.T, addr, group, topic, name string, l *shareLedger,
 	decide func(*kgo.Record) kgo.AckStatus) (stop func()) {
+	return startShareConsumerWith(t, addr, group, topic, name, l, decide, 5)
+}
+
+func startShareConsumerMax(t *testing.T, addr, group, topic, name string, l *shareLedger, maxRecords int32) (stop func()) {
+	return startShareConsumerWith(t, addr, group, topic, name, l, acceptAll, maxRecords)
+}
+
+func startShareConsumerWith(t *testing.T, addr, group, topic, name string, l *shareLedger,
+	decide func(*kgo.Record) kgo.AckStatus, maxRecords int32) (stop func()) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ShareMaxRecords(5), kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+		kgo.ShareMaxRecords(maxRecords), kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,4 +217,31 @@ func TestShareKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d accepted before, %d held at the kill, %d after", first, len(held), l.byMember["after"])
+}
+
+// TestShareThroughput measures franz-go share consumers draining a
+// backlog: SLUICE_SHARE_RECORDS=N (skipped without), two consumers on one
+// partition, every record accepted, every acknowledgement synced before it
+// is answered (SyncAlways, sluice's default).
+func TestShareThroughput(t *testing.T) {
+	total, err := strconv.Atoi(os.Getenv("SLUICE_SHARE_RECORDS"))
+	if err != nil || total <= 0 {
+		t.Skip("set SLUICE_SHARE_RECORDS=N to measure")
+	}
+	n := startNodeSync(t, t.TempDir(), broker.SyncPolicy{Mode: broker.SyncAlways})
+	n.createTopic("tp", 1)
+	setShareConfig(t, n, "bench", "share.auto.offset.reset", "earliest")
+	for i := 0; i < total; i += 5000 {
+		produceNumbered(t, n.addr, "tp", i, min(i+5000, total))
+	}
+	l := newShareLedger()
+	start := time.Now()
+	stopA := startShareConsumerMax(t, n.addr, "bench", "tp", "a", l, 500)
+	stopB := startShareConsumerMax(t, n.addr, "bench", "tp", "b", l, 500)
+	waitUntil(t, 5*time.Minute, "every record accepted", func() bool { return l.n() == total })
+	el := time.Since(start)
+	stopA()
+	stopB()
+	t.Logf("%d records accepted by 2 share consumers in %v: %.0f records/s (dups %d, split %v)",
+		total, el.Round(time.Millisecond), float64(total)/el.Seconds(), len(l.dups), l.byMember)
 }
