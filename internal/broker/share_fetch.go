@@ -17,6 +17,7 @@ type ShareFetchRequest struct {
 	MaxRecords      int
 	MaxWait         time.Duration
 	NoFetch         bool // ShareAcknowledge, or a renew-only ShareFetch
+	Acknowledge     bool // a ShareAcknowledge, which cannot open a session
 	// Conn names the connection asking; the session epoch 0 opens is
 	// ended by ShareConnClosed with it.
 	Conn uint64
@@ -121,11 +122,11 @@ func (b *Broker) shareSessionLocked(g *shareGroup, req ShareFetchRequest) (*shar
 	}
 	switch {
 	case req.SessionEpoch == 0:
+		if req.Acknowledge {
+			return nil, nil, ErrShareSessionEpoch // as Kafka: ShareAcknowledge cannot open a session
+		}
 		if len(req.Acks) > 0 {
 			return nil, nil, invalid("share_session_epoch", "acknowledgements need an open session (epoch > 0)")
-		}
-		if req.NoFetch {
-			return nil, nil, ErrShareSessionEpoch // ShareAcknowledge cannot open a session
 		}
 		if m.session != nil {
 			b.releaseSession(g.id, m.session)

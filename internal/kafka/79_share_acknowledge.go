@@ -27,7 +27,7 @@ func handleShareAcknowledge(ctx context.Context, c *conn, req *kmsg.ShareAcknowl
 			}
 		}
 	}
-	r.br.NoFetch = true
+	r.br.NoFetch, r.br.Acknowledge = true, true
 	res := c.s.b.ShareFetch(ctx, r.br)
 	if res.Err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(res.Err, nil), errMessage(res.Err)

@@ -49,6 +49,12 @@ func TestShareGroupErrors(t *testing.T) {
 			defer func() { m.sess = s }()
 			return top(m.fetch(0, ackRange{0, 0, 1}))
 		}, kerr.InvalidRequest},
+		{"ShareAcknowledge opening a session", func() int16 {
+			s := m.sess
+			m.sess = 0
+			defer func() { m.sess = s }()
+			return m.ack(ackRange{0, 0, 1}).ErrorCode
+		}, kerr.InvalidShareSessionEpoch},
 		{"no session", func() int16 {
 			o := n.shareMember(t, "eg", "m2", "et")
 			o.sess = 1
