@@ -188,12 +188,14 @@ func TestShareKill(t *testing.T) {
 		t.Fatal(kerr.ErrorForCode(code))
 	}
 	const total = 100
-	produceNumbered(t, n.addr, "kq", 0, total)
+	produceNumbered(t, n.addr, "kq", 0, 30)
 	l := newShareLedger()
 	stop := startShareConsumer(t, n.addr, "kw", "kq", "first", l, acceptAll)
-	waitUntil(t, 20*time.Second, "30 records accepted", func() bool { return l.n() >= 30 })
+	waitUntil(t, 20*time.Second, "30 records accepted", func() bool { return l.n() == 30 })
 	stop()
 	first := l.n()
+	// Produced after the first consumer left, so some are left to hold.
+	produceNumbered(t, n.addr, "kq", 30, total)
 
 	m := n.shareMember(t, "kw", "holder", "kq")
 	held := acquired(m.fetch(20))
