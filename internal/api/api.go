@@ -105,6 +105,11 @@ func (a *API) Routes() []Route {
 	add(sluicev1connect.NewDeadLetterServiceHandler(&deadLetterService{a}, opts...))
 	add(sluicev1connect.NewTopicServiceHandler(&topicService{API: a}, opts...))
 	add(sluicev1connect.NewGroupServiceHandler(&groupService{API: a}, opts...))
+	// The streams are never forwarded (the forwarder reads a whole body
+	// first): in a cluster each entry for another node's partition or queue
+	// is answered NOT_LEADER with the leader, and the client goes there.
+	p, h := sluicev1connect.NewStreamServiceHandler(&streamService{a}, a.HandlerOptions()...)
+	out = append(out, Route{p, withConnState(h)})
 	return out
 }
 

@@ -101,6 +101,11 @@ func requirements(msg any) ([]need, policy) {
 		return on(auth.Redrive, queueRes(m.GetDeadLetterQueue())), checked
 	case *sluicev1.GetRedriveRequest, *sluicev1.CancelRedriveRequest:
 		return nil, lookedUp
+	// StreamService: each Publish request names its own destination and is
+	// answered PERMISSION_DENIED by itself (the stream goes on); a Consume
+	// stream's start needs consume on its queue, its acks the same.
+	case *sluicev1.PublishRequest, *sluicev1.StreamServiceConsumeRequest:
+		return nil, lookedUp
 	case *sluicev1.ListRedrivesRequest:
 		if q := m.GetDeadLetterQueue(); q != "" {
 			return on(auth.Describe, queueRes(q)), checked

@@ -19,6 +19,7 @@ func TestEveryRPCHasARule(t *testing.T) {
 	files := []protoreflect.FileDescriptor{
 		sluicev1.File_sluice_v1_queue_proto, sluicev1.File_sluice_v1_topic_proto,
 		sluicev1.File_sluice_v1_group_proto, sluicev1.File_sluice_v1_deadletter_proto,
+		sluicev1.File_sluice_v1_stream_proto,
 	}
 	n := 0
 	for _, f := range files {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -18,42 +19,61 @@ import (
 // cleanly (no error) when the client goes away or the server drains.
 func (q *queueService) Consume(ctx context.Context, req *connect.Request[sluicev1.ConsumeRequest], stream *connect.ServerStream[sluicev1.ConsumeResponse]) error {
 	name := req.Msg.GetQueue()
-	limit := int(req.Msg.GetMaxInFlight())
+	limit, vis, err := q.consumeParams(req.Msg)
+	if err != nil {
+		return err
+	}
+	return q.consumeLoop(ctx, name, limit, vis, req.Header(), func(m *sluicev1.Message) error {
+		return stream.Send(&sluicev1.ConsumeResponse{Message: m})
+	})
+}
+
+// consumeParams checks a ConsumeRequest and its queue: the stream's lease
+// limit and visibility timeout.
+func (a *API) consumeParams(m *sluicev1.ConsumeRequest) (int, time.Duration, error) {
+	name := m.GetQueue()
+	limit := int(m.GetMaxInFlight())
 	if limit < 0 || limit > broker.MaxReceiveBatch {
-		return invalidArg(ReasonInvalidArgument, "max_in_flight", fmt.Sprintf("max_in_flight %d: want 0 to %d", limit, broker.MaxReceiveBatch), qmeta(name))
+		return 0, 0, invalidArg(ReasonInvalidArgument, "max_in_flight", fmt.Sprintf("max_in_flight %d: want 0 to %d", limit, broker.MaxReceiveBatch), qmeta(name))
 	}
 	if limit == 0 {
 		limit = defaultConsumeFlight
 	}
-	vis, err := fromDur(req.Msg.GetVisibilityTimeout(), "visibility_timeout")
+	vis, err := fromDur(m.GetVisibilityTimeout(), "visibility_timeout")
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	if _, err := q.describeQueue(name); err != nil {
-		return err
+	if _, err := a.describeQueue(name); err != nil {
+		return 0, 0, err
 	}
-	ctx, cancel := q.untilDrain(ctx)
+	return limit, vis, nil
+}
+
+// consumeLoop is a Consume stream's delivery side: it holds at most limit
+// deliveries leased to the stream and sends each through send.
+func (a *API) consumeLoop(ctx context.Context, name string, limit int, vis time.Duration, hdr http.Header, send func(*sluicev1.Message) error) error {
+	ctx, cancel := a.untilDrain(ctx)
 	defer cancel()
-	held := q.streams.open()
-	defer q.streams.close(held)
+	held := a.streams.open()
+	defer a.streams.close(held)
 	for ctx.Err() == nil {
-		n, next := q.streams.outstanding(held, time.Now())
+		n, next := a.streams.outstanding(held, time.Now())
 		if n >= limit {
 			waitForSlot(ctx, held.changed, next)
 			continue
 		}
-		start := q.traceNow()
-		msgs, err := q.receive(ctx, name, broker.ReceiveOptions{Max: min(limit-n, maxReceiveBatch), Visibility: vis, Wait: consumeWait})
-		q.traceConsumed(req.Header(), name, start, msgs)
+		start := a.traceNow()
+		msgs, err := a.receive(ctx, name, broker.ReceiveOptions{Max: min(limit-n, maxReceiveBatch), Visibility: vis, Wait: consumeWait})
+		a.traceConsumed(hdr, name, start, msgs)
 		if ctx.Err() != nil {
 			break // client gone or server draining; deliveries not sent stay leased until they expire
 		}
 		if err != nil {
-			return q.toConnect(err, qmeta(name))
+			return a.toConnect(err, qmeta(name))
 		}
 		for _, m := range msgs {
-			q.streams.add(held, name, m.GetReceipt(), m.GetVisibilityDeadline().AsTime())
-			if err := stream.Send(&sluicev1.ConsumeResponse{Message: m}); err != nil {
+			a.streams.add(held, name, m.GetReceipt(), m.GetVisibilityDeadline().AsTime())
+			if err := send(m); err != nil {
 				if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 					return nil
 				}

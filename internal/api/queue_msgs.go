@@ -154,26 +154,36 @@ func (q *queueService) AckBatch(ctx context.Context, req *connect.Request[sluice
 	if len(receipts) == 0 || len(receipts) > maxAckBatch {
 		return nil, invalidArg(ReasonInvalidArgument, "receipts", fmt.Sprintf("%d receipts: want 1 to %d", len(receipts), maxAckBatch), qmeta(name))
 	}
-	var errs []error
-	var err error
-	if topic, sub, ok := splitSub(name); ok {
-		errs, err = q.b.SubscriptionAckBatch(ctx, topic, sub, receipts)
-	} else {
-		errs, err = q.b.AckBatch(ctx, name, receipts)
-	}
+	res, err := q.ackBatch(ctx, name, receipts)
 	if err != nil {
 		return nil, q.toConnect(err, qmeta(name)) // the whole call failed, not one receipt
 	}
-	out := &sluicev1.AckBatchResponse{Results: make([]*sluicev1.AckResult, len(receipts))}
+	return connect.NewResponse(&sluicev1.AckBatchResponse{Results: res}), nil
+}
+
+// ackBatch acks receipts of name together (one durable write), releasing
+// the stream leases of those acked; the error is the whole call's.
+func (a *API) ackBatch(ctx context.Context, name string, receipts []string) ([]*sluicev1.AckResult, error) {
+	var errs []error
+	var err error
+	if topic, sub, ok := splitSub(name); ok {
+		errs, err = a.b.SubscriptionAckBatch(ctx, topic, sub, receipts)
+	} else {
+		errs, err = a.b.AckBatch(ctx, name, receipts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sluicev1.AckResult, len(receipts))
 	for i, r := range receipts {
-		out.Results[i] = &sluicev1.AckResult{Receipt: r}
+		out[i] = &sluicev1.AckResult{Receipt: r}
 		if errs[i] != nil {
-			out.Results[i].Error = errorInfo(errs[i], qmeta(name))
+			out[i].Error = errorInfo(errs[i], qmeta(name))
 			continue
 		}
-		q.streams.release(name, r)
+		a.streams.release(name, r)
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
 }
 
 func (q *queueService) Extend(ctx context.Context, req *connect.Request[sluicev1.ExtendRequest]) (*connect.Response[sluicev1.ExtendResponse], error) {

@@ -27,23 +27,9 @@ func (t *topicService) Produce(ctx context.Context, req *connect.Request[sluicev
 	}
 	recs := make([]broker.ProduceRecord, len(req.Msg.GetRecords()))
 	for i, r := range req.Msg.GetRecords() {
-		recs[i] = broker.ProduceRecord{Key: r.GetKey(), Value: r.GetValue()}
-		if r.GetValue() == nil {
-			recs[i].Value = []byte{} // proto3 cannot say null; an unset value is empty
-		}
-		for _, h := range r.GetHeaders() {
-			recs[i].Headers = append(recs[i].Headers, batch.RecordHeader{Key: h.GetKey(), Value: h.GetValue()})
-		}
-		if r.GetTimestamp() != nil {
-			recs[i].Timestamp = r.GetTimestamp().AsTime()
-		}
-		switch p := r.GetPartition(); {
-		case r.Partition == nil || p == -1: // by key
-		case p < -1:
-			return nil, invalidArg(ReasonInvalidArgument, "partition",
-				fmt.Sprintf("record %d: partition %d: want -1 (by key) or a partition number", i, p), tmeta(name))
-		default:
-			recs[i].Partition = &p
+		var err error
+		if recs[i], err = produceRecord(i, r, name); err != nil {
+			return nil, err
 		}
 	}
 	var opts broker.ProduceOptions
@@ -60,6 +46,29 @@ func (t *topicService) Produce(ctx context.Context, req *connect.Request[sluicev
 		out.Results[i] = &sluicev1.ProduceResult{Partition: r.Partition, Offset: r.Offset, Timestamp: ts(r.Timestamp)}
 	}
 	return connect.NewResponse(out), nil
+}
+
+// produceRecord is record i of a request for topic name, as the broker takes it.
+func produceRecord(i int, r *sluicev1.ProduceRecord, name string) (broker.ProduceRecord, error) {
+	rec := broker.ProduceRecord{Key: r.GetKey(), Value: r.GetValue()}
+	if r.GetValue() == nil {
+		rec.Value = []byte{} // proto3 cannot say null; an unset value is empty
+	}
+	for _, h := range r.GetHeaders() {
+		rec.Headers = append(rec.Headers, batch.RecordHeader{Key: h.GetKey(), Value: h.GetValue()})
+	}
+	if r.GetTimestamp() != nil {
+		rec.Timestamp = r.GetTimestamp().AsTime()
+	}
+	switch p := r.GetPartition(); {
+	case r.Partition == nil || p == -1: // by key
+	case p < -1:
+		return rec, invalidArg(ReasonInvalidArgument, "partition",
+			fmt.Sprintf("record %d: partition %d: want -1 (by key) or a partition number", i, p), tmeta(name))
+	default:
+		rec.Partition = &p
+	}
+	return rec, nil
 }
 
 // Fetch reads each requested partition once; if nothing at all came back

@@ -1,0 +1,281 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-mq/sluice/internal/auth"
+
+	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
+)
+
+// StreamService.Publish (stream.proto). One goroutine reads requests into a
+// bounded queue; the handler's goroutine takes whatever has been read — the
+// requests that arrived while the previous ones waited for the disk — stores
+// each run of requests for one destination with one broker call (one append,
+// one fsync), and answers them in request order. So a stream's batches grow
+// with the disk's latency by themselves (group commit without a linger), the
+// log keeps the stream's order, and an answer never leaves before every
+// entry it reports is durable: the broker call returns only then.
+
+// Limits of a Publish stream.
+const (
+	// maxPublishEntries bounds the records or messages of one request.
+	maxPublishEntries = 1000
+	// publishAheadBytes bounds what one stream has read and not answered
+	// yet; past it the server stops reading and HTTP/2 flow control holds
+	// the client back. A single larger request (up to MaxRequestBytes) is
+	// still taken when nothing else is pending.
+	publishAheadBytes = 8 << 20
+	// publishAheadRequests bounds the same in requests.
+	publishAheadRequests = 256
+	// publishMergeEntries bounds the entries stored by one broker call.
+	publishMergeEntries = 4096
+)
+
+type streamService struct{ *API }
+
+// pendingPublish is a request read and not answered yet.
+type pendingPublish struct {
+	req  *sluicev1.PublishRequest
+	size int64
+}
+
+func (s *streamService) Publish(ctx context.Context, stream *connect.BidiStream[sluicev1.PublishRequest, sluicev1.PublishResponse]) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	win := newByteWindow(publishAheadBytes)
+	reqs := make(chan pendingPublish, publishAheadRequests)
+	readErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { readErr <- s.readPublishes(ctx, stream, win, reqs) })
+	defer wg.Wait() // the reader ends when the body does; the client is gone if we return early
+
+	for p := range reqs {
+		batch := []pendingPublish{p}
+		entries := publishEntries(p.req)
+	more:
+		for entries < publishMergeEntries {
+			select {
+			case q, ok := <-reqs:
+				if !ok {
+					break more
+				}
+				batch = append(batch, q)
+				entries += publishEntries(q.req)
+			default:
+				break more
+			}
+		}
+		for i, resp := range s.publishBatch(ctx, batch) {
+			if err := stream.Send(resp); err != nil {
+				cancel()
+				return nil // the client went away; what is stored stays stored
+			}
+			win.release(batch[i].size)
+		}
+	}
+	return <-readErr
+}
+
+// readPublishes reads requests until the client closes its side (nil) or
+// the stream fails (the error), waiting for room in win before each.
+func (s *streamService) readPublishes(ctx context.Context, stream *connect.BidiStream[sluicev1.PublishRequest, sluicev1.PublishResponse],
+	win *byteWindow, out chan<- pendingPublish) error {
+	defer close(out)
+	for {
+		req, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n := int64(proto.Size(req))
+		if !win.acquire(ctx, n) {
+			return nil
+		}
+		select {
+		case out <- pendingPublish{req, n}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func publishEntries(r *sluicev1.PublishRequest) int {
+	return len(r.GetRecords()) + len(r.GetMessages())
+}
+
+// publishBatch answers every request of batch, in order.
+func (s *streamService) publishBatch(ctx context.Context, batch []pendingPublish) []*sluicev1.PublishResponse {
+	out := make([]*sluicev1.PublishResponse, len(batch))
+	var run []int // indexes of batch: consecutive accepted requests for one destination
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		reqs := make([]*sluicev1.PublishRequest, len(run))
+		resps := make([]*sluicev1.PublishResponse, len(run))
+		for i, j := range run {
+			reqs[i], resps[i] = batch[j].req, out[j]
+		}
+		if t, ok := reqs[0].GetDestination().(*sluicev1.PublishRequest_Topic); ok {
+			s.produceRun(ctx, t.Topic, reqs, resps)
+		} else {
+			s.sendRun(ctx, reqs[0].GetQueue(), reqs, resps)
+		}
+		run = run[:0]
+	}
+	for i, p := range batch {
+		resp := &sluicev1.PublishResponse{Id: p.req.GetId()}
+		out[i] = resp
+		if err := checkPublish(p.req); err != nil {
+			flush()
+			resp.Error = publishError(s.API, err)
+			continue
+		}
+		resp.Results = make([]*sluicev1.PublishResult, publishEntries(p.req))
+		if err := s.allowedPublish(ctx, p.req); err != nil {
+			flush()
+			failAll(resp, publishError(s.API, err))
+			continue
+		}
+		if len(run) > 0 && !sameDestination(batch[run[0]].req, p.req) {
+			flush()
+		}
+		run = append(run, i)
+	}
+	flush()
+	return out
+}
+
+// checkPublish refuses a request that is malformed as a whole.
+func checkPublish(r *sluicev1.PublishRequest) error {
+	meta := map[string]string{"id": fmt.Sprint(r.GetId())}
+	recs, msgs := len(r.GetRecords()), len(r.GetMessages())
+	switch r.GetDestination().(type) {
+	case *sluicev1.PublishRequest_Topic:
+		if msgs > 0 {
+			return invalidArg(ReasonInvalidArgument, "messages", "a request for a topic carries records, not messages", meta)
+		}
+	case *sluicev1.PublishRequest_Queue:
+		if recs > 0 {
+			return invalidArg(ReasonInvalidArgument, "records", "a request for a queue carries messages, not records", meta)
+		}
+	default:
+		return invalidArg(ReasonInvalidArgument, "destination", "name a topic or a queue", meta)
+	}
+	if n := recs + msgs; n == 0 || n > maxPublishEntries {
+		return invalidArg(ReasonInvalidArgument, "entries", fmt.Sprintf("%d entries: want 1 to %d", n, maxPublishEntries), meta)
+	}
+	return nil
+}
+
+// allowedPublish is the request's authorization: the stream's caller must
+// be allowed to produce to its destination (authz_rules.go leaves the
+// stream's messages to the handler, as each names its own destination).
+func (s *streamService) allowedPublish(ctx context.Context, r *sluicev1.PublishRequest) error {
+	if !s.auth.Enabled() {
+		return nil
+	}
+	if t, ok := r.GetDestination().(*sluicev1.PublishRequest_Topic); ok {
+		return s.allowed(ctx, auth.Produce, topicRes(t.Topic))
+	}
+	return s.allowed(ctx, auth.Produce, queueRes(r.GetQueue()))
+}
+
+func sameDestination(a, b *sluicev1.PublishRequest) bool {
+	switch d := a.GetDestination().(type) {
+	case *sluicev1.PublishRequest_Topic:
+		o, ok := b.GetDestination().(*sluicev1.PublishRequest_Topic)
+		return ok && o.Topic == d.Topic
+	case *sluicev1.PublishRequest_Queue:
+		o, ok := b.GetDestination().(*sluicev1.PublishRequest_Queue)
+		return ok && o.Queue == d.Queue
+	}
+	return false
+}
+
+func failAll(resp *sluicev1.PublishResponse, e *sluicev1.PublishError) {
+	for i := range resp.Results {
+		if resp.Results[i] == nil {
+			resp.Results[i] = &sluicev1.PublishResult{Error: e}
+		}
+	}
+}
+
+// publishError is err as a unary call would have failed with it.
+func publishError(a *API, err error) *sluicev1.PublishError {
+	var meta map[string]string
+	var me metaError
+	if errors.As(err, &me) {
+		meta = me.meta
+	}
+	var cerr *connect.Error
+	if !errors.As(a.toConnect(err, meta), &cerr) {
+		return &sluicev1.PublishError{Code: connect.CodeInternal.String(), Message: "internal error"}
+	}
+	out := &sluicev1.PublishError{Code: cerr.Code().String(), Message: cerr.Message()}
+	for _, d := range cerr.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(*sluicev1.ErrorInfo); ok {
+				out.Info = info
+			}
+		}
+	}
+	return out
+}
+
+// byteWindow bounds the bytes a stream holds unanswered.
+type byteWindow struct {
+	mu    sync.Mutex
+	limit int64
+	used  int64
+	freed chan struct{} // closed and replaced whenever bytes are released
+}
+
+func newByteWindow(limit int64) *byteWindow {
+	return &byteWindow{limit: limit, freed: make(chan struct{})}
+}
+
+// acquire waits until n more bytes fit (or nothing is held: one request
+// larger than the window still passes alone); false if ctx ended first.
+func (w *byteWindow) acquire(ctx context.Context, n int64) bool {
+	for {
+		w.mu.Lock()
+		if w.used == 0 || w.used+n <= w.limit {
+			w.used += n
+			w.mu.Unlock()
+			return true
+		}
+		freed := w.freed
+		w.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func (w *byteWindow) release(n int64) {
+	w.mu.Lock()
+	w.used -= n
+	close(w.freed)
+	w.freed = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// held is the bytes held now (tests).
+func (w *byteWindow) held() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.used
+}
