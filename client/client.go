@@ -36,6 +36,8 @@ type Client struct {
 	dlq   sluicev1connect.DeadLetterServiceClient
 	topic sluicev1connect.TopicServiceClient
 	group sluicev1connect.GroupServiceClient
+	// stream is StreamService over HTTP/2, which bidirectional streams need.
+	stream sluicev1connect.StreamServiceClient
 }
 
 // Protocol is the wire protocol the client speaks.
@@ -54,6 +56,7 @@ const (
 
 type config struct {
 	http     *http.Client
+	h2       *http.Client // for StreamService; nil: an HTTP/2 client of New's making
 	protocol Protocol
 	extra    []connect.ClientOption
 	token    string
@@ -68,6 +71,13 @@ type Option func(*config)
 // WithHTTPClient sends requests through hc (timeouts, TLS, proxies). With
 // ProtocolGRPC it must speak HTTP/2.
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
+
+// WithStreamHTTPClient sends the bidirectional streams (Publisher,
+// ConsumeAcked) through hc, which must speak HTTP/2: h2c for http:// URLs.
+// Without it they use an HTTP/2 client of their own (with WithTLS's
+// configuration), whatever WithHTTPClient says, as HTTP/1.1 cannot carry
+// them.
+func WithStreamHTTPClient(hc *http.Client) Option { return func(c *config) { c.h2 = hc } }
 
 // WithProtocol picks the wire protocol; the default is ProtocolConnect.
 func WithProtocol(p Protocol) Option { return func(c *config) { c.protocol = p } }
@@ -119,11 +129,16 @@ func New(baseURL string, opts ...Option) *Client {
 	}
 	copts = append(copts, cfg.extra...)
 	base := strings.TrimRight(baseURL, "/")
+	if cfg.h2 == nil {
+		cfg.h2 = defaultHTTPClient(ProtocolGRPC, cfg.tls) // HTTP/2 only, h2c for http://
+	}
+	sopts := copts[1:] // not the NOT_LEADER retry of unary calls: a stream answers NOT_LEADER per entry
 	return &Client{
-		queue: sluicev1connect.NewQueueServiceClient(cfg.http, base, copts...),
-		dlq:   sluicev1connect.NewDeadLetterServiceClient(cfg.http, base, copts...),
-		topic: sluicev1connect.NewTopicServiceClient(cfg.http, base, copts...),
-		group: sluicev1connect.NewGroupServiceClient(cfg.http, base, copts...),
+		queue:  sluicev1connect.NewQueueServiceClient(cfg.http, base, copts...),
+		dlq:    sluicev1connect.NewDeadLetterServiceClient(cfg.http, base, copts...),
+		topic:  sluicev1connect.NewTopicServiceClient(cfg.http, base, copts...),
+		group:  sluicev1connect.NewGroupServiceClient(cfg.http, base, copts...),
+		stream: sluicev1connect.NewStreamServiceClient(cfg.h2, base, sopts...),
 	}
 }
 
@@ -136,6 +151,8 @@ func defaultHTTPClient(p Protocol, tc *tls.Config) *http.Client {
 		t.TLSClientConfig = tc.Clone()
 	}
 	if p == ProtocolGRPC {
+		// HTTP/2 only: with HTTP/1 among the protocols an http:// URL
+		// would be spoken to in HTTP/1.1.
 		var protos http.Protocols
 		protos.SetHTTP2(true)
 		protos.SetUnencryptedHTTP2(true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -20,6 +21,13 @@ import (
 type nativeDriver struct {
 	c *client.Client
 	benchShape
+	// stream: sends go through one shared Publisher per destination
+	// (StreamService.Publish, batched across the senders) and queue
+	// consumers ack on their Consume stream; false: one unary call per
+	// send and AckBatch, as before the streams existed (--native-unary).
+	stream bool
+	mu     sync.Mutex
+	pubs   map[string]*client.Publisher
 }
 
 // benchShape is what drivers need to know of the run beyond one call.
@@ -35,7 +43,7 @@ type benchShape struct {
 	tls *tls.Config
 }
 
-func newNativeDriver(server string, shape benchShape, gzip bool) *nativeDriver {
+func newNativeDriver(server string, shape benchShape, gzip, stream bool) *nativeDriver {
 	// One keep-alive connection per message in flight: the default
 	// transport keeps only two idle per host, and 256 senders would
 	// otherwise open and close connections all run long.
@@ -50,10 +58,38 @@ func newNativeDriver(server string, shape benchShape, gzip bool) *nativeDriver {
 		// responses as they are: what compression costs is measurable.
 		opts = append(opts, client.WithConnectOptions(connect.WithAcceptCompression("gzip", nil, nil)))
 	}
-	return &nativeDriver{c: client.New(server, opts...), benchShape: shape}
+	return &nativeDriver{c: client.New(server, opts...), benchShape: shape, stream: stream, pubs: map[string]*client.Publisher{}}
 }
 
-func (d *nativeDriver) Close() error { return nil }
+func (d *nativeDriver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for _, p := range d.pubs {
+		errs = append(errs, p.Close(ctx))
+	}
+	d.pubs = map[string]*client.Publisher{}
+	return errors.Join(errs...)
+}
+
+// publisher is the shared Publisher of name, made on first use.
+func (d *nativeDriver) publisher(name string, log bool) *client.Publisher {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := fmt.Sprint(log, "/", name)
+	p := d.pubs[key]
+	if p == nil {
+		if log {
+			p = d.c.TopicPublisher(name, nil)
+		} else {
+			p = d.c.QueuePublisher(name, nil)
+		}
+		d.pubs[key] = p
+	}
+	return p
+}
 
 func (d *nativeDriver) Prepare(ctx context.Context, name string, kind load.Kind) error {
 	if kind == load.Log {
@@ -71,7 +107,42 @@ func (d *nativeDriver) Prepare(ctx context.Context, name string, kind load.Kind)
 }
 
 func (d *nativeDriver) Producer(_ context.Context, name string, kind load.Kind, _ int) (load.Producer, error) {
+	if d.stream {
+		return &streamProducer{p: d.publisher(name, kind == load.Log), log: kind == load.Log}, nil
+	}
 	return &nativeProducer{c: d.c, name: name, log: kind == load.Log}, nil
+}
+
+// streamProducer hands each body to the shared Publisher and waits for
+// every answer: the load engine's senders are what the Publisher batches.
+type streamProducer struct {
+	p   *client.Publisher
+	log bool
+}
+
+func (p *streamProducer) Close() error { return nil }
+
+func (p *streamProducer) Send(ctx context.Context, bodies [][]byte) error {
+	fs := make([]*client.PublishFuture, 0, len(bodies))
+	for _, b := range bodies {
+		var f *client.PublishFuture
+		var err error
+		if p.log {
+			f, err = p.p.PublishRecord(ctx, &client.ProduceRecord{Value: b})
+		} else {
+			f, err = p.p.PublishMessage(ctx, client.Entry(b))
+		}
+		if err != nil {
+			return err
+		}
+		fs = append(fs, f)
+	}
+	for _, f := range fs {
+		if _, err := f.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type nativeProducer struct {
@@ -118,6 +189,9 @@ func (d *nativeDriver) Consumer(ctx context.Context, name string, kind load.Kind
 			parts = append(parts, &client.PartitionOffset{Partition: p})
 		}
 		return &nativeLogConsumer{c: d.c, name: name, parts: parts}, nil
+	}
+	if d.stream {
+		return newAckedQueueConsumer(ctx, d.c, name, d.prefetch)
 	}
 	return newNativeQueueConsumer(ctx, d.c, name, d.prefetch), nil
 }

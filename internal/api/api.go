@@ -85,6 +85,9 @@ func New(opts Options) *API {
 type Route struct {
 	Pattern string
 	Handler http.Handler
+	// Stream: the route's bodies are long-lived streams (StreamService),
+	// each message bounded by MaxRequestBytes here, not the whole body.
+	Stream bool
 }
 
 // Routes returns the handlers of every service, ready for a mux.
@@ -100,7 +103,7 @@ func (a *API) Routes() []Route {
 		opts = append(opts, connect.WithInterceptors(forwardInterceptor{}))
 	}
 	var out []Route
-	add := func(p string, h http.Handler) { out = append(out, Route{p, wrap(withConnState(h))}) }
+	add := func(p string, h http.Handler) { out = append(out, Route{p, wrap(withConnState(h)), false}) }
 	add(sluicev1connect.NewQueueServiceHandler(&queueService{a}, opts...))
 	add(sluicev1connect.NewDeadLetterServiceHandler(&deadLetterService{a}, opts...))
 	add(sluicev1connect.NewTopicServiceHandler(&topicService{API: a}, opts...))
@@ -109,7 +112,7 @@ func (a *API) Routes() []Route {
 	// first): in a cluster each entry for another node's partition or queue
 	// is answered NOT_LEADER with the leader, and the client goes there.
 	p, h := sluicev1connect.NewStreamServiceHandler(&streamService{a}, a.HandlerOptions()...)
-	out = append(out, Route{p, withConnState(h)})
+	out = append(out, Route{p, withConnState(h), true})
 	return out
 }
 

@@ -23,6 +23,10 @@ func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemet
 		Draining: s.Draining(), ObserveRequest: s.Metrics().ObserveRequest, Auth: store, Tracer: tr,
 	})
 	for _, r := range a.Routes() {
+		if r.Stream {
+			s.RegisterStreamHTTP(r.Pattern, r.Handler)
+			continue
+		}
 		s.RegisterHTTP(r.Pattern, r.Handler)
 	}
 }

@@ -17,6 +17,10 @@ func (s *Server) wrap(next http.Handler, limit int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &trackingWriter{ResponseWriter: w}
 		defer s.recoverPanic(rw, r)
+		if s.isStreamRoute(r) {
+			next.ServeHTTP(rw, r) // its handler bounds each message (RegisterStreamHTTP)
+			return
+		}
 		g := bodyGuard{limit: limit, timeout: s.cfg.ReadBodyTimeout, ownAnswer: s.isFrontendRoute, refuse: rw.refuse}
 		r2, ok := g.apply(rw, w, r)
 		if !ok {
@@ -68,6 +72,15 @@ func (s *Server) isFrontendRoute(r *http.Request) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.routes[pattern]
+}
+
+// isStreamRoute reports whether r is for a route mounted with
+// RegisterStreamHTTP.
+func (s *Server) isStreamRoute(r *http.Request) bool {
+	_, pattern := s.mux.Handler(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streamPats[pattern]
 }
 
 // recoverPanic turns a handler panic into a logged error and a 500, so a bug

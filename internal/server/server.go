@@ -83,6 +83,7 @@ type Server struct {
 	listeners   map[string]net.Listener
 	running     map[string]Frontend // frontends whose Serve goroutine was started
 	routes      map[string]bool     // patterns mounted with RegisterHTTP
+	streamPats  map[string]bool     // patterns of those whose body is a long-lived stream
 	readyChecks []func() error      // see AddReadyCheck
 	closers     []closer
 	started     bool
@@ -104,7 +105,7 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 		cfg: cfg, log: log, metrics: metrics.New(version), mux: http.NewServeMux(),
 		draining: make(chan struct{}), base: base, cancelBase: cancel,
 		frontends: map[string]Frontend{}, listeners: map[string]net.Listener{},
-		running: map[string]Frontend{}, routes: map[string]bool{}, errc: make(chan error, len(listenerNames)),
+		running: map[string]Frontend{}, routes: map[string]bool{}, streamPats: map[string]bool{}, errc: make(chan error, len(listenerNames)),
 	}
 	// Health and metrics live on the API's mux unless they have a
 	// listener of their own.
@@ -147,6 +148,18 @@ func (s *Server) RegisterHTTP(pattern string, h http.Handler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.routes[pattern] = true
+}
+
+// RegisterStreamHTTP is RegisterHTTP for a handler whose request body is
+// a long-lived stream of messages (the native API's bidirectional calls):
+// the body guard's whole-body size and read-time limits would cut such a
+// stream off, so h must bound each message itself (Connect's read limit)
+// and what it holds unanswered.
+func (s *Server) RegisterStreamHTTP(pattern string, h http.Handler) {
+	s.RegisterHTTP(pattern, h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.streamPats[pattern] = true
 }
 
 // RegisterFrontend attaches the front-end for listener name (Kafka, SQS or
