@@ -50,7 +50,11 @@ func (s *streamService) produceRun(ctx context.Context, topic string, reqs []*sl
 		return
 	}
 	for k := range recs {
-		s.answerRecord(where[k], res[k:min(k+1, len(res))], err, topic)
+		var r []broker.ProduceResult
+		if err == nil && k < len(res) {
+			r = res[k : k+1]
+		}
+		s.answerRecord(where[k], r, err, topic)
 	}
 }
 
