@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Test hooks, compiled only into this package's tests.
 
@@ -14,3 +17,13 @@ func NoJitter(w *Worker) {
 
 // BackoffOf is w's nack delay after the n-th failure.
 func BackoffOf(w *Worker, n int) time.Duration { return w.backoff(n) }
+
+// PublishStream is the stream a Publisher writes (faked by tests).
+type PublishStream = publishStream
+
+// NewTestPublisher is a Publisher over streams open makes, with after as
+// its clock for the linger (time.AfterFunc's shape).
+func NewTestPublisher(topic string, opts *PublisherOptions, open func(context.Context) PublishStream,
+	after func(time.Duration, func()) func() bool) *Publisher {
+	return newPublisher(topic, "", opts, open, after)
+}
