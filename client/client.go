@@ -8,6 +8,13 @@
 //	c := client.New("http://127.0.0.1:8080")
 //	if _, err := c.Send(ctx, "emails", []byte("hello")); errors.Is(err, client.ErrQueueNotFound) { … }
 //
+// For throughput, a Publisher (TopicPublisher, QueuePublisher) batches
+// concurrent publishes over one StreamService.Publish stream and gives each
+// a future that answers once the entry is durable; ConsumeAcked is Consume
+// with acks on the stream. Both need HTTP/2 and open it themselves (h2c
+// for http:// URLs; WithStreamHTTPClient to supply the client). The unary
+// calls stay for everything else, and for exactly-once produce.
+//
 // A server with --auth-file wants a credential: WithToken sends a bearer
 // token, WithTLS a client certificate (docs/security.md); a refused call
 // matches ErrUnauthenticated or ErrPermissionDenied.
