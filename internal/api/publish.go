@@ -53,11 +53,22 @@ func (s *streamService) Publish(ctx context.Context, stream *connect.BidiStream[
 	win := newByteWindow(publishAheadBytes)
 	reqs := make(chan pendingPublish, publishAheadRequests)
 	readErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { readErr <- s.readPublishes(ctx, stream, win, reqs) })
-	defer wg.Wait() // the reader ends when the body does; the client is gone if we return early
-
-	for p := range reqs {
+	// The reader is not waited for: it ends when the body does, which the
+	// handler's return brings about, and ctx stops it between requests.
+	go func() { readErr <- s.readPublishes(ctx, stream, win, reqs) }()
+	for {
+		var p pendingPublish
+		var ok bool
+		select {
+		case p, ok = <-reqs:
+		case <-s.draining:
+			// Shutting down: what was answered is stored; what was read and
+			// not taken was not, and fails with the stream at the client.
+			return nil
+		}
+		if !ok {
+			return <-readErr
+		}
 		batch := []pendingPublish{p}
 		entries := publishEntries(p.req)
 	more:
@@ -75,13 +86,11 @@ func (s *streamService) Publish(ctx context.Context, stream *connect.BidiStream[
 		}
 		for i, resp := range s.publishBatch(ctx, batch) {
 			if err := stream.Send(resp); err != nil {
-				cancel()
 				return nil // the client went away; what is stored stays stored
 			}
 			win.release(batch[i].size)
 		}
 	}
-	return <-readErr
 }
 
 // readPublishes reads requests until the client closes its side (nil) or

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -35,6 +36,11 @@ func h2cServer(t *testing.T, h http.Handler, opts ...connect.ClientOption) sluic
 // (records up to 1 KiB) and queue "q" (messages up to 1 KiB).
 func streamAPI(t *testing.T, maxRequest int64) (*broker.Broker, sluicev1connect.StreamServiceClient) {
 	t.Helper()
+	return streamAPIDraining(t, maxRequest, nil)
+}
+
+func streamAPIDraining(t *testing.T, maxRequest int64, draining chan struct{}) (*broker.Broker, sluicev1connect.StreamServiceClient) {
+	t.Helper()
 	b, err := broker.Open(broker.Options{Dir: t.TempDir(), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +52,7 @@ func streamAPI(t *testing.T, maxRequest int64) (*broker.Broker, sluicev1connect.
 	if _, err := b.CreateQueue(broker.QueueSettings{Name: "q", MaxMessageBytes: 1024}); err != nil {
 		t.Fatal(err)
 	}
-	a := api.New(api.Options{Broker: b, Logger: quiet(), MaxRequestBytes: maxRequest})
+	a := api.New(api.Options{Broker: b, Logger: quiet(), MaxRequestBytes: maxRequest, Draining: draining})
 	mux := http.NewServeMux()
 	for _, r := range a.Routes() {
 		mux.Handle(r.Pattern, r.Handler)
@@ -297,4 +303,32 @@ func TestStreamConsumeAcks(t *testing.T) {
 		t.Errorf("unknown queue: %v, want not_found", err)
 	}
 
+}
+
+// When the server starts draining, an open Publish stream ends (after
+// answering what it took) instead of holding the shutdown up.
+func TestPublishEndsOnDrain(t *testing.T) {
+	draining := make(chan struct{})
+	_, c := streamAPIDraining(t, 0, draining)
+	s := c.Publish(t.Context())
+	if err := s.Send(topicReq(1, "t", []byte("a"))); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Receive(); err != nil || r.GetResults()[0].GetRecord() == nil {
+		t.Fatalf("before the drain: %v, %v", r, err)
+	}
+	close(draining)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := s.Receive()
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("an answer after the drain, with no request sent")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream stayed open after the server began draining")
+	}
 }
