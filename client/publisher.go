@@ -202,9 +202,9 @@ func (p *Publisher) publish(ctx context.Context, f *PublishFuture) (*PublishFutu
 // flushLocked sends what the rules allow now: full batches, and a partial
 // one without a linger or once it lingered, while request slots are free.
 func (p *Publisher) flushLocked() {
-	for len(p.cur) > 0 && p.inflight < p.opts.MaxInFlight {
+	for !p.closed && len(p.cur) > 0 && p.inflight < p.opts.MaxInFlight {
 		full := len(p.cur) >= p.opts.MaxBatch || p.curBytes >= p.opts.MaxBatchBytes
-		if !full && p.opts.Linger > 0 && !p.lingered && !p.closed {
+		if !full && p.opts.Linger > 0 && !p.lingered {
 			if p.lingerTimer == nil {
 				p.lingerTimer = p.afterFunc(p.opts.Linger, p.lingerFired)
 			}
@@ -294,16 +294,30 @@ func (p *Publisher) Flush(ctx context.Context) error {
 }
 
 // Close flushes, waits for every answer (or ctx), and ends the stream.
-// Publishing after Close fails.
+// Entries still unsent when ctx ends fail with an error; publishing after
+// Close fails.
 func (p *Publisher) Close(ctx context.Context) error {
 	err := p.Flush(ctx)
 	p.mu.Lock()
 	p.closed = true
 	close(p.room)
 	p.room = make(chan struct{})
+	unsent := p.cur
+	p.cur, p.curBytes = nil, 0
+	if p.lingerTimer != nil {
+		p.lingerTimer()
+		p.lingerTimer = nil
+	}
+	for _, f := range unsent {
+		p.pending--
+		p.pendingBytes -= f.size
+	}
 	st := p.st
 	p.st = nil
 	p.mu.Unlock()
+	for _, f := range unsent {
+		f.resolve(nil, errPublisherClosed)
+	}
 	if st != nil {
 		st.close()
 	}

@@ -269,3 +269,37 @@ func TestPublisherStreamFailure(t *testing.T) {
 		t.Errorf("on the new stream: %v, %v", r, err)
 	}
 }
+
+// Close whose context ends before everything was answered fails what it
+// could not send (errPublisherClosed) and opens no new stream for it.
+func TestPublisherCloseFailsUnsent(t *testing.T) {
+	var mu sync.Mutex
+	opened := 0
+	open := func(context.Context) client.PublishStream {
+		mu.Lock()
+		defer mu.Unlock()
+		opened++
+		return newFakeStream()
+	}
+	p := client.NewTestPublisher("t", &client.PublisherOptions{MaxInFlight: 1}, open, (&fakeClock{}).after)
+	ctx := t.Context()
+	f1, _ := p.PublishRecord(ctx, &client.ProduceRecord{Value: []byte("a")})
+	f2, _ := p.PublishRecord(ctx, &client.ProduceRecord{Value: []byte("b")}) // waits for the one slot
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if err := p.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v, want its context's deadline", err)
+	}
+	wait, cancelWait := context.WithTimeout(ctx, 2*time.Second) // bounded: before the fix f2 went to a new stream and waited there
+	defer cancelWait()
+	for i, f := range []*client.PublishFuture{f1, f2} {
+		if _, err := f.Wait(wait); err == nil {
+			t.Errorf("entry %d answered by nobody succeeded", i)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if opened != 1 {
+		t.Errorf("%d streams opened, want 1: an unsent entry reopened a stream after Close", opened)
+	}
+}
