@@ -52,7 +52,16 @@ func newNativeDriver(server string, shape benchShape, gzip, stream bool) *native
 	if shape.tls != nil {
 		t.TLSClientConfig = shape.tls.Clone()
 	}
-	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: t})}
+	// The streams need HTTP/2 (h2c for http://): a transport of their own,
+	// with the same TLS trust.
+	h2 := http.DefaultTransport.(*http.Transport).Clone()
+	h2.Protocols = new(http.Protocols)
+	h2.Protocols.SetHTTP2(true)
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	if shape.tls != nil {
+		h2.TLSClientConfig = shape.tls.Clone()
+	}
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: t}), client.WithStreamHTTPClient(&http.Client{Transport: h2})}
 	if !gzip {
 		// Without gzip among the accepted encodings the server sends
 		// responses as they are: what compression costs is measurable.
