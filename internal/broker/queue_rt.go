@@ -25,6 +25,8 @@ type queueRT struct {
 	// sendMu serialises the dedup check and the append of FIFO sends, so a
 	// deduplication id is remembered only for a message that was stored.
 	sendMu sync.Mutex
+	// groups combines concurrent standard sends (queue_sendgroup.go).
+	groups sendGroups
 
 	// current holds the settings; see settings.
 	current atomic.Pointer[QueueSettings]

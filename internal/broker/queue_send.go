@@ -92,6 +92,16 @@ func (q *queueRT) send(ctx context.Context, in []SendInput, keep []*Message) ([]
 	if len(msgs) == 0 {
 		return results, nil
 	}
+	if !s.FIFO {
+		first, err := q.appendGrouped(ctx, msgs, now)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range idx {
+			results[i].Sequence = first + int64(k)
+		}
+		return results, nil
+	}
 	batches, err := encodeMessageBatches(msgs, now)
 	if err != nil {
 		return nil, err
