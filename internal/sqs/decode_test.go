@@ -1,10 +1,12 @@
 package sqs
 
 import (
+	"bytes"
 	"encoding/base64"
 	"net/url"
 	"reflect"
 	"testing"
+	"testing/iotest"
 
 	"github.com/sluice-mq/sluice/internal/broker"
 )
@@ -124,5 +126,43 @@ func TestMD5OfBinaryAttribute(t *testing.T) {
 	}
 	if md5OfAttributes(nil) != "" {
 		t.Fatal("empty attributes have a digest")
+	}
+}
+
+// FuzzDecodeJSON: decodeJSON, which tries json.Unmarshal first, decodes
+// every body as the Decoder alone did: the same inputs, the same refusals.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{"QueueUrl":"u","MessageBody":"b"}`, `{"MessageBody":"b"}}`, `{}]`, `{} x`,
+		`{"DelaySeconds":"1"}`, `{"MessageBody":"\u00e9\ud800"}`, ` `, `{"MessageAttributes":{"a":{"DataType":"String","StringValue":"v"}}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got, want sendMessageInput
+		err := decodeJSON(body, &got)
+		wantErr := error(nil)
+		if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 {
+			wantErr = decodeJSONStream(trimmed, &want)
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: err %v, Decoder alone %v", body, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decoded %+v, Decoder alone %+v", body, got, want)
+		}
+	})
+}
+
+// TestReadBody: the announced length is a hint for the buffer, never a
+// limit nor a promise: a body shorter or longer than it is read whole.
+func TestReadBody(t *testing.T) {
+	body := bytes.Repeat([]byte("0123456789"), 300)
+	for _, length := range []int64{-1, 0, 1, 512, 2999, 3000, 3001, 1 << 20} {
+		got, err := readBody(iotest.OneByteReader(bytes.NewReader(body)), length, 1<<20)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Errorf("length %d: read %d bytes, err %v; want all %d", length, len(got), err, len(body))
+		}
+	}
+	if _, err := readBody(iotest.TimeoutReader(bytes.NewReader(body)), 3000, 1<<20); err == nil {
+		t.Error("a failed read was not reported")
 	}
 }

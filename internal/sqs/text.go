@@ -34,12 +34,26 @@ func (t *text) UnmarshalJSON(raw []byte) error {
 	return nil
 }
 
+// plainJSONString says whether the inside of a JSON string token holds no
+// escape, quote or control character, so it decodes to itself.
+func plainJSONString(in []byte) bool {
+	for _, c := range in {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
 // unquoteKeepingInvalid decodes a JSON string token (quotes included).
 func unquoteKeepingInvalid(raw []byte) (string, error) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", errNotJSONString
 	}
 	in := raw[1 : len(raw)-1]
+	if plainJSONString(in) {
+		return string(in), nil // the common case (a message body): one copy, not two
+	}
 	out := make([]byte, 0, len(in))
 	for i := 0; i < len(in); {
 		c := in[i]
