@@ -24,9 +24,10 @@ import (
 // the other half on storage's append lock).
 //
 // The first sender that finds no group being written leads: it takes every
-// send pending, appends them, records them in the cursor and answers them;
-// then, if more sends queued meanwhile, it hands the lead to the oldest of
-// them and returns to its own caller. Durability is unchanged: a send is
+// send pending and appends them; once that append is durable it hands the
+// lead to the oldest send that queued meanwhile (whose group is appended
+// while this one is recorded), records its group in the cursor under one
+// hold of q.mu, answers it and returns to its own caller. Durability is unchanged: a send is
 // answered only after the append (and any cursor events it caused) is
 // durable. FIFO sends do not come here: sendMu already orders them one by
 // one with their deduplication.
@@ -72,24 +73,37 @@ func (q *queueRT) appendGrouped(ctx context.Context, msgs []*Message, now time.T
 	g.pending = nil
 	g.mu.Unlock()
 
-	q.writeGroup(group, me)
-
+	offs, firstBatch, err := q.appendGroup(group)
+	// The next group may append now, while this one is recorded: the
+	// cursor takes sends in any order (cacheSentLocked), as it did when
+	// every sender took q.mu on its own after its append.
 	g.mu.Lock()
 	if len(g.pending) > 0 {
-		g.pending[0].wake <- true // still leading: the next leader goes on
+		g.pending[0].wake <- true // the oldest waiting send leads the next group
 	} else {
 		g.leading = false
 	}
 	g.mu.Unlock()
+	if err == nil {
+		err = q.recordGroup(group, offs, firstBatch)
+	}
+	for _, s := range group {
+		if s.err == nil && err != nil {
+			s.err = err
+		}
+		if s != me {
+			s.wake <- false // buffered: each member hears exactly once
+		}
+	}
 	return me.first, me.err
 }
 
-// writeGroup appends the group's messages in one call, records them in the
-// cursor under one hold of q.mu, waits for the journal if that made events,
-// and answers every member but the leader (which reads its own result).
-func (q *queueRT) writeGroup(group []*groupedSend, leader *groupedSend) {
+// appendGroup appends the group's messages in one call and returns the
+// offsets of its batches; firstBatch[i] is the first batch of group[i], or
+// -1 if it failed to encode (its err says why).
+func (q *queueRT) appendGroup(group []*groupedSend) (offs []int64, firstBatch []int, err error) {
 	var batches [][]byte
-	firstBatch := make([]int, len(group))
+	firstBatch = make([]int, len(group))
 	for i, s := range group {
 		bs, err := encodeMessageBatches(s.msgs, s.now)
 		if err != nil {
@@ -99,28 +113,21 @@ func (q *queueRT) writeGroup(group []*groupedSend, leader *groupedSend) {
 		firstBatch[i] = len(batches)
 		batches = append(batches, bs...)
 	}
-	err := q.commitGroup(group, batches, firstBatch)
-	for _, s := range group {
-		if s.err == nil && err != nil {
-			s.err = err
-		}
-		if s != leader {
-			s.wake <- false // buffered: each member hears exactly once
-		}
-	}
-}
-
-// commitGroup writes batches (firstBatch[i] is the first of group[i]'s, -1
-// if it had none) and records the sends in the cursor.
-func (q *queueRT) commitGroup(group []*groupedSend, batches [][]byte, firstBatch []int) error {
 	if len(batches) == 0 {
-		return nil
+		return nil, firstBatch, nil
 	}
 	// Not the leader's context: the append is everyone's.
-	offs, err := q.log.Append(context.Background(), batches...)
+	offs, err = q.log.Append(context.Background(), batches...)
 	if err != nil {
-		return fmt.Errorf("send to %s: %w", q.name, q.b.disk.Note(err))
+		return nil, firstBatch, fmt.Errorf("send to %s: %w", q.name, q.b.disk.Note(err))
 	}
+	return offs, firstBatch, nil
+}
+
+// recordGroup records the group's durable messages in the cursor under one
+// hold of q.mu, wakes the long polls once, and waits for the journal if
+// that made events.
+func (q *queueRT) recordGroup(group []*groupedSend, offs []int64, firstBatch []int) error {
 	var evs []queue.Event
 	q.mu.Lock()
 	for i, s := range group {
