@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"path/filepath"
 	"sync"
@@ -32,11 +33,15 @@ type IDs struct {
 	fs  vfs.FS
 	dir string
 
-	mu       sync.Mutex // guards next, reserved, named and epochs, and serialises file writes
+	mu       sync.Mutex // guards next, reserved, named, retired and epochs, and serialises file writes
 	next     int64
 	reserved int64
 	named    map[string]ID
-	epochs   map[int64]int16 // current epoch of each named producer's id
+	// retired: the last epoch of each id a name no longer holds (forgotten,
+	// or replaced past the last epoch). Kept on disk so that a zombie of
+	// such an id stays fenced across restarts, not only until the next one.
+	retired map[int64]int16
+	epochs  map[int64]int16 // current epoch of each named or retired id
 }
 
 const (
@@ -45,13 +50,14 @@ const (
 )
 
 type producersDisk struct {
-	Reserved int64         `json:"reserved"`
-	Named    map[string]ID `json:"named"`
+	Reserved int64           `json:"reserved"`
+	Named    map[string]ID   `json:"named"`
+	Retired  map[int64]int16 `json:"retired,omitempty"`
 }
 
 // OpenIDs reads dir's producers.json (none yet: no id handed out).
 func OpenIDs(fsys vfs.FS, dir string) (*IDs, error) {
-	p := &IDs{fs: fsys, dir: dir, named: map[string]ID{}, epochs: map[int64]int16{}}
+	p := &IDs{fs: fsys, dir: dir, named: map[string]ID{}, retired: map[int64]int16{}, epochs: map[int64]int16{}}
 	buf, err := vfs.ReadFile(fsys, filepath.Join(dir, producersFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -67,6 +73,12 @@ func OpenIDs(fsys vfs.FS, dir string) (*IDs, error) {
 	if d.Named != nil {
 		p.named = d.Named
 	}
+	if d.Retired != nil {
+		p.retired = d.Retired
+	}
+	for id, epoch := range p.retired {
+		p.epochs[id] = epoch
+	}
 	for _, pid := range p.named {
 		p.epochs[pid.ID] = pid.Epoch
 	}
@@ -75,7 +87,11 @@ func OpenIDs(fsys vfs.FS, dir string) (*IDs, error) {
 
 // persistLocked writes the file. Called with mu held.
 func (p *IDs) persistLocked(reserved int64, named map[string]ID) error {
-	buf, err := json.Marshal(producersDisk{Reserved: reserved, Named: named})
+	return p.persistAllLocked(reserved, named, p.retired)
+}
+
+func (p *IDs) persistAllLocked(reserved int64, named map[string]ID, retired map[int64]int16) error {
+	buf, err := json.Marshal(producersDisk{Reserved: reserved, Named: named, Retired: retired})
 	if err != nil {
 		return err
 	}
@@ -125,39 +141,50 @@ func (p *IDs) InitAbove(name string, floor int16) (ID, error) {
 		}
 		next = ID{ID: id}
 	}
-	named := make(map[string]ID, len(p.named)+1)
-	for k, v := range p.named {
-		named[k] = v
-	}
+	named := maps.Clone(p.named)
 	named[name] = next
-	if err := p.persistLocked(p.reserved, named); err != nil {
+	retired := p.retired
+	if ok && next.ID != cur.ID {
+		retired = retiring(p.retired, cur)
+	}
+	if err := p.persistAllLocked(p.reserved, named, retired); err != nil {
 		return ID{}, err
 	}
-	p.named = named
+	p.named, p.retired = named, retired
 	p.epochs[next.ID] = next.Epoch
 	return next, nil
 }
 
 // Forget removes a named producer (an expired transactional id), durably:
 // its next Init gets a fresh id at epoch 0. Its id stays fenced at the
-// epoch it had.
+// epoch it had, across restarts too.
 func (p *IDs) Forget(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.named[name]; !ok {
+	cur, ok := p.named[name]
+	if !ok {
 		return nil
 	}
-	named := make(map[string]ID, len(p.named))
-	for k, v := range p.named {
-		if k != name {
-			named[k] = v
-		}
-	}
-	if err := p.persistLocked(p.reserved, named); err != nil {
+	named := maps.Clone(p.named)
+	delete(named, name)
+	retired := retiring(p.retired, cur)
+	if err := p.persistAllLocked(p.reserved, named, retired); err != nil {
 		return err
 	}
-	p.named = named
+	p.named, p.retired = named, retired
 	return nil
+}
+
+// retiring returns a copy of retired with id's last epoch added. One entry
+// (a dozen bytes of JSON) per transactional id that ever expired or ran
+// out of epochs: small beside what the ids' transactions wrote.
+func retiring(retired map[int64]int16, id ID) map[int64]int16 {
+	out := maps.Clone(retired)
+	if out == nil {
+		out = map[int64]int16{}
+	}
+	out[id.ID] = id.Epoch
+	return out
 }
 
 // Check refuses a batch from an id never allocated, or from an epoch older

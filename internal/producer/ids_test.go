@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"errors"
 	"math"
 	"testing"
 
@@ -41,6 +42,47 @@ func TestInitAbove(t *testing.T) {
 		}
 		prev = got
 		if ids, err = OpenIDs(fsys, "/d"); err != nil { // durable
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRetiredIDsStayFenced: an id whose name was forgotten (an expired
+// transactional id) or that ran out of epochs keeps refusing its older
+// epochs after the file is reopened, as it did before.
+func TestRetiredIDsStayFenced(t *testing.T) {
+	fsys := vfs.NewMem()
+	if err := vfs.MkdirAllDurable(fsys, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := OpenIDs(fsys, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgotten, _ := ids.InitAbove("gone", 4) // epoch 5
+	full, _ := ids.InitAbove("full", math.MaxInt16-1)
+	if _, err := ids.Init("full"); err != nil { // past the last epoch: a fresh id
+		t.Fatal(err)
+	}
+	if err := ids.Forget("gone"); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		for _, c := range []struct {
+			id      ID
+			fenced  bool
+			comment string
+		}{
+			{ID{forgotten.ID, forgotten.Epoch - 1}, true, "older epoch of a forgotten id"},
+			{forgotten, false, "the forgotten id's last epoch"},
+			{ID{full.ID, full.Epoch - 1}, true, "older epoch of an id past its last epoch"},
+		} {
+			err := ids.Check(c.id.ID, c.id.Epoch)
+			if got := errors.Is(err, ErrFenced); got != c.fenced {
+				t.Errorf("round %d, %s %+v: Check = %v, fenced want %v", round, c.comment, c.id, err, c.fenced)
+			}
+		}
+		if ids, err = OpenIDs(fsys, "/d"); err != nil {
 			t.Fatal(err)
 		}
 	}
