@@ -59,10 +59,12 @@ func TestRetiredIDsStayFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ids.Init("gone")
 	forgotten, _ := ids.InitAbove("gone", 4) // epoch 5
-	full, _ := ids.InitAbove("full", math.MaxInt16-1)
-	if _, err := ids.Init("full"); err != nil { // past the last epoch: a fresh id
-		t.Fatal(err)
+	ids.Init("full")
+	full, _ := ids.InitAbove("full", math.MaxInt16-1) // the last epoch
+	if next, err := ids.Init("full"); err != nil || next.ID == full.ID {
+		t.Fatalf("past the last epoch: %+v, %v; want a fresh id", next, err)
 	}
 	if err := ids.Forget("gone"); err != nil {
 		t.Fatal(err)
