@@ -22,7 +22,7 @@ import (
 //	cluster nodes=4 voters=3 [groups=1] [snapshot=N] [quiesce=off]   hosts n1..n4; groups on n1..n3
 //	campaign n1            tick [n=1] [on=n2,n3]  partition n1 | n2 n3        heal
 //	propose n1 x [within=50] [as=p]   the proposal's index, error, or "pending" (then: await p)
-//	await p [within=50]    wait-leader [not=n1] [within=100]   status   applied   quiesced
+//	await p [within=50]    wait-leader [not=n1] [within=100] [on=n2,n3]   status   applied   quiesced
 //	kill n1    restart n1  transfer n2   add-learner n4   promote n4   remove n3   ticks   check
 //	wipe n1    the node dies and loses its disk (restart brings it back on an empty one)
 //	blank n1   whether the replica is blank: empty, it grants no vote (voting.go)
@@ -163,19 +163,7 @@ func (s *script) do(line string) string {
 		return errString(err)
 	case "tick":
 		for range s.num(kv, "n", 1) {
-			if kv["on"] == "" {
-				s.c.tick()
-				continue
-			}
-			// only these nodes' clocks move (the others' raft never times out)
-			s.c.ticks++
-			for _, n := range strings.Split(kv["on"], ",") {
-				if nd := s.c.nodes[s.node(n)]; nd.up {
-					nd.host.Tick()
-				}
-			}
-			s.c.net.Advance()
-			s.c.settle()
+			s.tickOn(kv["on"])
 		}
 		return ""
 	case "partition":
@@ -332,9 +320,26 @@ func (s *script) waitLeader(g multiraft.GroupID, kv map[string]string) string {
 				return "ok"
 			}
 		}
-		s.c.tick()
+		s.tickOn(kv["on"])
 	}
 	return fmt.Sprintf("no leader after %d ticks", within)
+}
+
+// tickOn ticks every node's clock, or with on ("n2,n3") only those nodes'
+// (the others' raft never times out).
+func (s *script) tickOn(on string) {
+	if on == "" {
+		s.c.tick()
+		return
+	}
+	s.c.ticks++
+	for _, n := range strings.Split(on, ",") {
+		if nd := s.c.nodes[s.node(n)]; nd.up {
+			nd.host.Tick()
+		}
+	}
+	s.c.net.Advance()
+	s.c.settle()
 }
 
 func (s *script) status(g multiraft.GroupID) string {
