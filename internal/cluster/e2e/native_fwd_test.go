@@ -75,7 +75,7 @@ func TestNativeThroughFollower(t *testing.T) {
 	}
 	checkQueueCalls(ctx, t, cur.Load(), int(via.Load()), leader)
 
-	ck := &nativeChecker{acked: map[string]bool{}, ackedAt: map[string]time.Time{}, ackUnknown: map[string]bool{}, received: map[string]int{}}
+	ck := &nativeChecker{acked: map[string]bool{}, ackedAt: map[string]time.Time{}, ackUnknown: map[string]bool{}, ackGaveUp: map[string]string{}, received: map[string]int{}}
 	stop := make(chan struct{})
 	var wg, produced sync.WaitGroup
 	wg.Add(1)
@@ -273,6 +273,7 @@ type nativeChecker struct {
 	acked         map[string]bool      // Send answered
 	ackedAt       map[string]time.Time // Ack answered
 	ackUnknown    map[string]bool      // an Ack cut by a failover, then RECEIPT_STALE: acked then, or expired
+	ackGaveUp     map[string]string    // the answer of an Ack given up on (the message comes again)
 	received      map[string]int
 	violations    []string
 	sendErrs      atomic.Int64
@@ -353,7 +354,8 @@ func (ck *nativeChecker) consume(ctx context.Context, cur *atomic.Pointer[client
 			got++
 			if err != nil {
 				ck.lastErr.Store(fmt.Sprintf("consume: %v", err))
-				if !retryable(err) {
+				// Canceled by restream or by the end of the test: not the server's answer.
+				if stream.Err() == nil && !retryable(err) {
 					ck.fail("consume: %v, not retryable", err)
 				}
 				break
@@ -366,8 +368,6 @@ func (ck *nativeChecker) consume(ctx context.Context, cur *atomic.Pointer[client
 					body, opened.Sub(at)))
 			}
 			ck.mu.Unlock()
-			if got%50 == 0 {
-			}
 			ck.ack(sctx, cur, body, m.GetReceipt())
 		}
 		end()
@@ -400,6 +400,9 @@ func (ck *nativeChecker) ack(ctx context.Context, cur *atomic.Pointer[client.Cli
 			return
 		}
 		if errors.Is(err, client.ErrReceiptStale) || !retryable(err) {
+			ck.mu.Lock()
+			ck.ackGaveUp[body] = fmt.Sprintf("%v (at %s)", err, time.Now().Format("15:04:05.000"))
+			ck.mu.Unlock()
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -441,7 +444,7 @@ func (ck *nativeChecker) report(t *testing.T, failovers []time.Duration) {
 			redelivered++
 		}
 		if _, ok := ck.ackedAt[body]; !ok && ck.received[body] > 0 && !ck.ackUnknown[body] {
-			t.Errorf("%s: delivered, never acked", body)
+			t.Errorf("%s: delivered, never acked (the ack given up on: %s)", body, ck.ackGaveUp[body])
 		}
 	}
 	for _, v := range ck.violations {
