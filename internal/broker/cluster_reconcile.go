@@ -209,7 +209,7 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 		}
 		return nil
 	}
-	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p})
+	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p, appliedEnd: -1})
 	// A local log behind the group's snapshot (wiped, or past the compacted Raft log)
 	// pulls the records from the other replicas before the group starts or goes on.
 	m.SetSource(replpart.Source{Host: c.host, Group: cp.Group, Peers: cp.Replicas})

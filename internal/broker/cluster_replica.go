@@ -26,6 +26,13 @@ type hostedReplica struct {
 type replicaLog struct {
 	b *Broker
 	p *partitionRT
+	// appliedEnd is where the log ended after the last Restore or Apply (Ready loop only;
+	// -1 before the first Restore). Records past it that Apply finds were pulled by a
+	// snapshot's preparation (AppendRange) for a snapshot raft then did not take: it found
+	// the snapshot's entry in its own log and moved its commit index instead, so those
+	// very entries are applied here next. Apply cuts them first, or they would be stored
+	// twice and every later offset would differ from the other replicas'.
+	appliedEnd int64
 }
 
 // Apply appends one committed entry's batches, stamped with term as their leader epoch,
@@ -34,6 +41,10 @@ type replicaLog struct {
 // offsets into what it appends, and the entry's bytes belong to Raft.
 func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, error) {
 	p := r.p
+	if err := r.dropUnapplied(); err != nil {
+		return nil, err
+	}
+	defer func() { r.appliedEnd = p.log.HighWatermark() }()
 	out := make([]replpart.BatchResult, len(raws))
 	own := make([][]byte, len(raws))
 	for i, raw := range raws {
@@ -146,6 +157,31 @@ func (r *replicaLog) Restore(data []byte) error {
 		if cur < hw {
 			return &replpart.BehindError{From: cur, To: hw}
 		}
+	}
+	p.prod.Reset()
+	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, r.b.log.With("topic", p.topic, "partition", p.index))
+	r.appliedEnd = p.log.HighWatermark()
+	return nil
+}
+
+// dropUnapplied cuts records a snapshot's preparation pulled past what was applied (see
+// appliedEnd), and rebuilds the producer state from what remains, as Restore does.
+func (r *replicaLog) dropUnapplied() error {
+	p := r.p
+	end := p.log.HighWatermark()
+	if r.appliedEnd < 0 || end == r.appliedEnd {
+		return nil
+	}
+	r.b.log.Warn("cluster: records pulled for a snapshot raft did not take are cut before the entries that hold them are applied",
+		"topic", p.topic, "partition", p.index, "applied_end", r.appliedEnd, "log_end", end)
+	var err error
+	if r.appliedEnd <= p.log.LogStartOffset() {
+		err = p.log.Reset(r.appliedEnd) // the pull moved the start past what was applied
+	} else {
+		err = p.log.TruncateSuffix(r.appliedEnd)
+	}
+	if err != nil {
+		return fmt.Errorf("partition %s/%d: cut records pulled past %d: %w", p.topic, p.index, r.appliedEnd, err)
 	}
 	p.prod.Reset()
 	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, r.b.log.With("topic", p.topic, "partition", p.index))
