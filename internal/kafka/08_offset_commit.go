@@ -16,12 +16,23 @@ import (
 // Answers once the offsets are durable. It needs consume on the group
 // (else GROUP_AUTHORIZATION_FAILED for every partition) and on each topic
 // (else TOPIC_AUTHORIZATION_FAILED for its partitions, the others commit).
+//
+// v10 names topics by id only: an id that names no topic answers
+// UNKNOWN_TOPIC_ID for its partitions, and the others commit.
 func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	groupOK := c.may(auth.Consume, auth.Group, req.Group)
+	unknown := map[int]bool{} // index in req.Topics: a v10 id that names no topic
+	if req.Version >= 10 {
+		for i := range req.Topics {
+			name, ok := c.topicNameByID(req.Topics[i].TopicID)
+			req.Topics[i].Topic = name
+			unknown[i] = !ok
+		}
+	}
 	denied := map[string]bool{}
-	for _, t := range req.Topics {
-		if _, seen := denied[t.Topic]; !seen && groupOK {
+	for i, t := range req.Topics {
+		if _, seen := denied[t.Topic]; !seen && groupOK && !unknown[i] {
 			denied[t.Topic] = !c.may(auth.Consume, auth.Topic, t.Topic)
 		}
 	}
@@ -34,8 +45,8 @@ func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequ
 	if req.InstanceID != nil {
 		cr.InstanceID = *req.InstanceID
 	}
-	for _, t := range req.Topics {
-		if !groupOK || denied[t.Topic] {
+	for i, t := range req.Topics {
+		if !groupOK || unknown[i] || denied[t.Topic] {
 			continue
 		}
 		for _, p := range t.Partitions {
@@ -55,15 +66,17 @@ func handleOffsetCommit(ctx context.Context, c *conn, req *kmsg.OffsetCommitRequ
 		errs, err = c.s.b.CommitOffsets(ctx, cr)
 	}
 	i := 0
-	for _, t := range req.Topics {
+	for ti, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
 			switch {
 			case !groupOK:
 				rp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			case unknown[ti]:
+				rp.ErrorCode = kerr.UnknownTopicID.Code
 			case denied[t.Topic]:
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case err != nil:

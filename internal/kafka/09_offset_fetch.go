@@ -15,13 +15,23 @@ import (
 // with no commit answers offset -1, which tells the client to apply its
 // reset policy. It needs describe on the group (GROUP_AUTHORIZATION_FAILED)
 // and on each listed topic (TOPIC_AUTHORIZATION_FAILED); "all" leaves out
-// the topics the principal may not describe.
+// the topics the principal may not describe. v10 names topics by id only
+// (UNKNOWN_TOPIC_ID for an id that names no topic).
 func handleOffsetFetch(ctx context.Context, c *conn, req *kmsg.OffsetFetchRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for _, g := range req.Groups {
 			var topics []offsetFetchTopic
+			var unknown []kmsg.OffsetFetchRequestGroupTopic // v10: ids that name no topic
 			for _, t := range g.Topics {
+				if req.Version >= 10 {
+					name, ok := c.topicNameByID(t.TopicID)
+					if !ok {
+						unknown = append(unknown, t)
+						continue
+					}
+					t.Topic = name
+				}
 				topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
 			}
 			code, got := c.fetchGroupOffsets(ctx, g.Group, topics, g.Topics == nil)
@@ -40,9 +50,24 @@ func handleOffsetFetch(ctx context.Context, c *conn, req *kmsg.OffsetFetchReques
 			for _, t := range got {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.Topic
+				if req.Version >= 10 {
+					if s, ok := c.topicSettings(t.Topic); ok {
+						rt.TopicID = topicID(s)
+					}
+				}
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+			for _, t := range unknown {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.TopicID = t.TopicID
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, kerr.UnknownTopicID.Code
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				rg.Topics = append(rg.Topics, rt)

@@ -239,8 +239,11 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
+// commitReq is an OffsetCommit v9, the last to name topics by name (v10's
+// ids are TestOffsetsByTopicID's; authorization is the same after the id).
 func commitReq(group, topic string) *kmsg.OffsetCommitRequest {
-	r := latest(kmsg.NewPtrOffsetCommitRequest())
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Version = 9
 	r.Group, r.Generation = group, -1
 	r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 0}}}}
 	return r

@@ -41,8 +41,8 @@ func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 // that both the dispatcher and ApiVersions read, and that docs/kafka.md
 // lists (TestDocListsServedVersions checks). The maximums are the highest
 // that both Kafka 4.2 serves and kmsg encodes, except where a version
-// needs what sluice lacks (OffsetCommit and OffsetFetch 10 name topics by
-// id only; ApiVersions 5 is KIP-1242). The minimums are
+// needs what sluice lacks (ApiVersions 5 is KIP-1242; DescribeLogDirs 5
+// and TxnOffsetCommit 6 are not served yet). The minimums are
 // what the oldest clients still in use send (librdkafka 2.0 and
 // kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
 var apis map[int16]api
@@ -90,8 +90,8 @@ func init() {
 		36: {0, 2, typed(handleSASLAuthenticate)},
 		60: {0, 2, typed(handleDescribeCluster)},
 		// Classic consumer groups.
-		8:  {0, 9, typed(handleOffsetCommit)},
-		9:  {0, 9, typed(handleOffsetFetchStable)},
+		8:  {0, 10, typed(handleOffsetCommit)},
+		9:  {0, 10, typed(handleOffsetFetchStable)},
 		11: {0, 9, typed(handleJoinGroup)},
 		12: {0, 4, typed(handleHeartbeat)},
 		13: {0, 5, typed(handleLeaveGroup)},

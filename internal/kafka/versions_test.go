@@ -95,10 +95,11 @@ func TestOffsetFetchGroups(t *testing.T) {
 	n := startNode(t, "")
 	n.createTopic("of", 2)
 	r := n.raw()
+	id := n.topicID("of") // v10 names topics by id only; older versions by name
 	commit := func(group string, p int32, off int64) {
 		req := kmsg.NewPtrOffsetCommitRequest()
 		req.Version, req.Group, req.Generation = apis[8].max, group, -1
-		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "of", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: p, Offset: off, LeaderEpoch: -1}}}}
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "of", TopicID: id, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: p, Offset: off, LeaderEpoch: -1}}}}
 		resp := r.do(req).(*kmsg.OffsetCommitResponse)
 		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
 			t.Fatalf("commit %s %d@%d: %v", group, p, off, kerr.ErrorForCode(code))
@@ -112,7 +113,7 @@ func TestOffsetFetchGroups(t *testing.T) {
 		req.Version = v
 		req.Groups = []kmsg.OffsetFetchRequestGroup{
 			{Group: "a"}, // all topics
-			{Group: "b", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "of", Partitions: []int32{0, 1}}}},
+			{Group: "b", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "of", TopicID: id, Partitions: []int32{0, 1}}}},
 			{Group: ""},
 		}
 		resp := r.do(req).(*kmsg.OffsetFetchResponse)
@@ -134,12 +135,86 @@ func TestOffsetFetchGroups(t *testing.T) {
 	// A lower commit than -2 is refused and stores nothing.
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version, req.Group, req.Generation = apis[8].max, "a", -1
-	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "of", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: -3}}}}
+	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "of", TopicID: id, Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: -3}}}}
 	if code := r.do(req).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidCommitOffsetSize.Code {
 		t.Fatalf("commit -3: %v", kerr.ErrorForCode(code))
 	}
 	if got, _ := n.b.FetchOffset("a", "of", 0); got.Offset != 7 {
 		t.Fatalf("after a refused commit: %d, want 7", got.Offset)
+	}
+}
+
+// TestOffsetsByTopicID: OffsetCommit and OffsetFetch v10 name topics by id
+// only. A commit by id is read back by id and by name (v9), with the id in
+// every v10 answer, "all topics" included; an id that names no topic (one
+// never made, or a topic deleted and made again) answers UNKNOWN_TOPIC_ID
+// for its partitions and stores nothing, while the other topics of the
+// same request commit.
+func TestOffsetsByTopicID(t *testing.T) {
+	if apis[8].max < 10 || apis[9].max < 10 {
+		t.Fatalf("OffsetCommit up to v%d, OffsetFetch up to v%d; want 10", apis[8].max, apis[9].max)
+	}
+	n := startNode(t, "")
+	n.createTopic("byid", 2)
+	n.createTopic("gone", 1)
+	gone := n.topicID("gone")
+	if err := n.b.DeleteTopic("gone"); err != nil {
+		t.Fatal(err)
+	}
+	n.createTopic("gone", 1) // the same name, a new id
+	id, never := n.topicID("byid"), [16]byte{1, 2, 3}
+	r := n.raw()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation = 10, "g", -1
+	part := func(p int32, off int64) kmsg.OffsetCommitRequestTopicPartition {
+		return kmsg.OffsetCommitRequestTopicPartition{Partition: p, Offset: off, LeaderEpoch: -1}
+	}
+	req.Topics = []kmsg.OffsetCommitRequestTopic{
+		{TopicID: never, Partitions: []kmsg.OffsetCommitRequestTopicPartition{part(0, 5)}},
+		{TopicID: id, Partitions: []kmsg.OffsetCommitRequestTopicPartition{part(0, 11), part(1, 12)}},
+		{TopicID: gone, Partitions: []kmsg.OffsetCommitRequestTopicPartition{part(0, 9)}},
+	}
+	resp := r.do(req).(*kmsg.OffsetCommitResponse)
+	want := []int16{kerr.UnknownTopicID.Code, 0, kerr.UnknownTopicID.Code}
+	for i, rt := range resp.Topics {
+		if rt.TopicID != req.Topics[i].TopicID {
+			t.Errorf("commit: topic %d answered with id %x, want %x", i, rt.TopicID, req.Topics[i].TopicID)
+		}
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != want[i] {
+				t.Errorf("commit: topic %d partition %d: %v, want %v", i, rp.Partition, kerr.ErrorForCode(rp.ErrorCode), kerr.ErrorForCode(want[i]))
+			}
+		}
+	}
+	if got, ok := n.b.FetchOffset("g", "gone", 0); ok {
+		t.Errorf("a commit to the old id of gone stored %+v in the new topic", got)
+	}
+	// By id (v10), a named topic and all topics; by name (v9).
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version = 10
+	fetch.Groups = []kmsg.OffsetFetchRequestGroup{
+		{Group: "g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{TopicID: id, Partitions: []int32{0, 1}}, {TopicID: never, Partitions: []int32{0}}}},
+		{Group: "g"},
+	}
+	fr := r.do(fetch).(*kmsg.OffsetFetchResponse)
+	if len(fr.Groups) != 2 {
+		t.Fatalf("fetch v10: %+v", fr)
+	}
+	named, all := fr.Groups[0], fr.Groups[1]
+	if len(named.Topics) != 2 || named.Topics[0].TopicID != id || named.Topics[0].Partitions[0].Offset != 11 ||
+		named.Topics[0].Partitions[1].Offset != 12 {
+		t.Fatalf("fetch v10 by id: %+v", named)
+	}
+	if u := named.Topics[1]; u.TopicID != never || u.Partitions[0].ErrorCode != kerr.UnknownTopicID.Code || u.Partitions[0].Offset != -1 {
+		t.Fatalf("fetch v10 of an unknown id: %+v", u)
+	}
+	if len(all.Topics) != 1 || all.Topics[0].TopicID != id || len(all.Topics[0].Partitions) != 2 {
+		t.Fatalf("fetch v10 of all topics: %+v", all)
+	}
+	fetch.Version = 9
+	fetch.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "byid", Partitions: []int32{1}}}}}
+	if got := r.do(fetch).(*kmsg.OffsetFetchResponse).Groups[0].Topics[0].Partitions[0]; got.Offset != 12 || got.ErrorCode != 0 {
+		t.Fatalf("fetch v9 by name: %+v", got)
 	}
 }
 
@@ -248,7 +323,7 @@ func TestGroupsNewVersions(t *testing.T) {
 	r := n.raw()
 	oc := kmsg.NewPtrOffsetCommitRequest()
 	oc.Version, oc.Group, oc.Generation = apis[8].max, "g", -1
-	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "gv", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Offset: 1}}}}
+	oc.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "gv", TopicID: n.topicID("gv"), Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Offset: 1}}}}
 	r.do(oc)
 	for _, tc := range []struct {
 		types []string

@@ -48,7 +48,7 @@ func TestOffsetsLinearizableUnderPartition(t *testing.T) {
 		t.Fatal("no controller")
 	}
 
-	h := &oHistory{start: time.Now()}
+	h := &oHistory{start: time.Now(), topicID: topicIDOf(ctx, t, adm, topic)}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var nodes []*kgo.Broker // one connection per node, no retries
@@ -145,6 +145,7 @@ type oHistory struct {
 	ops            []porcupine.Operation
 	nextID         int
 	notCoordinator int
+	topicID        [16]byte // OffsetCommit and OffsetFetch v10 name topics by id only
 }
 
 func (h *oHistory) now() int64 { return int64(time.Since(h.start)) }
@@ -195,9 +196,9 @@ func (h *oHistory) run(ctx context.Context, id int, nodes []*kgo.Broker, topic, 
 		var got int64
 		var err error
 		if in.commit {
-			code, err = commitOne(octx, nodes[at], group, topic, in.value)
+			code, err = commitOne(octx, nodes[at], group, topic, h.topicID, in.value)
 		} else {
-			got, code, err = fetchOne(octx, nodes[at], group, topic)
+			got, code, err = fetchOne(octx, nodes[at], group, topic, h.topicID)
 		}
 		cancel()
 		switch {
@@ -221,11 +222,11 @@ func (h *oHistory) run(ctx context.Context, id int, nodes []*kgo.Broker, topic, 
 
 // commitOne commits value as the group's offset of partition 0 (a standalone commit:
 // no member, generation -1), through b only.
-func commitOne(ctx context.Context, b *kgo.Broker, group, topic string, value int64) (int16, error) {
+func commitOne(ctx context.Context, b *kgo.Broker, group, topic string, id [16]byte, value int64) (int16, error) {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group, req.Generation = group, -1
 	rt := kmsg.NewOffsetCommitRequestTopic()
-	rt.Topic = topic
+	rt.Topic, rt.TopicID = topic, id
 	rp := kmsg.NewOffsetCommitRequestTopicPartition()
 	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, value, -1
 	rt.Partitions = append(rt.Partitions, rp)
@@ -242,7 +243,7 @@ func commitOne(ctx context.Context, b *kgo.Broker, group, topic string, value in
 }
 
 // fetchOne fetches the group's offset of partition 0 through b only.
-func fetchOne(ctx context.Context, b *kgo.Broker, group, topic string) (int64, int16, error) {
+func fetchOne(ctx context.Context, b *kgo.Broker, group, topic string, id [16]byte) (int64, int16, error) {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	// Both shapes: before v8 the group is top level, from v8 a list of groups (the
 	// version is what the client and the node negotiate).
@@ -253,7 +254,7 @@ func fetchOne(ctx context.Context, b *kgo.Broker, group, topic string) (int64, i
 	rg := kmsg.NewOffsetFetchRequestGroup()
 	rg.Group = group
 	gt := kmsg.NewOffsetFetchRequestGroupTopic()
-	gt.Topic, gt.Partitions = topic, []int32{0}
+	gt.Topic, gt.TopicID, gt.Partitions = topic, id, []int32{0}
 	rg.Topics = append(rg.Topics, gt)
 	req.Groups = append(req.Groups, rg)
 	kr, err := b.Request(ctx, req)
@@ -280,4 +281,14 @@ func fetchOne(ctx context.Context, b *kgo.Broker, group, topic string) (int64, i
 		}
 	}
 	return 0, 0, fmt.Errorf("fetch answered no partition")
+}
+
+// topicIDOf is the Kafka topic id of topic, as Metadata answers it.
+func topicIDOf(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) [16]byte {
+	t.Helper()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		t.Fatalf("topic id of %s: %v %v", topic, err, td[topic].Err)
+	}
+	return td[topic].ID
 }
