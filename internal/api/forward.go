@@ -34,8 +34,10 @@ import (
 // the client) is read before the handler runs, and the handler's answer is held back
 // (holdWriter) until it ends or flushes; if the handler marked the call (a NOT_LEADER
 // error, or a Fetch whose every partition is led by one other node) and nothing was sent
-// yet, the held answer is dropped and the call forwarded. A forward that fails (the
-// leader just died) answers the held NOT_LEADER, Connect unavailable, which clients retry.
+// yet, the held answer is dropped and the call forwarded. A forward that cannot connect
+// (the leader just died) answers the held NOT_LEADER, Connect unavailable, which clients
+// retry as not carried out; one that fails after the call was sent answers unavailable
+// without that reason: it may have been carried out.
 // A call that arrives forwarded is never forwarded again (no loops while leadership
 // moves).
 
@@ -157,11 +159,27 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	resp, err := hc.Do(req)
 	if err != nil {
 		f.onError(leader, err)
-		return false
+		if notSent(err) {
+			return false // the held NOT_LEADER: the leader never got the call
+		}
+		// The call may have reached the leader and been carried out (its answer was
+		// lost when the leader died): NOT_LEADER, which clients retry as "not done",
+		// would turn an Ack that happened into a stale receipt on the retry and a Send
+		// into two messages. Unavailable without that reason, as for a forward cut
+		// mid-answer: the outcome is unknown.
+		cutBeforeAnswer(w, r, p, leader, err)
+		return true
 	}
 	defer resp.Body.Close()
 	passBack(w, resp, p, leader)
 	return true
+}
+
+// notSent: the forward failed before the request could reach the leader (no
+// connection: refused, unreachable, timed out while dialling).
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // holdWriter holds a handler's answer back until the handler returns, flushes (a

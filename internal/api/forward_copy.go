@@ -175,6 +175,18 @@ func writeEnvelope(w io.Writer, flags byte, body []byte) {
 	_, _ = w.Write(b.Bytes())
 }
 
+// cutBeforeAnswer answers, in the client's protocol p, a forward that failed after the
+// call may have reached the leader and before any answer came: unavailable.
+func cutBeforeAnswer(w http.ResponseWriter, r *http.Request, p wire, leader int32, err error) {
+	if p == wireUnary {
+		unaryUnavailable(w, leader, err)
+		return
+	}
+	w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+	w.WriteHeader(http.StatusOK)
+	endUnavailable(w, p, fmt.Sprintf("the forward to node %d, which leads, was cut: %v; retry", leader, err))
+}
+
 // unaryUnavailable answers a Connect unary call with unavailable (HTTP 503).
 func unaryUnavailable(w http.ResponseWriter, leader int32, err error) {
 	body, _ := json.Marshal(map[string]string{"code": "unavailable",

@@ -187,7 +187,10 @@ func TestForwardOnce(t *testing.T) {
 
 // TestForwardCut: the leader dies while it answers a forwarded call. The client sees
 // unavailable in its own protocol (which it retries), not a truncated answer: a stream
-// ends after the messages that came whole, a unary call gets the held NOT_LEADER.
+// ends after the messages that came whole; a unary call that reached the leader is
+// unavailable without NOT_LEADER — it may have been carried out, and a client retries
+// NOT_LEADER as "not done" (an Ack that happened came back RECEIPT_STALE on the retry in
+// TestNativeThroughFollower, and a Send would be stored twice).
 func TestForwardCut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -197,7 +200,10 @@ func TestForwardCut(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cl := client.New(c.urls[0], noRetry, client.WithProtocol(p))
 			_, err := cl.Send(ctx, "q", []byte("x"))
-			wantNotLeader(t, err, "2")
+			var e *client.Error
+			if !errors.As(err, &e) || e.Code != connect.CodeUnavailable || e.Reason == ReasonNotLeader {
+				t.Fatalf("send whose forward was cut: %v, want unavailable, not NOT_LEADER", err)
+			}
 			var got []string
 			var last error
 			for m, err := range cl.Consume(ctx, "q") {
@@ -210,6 +216,26 @@ func TestForwardCut(t *testing.T) {
 			if len(got) != 1 || connect.CodeOf(last) != connect.CodeUnavailable {
 				t.Errorf("got %v then %v; want message 0, then unavailable", got, last)
 			}
+		})
+	}
+}
+
+// TestForwardNoConnection: a leader that cannot be reached at all (its port is closed)
+// never got the call: the held NOT_LEADER is the answer, which clients retry.
+func TestForwardNoConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newFakeCluster(t, &fakeNode{leader: 2}, &fakeNode{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addrs[2] = ln.Addr().String()
+	ln.Close()
+	for name, p := range map[string]client.Protocol{"connect": client.ProtocolConnect, "grpc": client.ProtocolGRPC} {
+		t.Run(name, func(t *testing.T) {
+			_, err := client.New(c.urls[0], noRetry, client.WithProtocol(p)).Send(ctx, "q", []byte("x"))
+			wantNotLeader(t, err, "2")
 		})
 	}
 }

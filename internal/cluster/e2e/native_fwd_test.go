@@ -120,6 +120,20 @@ func TestNativeThroughFollower(t *testing.T) {
 	}
 	close(consumeDone)
 	wg.Wait()
+	if !ck.drained() {
+		// What the queue holds, to tell a message still leased or visible from one gone.
+		qctx, qcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		q, err := cur.Load().GetQueue(qctx, "work")
+		t.Logf("not drained; the queue through node %d: %v (%v)", via.Load(), q.GetStats(), err)
+		if pk, err := cur.Load().Peek(qctx, "work", 0, 20); err == nil {
+			for _, m := range pk.GetMessages() {
+				t.Logf("unfinished: %v", m)
+			}
+		} else {
+			t.Logf("peek: %v", err)
+		}
+		qcancel()
+	}
 	ck.report(t, failovers)
 }
 
