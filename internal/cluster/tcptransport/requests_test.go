@@ -111,7 +111,13 @@ func TestRequestRefused(t *testing.T) {
 	if _, err := client.Request(context.Background(), 1, 9, []byte("echo")); err == nil || !errors.Is(err, errRefused) {
 		t.Fatalf("request of another cluster: %v", err)
 	}
-	if st := server.Stats(); st.RequestsServed != 0 || st.Refused == 0 {
+	// The server counts the refusal as it closes the connection, which the client may see
+	// first (failed once in CI): wait, bounded, for the count.
+	st := server.Stats()
+	for deadline := time.Now().Add(5 * time.Second); st.Refused == 0 && time.Now().Before(deadline); st = server.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.RequestsServed != 0 || st.Refused == 0 {
 		t.Fatalf("server stats %+v", st)
 	}
 }
