@@ -74,7 +74,11 @@ func classify(err error) (full, failed bool) {
 // DefaultHeadroom is the headroom's default size.
 const DefaultHeadroom = 64 << 20
 
-const headroomFile = "headroom"
+const (
+	headroomFile = "headroom"
+	// spareFile is Recover's probe that there is room beyond the headroom.
+	spareFile = "headroom.spare"
+)
 
 // Guard holds the headroom and the disk's state. It is safe for concurrent
 // use.
@@ -120,8 +124,13 @@ func (g *Guard) path() string { return filepath.Join(g.dir, headroomFile) }
 
 // writeHeadroom writes the headroom file whole and durably, or removes
 // what it wrote.
-func (g *Guard) writeHeadroom() error {
-	f, err := g.fs.Create(g.path())
+func (g *Guard) writeHeadroom() error { return g.reserve(headroomFile, g.headroom) }
+
+// reserve writes the file name of dir, size bytes, whole and durably, or
+// removes what it wrote.
+func (g *Guard) reserve(name string, size int64) error {
+	path := filepath.Join(g.dir, name)
+	f, err := g.fs.Create(path)
 	if err != nil {
 		return err
 	}
@@ -129,15 +138,15 @@ func (g *Guard) writeHeadroom() error {
 	// system without it (or the in-memory FS) gets zeros written.
 	allocated := false
 	if a, ok := f.(vfs.Allocator); ok {
-		err = a.Allocate(g.headroom)
+		err = a.Allocate(size)
 		allocated = err == nil
 		if errors.Is(err, syscall.EOPNOTSUPP) {
 			err = nil
 		}
 	}
 	if !allocated && err == nil {
-		zeros := make([]byte, min(g.headroom, 1<<20))
-		for left := g.headroom; left > 0 && err == nil; left -= int64(len(zeros)) {
+		zeros := make([]byte, min(size, 1<<20))
+		for left := size; left > 0 && err == nil; left -= int64(len(zeros)) {
 			_, err = f.Write(zeros[:min(left, int64(len(zeros)))])
 		}
 	}
@@ -151,7 +160,7 @@ func (g *Guard) writeHeadroom() error {
 		err = g.fs.SyncDir(g.dir)
 	}
 	if err != nil {
-		_ = g.fs.Remove(g.path())
+		_ = g.fs.Remove(path)
 	}
 	return err
 }
@@ -206,7 +215,14 @@ func (g *Guard) Health() error {
 }
 
 // Recover is maintenance's part: in a failure state, write the headroom
-// back (or, without one, a small probe) and leave the state if that works.
+// back (or, without one, a small probe) and leave the state if that works
+// with room to spare.
+//
+// Room to spare means a second file of the headroom's size fits beside it
+// (written, then removed). Writing the headroom back alone is not enough:
+// the space it takes is the space its release freed, so on a disk that is
+// still full it fits at once, the broker leaves the state, the next send
+// fills the disk again, and /readyz flaps between ready and full.
 func (g *Guard) Recover() {
 	g.mu.Lock()
 	state, since := g.state, g.since
@@ -214,16 +230,22 @@ func (g *Guard) Recover() {
 	if state == nil {
 		return
 	}
-	size := g.headroom
-	if size <= 0 {
-		size = 4096
+	if g.headroom > 0 {
+		if err := g.reserve(headroomFile, g.headroom); err != nil {
+			return
+		}
 	}
-	probe := Guard{fs: g.fs, dir: g.dir, headroom: size}
-	if err := probe.writeHeadroom(); err != nil {
-		return
-	}
-	if g.headroom <= 0 {
-		_ = g.fs.Remove(g.path())
+	if g.headroom <= 0 || state.Full {
+		err := g.reserve(spareFile, max(g.headroom, 4096))
+		_ = g.fs.Remove(filepath.Join(g.dir, spareFile))
+		if err != nil {
+			if g.headroom > 0 && state.Full {
+				// Still full: the room the headroom's release freed stays
+				// with the acks and deletes that need it.
+				_ = g.fs.Remove(g.path())
+			}
+			return
+		}
 	}
 	g.mu.Lock()
 	g.state = nil

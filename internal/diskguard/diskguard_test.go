@@ -55,10 +55,18 @@ func TestHeadroomLifecycle(t *testing.T) {
 				t.Fatal("a full guard admits writes")
 			}
 			if efs != nil {
-				efs.SetSpace(1 << 19) // less than the headroom
-				g.Recover()
-				if g.Health() == nil {
-					t.Fatal("recovered with no room for the headroom")
+				for _, space := range []int64{1 << 19, 3 << 19} {
+					// Less than the headroom; then room for the headroom
+					// but not for as much again, as on a disk that is
+					// still full once the released headroom is counted.
+					efs.SetSpace(space)
+					g.Recover()
+					if g.Health() == nil {
+						t.Fatalf("recovered with %d bytes free for a headroom of %d", space, 1<<20)
+					}
+					if efs.Space() != space {
+						t.Fatalf("a failed recovery kept %d bytes of the %d free", space-efs.Space(), space)
+					}
 				}
 				efs.SetSpace(vfs.Unlimited)
 			}
