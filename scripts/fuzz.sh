@@ -1,13 +1,29 @@
 #!/usr/bin/env bash
 # Runs every Go fuzz target in the module for a bounded time each.
 # Usage: scripts/fuzz.sh [duration]   (default 20s)
+#
+# Each package's fuzz-instrumented test binary is built once (go test -c
+# -fuzz) and run once per target, from the package's directory so that its
+# testdata/fuzz corpus is found, with the cache directory go test itself
+# would use. `go test -fuzz` per target links the binary again each time:
+# about 3 s a target on a 2-core machine, a tenth of CI's budget over 53
+# targets.
 set -euo pipefail
 dur=${1:-20s}
 cd "$(dirname "$0")/.."
+root=$PWD
+bindir=$(mktemp -d)
+trap 'rm -rf "$bindir"' EXIT
+cache=$(go env GOCACHE)/fuzz
 found=0
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
-  for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/'); do
+  targets=$(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' "$dir"/*_test.go 2>/dev/null | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/' || true)
+  [ -n "$targets" ] || continue
+  bin="$bindir/$(echo "$pkg" | tr / _).test"
+  echo "fuzz: building $pkg"
+  go test -c -fuzz=. -o "$bin" "$pkg"
+  for target in $targets; do
     found=$((found+1))
     for try in 1 2; do
       echo "fuzz: $pkg $target for $dur"
@@ -17,7 +33,8 @@ for pkg in $(go list ./...); do
       # whole budget (3,460 execs in 20 s instead of ~700,000) and then ended
       # the run with a bare "context deadline exceeded". A failing input is
       # still written, minimized for 2 s at most.
-      if go test -run='^$' -fuzz="^${target}\$" -fuzztime="$dur" -fuzzminimizetime=2s "$pkg" 2>&1 | tee "$out"; then
+      if (cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$dur" \
+        -test.fuzzminimizetime=2s -test.fuzzcachedir="$cache/$pkg") 2>&1 | tee "$out"; then
         rm -f "$out"; break
       fi
       # Should Go's fuzzer still end a clean run with a bare "context
@@ -31,4 +48,5 @@ for pkg in $(go list ./...); do
     done
   done
 done
+cd "$root"
 echo "fuzz: $found targets"
