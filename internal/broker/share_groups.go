@@ -235,15 +235,12 @@ type ShareGroupInfo struct {
 }
 
 // DescribeShareGroup describes a group: ErrGroupNotFound if it has
-// neither members nor a config.
+// no members, no config and no subscription (share_list.go).
 func (b *Broker) DescribeShareGroup(group string) (ShareGroupInfo, error) {
 	sg := b.shares()
-	sg.mu.Lock()
-	_, configured := sg.configs[group]
-	sg.mu.Unlock()
 	g := sg.group(group, false)
 	if g == nil {
-		if !configured {
+		if !b.shareGroupExists(group) {
 			return ShareGroupInfo{}, ErrGroupNotFound
 		}
 		return ShareGroupInfo{Group: group, State: "Empty"}, nil

@@ -14,7 +14,7 @@ import (
 // member's subscription and assignment as the leader sent it. An unknown
 // group is described as Dead with no error, as Kafka does before v6; v6+
 // answer GROUP_ID_NOT_FOUND with a message (KIP-1043). A KIP-848 consumer
-// group is answered as an unknown one, as Kafka does.
+// group or a share group is answered as an unknown one, as Kafka does.
 func handleDescribeGroups(ctx context.Context, c *conn, req *kmsg.DescribeGroupsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, id := range req.Groups {
@@ -31,9 +31,10 @@ func handleDescribeGroups(ctx context.Context, c *conn, req *kmsg.DescribeGroups
 			continue
 		}
 		info, found := c.s.b.DescribeGroup(id)
-		if found && info.Type == broker.GroupTypeConsumer {
+		if found && info.Type == broker.GroupTypeConsumer || !found && isShareGroup(c, id) {
 			// As Kafka: DescribeGroups describes classic groups only;
-			// ConsumerGroupDescribe (69) describes this one.
+			// ConsumerGroupDescribe (69) or ShareGroupDescribe (77)
+			// describes this one.
 			rg := kmsg.NewDescribeGroupsResponseGroup()
 			rg.Group, rg.State = id, broker.GroupDead.String()
 			if req.Version >= 6 {
@@ -65,4 +66,10 @@ func handleDescribeGroups(ctx context.Context, c *conn, req *kmsg.DescribeGroups
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return msg(resp)
+}
+
+// isShareGroup reports whether id is a share group's.
+func isShareGroup(c *conn, id string) bool {
+	_, err := c.s.b.DescribeShareGroup(id)
+	return err == nil
 }

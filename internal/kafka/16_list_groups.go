@@ -13,8 +13,11 @@ import (
 )
 
 // handleListGroups lists every group, filtered by state when v4+ asks and
-// by type when v5+ asks: "classic" or "consumer" (KIP-848; KIP-932's
-// "share" groups are not served yet).
+// by type when v5+ asks: "classic", "consumer" (KIP-848) or "share"
+// (KIP-932: the groups with members, a config or a subscription named
+// after them, broker/share_list.go). A share group whose id is also a
+// classic or consumer group's is listed once, as that group: Kafka's group
+// ids are one namespace, and that group is the one its clients reach.
 // As in Kafka, describe on the cluster shows every group; otherwise only
 // the groups the principal may describe are listed.
 func handleListGroups(ctx context.Context, c *conn, req *kmsg.ListGroupsRequest) (reply, error) {
@@ -31,20 +34,26 @@ func handleListGroups(ctx context.Context, c *conn, req *kmsg.ListGroupsRequest)
 		resp.ErrorCode = errCode(err, nil)
 		return msg(resp)
 	}
-	for _, g := range c.s.b.ListGroups() {
-		if !all && !c.sees(auth.Group, g.Group) {
-			continue
-		}
-		state := g.State.String()
-		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) }) {
-			continue
-		}
-		if !wantType(g.Type) {
-			continue
+	wantState := func(state string) bool {
+		return len(req.StatesFilter) == 0 || slices.ContainsFunc(req.StatesFilter, func(s string) bool { return strings.EqualFold(s, state) })
+	}
+	add := func(id, protocolType, state, typ string) {
+		if (!all && !c.sees(auth.Group, id)) || !wantState(state) || !wantType(typ) {
+			return
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
-		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = g.Group, g.ProtocolType, state, g.Type
+		rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = id, protocolType, state, typ
 		resp.Groups = append(resp.Groups, rg)
+	}
+	listed := map[string]bool{}
+	for _, g := range c.s.b.ListGroups() {
+		listed[g.Group] = true
+		add(g.Group, g.ProtocolType, g.State.String(), g.Type)
+	}
+	for _, g := range c.s.b.ListShareGroups() {
+		if !listed[g.Group] {
+			add(g.Group, "share", g.State, "share")
+		}
 	}
 	return msg(resp)
 }

@@ -1,0 +1,95 @@
+package broker
+
+import "sort"
+
+// Which share groups exist. Kafka keeps a share group (its type, its
+// state) until it is deleted; here a share group's lasting state is its
+// subscriptions, so a group exists while it has members, a config
+// (share-groups.json) or a subscription named after it — which is also
+// how a native subscription is seen as a share group of the same name,
+// and how a share group is still listed after a restart, before any member
+// joins again.
+
+// ShareGroupSummary is a share group as ListGroups lists it.
+type ShareGroupSummary struct {
+	Group   string
+	State   string // Empty or Stable
+	Members int
+}
+
+// ListShareGroups lists every share group, sorted by id. In a cluster,
+// where share groups are refused, there are none.
+func (b *Broker) ListShareGroups() []ShareGroupSummary {
+	if b.cluster != nil {
+		return nil
+	}
+	members := map[string]int{}
+	for _, id := range b.shareGroupIDs() {
+		members[id] = 0
+	}
+	sg := b.shares()
+	sg.mu.Lock()
+	groups := make([]*shareGroup, 0, len(sg.groups))
+	for _, g := range sg.groups {
+		groups = append(groups, g)
+	}
+	sg.mu.Unlock()
+	now := b.now()
+	for _, g := range groups {
+		g.mu.Lock()
+		b.expireMembersLocked(g, now)
+		members[g.id] += len(g.members)
+		g.mu.Unlock()
+	}
+	out := make([]ShareGroupSummary, 0, len(members))
+	for id, n := range members {
+		s := ShareGroupSummary{Group: id, State: "Empty", Members: n}
+		if n > 0 {
+			s.State = "Stable"
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// shareGroupIDs is the ids of the groups that exist without members: the
+// configured ones and the names of every subscription.
+func (b *Broker) shareGroupIDs() []string {
+	sg := b.shares()
+	sg.mu.Lock()
+	ids := make([]string, 0, len(sg.configs))
+	for id := range sg.configs {
+		ids = append(ids, id)
+	}
+	sg.mu.Unlock()
+	for _, t := range b.streams.topicList() {
+		t.mu.RLock()
+		for name := range t.subs {
+			ids = append(ids, name)
+		}
+		t.mu.RUnlock()
+	}
+	return ids
+}
+
+// shareGroupExists reports whether a group with no members exists: it has
+// a config or a subscription named after it.
+func (b *Broker) shareGroupExists(group string) bool {
+	sg := b.shares()
+	sg.mu.Lock()
+	_, configured := sg.configs[group]
+	sg.mu.Unlock()
+	if configured {
+		return true
+	}
+	for _, t := range b.streams.topicList() {
+		t.mu.RLock()
+		_, ok := t.subs[group]
+		t.mu.RUnlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
