@@ -1,6 +1,9 @@
 package broker
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // Which share groups exist. Kafka keeps a share group (its type, its
 // state) until it is deleted; here a share group's lasting state is its
@@ -92,4 +95,43 @@ func (b *Broker) shareGroupExists(group string) bool {
 		}
 	}
 	return false
+}
+
+// DeleteShareGroup deletes an empty share group: its subscriptions (the
+// state of its share-partitions, which a native subscriber of the same
+// name reads too), its config and its epoch. ErrGroupNotFound if there is
+// no such group, ErrGroupNotEmpty while it has members.
+func (b *Broker) DeleteShareGroup(group string) error {
+	if b.cluster == nil && !b.shareGroupExists(group) && b.shares().group(group, false) == nil {
+		return fmt.Errorf("%w: share group %s", ErrGroupNotFound, group)
+	}
+	g, err := b.lockEmptyShareGroup(group)
+	if err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	for _, topic := range b.ShareGroupTopics(group) {
+		if err := b.DeleteSubscription(topic, group); err != nil {
+			return err
+		}
+	}
+	sg := b.shares()
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if _, ok := sg.configs[group]; ok {
+		next := make(map[string]ShareConfig, len(sg.configs))
+		for k, v := range sg.configs {
+			if k != group {
+				next[k] = v
+			}
+		}
+		if err := sg.saveLocked(next); err != nil {
+			return err
+		}
+		sg.configs = next
+	}
+	if sg.groups[group] == g {
+		delete(sg.groups, group)
+	}
+	return nil
 }

@@ -37,8 +37,9 @@ func listGroups(t *testing.T, r *rawConn, types, states []string) []string {
 // its subscription. DescribeGroups describes classic groups only, so a
 // share group is answered as Kafka answers it: not found (v6+), Dead
 // before. A share group id that is also a classic group's is listed once,
-// as the classic group.
-func TestShareGroupsListed(t *testing.T) {
+// as the classic group. DeleteGroups deletes an empty share group with its
+// subscriptions and config, refuses one with members and changes nothing.
+func TestShareGroupsListedAndDeleted(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, dir)
 	n.createTopic("sl", 1)
@@ -117,5 +118,39 @@ func TestShareGroupsListed(t *testing.T) {
 	if d.Groups[0].ErrorCode != 0 || d.Groups[0].GroupState != "Empty" || d.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Errorf("ShareGroupDescribe after a restart: sg %v %s, never %v", kerr.ErrorForCode(d.Groups[0].ErrorCode),
 			d.Groups[0].GroupState, kerr.ErrorForCode(d.Groups[1].ErrorCode))
+	}
+
+	// Deleting: one with a member is refused and keeps its state.
+	n.createTopic("sl2", 1)
+	busy := n.shareMember(t, "busy", "member-b", "sl2")
+	del := func(ids ...string) []int16 {
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.Version, req.Groups = apis[42].max, ids
+		var codes []int16
+		for _, g := range n.raw().do(req).(*kmsg.DeleteGroupsResponse).Groups {
+			codes = append(codes, g.ErrorCode)
+		}
+		return codes
+	}
+	if got, want := del("busy", "never"), []int16{kerr.NonEmptyGroup.Code, kerr.GroupIDNotFound.Code}; !slices.Equal(got, want) {
+		t.Fatalf("delete busy, never: %v, want %v", got, want)
+	}
+	if subs, _ := n.b.ListSubscriptions("sl2"); len(subs) != 1 {
+		t.Fatalf("a refused delete changed the subscriptions: %v", subs)
+	}
+	if hb := busy.heartbeat(-1, nil); hb.ErrorCode != 0 {
+		t.Fatalf("leave: %v", kerr.ErrorForCode(hb.ErrorCode))
+	}
+	if got, want := del("sg", "configured", "busy"), []int16{0, 0, 0}; !slices.Equal(got, want) {
+		t.Fatalf("delete sg, configured, busy: %v, want %v", got, want)
+	}
+	if subs, _ := n.b.ListSubscriptions("sl"); len(subs) != 2 || subs[0].Name != "classic-g" || subs[1].Name != "native" {
+		t.Errorf("subscriptions of sl after deleting sg: %v, want classic-g and native", subs)
+	}
+	if got, want := listGroups(t, n.raw(), []string{"share"}, nil), []string{"native share Empty share"}; !slices.Equal(got, want) {
+		t.Errorf("after deleting: %v, want %v", got, want)
+	}
+	if v := n.b.ShareGroupConfig("configured"); v != broker.DefaultShareConfig() {
+		t.Errorf("the deleted group's config is still there: %+v", v)
 	}
 }
