@@ -51,12 +51,18 @@ const (
 	ShareSessionTimeoutKey  = "share.session.timeout.ms"
 	ShareHeartbeatKey       = "share.heartbeat.interval.ms"
 	ShareDeadLetterKey      = "sluice.share.dead.letter.queue"
+	// ShareIsolationLevelKey is always read_committed: a share group reads
+	// through a subscription, which waits at the last stable offset and
+	// never delivers an aborted record. Kafka's default is
+	// read_uncommitted; sluice refuses it rather than accept a setting it
+	// would not honour.
+	ShareIsolationLevelKey = "share.isolation.level"
 )
 
 // ShareConfigKeys lists the group configs served, sorted.
 func ShareConfigKeys() []string {
 	keys := []string{ShareLockDurationKey, ShareDeliveryLimitKey, ShareAutoOffsetResetKey,
-		ShareSessionTimeoutKey, ShareHeartbeatKey, ShareDeadLetterKey}
+		ShareSessionTimeoutKey, ShareHeartbeatKey, ShareDeadLetterKey, ShareIsolationLevelKey}
 	sort.Strings(keys)
 	return keys
 }
@@ -70,6 +76,7 @@ func (c ShareConfig) Values() map[string]string {
 		ShareSessionTimeoutKey:  strconv.FormatInt(c.SessionTimeout.Milliseconds(), 10),
 		ShareHeartbeatKey:       strconv.FormatInt(c.HeartbeatInterval.Milliseconds(), 10),
 		ShareDeadLetterKey:      c.DeadLetterQueue,
+		ShareIsolationLevelKey:  "read_committed",
 	}
 }
 
@@ -115,6 +122,10 @@ func (c *ShareConfig) Set(key string, value *string) error {
 			c.AutoOffsetReset = *value
 		default:
 			return invalid(key, "%q: want latest or earliest", *value)
+		}
+	case ShareIsolationLevelKey:
+		if value != nil && *value != "read_committed" {
+			return invalid(key, "%q: sluice's share groups read committed records only (a subscription waits at the last stable offset): want read_committed", *value)
 		}
 	case ShareDeadLetterKey:
 		c.DeadLetterQueue = ""

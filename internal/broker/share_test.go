@@ -118,6 +118,17 @@ func TestShareConfigDurable(t *testing.T) {
 	if err := e.b.AlterShareGroupConfig("g", map[string]*string{ShareLockDurationKey: ptr("1000")}, true); err != nil {
 		t.Fatal(err) // validate only
 	}
+	// share.isolation.level: read_committed is what is served, and
+	// accepted; read_uncommitted (Kafka's default) would not be honoured.
+	if err := e.b.AlterShareGroupConfig("g", map[string]*string{ShareIsolationLevelKey: ptr("read_committed")}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.AlterShareGroupConfig("g", map[string]*string{ShareLockDurationKey: ptr("1000"), ShareIsolationLevelKey: ptr("read_uncommitted")}, false); err == nil {
+		t.Fatal("share.isolation.level=read_uncommitted accepted")
+	}
+	if v := e.b.ShareGroupConfig("g").Values()[ShareIsolationLevelKey]; v != "read_committed" {
+		t.Fatalf("share.isolation.level described as %q", v)
+	}
 	e.restart()
 	c := e.b.ShareGroupConfig("g")
 	if c.LockDuration != 5*time.Second || c.DeliveryLimit != 3 || c.AutoOffsetReset != "latest" {
