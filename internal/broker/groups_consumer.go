@@ -26,11 +26,16 @@ func (b *Broker) ConsumerGroupHeartbeat(ctx context.Context, req group.ConsumerH
 	if err != nil {
 		return group.ConsumerHeartbeatResult{Err: err, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
 	}
-	defer g.mu.Unlock()
 	res, out := g.coord.ConsumerHeartbeat(b.now(), req)
-	g.dispatchLocked(out) // re-arm the ticker: a session moved; nothing durable
+	// Re-arms the ticker (a session moved); the only durable event is the
+	// group's type when a heartbeat makes the group, answered once stored.
+	durable := g.persistLocked(ctx, out)
+	g.mu.Unlock()
 	for _, r := range out.Removed {
 		g.logger.Info("consumer group member removed", "group", r.Group, "member", r.MemberID, "reason", r.Reason.String())
+	}
+	if err := durable(); err != nil && res.Err == nil {
+		return group.ConsumerHeartbeatResult{Err: err, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
 	}
 	return res
 }

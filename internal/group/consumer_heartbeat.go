@@ -35,6 +35,12 @@ func (c *Coordinator) ConsumerHeartbeat(now time.Time, req ConsumerHeartbeatRequ
 		// as in Kafka; its offsets stay.
 		g.cg = newConsumerGroup()
 	}
+	if g.mode != ConsumerProtocol {
+		// Its type is durable, as Kafka's group records are: after a
+		// restart it is a consumer group with no members, not classic.
+		g.protocolType, g.mode = TypeConsumer, ConsumerProtocol
+		out.Events = append(out.Events, Event{Type: EventGroupProtocol, Group: g.id, ProtocolType: TypeConsumer, Mode: ConsumerProtocol})
+	}
 	if req.MemberEpoch == LeaveEpoch || req.MemberEpoch == StaticLeaveEpoch {
 		return c.consumerLeave(g, req, res)
 	}

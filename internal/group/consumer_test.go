@@ -502,3 +502,55 @@ func TestConsumerGroupMaxSize(t *testing.T) {
 		t.Fatalf("a member rejoining a full group: %v", res.Err)
 	}
 }
+
+// A group's type is durable: the events of a consumer group, replayed as
+// at a restart (through their encoding), make an Empty consumer group, not
+// a classic one; once a classic member took the group over, they make a
+// classic group. Snapshot keeps the type as the journal does.
+func TestConsumerGroupTypeSurvivesReplay(t *testing.T) {
+	f := newCfix(t, Config{})
+	var journal []Event
+	record := func(out Output) { journal = append(journal, out.Events...) }
+	res, out := f.c.ConsumerHeartbeat(f.now, joinReq("a", "t"))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	record(out)
+	_, out = f.c.ConsumerHeartbeat(f.now, ConsumerHeartbeatRequest{Group: "g", MemberID: res.MemberID, MemberEpoch: LeaveEpoch})
+	record(out)
+	replay := func(evs []Event) []GroupSummary {
+		t.Helper()
+		c := New(Config{})
+		for _, ev := range evs {
+			raw, err := ev.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, err := UnmarshalEvent(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Apply(dec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c.List()
+	}
+	for name, evs := range map[string][]Event{"journal": journal, "snapshot": f.c.Snapshot()} {
+		if l := replay(evs); len(l) != 1 || l[0].Type != TypeConsumer || l[0].State != Empty {
+			t.Fatalf("consumer group after replaying its %s: %+v", name, l)
+		}
+	}
+
+	tk, out := f.c.Join(f.now, JoinRequest{Group: "g", ClientID: "c", ProtocolType: "consumer",
+		Protocols: []Protocol{{Name: "range"}}, SessionTimeout: 10 * time.Second})
+	if r, _ := findJoin(out, tk); r.Err != nil {
+		t.Fatalf("classic join to an empty consumer group: %+v", r)
+	}
+	record(out)
+	for name, evs := range map[string][]Event{"journal": journal, "snapshot": f.c.Snapshot()} {
+		if l := replay(evs); len(l) != 1 || l[0].Type != TypeClassic {
+			t.Fatalf("group taken over by a classic member, after replaying its %s: %+v", name, l)
+		}
+	}
+}

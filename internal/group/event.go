@@ -20,7 +20,8 @@ const (
 	EventOffsetsDeleted EventType = 3
 	// EventGroupProtocol records a group's protocol type and assignment
 	// mode, set when its first member joins, so an Empty group describes
-	// itself the same after a restart (Kafka keeps it in GroupMetadata).
+	// itself the same after a restart (Kafka keeps it in GroupMetadata);
+	// mode ConsumerProtocol makes it a KIP-848 consumer group again.
 	EventGroupProtocol EventType = 4
 )
 
@@ -61,8 +62,16 @@ func (c *Coordinator) Apply(ev Event) error {
 			g.apply(ev)
 		}
 	case EventGroupProtocol:
-		if g := c.getOrCreate(ev.Group); len(g.members) == 0 {
-			g.protocolType, g.mode = ev.ProtocolType, ev.Mode
+		g := c.getOrCreate(ev.Group)
+		if len(g.members) > 0 || (g.cg != nil && len(g.cg.members) > 0) {
+			break
+		}
+		g.protocolType, g.mode = ev.ProtocolType, ev.Mode
+		switch {
+		case ev.Mode == ConsumerProtocol && g.cg == nil:
+			g.cg = newConsumerGroup()
+		case ev.Mode != ConsumerProtocol:
+			g.cg = nil
 		}
 	}
 	return nil
@@ -92,7 +101,7 @@ func (ev Event) validate() error {
 			return fmt.Errorf("%w: deletion with offsets", ErrCorruptEvent)
 		}
 	case EventGroupProtocol:
-		if len(ev.Offsets) > 0 || ev.ProtocolType == "" || ev.Mode > BrokerAssigns {
+		if len(ev.Offsets) > 0 || ev.ProtocolType == "" || ev.Mode > ConsumerProtocol {
 			return fmt.Errorf("%w: protocol %q mode %d", ErrCorruptEvent, ev.ProtocolType, ev.Mode)
 		}
 	case EventOffsetsCommitted, EventOffsetsDeleted:

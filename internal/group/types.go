@@ -44,6 +44,11 @@ const (
 	// assignor named by the selected protocol ("range" or "roundrobin").
 	// The generation goes straight to Stable; Sync is optional.
 	BrokerAssigns
+	// ConsumerProtocol: a KIP-848 consumer group, assigned by the
+	// coordinator through heartbeats (consumer*.go). No JoinRequest
+	// carries it: it is the mode of a group ConsumerHeartbeat made, so
+	// that EventGroupProtocol keeps the group's type across a restart.
+	ConsumerProtocol
 )
 
 // Assignor names understood in BrokerAssigns mode.

@@ -359,3 +359,36 @@ func TestConsumerGroupTopicGrows(t *testing.T) {
 		t.Fatalf("after kt grew to 5 and new-one appeared: %+v, owns %d", resp, ownedCount(a))
 	}
 }
+
+// A KIP-848 group keeps its type across a restart, as Kafka's group
+// records do: listed as a consumer group (Empty) before any member is
+// back, described by ConsumerGroupDescribe, not by DescribeGroups.
+func TestConsumerGroupTypeAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir)
+	n.createTopic("kt", 2)
+	a := &cgMember{r: n.raw(), id: "member-a"}
+	mustCode(t, "a joins", a.heartbeat(t, nil).ErrorCode, nil)
+	mustCode(t, "a leaves", a.heartbeat(t, func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -1 }).ErrorCode, nil)
+	n.stop()
+
+	n = startNode(t, dir)
+	r := n.raw()
+	if got := listGroups(t, r, []string{"consumer"}, nil); len(got) != 1 || got[0] != "kg consumer Empty consumer" {
+		t.Fatalf("consumer groups after a restart: %v", got)
+	}
+	cgd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cgd.Version, cgd.Groups = apis[69].max, []string{"kg"}
+	if g := r.do(cgd).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; g.ErrorCode != 0 || g.State != "Empty" {
+		t.Fatalf("ConsumerGroupDescribe after a restart: %v %s", kerr.ErrorForCode(g.ErrorCode), g.State)
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups = apis[15].max, []string{"kg"}
+	if g := r.do(dg).(*kmsg.DescribeGroupsResponse).Groups[0]; g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("DescribeGroups of a consumer group after a restart: %v", kerr.ErrorForCode(g.ErrorCode))
+	}
+	b := &cgMember{r: r, id: "member-b"}
+	if resp := b.heartbeat(t, nil); resp.ErrorCode != 0 || ownedCount(b) != 2 {
+		t.Fatalf("a member joining after the restart: %v, owns %d", kerr.ErrorForCode(resp.ErrorCode), ownedCount(b))
+	}
+}
