@@ -20,6 +20,7 @@ import (
 func handleOffsetFetch(ctx context.Context, c *conn, req *kmsg.OffsetFetchRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
+		var idOf map[string][16]byte // v10: every topic's id, listed once per request
 		for _, g := range req.Groups {
 			var topics []offsetFetchTopic
 			var unknown []kmsg.OffsetFetchRequestGroupTopic // v10: ids that name no topic
@@ -51,9 +52,10 @@ func handleOffsetFetch(ctx context.Context, c *conn, req *kmsg.OffsetFetchReques
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.Topic
 				if req.Version >= 10 {
-					if s, ok := c.topicSettings(t.Topic); ok {
-						rt.TopicID = topicID(s)
+					if idOf == nil {
+						idOf = c.topicIDsByName()
 					}
+					rt.TopicID = idOf[t.Topic]
 				}
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()

@@ -41,6 +41,18 @@ func (c *conn) topicNameByID(id [16]byte) (string, bool) {
 	return found, found != ""
 }
 
+// topicIDsByName is every topic's id by name: one listing, for an answer
+// that names many topics by id (OffsetFetch v10 of all a group's topics),
+// where a topicSettings per topic would list every topic each time.
+func (c *conn) topicIDsByName() map[string][16]byte {
+	ts := c.s.b.ListTopics("")
+	m := make(map[string][16]byte, len(ts))
+	for _, s := range ts {
+		m[s.Name] = topicID(s)
+	}
+	return m
+}
+
 // topicSettings returns the settings of the topic called exactly name.
 func (c *conn) topicSettings(name string) (broker.TopicSettings, bool) {
 	for _, s := range c.s.b.ListTopics(name) { // name is a prefix: few topics
