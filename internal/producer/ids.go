@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -42,6 +43,8 @@ type IDs struct {
 	// such an id stays fenced across restarts, not only until the next one.
 	retired map[int64]int16
 	epochs  map[int64]int16 // current epoch of each named or retired id
+	// retiredCap is maxRetired (smaller in tests).
+	retiredCap int
 }
 
 const (
@@ -57,7 +60,8 @@ type producersDisk struct {
 
 // OpenIDs reads dir's producers.json (none yet: no id handed out).
 func OpenIDs(fsys vfs.FS, dir string) (*IDs, error) {
-	p := &IDs{fs: fsys, dir: dir, named: map[string]ID{}, retired: map[int64]int16{}, epochs: map[int64]int16{}}
+	p := &IDs{fs: fsys, dir: dir, named: map[string]ID{}, retired: map[int64]int16{}, epochs: map[int64]int16{},
+		retiredCap: maxRetired}
 	buf, err := vfs.ReadFile(fsys, filepath.Join(dir, producersFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -143,14 +147,17 @@ func (p *IDs) InitAbove(name string, floor int16) (ID, error) {
 	}
 	named := maps.Clone(p.named)
 	named[name] = next
-	retired := p.retired
+	retired, dropped := p.retired, []int64(nil)
 	if ok && next.ID != cur.ID {
-		retired = retiring(p.retired, cur)
+		retired, dropped = retiring(p.retired, cur, p.retiredCap)
 	}
 	if err := p.persistAllLocked(p.reserved, named, retired); err != nil {
 		return ID{}, err
 	}
 	p.named, p.retired = named, retired
+	for _, id := range dropped {
+		delete(p.epochs, id)
+	}
 	p.epochs[next.ID] = next.Epoch
 	return next, nil
 }
@@ -167,24 +174,43 @@ func (p *IDs) Forget(name string) error {
 	}
 	named := maps.Clone(p.named)
 	delete(named, name)
-	retired := retiring(p.retired, cur)
+	retired, dropped := retiring(p.retired, cur, p.retiredCap)
 	if err := p.persistAllLocked(p.reserved, named, retired); err != nil {
 		return err
 	}
 	p.named, p.retired = named, retired
+	for _, id := range dropped {
+		delete(p.epochs, id)
+	}
 	return nil
 }
 
-// retiring returns a copy of retired with id's last epoch added. One entry
-// (a dozen bytes of JSON) per transactional id that ever expired or ran
-// out of epochs: small beside what the ids' transactions wrote.
-func retiring(retired map[int64]int16, id ID) map[int64]int16 {
+// maxRetired bounds the retired ids kept: one entry (a dozen bytes of
+// JSON, written with every change of the file) per transactional id that
+// expired or ran out of epochs, and an application that makes a new
+// transactional id per task or checkpoint (Flink's Kafka sink does) would
+// grow the file without end. Past the bound the oldest ids (the lowest:
+// ids are handed out in order) are dropped: a zombie of one of them, more
+// than maxRetired retirements later, is fenced by its partitions'
+// sequence state alone, as in Kafka after the id's expiry.
+const maxRetired = 10_000
+
+// retiring returns a copy of retired with id's last epoch added, the
+// oldest dropped past limit (and which those were).
+func retiring(retired map[int64]int16, id ID, limit int) (map[int64]int16, []int64) {
 	out := maps.Clone(retired)
 	if out == nil {
 		out = map[int64]int16{}
 	}
 	out[id.ID] = id.Epoch
-	return out
+	var dropped []int64
+	if len(out) > limit {
+		dropped = slices.Sorted(maps.Keys(out))[:len(out)-limit]
+		for _, old := range dropped {
+			delete(out, old)
+		}
+	}
+	return out, dropped
 }
 
 // Check refuses a batch from an id never allocated, or from an epoch older

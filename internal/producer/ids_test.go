@@ -2,6 +2,7 @@ package producer
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -87,5 +88,52 @@ func TestRetiredIDsStayFenced(t *testing.T) {
 		if ids, err = OpenIDs(fsys, "/d"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Retired ids are bounded: past the bound (maxRetired; 50 here) the oldest
+// are dropped (no longer fenced by this table), the newest stay fenced
+// across a restart.
+func TestRetiredIDsBounded(t *testing.T) {
+	fsys := vfs.NewMem()
+	if err := vfs.MkdirAllDurable(fsys, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := OpenIDs(fsys, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 50
+	ids.retiredCap = limit
+	var first, last ID
+	for i := range limit + 5 {
+		name := fmt.Sprint("txn-", i)
+		ids.Init(name)
+		id, err := ids.Init(name) // epoch 1
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ids.Forget(name); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = id
+		}
+		last = id
+	}
+	for round := range 2 {
+		if n := len(ids.retired); n != limit {
+			t.Fatalf("round %d: %d retired ids kept, want %d", round, n, limit)
+		}
+		if err := ids.Check(first.ID, 0); err != nil {
+			t.Errorf("round %d: the oldest retired id is still fenced: %v", round, err)
+		}
+		if err := ids.Check(last.ID, 0); !errors.Is(err, ErrFenced) {
+			t.Errorf("round %d: the newest retired id at an older epoch: %v, want fenced", round, err)
+		}
+		if ids, err = OpenIDs(fsys, "/d"); err != nil {
+			t.Fatal(err)
+		}
+		ids.retiredCap = limit
 	}
 }
