@@ -111,17 +111,14 @@ func handleShareFetch(ctx context.Context, c *conn, req *kmsg.ShareFetchRequest)
 		c.shareSessions[broker.ShareMember{Group: r.br.Group, MemberID: r.br.MemberID}] = true
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(res.LockDuration / time.Millisecond)
-	byTopic := map[[16]byte]int{}
+	topics := newTopicsByID(&resp.Topics, func(id [16]byte) kmsg.ShareFetchResponseTopic {
+		t := kmsg.NewShareFetchResponseTopic()
+		t.TopicID = id
+		return t
+	})
 	add := func(id [16]byte, p kmsg.ShareFetchResponseTopicPartition) {
-		i, ok := byTopic[id]
-		if !ok {
-			i = len(resp.Topics)
-			byTopic[id] = i
-			t := kmsg.NewShareFetchResponseTopic()
-			t.TopicID = id
-			resp.Topics = append(resp.Topics, t)
-		}
-		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+		t := topics.get(id)
+		t.Partitions = append(t.Partitions, p)
 	}
 	for sp, code := range r.bad {
 		p := kmsg.NewShareFetchResponseTopicPartition()

@@ -34,17 +34,14 @@ func handleShareAcknowledge(ctx context.Context, c *conn, req *kmsg.ShareAcknowl
 		return msg(resp)
 	}
 	resp.AcquisitionLockTimeoutMillis = int32(res.LockDuration / time.Millisecond)
-	byTopic := map[[16]byte]int{}
+	topics := newTopicsByID(&resp.Topics, func(id [16]byte) kmsg.ShareAcknowledgeResponseTopic {
+		t := kmsg.NewShareAcknowledgeResponseTopic()
+		t.TopicID = id
+		return t
+	})
 	add := func(id [16]byte, p kmsg.ShareAcknowledgeResponseTopicPartition) {
-		i, ok := byTopic[id]
-		if !ok {
-			i = len(resp.Topics)
-			byTopic[id] = i
-			t := kmsg.NewShareAcknowledgeResponseTopic()
-			t.TopicID = id
-			resp.Topics = append(resp.Topics, t)
-		}
-		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+		t := topics.get(id)
+		t.Partitions = append(t.Partitions, p)
 	}
 	for sp, code := range r.bad {
 		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
