@@ -222,7 +222,7 @@ func (c *conn) handle(frame []byte) (err error) {
 	ctx, cancel := context.WithCancel(c.s.ctx)
 	defer cancel()
 	if hook := c.s.testHookHandling; hook != nil {
-		hook(h.key)
+		hook(req)
 	}
 	rep, err := c.serveTraced(ctx, h.key, req)
 	if err != nil {

@@ -136,7 +136,7 @@ func (c *conn) handleProduces(frames [][]byte) (err error) {
 			c.clientID = *r.h.clientID
 		}
 		if hook := c.s.testHookHandling; hook != nil {
-			hook(r.h.key)
+			hook(r.req)
 		}
 		r.resp = r.req.ResponseKind().(*kmsg.ProduceResponse)
 		r.resp.Topics = make([]kmsg.ProduceResponseTopic, len(r.req.Topics))

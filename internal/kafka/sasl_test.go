@@ -202,7 +202,7 @@ func TestTopicAuthorizationFailed(t *testing.T) {
 func TestUnauthenticatedNeverReachesBroker(t *testing.T) {
 	n := startAuthNode(t, testUsers, Config{}, "orders")
 	var handled sync.Map
-	n.s.testHookHandling = func(key int16) { handled.Store(key, true) }
+	n.s.testHookHandling = func(req kmsg.Request) { handled.Store(req.Key(), true) }
 	for _, req := range []kmsg.Request{
 		produceReq(9, -1, "orders", 0, buildBatch(t, 3, nil)),
 		produceReq(9, 0, "orders", 0, buildBatch(t, 3, nil)),

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/telemetry"
@@ -121,8 +123,9 @@ type Server struct {
 	ids topicIDs // topic id -> name, for Fetch v13+ and DeleteTopics v6
 
 	// testHookHandling, when set (tests only), is called as a decoded
-	// request reaches its handler, so a test knows it is in flight.
-	testHookHandling func(key int16)
+	// request reaches its handler, so a test knows it is in flight (and
+	// which version a client chose).
+	testHookHandling func(req kmsg.Request)
 }
 
 type advertised struct {

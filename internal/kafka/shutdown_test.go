@@ -16,8 +16,8 @@ func TestShutdown(t *testing.T) {
 	n.createTopic("sd", 1)
 	fetching := make(chan struct{}, 1)
 	n.s.mu.Lock()
-	n.s.testHookHandling = func(key int16) {
-		if key == 1 {
+	n.s.testHookHandling = func(req kmsg.Request) {
+		if req.Key() == 1 {
 			fetching <- struct{}{}
 		}
 	}
