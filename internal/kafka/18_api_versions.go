@@ -22,10 +22,28 @@ const featuresEpoch = 1
 // handleApiVersions lists the apis table. Clients pick, per API, the
 // highest version both sides support. v3+ also carry the features
 // (KIP-584): transaction.version.
-func handleApiVersions(_ context.Context, _ *conn, req *kmsg.ApiVersionsRequest) (reply, error) {
+//
+// v5 (KIP-1242) names the cluster and node the client believes it reached,
+// both or neither (null and -1: a bootstrap connection, answered as v4).
+// One without the other is INVALID_REQUEST; both, and either is not this
+// node's (the cluster id Metadata answers, the node id it lists itself
+// under), REBOOTSTRAP_REQUIRED: DNS or a load balancer sent the client to
+// the wrong broker, and it should rediscover the cluster from its seeds.
+// Both refusals carry no keys, as Kafka's do.
+func handleApiVersions(_ context.Context, c *conn, req *kmsg.ApiVersionsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiVersionList()
 	resp.FinalizedFeaturesEpoch = -1
+	if req.Version >= 5 {
+		switch named := req.NodeID != -1; {
+		case (req.ClusterID != nil) != named:
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return msg(resp)
+		case named && (*req.ClusterID != c.s.cfg.ClusterID || req.NodeID != c.s.cfg.NodeID):
+			resp.ErrorCode = kerr.RebootstrapRequired.Code
+			return msg(resp)
+		}
+	}
+	resp.ApiKeys = apiVersionList()
 	if req.Version >= 3 {
 		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{
 			{Name: "transaction.version", MinVersion: 0, MaxVersion: transactionVersion}}

@@ -40,9 +40,9 @@ func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 // apis is every API key served, with the versions served: the one table
 // that both the dispatcher and ApiVersions read, and that docs/kafka.md
 // lists (TestDocListsServedVersions checks). The maximums are the highest
-// that both Kafka 4.2 serves and kmsg encodes, except where a version
-// needs what sluice lacks (ApiVersions 5 is KIP-1242; DescribeLogDirs 5
-// and TxnOffsetCommit 6 are not served yet). The minimums are
+// that both Kafka 4.4 serves and kmsg encodes, except where a version
+// needs what sluice lacks (DescribeLogDirs 5 and TxnOffsetCommit 6 are not
+// served yet). The minimums are
 // what the oldest clients still in use send (librdkafka 2.0 and
 // kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
 var apis map[int16]api
@@ -55,7 +55,7 @@ func init() {
 		3:  {0, 13, typed(handleMetadata)},
 		10: {0, 6, typed(handleFindCoordinator)},
 		17: {0, 1, typed(handleSASLHandshake)},
-		18: {0, 4, typed(handleApiVersions)},
+		18: {0, 5, typed(handleApiVersions)},
 		19: {0, 7, typed(handleCreateTopics)},
 		20: {0, 6, typed(handleDeleteTopics)},
 		21: {0, 2, typed(handleDeleteRecords)},

@@ -166,7 +166,8 @@ func seedRequests() []seedRequest {
 
 // seedNewAPIs are populated requests of the decode paths issue 16 added:
 // batched FindCoordinator and OffsetFetch, topic ids, the config alters,
-// OffsetDelete, DescribeLogDirs, DescribeProducers, ListOffsets -3.
+// OffsetDelete, DescribeLogDirs, DescribeProducers, ListOffsets -3, and
+// ApiVersions v5 naming a cluster and node (this one, another, half of one).
 func seedNewAPIs() []seedRequest {
 	at := func(req kmsg.Request, v int16) seedRequest {
 		req.SetVersion(v)
@@ -198,11 +199,21 @@ func seedNewAPIs() []seedRequest {
 	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "fz", Partitions: []int32{0, 1}}}
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "fz", Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0, Timestamp: -3}}}}
-	return []seedRequest{
+	out := []seedRequest{
 		at(fc, apis[10].max), at(of, apis[9].max), at(dt, apis[20].max),
 		{1, fetch.Version, fetch.AppendTo(nil)},
 		at(iac, apis[44].max), at(ac, apis[33].max), at(od, 0), at(ld, apis[35].max), at(dp, 0), at(lo, apis[2].max),
 	}
+	cluster, other := "sluice", "other"
+	for _, ids := range []struct {
+		cluster *string
+		node    int32
+	}{{&cluster, 0}, {&other, 0}, {nil, 0}} {
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.ClientSoftwareName, av.ClientSoftwareVersion, av.ClusterID, av.NodeID = "fz", "1", ids.cluster, ids.node
+		out = append(out, at(av, apis[18].max))
+	}
+	return out
 }
 
 // TestWriteFuzzCorpus writes the seeds to testdata/fuzz when
