@@ -16,7 +16,8 @@ import (
 // no volume statistics yet: total and usable bytes are -1, Kafka's
 // "unknown". Null topics mean all. It needs describe on the cluster, as
 // in Kafka (v3+ answer CLUSTER_AUTHORIZATION_FAILED, older versions an
-// empty list).
+// empty list). v5's IsCordoned (KIP-1066) is always false: sluice has no
+// cordoning, its one log dir always takes new partitions.
 func handleDescribeLogDirs(_ context.Context, c *conn, req *kmsg.DescribeLogDirsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	if !c.may(auth.Describe, auth.Cluster, "") {
@@ -25,6 +26,7 @@ func handleDescribeLogDirs(_ context.Context, c *conn, req *kmsg.DescribeLogDirs
 	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir, dir.TotalBytes, dir.UsableBytes = c.s.b.TopicsDir(), -1, -1
+	dir.IsCordoned = false // v5+: no cordoning
 	want := map[string][]int32{}
 	for _, t := range req.Topics {
 		want[t.Topic] = append(want[t.Topic], t.Partitions...)

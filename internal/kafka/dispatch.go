@@ -41,8 +41,8 @@ func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 // that both the dispatcher and ApiVersions read, and that docs/kafka.md
 // lists (TestDocListsServedVersions checks). The maximums are the highest
 // that both Kafka 4.4 serves and kmsg encodes, except where a version
-// needs what sluice lacks (DescribeLogDirs 5 and TxnOffsetCommit 6 are not
-// served yet). The minimums are
+// needs what sluice lacks (TxnOffsetCommit 6 is not served yet). The
+// minimums are
 // what the oldest clients still in use send (librdkafka 2.0 and
 // kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
 var apis map[int16]api
@@ -66,7 +66,7 @@ func init() {
 		31: {0, 3, typed(handleDeleteACLs)},
 		32: {0, 4, typed(handleDescribeConfigs)},
 		33: {0, 2, typed(handleAlterConfigs)},
-		35: {0, 4, typed(handleDescribeLogDirs)},
+		35: {0, 5, typed(handleDescribeLogDirs)},
 		43: {0, 2, typed(handleElectLeaders)},
 		44: {0, 1, typed(handleIncrementalAlterConfigs)},
 		45: {0, 1, typed(handleAlterPartitionReassignments)},

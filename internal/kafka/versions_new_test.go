@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,6 +85,71 @@ func TestApiVersionsV5(t *testing.T) {
 		v0.SetVersion(0)
 		if old := r.recv(v0, r.corr).(*kmsg.ApiVersionsResponse); old.ErrorCode != kerr.UnsupportedVersion.Code || len(old.ApiKeys) != len(apis) {
 			t.Fatalf("%s: ApiVersions v%d: %+v", node.cluster, apis[18].max+1, old)
+		}
+	}
+}
+
+// TestDescribeLogDirsV5: every version answers the one log dir with each
+// partition's size; v5 adds IsCordoned, always false (sluice cordons
+// nothing). Without describe on the cluster, v3+ answer
+// CLUSTER_AUTHORIZATION_FAILED and no dir, older versions no dir.
+func TestDescribeLogDirsV5(t *testing.T) {
+	if apis[35].max < 5 {
+		t.Fatalf("DescribeLogDirs up to v%d, want 5", apis[35].max)
+	}
+	n := startAuthNode(t, testUsers, Config{}, "orders")
+	admin := n.asUser("admin")
+	admin.do(produceReq(9, -1, "orders", 1, buildBatch(t, 3, nil)))
+	info, err := n.b.DescribeTopic("orders")
+	if err != nil || info.Partitions[1].SizeBytes <= 0 {
+		t.Fatalf("orders: %+v %v", info, err)
+	}
+	alice := n.asUser("alice")
+	for _, tc := range []struct {
+		name   string
+		r      *rawConn
+		topics []kmsg.DescribeLogDirsRequestTopic
+		want   *kerr.Error // v3+; older versions answer no dir instead
+		parts  int         // partitions of orders answered
+	}{
+		{"all topics", admin, nil, nil, 2},
+		{"one partition", admin, []kmsg.DescribeLogDirsRequestTopic{{Topic: "orders", Partitions: []int32{1}}}, nil, 1},
+		{"an unknown topic", admin, []kmsg.DescribeLogDirsRequestTopic{{Topic: "nope", Partitions: []int32{0}}}, nil, -1},
+		{"without describe on the cluster", alice, nil, kerr.ClusterAuthorizationFailed, -1},
+	} {
+		for v := apis[35].min; v <= apis[35].max; v++ {
+			req := kmsg.NewPtrDescribeLogDirsRequest()
+			req.Version, req.Topics = v, tc.topics
+			resp := tc.r.do(req).(*kmsg.DescribeLogDirsResponse)
+			what := fmt.Sprintf("%s v%d", tc.name, v)
+			if tc.want != nil {
+				if len(resp.Dirs) != 0 || (v >= 3 && resp.ErrorCode != tc.want.Code) {
+					t.Errorf("%s: %+v, want %v and no dir", what, resp, tc.want)
+				}
+				continue
+			}
+			if resp.ErrorCode != 0 || len(resp.Dirs) != 1 {
+				t.Fatalf("%s: %+v", what, resp)
+			}
+			d := resp.Dirs[0]
+			if d.Dir != n.b.TopicsDir() || d.ErrorCode != 0 || d.IsCordoned || (v >= 4 && (d.TotalBytes != -1 || d.UsableBytes != -1)) {
+				t.Errorf("%s: dir %+v", what, d)
+			}
+			got := -1
+			for _, dt := range d.Topics {
+				if dt.Topic != "orders" {
+					continue
+				}
+				got = len(dt.Partitions)
+				for _, p := range dt.Partitions {
+					if p.Size != info.Partitions[p.Partition].SizeBytes {
+						t.Errorf("%s: orders/%d size %d, broker says %d", what, p.Partition, p.Size, info.Partitions[p.Partition].SizeBytes)
+					}
+				}
+			}
+			if got != tc.parts {
+				t.Errorf("%s: %d partitions of orders answered, want %d", what, got, tc.parts)
+			}
 		}
 	}
 }
