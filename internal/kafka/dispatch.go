@@ -40,9 +40,9 @@ func msg(r kmsg.Response) (reply, error) { return reply{msg: r}, nil }
 // apis is every API key served, with the versions served: the one table
 // that both the dispatcher and ApiVersions read, and that docs/kafka.md
 // lists (TestDocListsServedVersions checks). The maximums are the highest
-// that both Kafka 4.4 serves and kmsg encodes, except where a version
-// needs what sluice lacks (TxnOffsetCommit 6 is not served yet). The
-// minimums are
+// that kmsg encodes, with no version left out: the last ones added were
+// DescribeLogDirs 5 (KIP-1066, Kafka 4.3), ApiVersions 5 (KIP-1242) and
+// TxnOffsetCommit 6 (KIP-1319, both Kafka 4.4). The minimums are
 // what the oldest clients still in use send (librdkafka 2.0 and
 // kafka-python 2.0 send non-flexible versions), below Kafka 4's (KIP-896).
 var apis map[int16]api
@@ -76,14 +76,13 @@ func init() {
 		// (transaction.version 2 in ApiVersions' features): EndTxn 5
 		// bumps the epoch per transaction, Produce 12+ and TxnOffsetCommit
 		// 5 add their partition and group themselves; AddOffsetsToTxn 4
-		// knows TRANSACTION_ABORTABLE. TxnOffsetCommit 6 (topic ids,
-		// KIP-1319) is not served; WriteTxnMarkers (27) is the
-		// coordinator's own step inside EndTxn, with no broker to send it
-		// to.
+		// knows TRANSACTION_ABORTABLE; TxnOffsetCommit 6 names topics by
+		// id (KIP-1319). WriteTxnMarkers (27) is the coordinator's own
+		// step inside EndTxn, with no broker to send it to.
 		24: {0, 5, typed(handleAddPartitionsToTxn)},
 		25: {0, 4, typed(handleAddOffsetsToTxn)},
 		26: {0, 5, typed(handleEndTxn)},
-		28: {0, 5, typed(handleTxnOffsetCommit)},
+		28: {0, 6, typed(handleTxnOffsetCommit)},
 		65: {0, 0, typed(handleDescribeTransactions)},
 		66: {0, 2, typed(handleListTransactions)},
 		37: {0, 3, typed(handleCreatePartitions)},

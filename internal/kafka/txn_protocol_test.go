@@ -208,8 +208,8 @@ func TestTxnProtocolErrors(t *testing.T) {
 
 // seedTxnAPIs are populated requests of the transactional APIs, for
 // FuzzDispatch: a transactional init, adds (v3 and v4 verify_only),
-// offsets, transactional produces (v9, and v12 of KIP-890 part 2), EndTxn
-// (v5 and v4), describe and list.
+// offsets (v6 by topic id, v5 and v4 by name), transactional produces
+// (v9, and v12 of KIP-890 part 2), EndTxn (v5 and v4), describe and list.
 func seedTxnAPIs() []seedRequest {
 	at := func(req kmsg.Request, v int16) seedRequest {
 		req.SetVersion(v)
@@ -228,7 +228,7 @@ func seedTxnAPIs() []seedRequest {
 	ao.TransactionalID, ao.Group = id, "g1"
 	tc := kmsg.NewPtrTxnOffsetCommitRequest()
 	tc.TransactionalID, tc.Group = id, "g1"
-	tc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "fz", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	tc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "fz", TopicID: [16]byte{1}, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
 	et := kmsg.NewPtrEndTxnRequest()
 	et.TransactionalID, et.Commit = id, true
 	dt := kmsg.NewPtrDescribeTransactionsRequest()
@@ -245,6 +245,6 @@ func seedTxnAPIs() []seedRequest {
 	return []seedRequest{
 		at(ip, apis[22].max), at(ap, 3), at(av, apis[24].max), at(ao, apis[25].max), at(tc, apis[28].max),
 		{0, 9, pr.AppendTo(nil)}, {0, 12, pr12.AppendTo(nil)}, at(et, apis[26].max), at(dt, 0), at(lt, apis[66].max),
-		at(et, 4), at(tc, 4), at(ao, 3), // the part-1 versions, beside the part-2 maximums
+		at(et, 4), at(tc, 5), at(tc, 4), at(ao, 3), // the older versions, beside the maximums
 	}
 }

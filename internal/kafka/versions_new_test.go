@@ -3,9 +3,13 @@ package kafka
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/broker"
@@ -152,4 +156,99 @@ func TestDescribeLogDirsV5(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNewVersionsFranz: franz-go v1.22.3 picks the three newest versions
+// on its own. Every connection to a broker it found in Metadata sends
+// ApiVersions v5 naming cluster "sluice" and node 0 (the bootstrap one
+// names neither), kadm's DescribeAllLogDirs sends v5, and a
+// GroupTransactSession commits its offsets with TxnOffsetCommit v6, by
+// topic id; the committed offsets are the ones the session consumed to.
+func TestNewVersionsFranz(t *testing.T) {
+	n := startNode(t, "")
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	n.s.mu.Lock()
+	n.s.testHookHandling = func(req kmsg.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r := req.(type) {
+		case *kmsg.ApiVersionsRequest:
+			switch {
+			case r.Version == 5 && r.ClusterID == nil && r.NodeID == -1:
+				seen["ApiVersions v5 bootstrap"] = true
+			case r.Version == 5 && r.ClusterID != nil && *r.ClusterID == "sluice" && r.NodeID == 0:
+				seen["ApiVersions v5 named"] = true
+			}
+		case *kmsg.DescribeLogDirsRequest:
+			seen[fmt.Sprintf("DescribeLogDirs v%d", r.Version)] = true
+		case *kmsg.TxnOffsetCommitRequest:
+			if len(r.Topics) > 0 && r.Topics[0].TopicID == n.topicIDQuiet("nvin") {
+				seen[fmt.Sprintf("TxnOffsetCommit v%d by id", r.Version)] = true
+			}
+		}
+	}
+	n.s.mu.Unlock()
+	n.createTopic("nvin", 2)
+	n.createTopic("nvout", 1)
+	ctx := testCtx(t, 60*time.Second)
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: "nvin", Partition: int32(i % 2), Value: []byte{byte(i)}})
+	}
+	if err := n.client(kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(n.client()).DescribeAllLogDirs(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(n.addr), kgo.TransactionalID("nv"),
+		kgo.ConsumerGroup("nv"), kgo.ConsumeTopics("nvin"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for got := 0; got < len(recs); {
+		fs := sess.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: "nvout", Value: r.Value}, nil)
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil || !committed {
+			t.Fatalf("end: committed %v, %v", committed, err)
+		}
+		got += fs.NumRecords()
+	}
+	for p := int32(0); p < 2; p++ {
+		if o, ok := n.b.FetchOffset("nv", "nvin", p); !ok || o.Offset != 10 {
+			t.Errorf("nv's offset of nvin/%d: %+v (found %v), want 10", p, o, ok)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"ApiVersions v5 bootstrap", "ApiVersions v5 named", "DescribeLogDirs v5", "TxnOffsetCommit v6 by id"} {
+		if !seen[want] {
+			t.Errorf("franz-go sent no %s (saw %v)", want, seen)
+		}
+	}
+}
+
+// topicIDQuiet is topicID, zero for a topic not (yet) there; safe from
+// the server's goroutines.
+func (n *node) topicIDQuiet(name string) [16]byte {
+	info, err := n.b.DescribeTopic(name)
+	if err != nil {
+		return [16]byte{}
+	}
+	return topicID(info.Settings)
 }
