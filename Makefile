@@ -4,9 +4,9 @@
 GO ?= go
 # 5 s per target: scripts/fuzz.sh builds each package's fuzz binary once, and
 # its 53 targets take about 6.5 minutes on 2 cores (7.5 s a target), which with
-# the -race unit run (about 11 minutes: database, browser and cluster tests
-# included) keeps make test under 20 minutes (CI allows 20); fuzz longer by
-# hand: make fuzz FUZZTIME=5m.
+# the unit run (about 10 minutes: database, browser and cluster tests
+# included, the long model and crash tests without -race) keeps make test
+# under 20 minutes (CI allows 20); fuzz longer by hand: make fuzz FUZZTIME=5m.
 FUZZTIME ?= 5s
 
 .PHONY: test deps check unit fuzz build run
@@ -45,8 +45,12 @@ check:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
 
+# The unit tests with -race, then (scripts/norace-tests.sh) the model and
+# crash tests that skip themselves under -race (internal/testrace: one
+# goroutine through thousands of steps, ten times slower with it), without.
 unit:
 	$(GO) test -race -count=1 -timeout 12m ./...
+	@./scripts/norace-tests.sh -timeout 10m
 
 # Each fuzz target runs for FUZZTIME; scripts/fuzz.sh finds every func Fuzz* in
 # the module's _test.go files, so a new target needs no list.

@@ -67,7 +67,7 @@ func banned(d string, bans []string) bool {
 // client, internal/cluster never imports the broker or anything above it,
 // internal/telemetry imports nothing of the module, and
 // non-test code never imports "testing" (but for the
-// test-support packages sluicetest and internal/testproc).
+// test-support packages sluicetest, internal/testproc and internal/testrace).
 func TestDependencyDirection(t *testing.T) {
 	frontEnds := []string{mod + "internal/api", mod + "internal/kafka", mod + "internal/sqs"}
 	above := append(slices.Clone(frontEnds), mod+"internal/server", mod+"internal/node")
@@ -130,7 +130,7 @@ func TestDependencyDirection(t *testing.T) {
 	}
 	for _, p := range listPackages(t) {
 		for _, d := range p.Deps {
-			if d == "testing" && !under(p.rel, "sluicetest") && p.rel != "internal/testproc" {
+			if d == "testing" && !under(p.rel, "sluicetest") && p.rel != "internal/testproc" && p.rel != "internal/testrace" {
 				t.Errorf("%s imports testing in non-test code", p.ImportPath)
 			}
 		}

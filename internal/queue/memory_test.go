@@ -3,12 +3,15 @@ package queue
 import (
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/testrace"
 )
 
 // TestMemoryBounded streams a million messages through the cursor while consumers ack, some
 // late: what the cursor holds must follow the window and the messages in flight, never the
 // number of messages that went through. It asserts sizes, not timings.
 func TestMemoryBounded(t *testing.T) {
+	testrace.NotUnderRace(t)
 	for _, fifo := range []bool{false, true} {
 		total := int64(1_000_000)
 		if fifo || testing.Short() {

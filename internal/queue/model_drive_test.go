@@ -2,10 +2,13 @@ package queue
 
 import (
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/testrace"
 )
 
 // TestModel runs random operation sequences against the cursor and the reference model.
 func TestModel(t *testing.T) {
+	testrace.NotUnderRace(t)
 	seeds, ops := 200, 3000
 	if testing.Short() {
 		seeds = 40

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/testrace"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -19,6 +20,7 @@ import (
 // has passed on the injected clock and not after, offsets increasing with
 // gaps, and the log shrunk to about the live set.
 func TestCleanManyUpdates(t *testing.T) {
+	testrace.NotUnderRace(t)
 	updates, keys := 200_000, 2_000
 	if os.Getenv("SLUICE_COMPACTION_FULL") != "" {
 		updates, keys = 1_000_000, 10_000

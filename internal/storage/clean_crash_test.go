@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/testrace"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -20,6 +21,7 @@ import (
 // point both isolation levels see what they must, a rescan finds exactly
 // the open transactions, and every producer's last batch is there.
 func TestCleanCrashAtEveryPoint(t *testing.T) {
+	testrace.NotUnderRace(t)
 	for _, tomb := range []float64{0.3} {
 		mem := vfs.NewMem()
 		efs := vfs.NewErrorFS(mem)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/testrace"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -21,6 +22,7 @@ func compactOptions(t testing.TB, c *clock) Options {
 // TestCleanModel runs random update streams with tombstones through
 // passes of the cleaner and checks each against the reference model.
 func TestCleanModel(t *testing.T) {
+	testrace.NotUnderRace(t)
 	cases := []struct {
 		name   string
 		keys   int

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/testrace"
 )
 
 // TestCleanTxnModel runs random streams of plain and transactional
@@ -15,6 +17,7 @@ import (
 // delete.retention.ms, the aborted records and the markers of transactions
 // with nothing left are gone.
 func TestCleanTxnModel(t *testing.T) {
+	testrace.NotUnderRace(t)
 	for _, tc := range []struct {
 		name   string
 		keys   int

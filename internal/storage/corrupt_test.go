@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/testrace"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -134,6 +135,7 @@ func kindOf(i, size int64) string {
 // the last batch of the active segment cannot be told from a write cut
 // short and is cut off as a torn tail.
 func TestFlipEveryByteOfSegments(t *testing.T) {
+	testrace.NotUnderRace(t)
 	for _, crash := range []bool{false, true} {
 		state, o, layout := flipFixture(t, crash)
 		// Every byte of every header and every last byte; record bytes,

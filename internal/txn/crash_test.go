@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/testrace"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -69,6 +70,7 @@ func durableView(c *Coordinator) map[string]Txn {
 // either the state before the interrupted operation or the one after: an
 // answered operation is never lost, a refused one never half applied.
 func TestCrashAtEveryWrite(t *testing.T) {
+	testrace.NotUnderRace(t)
 	// The reference run, without faults: the state after each operation.
 	ref := &clock{t: time.Unix(1000, 0)}
 	rc := open(t, newMem(t), &fakeEffects{}, ref)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/memnet"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/testrace"
 )
 
 // TestRandomizedSafety runs seeded random schedules over five nodes and two groups (one of
@@ -25,6 +26,7 @@ import (
 // Short form: 20 schedules of 1000 steps. SLUICE_RAFT_SEEDS=N SLUICE_RAFT_STEPS=M for the
 // long form (say 200 and 3000).
 func TestRandomizedSafety(t *testing.T) {
+	testrace.NotUnderRace(t)
 	seeds, steps := envInt("SLUICE_RAFT_SEEDS", 20), envInt("SLUICE_RAFT_STEPS", 1000)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { runRandom(t, seed, steps, newMemDisk) })
@@ -44,6 +46,7 @@ func TestRandomizedSafety(t *testing.T) {
 // kill in four also lose the node's disk (it restarts blank, voting.go) and checks safety
 // only: a replica that lost its disk is not repaired until its group changes leader.
 func TestRandomizedSafetyOnDisk(t *testing.T) {
+	testrace.NotUnderRace(t)
 	seeds, steps := envInt("SLUICE_RAFT_DISK_SEEDS", 20), envInt("SLUICE_RAFT_STEPS", 1000)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluice-mq/sluice/internal/testrace"
 	"github.com/sluice-mq/sluice/internal/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -100,6 +101,7 @@ func (r *crashRun) update(fn func()) {
 // written, a (term, vote) never forgotten nor invented, commit within the
 // log, a snapshot no older than the last one written.
 func TestCrashAtEveryPoint(t *testing.T) {
+	testrace.NotUnderRace(t)
 	defer func(n int64) { walMinLimit = n }(walMinLimit)
 	walMinLimit = 400                  // rewrite the HardState log every few Syncs: crash inside those too
 	total := runCrashWorkload(t, 0, 1) // count the operations of a run without a crash

@@ -1,0 +1,5 @@
+//go:build !race
+
+package testrace
+
+const raceEnabled = false
