@@ -518,24 +518,7 @@ func TestConsumerGroupTypeSurvivesReplay(t *testing.T) {
 	record(out)
 	_, out = f.c.ConsumerHeartbeat(f.now, ConsumerHeartbeatRequest{Group: "g", MemberID: res.MemberID, MemberEpoch: LeaveEpoch})
 	record(out)
-	replay := func(evs []Event) []GroupSummary {
-		t.Helper()
-		c := New(Config{})
-		for _, ev := range evs {
-			raw, err := ev.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			dec, err := UnmarshalEvent(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Apply(dec); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return c.List()
-	}
+	replay := func(evs []Event) []GroupSummary { return replayed(t, evs).List() }
 	for name, evs := range map[string][]Event{"journal": journal, "snapshot": f.c.Snapshot()} {
 		if l := replay(evs); len(l) != 1 || l[0].Type != TypeConsumer || l[0].State != Empty {
 			t.Fatalf("consumer group after replaying its %s: %+v", name, l)

@@ -156,20 +156,7 @@ func TestSnapshotRebuildsOffsets(t *testing.T) {
 	if len(snap) != 3 {
 		t.Fatalf("want 3 events (a@0, a@1s, b@2s), got %d", len(snap))
 	}
-	fresh := New(Config{})
-	for _, ev := range snap {
-		raw, err := ev.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec, err := UnmarshalEvent(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fresh.Apply(dec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fresh := replayed(t, snap)
 	for _, g := range []string{"a", "b"} {
 		want, got := c.Offsets(g), fresh.Offsets(g)
 		if len(want) != len(got) {
@@ -183,4 +170,25 @@ func TestSnapshotRebuildsOffsets(t *testing.T) {
 			}
 		}
 	}
+}
+
+// replayed is a fresh coordinator that applied evs through their encoding,
+// as a restart replays the journal.
+func replayed(t *testing.T, evs []Event) *Coordinator {
+	t.Helper()
+	c := New(Config{})
+	for _, ev := range evs {
+		raw, err := ev.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := UnmarshalEvent(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Apply(dec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }

@@ -13,14 +13,7 @@ import (
 // the floor (the epoch the transaction coordinator reached without this
 // file), durably; past the last epoch it is a fresh id at epoch 0.
 func TestInitAbove(t *testing.T) {
-	fsys := vfs.NewMem()
-	if err := vfs.MkdirAllDurable(fsys, "/d"); err != nil {
-		t.Fatal(err)
-	}
-	ids, err := OpenIDs(fsys, "/d")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, ids := openMemIDs(t)
 	steps := []struct {
 		floor int16
 		want  int16 // epoch; -1: a fresh id at epoch 0
@@ -52,14 +45,7 @@ func TestInitAbove(t *testing.T) {
 // transactional id) or that ran out of epochs keeps refusing its older
 // epochs after the file is reopened, as it did before.
 func TestRetiredIDsStayFenced(t *testing.T) {
-	fsys := vfs.NewMem()
-	if err := vfs.MkdirAllDurable(fsys, "/d"); err != nil {
-		t.Fatal(err)
-	}
-	ids, err := OpenIDs(fsys, "/d")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, ids := openMemIDs(t)
 	ids.Init("gone")
 	forgotten, _ := ids.InitAbove("gone", 4) // epoch 5
 	ids.Init("full")
@@ -85,6 +71,7 @@ func TestRetiredIDsStayFenced(t *testing.T) {
 				t.Errorf("round %d, %s %+v: Check = %v, fenced want %v", round, c.comment, c.id, err, c.fenced)
 			}
 		}
+		var err error
 		if ids, err = OpenIDs(fsys, "/d"); err != nil {
 			t.Fatal(err)
 		}
@@ -95,14 +82,7 @@ func TestRetiredIDsStayFenced(t *testing.T) {
 // are dropped (no longer fenced by this table), the newest stay fenced
 // across a restart.
 func TestRetiredIDsBounded(t *testing.T) {
-	fsys := vfs.NewMem()
-	if err := vfs.MkdirAllDurable(fsys, "/d"); err != nil {
-		t.Fatal(err)
-	}
-	ids, err := OpenIDs(fsys, "/d")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, ids := openMemIDs(t)
 	const limit = 50
 	ids.retiredCap = limit
 	var first, last ID
@@ -131,9 +111,24 @@ func TestRetiredIDsBounded(t *testing.T) {
 		if err := ids.Check(last.ID, 0); !errors.Is(err, ErrFenced) {
 			t.Errorf("round %d: the newest retired id at an older epoch: %v, want fenced", round, err)
 		}
+		var err error
 		if ids, err = OpenIDs(fsys, "/d"); err != nil {
 			t.Fatal(err)
 		}
 		ids.retiredCap = limit
 	}
+}
+
+// openMemIDs opens the ids of /d on a fresh in-memory FS.
+func openMemIDs(t *testing.T) (vfs.FS, *IDs) {
+	t.Helper()
+	fsys := vfs.NewMem()
+	if err := vfs.MkdirAllDurable(fsys, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := OpenIDs(fsys, "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fsys, ids
 }
