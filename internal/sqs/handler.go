@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -138,6 +139,11 @@ type call struct {
 
 func (c *call) decode(in input) error {
 	if c.json {
+		if f, ok := in.(fastDecoder); ok {
+			if body := bytes.TrimSpace(c.body); len(body) > 0 && f.decodeFast(body) {
+				return nil
+			}
+		}
 		return decodeJSON(c.body, in)
 	}
 	return in.fromQuery(c.form)
