@@ -13,6 +13,8 @@ import (
 
 const jsonContentType = "application/x-amz-json-1.0"
 
+var jsonContentTypes = []string{jsonContentType}
+
 // decodeJSON decodes a request body into in. An empty body is an empty
 // input (SDKs send "{}", but curl users send nothing).
 func decodeJSON(body []byte, in any) error {
@@ -45,15 +47,25 @@ func decodeJSONStream(body []byte, in any) error {
 }
 
 func writeJSON(w http.ResponseWriter, c *call, status int, v any) {
-	buf, err := json.Marshal(v)
+	var buf []byte
+	var err error
+	if a, ok := v.(jsonAppender); ok {
+		buf = a.appendJSON(make([]byte, 0, 256))
+	} else {
+		buf, err = json.Marshal(v)
+	}
 	if err != nil {
 		// Outputs are plain structs of strings and numbers; this is a bug.
 		status = http.StatusInternalServerError
 		buf = []byte(`{"__type":"com.amazonaws.sqs#InternalFailure","message":"encoding the response failed"}`)
 	}
 	hd := w.Header()
-	hd.Set("Content-Type", jsonContentType)
-	hd.Set("x-amzn-RequestId", c.requestID)
+	// Assigned in canonical form rather than through Set, which
+	// canonicalises the name and allocates the value's slice every time;
+	// the shared slice is never appended to in place (its capacity is
+	// its length, so an Add would copy it).
+	hd["Content-Type"] = jsonContentTypes
+	hd["X-Amzn-Requestid"] = []string{c.requestID}
 	writeBody(w, status, buf)
 }
 
@@ -62,7 +74,7 @@ func writeJSON(w http.ResponseWriter, c *call, status int, v any) {
 // ReceiveMessage of ten 1 KiB messages is 12 KiB): more writes for the
 // server and chunk parsing for the client on the hottest answer there is.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header()["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -85,7 +97,12 @@ func (h *Handler) writeResult(w http.ResponseWriter, c *call, out any) {
 		return
 	}
 	if out == nil {
-		out = struct{}{}
+		out = emptyObject{}
 	}
 	writeJSON(w, c, http.StatusOK, out)
 }
+
+// emptyObject is the answer of actions that return nothing: {}.
+type emptyObject struct{}
+
+func (emptyObject) appendJSON(b []byte) []byte { return append(b, '{', '}') }

@@ -208,8 +208,11 @@ func md5OfAttributes(attrs map[string]broker.Attribute) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func md5Hex(s string) string {
-	sum := md5.Sum([]byte(s))
+// md5Hex is the hex MD5 of a body. It takes the bytes the broker holds or
+// was given: converting a 1 KiB body to or from a string only to hash it
+// was a copy per message (8 % of the bytes allocated under W2 over SQS).
+func md5Hex(b []byte) string {
+	sum := md5.Sum(b)
 	return hex.EncodeToString(sum[:])
 }
 

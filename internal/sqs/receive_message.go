@@ -149,7 +149,7 @@ var messageSystemAttrs = []string{
 
 // message renders a delivery with the requested attributes.
 func (h *Handler) message(d broker.Delivery, s broker.QueueSettings, sysNames, attrNames []string) message {
-	m := message{MessageID: d.ID, ReceiptHandle: d.Receipt, MD5OfBody: md5Hex(string(d.Body)), Body: string(d.Body)}
+	m := message{MessageID: d.ID, ReceiptHandle: d.Receipt, MD5OfBody: md5Hex(d.Body), Body: string(d.Body)}
 	if len(sysNames) > 0 {
 		all := h.systemValues(d, s)
 		m.Attributes = attrMap{}
@@ -199,6 +199,9 @@ func (h *Handler) systemValues(d broker.Delivery, s broker.QueueSettings) map[st
 // pickAttributes selects message attributes by MessageAttributeNames: "All"
 // or ".*" for every one, "prefix.*" for those under a prefix, or exact names.
 func pickAttributes(attrs map[string]broker.Attribute, names []string) map[string]broker.Attribute {
+	if len(attrs) == 0 || len(names) == 0 {
+		return nil // nothing to pick: no map for every message received
+	}
 	out := map[string]broker.Attribute{}
 	for name, a := range attrs {
 		for _, want := range names {

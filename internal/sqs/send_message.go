@@ -127,7 +127,7 @@ func (h *Handler) sendInput(c *call, s broker.QueueSettings, e sendEntry) (broke
 		return none, sendResult{}, err
 	}
 	c.traceSend(&in)
-	res := sendResult{ID: e.ID, MD5OfMessageBody: md5Hex(body),
+	res := sendResult{ID: e.ID, MD5OfMessageBody: md5Hex(in.Body),
 		MD5OfMessageAttributes: md5OfAttributes(attrs), MD5OfMessageSystemAttributes: md5OfAttributes(sys)}
 	return in, res, nil
 }
