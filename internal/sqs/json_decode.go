@@ -155,6 +155,10 @@ func (d *jdec) str() (esc, ok bool) {
 	d.i++ // the opening quote
 	for d.i < len(d.b) {
 		c := d.b[d.i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			d.i++ // most of a body: one comparison chain a byte
+			continue
+		}
 		switch {
 		case c == '"':
 			d.i++
@@ -304,12 +308,18 @@ func (d *jdec) setText(t **text) bool {
 		return false
 	}
 	start := d.i
-	if _, ok := d.str(); !ok {
+	esc, ok := d.str()
+	if !ok {
 		return false
 	}
-	s, err := unquoteKeepingInvalid(d.b[start:d.i])
-	if err != nil {
-		return false
+	var s string
+	if esc {
+		var err error
+		if s, err = unquoteKeepingInvalid(d.b[start:d.i]); err != nil {
+			return false
+		}
+	} else {
+		s = string(d.b[start+1 : d.i-1]) // what unquoteKeepingInvalid returns, without scanning it again
 	}
 	if *t == nil {
 		*t = new(text)

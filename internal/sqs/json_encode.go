@@ -2,6 +2,7 @@ package sqs
 
 import (
 	"encoding/base64"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -167,6 +168,18 @@ func (o changeVisibilityBatchOutput) appendJSON(b []byte) []byte {
 }
 
 func (o receiveMessageOutput) appendJSON(b []byte) []byte {
+	// Room for the whole answer at once: ten 1 KiB bodies grown from a
+	// few hundred bytes were six copies of it (7 % of the bytes the
+	// handler allocated in BenchmarkHandlerRoundTrip).
+	n := 16
+	for _, m := range o.Messages {
+		n += len(m.Body) + len(m.ReceiptHandle) + len(m.MessageID) + 128
+		for k, v := range m.Attributes {
+			n += len(k) + len(v) + 6
+		}
+		n += 64 * len(m.MessageAttributes)
+	}
+	b = slices.Grow(b, n)
 	b = append(b, '{')
 	if len(o.Messages) > 0 {
 		b = list(member(b, "Messages"), o.Messages, func(b []byte, m message) []byte { return m.appendJSON(b) })
