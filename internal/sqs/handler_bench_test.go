@@ -47,7 +47,9 @@ func BenchmarkHandlerRoundTrip(b *testing.B) {
 		for range 10 {
 			do("SendMessage", send)
 		}
-		var out struct{ Messages []struct{ ReceiptHandle string } }
+		var out struct {
+			Messages []struct{ ReceiptHandle string }
+		}
 		if err := json.Unmarshal(do("ReceiveMessage", recv), &out); err != nil || len(out.Messages) != 10 {
 			b.Fatalf("received %d: %v", len(out.Messages), err)
 		}
