@@ -4,7 +4,9 @@
 // protocol (form-encoded Action=…, XML answers; older SDKs, Debian's boto3
 // and AWS CLI).
 //
-// It owns only translation: decode a request (json.go, query.go), check the
+// It owns only translation: decode a request (json.go, query.go; the hot
+// actions' JSON bodies and answers without reflection, json_decode.go and
+// json_encode.go, held to encoding/json by fuzz targets), check the
 // SQS-specific limits the broker does not know (DelaySeconds at most 900,
 // attribute names and types, batch entry ids), call the broker, and encode
 // the answer or map the broker's error through the one table in errors.go.
