@@ -159,6 +159,9 @@ func (h *Handler) message(d broker.Delivery, s broker.QueueSettings, sysNames, a
 			}
 		}
 	}
+	if len(d.Attributes) == 0 || len(attrNames) == 0 {
+		return m // nothing to pick: no map made for every message received
+	}
 	picked := pickAttributes(d.Attributes, attrNames)
 	if len(picked) > 0 {
 		m.MessageAttributes = fromBroker(picked)
@@ -199,9 +202,6 @@ func (h *Handler) systemValues(d broker.Delivery, s broker.QueueSettings) map[st
 // pickAttributes selects message attributes by MessageAttributeNames: "All"
 // or ".*" for every one, "prefix.*" for those under a prefix, or exact names.
 func pickAttributes(attrs map[string]broker.Attribute, names []string) map[string]broker.Attribute {
-	if len(attrs) == 0 || len(names) == 0 {
-		return nil // nothing to pick: no map for every message received
-	}
 	out := map[string]broker.Attribute{}
 	for name, a := range attrs {
 		for _, want := range names {
