@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 )
@@ -110,5 +111,53 @@ func fixCRC(b []byte) {
 func TestBuildEmpty(t *testing.T) {
 	if _, err := Build(nil, Options{}); !errors.Is(err, ErrNoRecords) {
 		t.Fatal(err)
+	}
+}
+
+// TestAppendBuild: AppendBuild appends exactly Build's batch behind what dst held, and every
+// record's precomputed length prefix is the length of the body that follows it (nil and
+// empty keys and values, headers, timestamps before and after the first, large deltas).
+func TestAppendBuild(t *testing.T) {
+	big := bytes.Repeat([]byte{7}, 300)
+	recs := []Record{
+		{Timestamp: 1_700_000_000_000, Key: nil, Value: []byte("v")},
+		{Timestamp: 1_600_000_000_000, Key: []byte{}, Value: nil},
+		{Timestamp: 1_800_000_000_000, Key: big, Value: big, Headers: []RecordHeader{{Key: "h", Value: nil}, {Key: string(big), Value: big}}},
+	}
+	for n := 1; n <= len(recs); n++ {
+		opts := Options{BaseOffset: 42, LeaderEpoch: 3, Producer: &Producer{ID: 9, Epoch: 1, BaseSequence: 5}}
+		want, err := Build(recs[:n], opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := []byte("prefix")
+		got, err := AppendBuild(append([]byte(nil), prefix...), recs[:n], opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], want) {
+			t.Fatalf("%d records: AppendBuild differs from Build", n)
+		}
+		if err := Validate(want, 0); err != nil {
+			t.Fatalf("%d records: %v", n, err)
+		}
+		i := 0
+		for r, err := range Records(want) {
+			if err != nil {
+				t.Fatalf("%d records: record %d: %v", n, i, err)
+			}
+			if !bytes.Equal(r.Key, recs[i].Key) || (r.Key == nil) != (recs[i].Key == nil) || !bytes.Equal(r.Value, recs[i].Value) {
+				t.Fatalf("%d records: record %d read back differs", n, i)
+			}
+			i++
+		}
+		if i != n {
+			t.Fatalf("read %d records, want %d", i, n)
+		}
+	}
+	for _, x := range []int64{0, 1, -1, 63, 64, -64, -65, 1 << 40, -(1 << 40), 1<<63 - 1, -1 << 63} {
+		if got, want := varintLen(x), len(binary.AppendVarint(nil, x)); got != want {
+			t.Errorf("varintLen(%d) = %d, want %d", x, got, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 )
 
 // Record is one message of a batch.
@@ -47,26 +48,35 @@ type Options struct {
 // Build encodes records as one uncompressed batch. The base timestamp is the
 // first record's; maxTimestamp is the largest.
 func Build(records []Record, opts Options) ([]byte, error) {
+	return AppendBuild(make([]byte, 0, HeaderSize+estimate(records)), records, opts)
+}
+
+// AppendBuild is Build appending the batch to dst (which it may grow), so a caller
+// that writes the batch out and forgets it can reuse one buffer. Each record is
+// encoded straight into place behind a length prefix computed beforehand: no
+// intermediate copy of its key and value.
+func AppendBuild(dst []byte, records []Record, opts Options) ([]byte, error) {
 	if len(records) == 0 {
-		return nil, &Error{Reason: "Build needs at least one record", Err: ErrNoRecords}
+		return dst, &Error{Reason: "Build needs at least one record", Err: ErrNoRecords}
 	}
 	if len(records) > math.MaxInt32 {
-		return nil, &Error{Reason: "too many records", Err: ErrTooLarge}
+		return dst, &Error{Reason: "too many records", Err: ErrTooLarge}
 	}
 	base := records[0].Timestamp
 	maxTS := base
 	for _, r := range records {
 		maxTS = max(maxTS, r.Timestamp)
 	}
-	b := make([]byte, HeaderSize, HeaderSize+estimate(records))
-	var rec []byte
+	start := len(dst)
+	dst = slices.Grow(dst, HeaderSize+estimate(records))[:start+HeaderSize]
+	clear(dst[start:])
 	for i, r := range records {
-		rec = appendRecordBody(rec[:0], r, r.Timestamp-base, int64(i))
-		b = binary.AppendVarint(b, int64(len(rec)))
-		b = append(b, rec...)
+		dst = binary.AppendVarint(dst, recordBodyLen(r, r.Timestamp-base, int64(i)))
+		dst = appendRecordBody(dst, r, r.Timestamp-base, int64(i))
 	}
+	b := dst[start:]
 	if len(b)-LengthSize > math.MaxInt32 {
-		return nil, &Error{Reason: fmt.Sprintf("%d bytes", len(b)), Err: ErrTooLarge}
+		return dst[:start], &Error{Reason: fmt.Sprintf("%d bytes", len(b)), Err: ErrTooLarge}
 	}
 	be := binary.BigEndian
 	be.PutUint64(b[0:], uint64(opts.BaseOffset))
@@ -86,7 +96,7 @@ func Build(records []Record, opts Options) ([]byte, error) {
 	be.PutUint32(b[53:], uint32(p.BaseSequence))
 	be.PutUint32(b[57:], uint32(len(records)))
 	be.PutUint32(b[offCRC:], ComputeCRC(b))
-	return b, nil
+	return dst, nil
 }
 
 func (o Options) attributes() int16 {
@@ -128,6 +138,38 @@ func appendRecordBody(b []byte, r Record, tsDelta, offDelta int64) []byte {
 		b = appendBytes(b, h.Value)
 	}
 	return b
+}
+
+// recordBodyLen is the length appendRecordBody will append: a record's length prefix.
+func recordBodyLen(r Record, tsDelta, offDelta int64) int64 {
+	n := 1 + varintLen(tsDelta) + varintLen(offDelta) + bytesLen(r.Key) + bytesLen(r.Value) +
+		varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return int64(n)
+}
+
+// bytesLen is the length appendBytes appends for v.
+func bytesLen(v []byte) int {
+	if v == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(v))) + len(v)
+}
+
+// varintLen is the length binary.AppendVarint appends for x.
+func varintLen(x int64) int {
+	ux := uint64(x) << 1
+	if x < 0 {
+		ux = ^ux
+	}
+	n := 1
+	for ux >= 0x80 {
+		ux >>= 7
+		n++
+	}
+	return n
 }
 
 func appendBytes(b, v []byte) []byte {

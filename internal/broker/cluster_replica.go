@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -37,8 +36,10 @@ type replicaLog struct {
 
 // Apply appends one committed entry's batches, stamped with term as their leader epoch,
 // without an fsync: the entry is durable in the Raft log, and Restore cuts this log back
-// to its last checkpoint after a crash. The batches are copied first: the log stamps
-// offsets into what it appends, and the entry's bytes belong to Raft.
+// to its last checkpoint after a crash. The entry's bytes belong to Raft (the host may
+// serve the same slice to the transport and to later reads) and are only read here:
+// storage.Log stamps offsets and the epoch into its own copy of what it appends, never
+// into the caller's slices, so they are not copied first.
 func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, error) {
 	p := r.p
 	if err := r.dropUnapplied(); err != nil {
@@ -46,11 +47,7 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 	}
 	defer func() { r.appliedEnd = p.log.HighWatermark() }()
 	out := make([]replpart.BatchResult, len(raws))
-	own := make([][]byte, len(raws))
-	for i, raw := range raws {
-		own[i] = bytes.Clone(raw)
-	}
-	checked, err := p.log.Check(own...)
+	checked, err := p.log.Check(raws...)
 	if err != nil {
 		// The leader checked these very bytes, so every replica refuses them alike.
 		for i := range out {
@@ -59,17 +56,17 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 		return out, nil
 	}
 	epoch := int32(term) // raftstore refuses terms past int32 (ErrTermTooLarge)
-	hs := make([]batch.Header, len(own))
-	for i := range own {
-		hs[i], _ = batch.ParseHeader(own[i])
+	hs := make([]batch.Header, len(raws))
+	for i := range raws {
+		hs[i], _ = batch.ParseHeader(raws[i])
 	}
 	p.prod.Lock()
 	defer p.prod.Unlock()
 	ctx := context.Background()
-	for i := 0; i < len(own); {
+	for i := 0; i < len(raws); {
 		if hs[i].ProducerID < 0 {
 			j := i + 1
-			for j < len(own) && hs[j].ProducerID < 0 {
+			for j < len(raws) && hs[j].ProducerID < 0 {
 				j++
 			}
 			offs, err := p.log.AppendChecked(ctx, epoch, checked.Slice(i, j))

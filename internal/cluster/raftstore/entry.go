@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -18,19 +19,28 @@ var ErrTermTooLarge = errors.New("raftstore: term over 2^31-1")
 // its log is unusable: the host stops the group and re-replicates it.
 var ErrDamaged = errors.New("raftstore: damaged raft log")
 
-// encodeEntry makes e one batch of one record (see the package doc).
-func encodeEntry(e pb.Entry) ([]byte, error) {
+// appendEntry appends e to dst as one batch of one record (see the package doc).
+func appendEntry(dst []byte, e pb.Entry) ([]byte, error) {
 	if e.Term > math.MaxInt32 {
-		return nil, fmt.Errorf("%w: entry %d has term %d", ErrTermTooLarge, e.Index, e.Term)
+		return dst, fmt.Errorf("%w: entry %d has term %d", ErrTermTooLarge, e.Index, e.Term)
 	}
 	if e.Type < 0 || e.Type > pb.EntryConfChangeV2 {
-		return nil, fmt.Errorf("raftstore: entry %d has unknown type %d", e.Index, e.Type)
+		return dst, fmt.Errorf("raftstore: entry %d has unknown type %d", e.Index, e.Type)
 	}
-	rec := batch.Record{Key: []byte{byte(e.Type)}, Value: e.Data}
-	return batch.Build([]batch.Record{rec}, batch.Options{BaseOffset: int64(e.Index), LeaderEpoch: int32(e.Term)})
+	rec := [1]batch.Record{{Key: []byte{byte(e.Type)}, Value: e.Data}}
+	return batch.AppendBuild(dst, rec[:], batch.Options{BaseOffset: int64(e.Index), LeaderEpoch: int32(e.Term)})
 }
 
-// decodeEntry reads back what encodeEntry wrote, checking that the batch
+// encodeBufs holds the buffers Append encodes a Ready's entries into: storage.Log.Append
+// copies what it writes and keeps nothing of its arguments, so one buffer serves every
+// Append instead of two allocations per entry (the batch and its record) for the GC to
+// collect. Buffers past maxPooledEncode are left to the GC, so a rare huge Append does not
+// stay pinned.
+var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEncode = 4 << 20
+
+// decodeEntry reads back what appendEntry wrote, checking that the batch
 // holds one entry at index want. Data aliases b.
 func decodeEntry(b []byte, want uint64) (pb.Entry, error) {
 	h, err := batch.ParseHeader(b)

@@ -86,7 +86,7 @@ func fuzzSnapshot(t *testing.T, b []byte) {
 // it accepts sits at the index asked for.
 func FuzzDecodeEntry(f *testing.F) {
 	for _, e := range []pb.Entry{{Index: 3, Term: 2, Data: []byte("x")}, {Index: 1, Term: 1, Type: pb.EntryConfChangeV2}} {
-		b, err := encodeEntry(e)
+		b, err := appendEntry(nil, e)
 		if err != nil {
 			f.Fatal(err)
 		}

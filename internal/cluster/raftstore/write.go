@@ -39,16 +39,29 @@ func (g *Group) Append(entries []pb.Entry) error {
 	if at > g.last+1 {
 		return fmt.Errorf("raftstore: group %d: append at %d leaves a gap after %d", g.id, at, g.last)
 	}
-	batches := make([][]byte, len(entries))
+	bufp := encodeBufs.Get().(*[]byte)
+	buf := (*bufp)[:0]
+	defer func() {
+		if cap(buf) <= maxPooledEncode {
+			*bufp = buf[:0]
+			encodeBufs.Put(bufp)
+		}
+	}()
+	ends := make([]int, len(entries))
 	for k, e := range entries {
 		if e.Index != at+uint64(k) {
 			return fmt.Errorf("raftstore: group %d: entry %d follows %d", g.id, e.Index, at+uint64(k)-1)
 		}
-		b, err := encodeEntry(e)
-		if err != nil {
+		var err error
+		if buf, err = appendEntry(buf, e); err != nil {
 			return err
 		}
-		batches[k] = b
+		ends[k] = len(buf)
+	}
+	// Sliced only now: buf may have moved while it grew.
+	batches := make([][]byte, len(entries))
+	for k, start := 0, 0; k < len(entries); k++ {
+		batches[k], start = buf[start:ends[k]:ends[k]], ends[k]
 	}
 	if at <= g.last {
 		if err := g.log.TruncateSuffix(int64(at)); err != nil {
