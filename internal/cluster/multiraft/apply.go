@@ -60,6 +60,7 @@ func (h *Host) apply(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) error 
 	}
 	if n := len(ents); n > 0 {
 		g.applied = ents[n-1].Index
+		g.store.trim(g.applied)
 	}
 	return h.maybeSnapshot(g, confChanged)
 }

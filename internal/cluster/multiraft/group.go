@@ -10,7 +10,7 @@ import (
 type group struct {
 	id    GroupID
 	rn    *raft.RawNode
-	store Storage
+	store *cachedStorage // the engine's Storage, with the unapplied entries in memory (entrycache.go)
 	sm    StateMachine
 	cs    raftpb.ConfState // as of the last applied configuration change
 

@@ -207,11 +207,12 @@ func (h *Host) CreateGroup(id GroupID, voters []NodeID, sm StateMachine) error {
 	if h.closed {
 		return ErrStopped
 	}
-	rn, err := raft.NewRawNode(h.raftConfig(st, snap.Metadata.Index))
+	cst := newCachedStorage(st)
+	rn, err := raft.NewRawNode(h.raftConfig(cst, snap.Metadata.Index))
 	if err != nil {
 		return fmt.Errorf("multiraft: group %d: %w", id, err)
 	}
-	g := &group{id: id, rn: rn, store: st, sm: sm, cs: snap.Metadata.ConfState,
+	g := &group{id: id, rn: rn, store: cst, sm: sm, cs: snap.Metadata.ConfState,
 		applied: snap.Metadata.Index, snapIndex: snap.Metadata.Index,
 		pending: map[uint64]*Proposal{}, byIndex: map[uint64]*Proposal{},
 		blank: fresh && len(voters) == 0}

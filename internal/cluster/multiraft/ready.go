@@ -265,7 +265,7 @@ func (h *Host) persist(work []readyWork) error {
 		}
 		sync = sync || rd.MustSync
 		if !raft.IsEmptySnap(rd.Snapshot) || len(rd.Entries) > 0 || !raft.IsEmptyHardState(rd.HardState) {
-			written = append(written, st)
+			written = append(written, st.Storage) // the engine's own, as it handed it out
 		}
 	}
 	if !sync {
