@@ -78,6 +78,24 @@ func (h *Host) ProposeAsync(id GroupID, data []byte) (*Proposal, error) {
 	})
 }
 
+// ProposalHeadroom is how many bytes ProposeAsyncOwned needs free at the start of its
+// buffer: the host's header (proposing node, sequence number).
+const ProposalHeadroom = headerLen
+
+// ProposeAsyncOwned is ProposeAsync for a buffer whose first ProposalHeadroom bytes are
+// free, the proposal's data after them: the host writes its header there rather than copy
+// the data behind a new one (a produce's entry is as large as the produce). The buffer is
+// the host's from then on: the caller must neither change nor reuse it.
+func (h *Host) ProposeAsyncOwned(id GroupID, buf []byte) (*Proposal, error) {
+	if len(buf) < headerLen {
+		return nil, fmt.Errorf("multiraft: group %d: a proposal buffer of %d bytes has no room for its header", id, len(buf))
+	}
+	return h.propose(id, func(g *group, hdr []byte) error {
+		copy(buf, hdr)
+		return g.rn.Propose(buf)
+	})
+}
+
 // ChangeKind is one kind of membership change.
 type ChangeKind int
 

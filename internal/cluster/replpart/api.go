@@ -105,11 +105,13 @@ func (p *Partition) start(batches [][]byte) (*call, error) {
 		}
 	}
 	e := Entry{Origin: uint64(p.host.Node()), Request: p.seq.Add(1), Batches: batches}
-	data := e.Encode(nil)
-	if len(data) > MaxEntryBytes {
-		return nil, fmt.Errorf("%w: %d bytes (max %d)", ErrBadAppend, len(data), MaxEntryBytes)
+	if n := e.Size(); n > MaxEntryBytes {
+		return nil, fmt.Errorf("%w: %d bytes (max %d)", ErrBadAppend, n, MaxEntryBytes)
 	}
-	pr, err := p.host.ProposeAsync(p.group, data)
+	// Encoded once, into the buffer raft gets: room for the host's header in front, the
+	// exact size behind it (the batches are the entry's bulk; every copy is the whole produce).
+	buf := make([]byte, multiraft.ProposalHeadroom, multiraft.ProposalHeadroom+e.Size())
+	pr, err := p.host.ProposeAsyncOwned(p.group, e.Encode(buf))
 	if err != nil {
 		return nil, mapErr(err)
 	}

@@ -39,6 +39,23 @@ func (e *Entry) Encode(b []byte) []byte {
 	return b
 }
 
+// Size is the length of e's encoding.
+func (e *Entry) Size() int {
+	n := 1 + uvarintLen(e.Origin) + uvarintLen(e.Request) + uvarintLen(uint64(len(e.Batches)))
+	for _, x := range e.Batches {
+		n += uvarintLen(uint64(len(x))) + len(x)
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
 // Decode parses one entry. Any malformed input (an unknown version, no batch, an empty
 // batch, a length past the end, trailing bytes) is ErrBadEntry; the batches alias b.
 func Decode(b []byte) (Entry, error) {

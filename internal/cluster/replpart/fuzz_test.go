@@ -32,7 +32,11 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("accepted an empty batch %d", i)
 			}
 		}
-		again, err := Decode(e.Encode(nil))
+		enc := e.Encode(nil)
+		if len(enc) != e.Size() {
+			t.Fatalf("Size says %d bytes, Encode wrote %d", e.Size(), len(enc))
+		}
+		again, err := Decode(enc)
 		if err != nil {
 			t.Fatalf("re-encoding of an accepted entry refused: %v", err)
 		}
