@@ -153,6 +153,10 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 		// The partition's Raft log is what is durable; this log is synced at the
 		// group's checkpoints and cut back to the last one after a crash.
 		lo.Sync = storage.SyncPolicy{Mode: storage.SyncNever}
+		// Zeros written ahead only make an fdatasync after an append cheaper
+		// (vfs.Preallocator); synced once per checkpoint (8 MiB), this log would
+		// write every byte twice for nothing: 11 % of a W1 replica's CPU.
+		lo.PreallocateBytes = 0
 	}
 	log, err := storage.Open(lo)
 	if err != nil {
