@@ -64,3 +64,32 @@ func TestCheckThenAppendChecked(t *testing.T) {
 		t.Fatal("another log's run was written")
 	}
 }
+
+// TestAppendBuilt: a batch whose framing is wrong (cut short, a record count that does not
+// match its last offset delta, over the log's limit) is refused and nothing is written;
+// good batches are stored as Append stores them.
+func TestAppendBuilt(t *testing.T) {
+	o := testOptions(t, vfs.NewMem(), "/a")
+	o.MaxBatchBytes = 4096
+	l := mustOpen(t, o)
+	defer l.Close()
+	ctx := context.Background()
+	good := mkBatch(t, 2, 10, 1)
+	short := good[:len(good)-1]
+	miscounted := append([]byte(nil), good...)
+	miscounted[60]++ // records count, the header's last field
+	for name, b := range map[string][]byte{"short": short, "miscounted": miscounted, "large": mkBatch(t, 1, 5000, 1)} {
+		if _, err := l.AppendBuilt(ctx, good, b); err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
+	}
+	if l.HighWatermark() != 0 {
+		t.Fatal("a refused AppendBuilt wrote something")
+	}
+	if offs, err := l.AppendBuilt(ctx, good, mkBatch(t, 3, 10, 2)); err != nil || offs[0] != 0 || offs[1] != 2 {
+		t.Fatalf("AppendBuilt: %v, %v", offs, err)
+	}
+	if got := readAllBatches(t, l, 0); len(got) != 2 || batch.Validate(got[1], 0) != nil {
+		t.Fatalf("%d batches stored, want 2 valid", len(got))
+	}
+}

@@ -73,7 +73,7 @@ func (g *Group) Append(entries []pb.Entry) error {
 			g.logStart = at // the cut emptied the log, which restarts at at
 		}
 	}
-	offs, err := g.log.Append(context.Background(), batches...)
+	offs, err := g.log.AppendBuilt(context.Background(), batches...) // appendEntry built them
 	if err != nil {
 		if errors.Is(err, storage.ErrNeedsRecovery) {
 			return g.failLocked(fmt.Errorf("raftstore: group %d: %w", g.id, err))
