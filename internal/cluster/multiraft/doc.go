@@ -5,8 +5,10 @@
 // persist them all, sync the storage engine once for all of them, send the answers, apply,
 // advance), proposal tracking (a Propose returns once its entry is committed and applied
 // here, with its index, or with a clear error), membership changes (ConfChangeV2),
-// leadership transfer, quiescing of idle groups and a node-pair liveness signal that wakes
-// quiesced groups whose leader's node went quiet.
+// leadership transfer, quiescing of idle groups, a node-pair liveness signal that wakes
+// quiesced groups whose leader's node went quiet, and an in-memory copy of each group's
+// appended and not yet applied entries, so raft's reads of what it commits do not go back
+// to disk (entrycache.go).
 //
 // It defines the two interfaces it is driven through and does not implement them for
 // production: Engine/Storage (the durable Raft log, HardState and snapshots of every group,
