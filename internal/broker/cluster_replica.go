@@ -155,8 +155,7 @@ func (r *replicaLog) Restore(data []byte) error {
 			return &replpart.BehindError{From: cur, To: hw}
 		}
 	}
-	p.prod.Reset()
-	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, r.b.log.With("topic", p.topic, "partition", p.index))
+	r.rebuildProducers()
 	r.appliedEnd = p.log.HighWatermark()
 	return nil
 }
@@ -180,9 +179,16 @@ func (r *replicaLog) dropUnapplied() error {
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: cut records pulled past %d: %w", p.topic, p.index, r.appliedEnd, err)
 	}
+	r.rebuildProducers()
+	return nil
+}
+
+// rebuildProducers builds the partition's idempotent-producer state again from its log,
+// after the log was replaced or cut under it.
+func (r *replicaLog) rebuildProducers() {
+	p := r.p
 	p.prod.Reset()
 	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, r.b.log.With("topic", p.topic, "partition", p.index))
-	return nil
 }
 
 // appendReplicated is appendBatches in a cluster: the batches are proposed as one entry
