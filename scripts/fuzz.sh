@@ -25,7 +25,7 @@ for pkg in $(go list ./...); do
   go test -c -fuzz=. -o "$bin" "$pkg"
   for target in $targets; do
     found=$((found+1))
-    for try in 1 2; do
+    for try in 1 2 3; do
       echo "fuzz: $pkg $target for $dur"
       out=$(mktemp)
       # -fuzzminimizetime: Go minimizes every input that adds coverage, for
@@ -38,9 +38,11 @@ for pkg in $(go list ./...); do
         rm -f "$out"; break
       fi
       # Should Go's fuzzer still end a clean run with a bare "context
-      # deadline exceeded" (no failing input written), run the target once
-      # more. Anything else is a real failure.
-      if [ "$try" = 1 ] && grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written to' "$out"; then
+      # deadline exceeded" (no failing input written), run the target again,
+      # up to three runs in all: it hit 1 and 2 of 55 targets in the two CI
+      # runs of 2026-12-02, so two in a row on one target is not rare enough
+      # to fail CI on. Anything else is a real failure.
+      if [ "$try" != 3 ] && grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input written to' "$out"; then
         echo "fuzz: $target: the fuzzer's own deadline error with no failing input; running it once more"
         rm -f "$out"; continue
       fi
