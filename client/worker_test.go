@@ -63,7 +63,10 @@ func stats(t *testing.T, c *client.Client, q string) *client.QueueStats {
 }
 
 // A handler that outlives its lease keeps the message: the worker extends
-// the lease every half lease, so nobody else receives it meanwhile.
+// the lease every half lease, so nobody else receives it meanwhile. The
+// lease is 2 s, not less: an extension must land within the half lease
+// left after it was sent, and under -race on a loaded 2-core CI machine a
+// durable extension took longer than the 150 ms a 300 ms lease left it.
 func TestWorkerExtendsLeaseWhileHandlerRuns(t *testing.T) {
 	c, _ := sluicetest.New(t)
 	mustCreate(t, c, "slow", nil)
@@ -73,12 +76,12 @@ func TestWorkerExtendsLeaseWhileHandlerRuns(t *testing.T) {
 	extended := make(chan struct{}, 16)
 	handled := make(chan struct{})
 	w := c.NewWorker("slow", func(ctx context.Context, m *client.Message) error {
-		for range 3 { // three renewals of a 300ms lease: the handler runs past it
+		for range 3 { // three renewals of a 2 s lease: the handler runs past it
 			waitFor(t, extended, "a lease extension")
 		}
 		close(handled)
 		return nil
-	}, client.LeaseDuration(300*time.Millisecond))
+	}, client.LeaseDuration(2*time.Second))
 	client.SetExtendHook(w, func(*client.Message) { extended <- struct{}{} })
 	runWorker(t, w)
 	waitFor(t, handled, "the handler")

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -89,15 +90,29 @@ func TestRequestMetricsCoverKafkaAndSQS(t *testing.T) {
 	sqsCall("SendMessage", `{"QueueUrl":"`+url+`","MessageBody":"again"}`)
 	sqsCall("NoSuchAction", `{}`)
 
-	body := scrape(t, "http://"+srv.Addr(server.HTTP)+"/metrics")
-	for _, want := range []string{
+	wants := []string{
 		`sluice_request_duration_seconds_count{operation="Produce",protocol="kafka"} 1`,
 		`sluice_request_duration_seconds_count{operation="Metadata",protocol="kafka"}`,
 		`sluice_request_duration_seconds_count{operation="ApiVersions",protocol="kafka"}`,
 		`sluice_request_duration_seconds_count{operation="SendMessage",protocol="sqs"} 2`,
 		`sluice_request_duration_seconds_count{operation="unknown",protocol="sqs"} 1`,
 		`sluice_request_duration_seconds_count{operation="CreateQueue",protocol="native"} 1`,
-	} {
+	}
+	// A request is timed when its handler returns, which may be just after
+	// the client read the answer: scrape until every series is there
+	// (bounded), then check them all.
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		body = scrape(t, "http://"+srv.Addr(server.HTTP)+"/metrics")
+		missing := false
+		for _, want := range wants {
+			missing = missing || !strings.Contains(body, want)
+		}
+		if !missing || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range wants {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
