@@ -84,6 +84,28 @@ func (sg *shareGroups) group(id string, create bool) *shareGroup {
 	return g
 }
 
+// lockCurrent returns a group locked, created if create, nil if there is
+// none. The group is still the one of its id when it is returned: a
+// memberless group may be dropped from groups (DeleteShareGroup, an admin
+// call's release) while a caller waits for its lock, and a member must
+// never join a group nobody can find again.
+func (sg *shareGroups) lockCurrent(id string, create bool) *shareGroup {
+	for {
+		g := sg.group(id, create)
+		if g == nil {
+			return nil
+		}
+		g.mu.Lock()
+		sg.mu.Lock()
+		current := sg.groups[id] == g
+		sg.mu.Unlock()
+		if current {
+			return g
+		}
+		g.mu.Unlock()
+	}
+}
+
 // ShareHeartbeatRequest is a ShareGroupHeartbeat's content.
 type ShareHeartbeatRequest struct {
 	Group, MemberID string
@@ -116,11 +138,10 @@ func (b *Broker) ShareGroupHeartbeat(req ShareHeartbeatRequest) ShareHeartbeatRe
 	}
 	sg := b.shares()
 	cfg := b.ShareGroupConfig(req.Group)
-	g := sg.group(req.Group, req.MemberEpoch == 0)
+	g := sg.lockCurrent(req.Group, req.MemberEpoch == 0)
 	if g == nil {
 		return ShareHeartbeatResult{Err: ErrUnknownMember}
 	}
-	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := b.now()
 	b.expireMembersLocked(g, now)

@@ -105,11 +105,11 @@ func (b *Broker) DeleteShareGroup(group string) error {
 	if b.cluster == nil && !b.shareGroupExists(group) && b.shares().group(group, false) == nil {
 		return fmt.Errorf("%w: share group %s", ErrGroupNotFound, group)
 	}
-	g, err := b.lockEmptyShareGroup(group)
+	g, unlock, err := b.lockEmptyShareGroup(group)
 	if err != nil {
 		return err
 	}
-	defer g.mu.Unlock()
+	defer unlock()
 	for _, topic := range b.ShareGroupTopics(group) {
 		if err := b.DeleteSubscription(topic, group); err != nil {
 			return err

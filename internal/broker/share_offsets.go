@@ -52,19 +52,35 @@ func (b *Broker) ShareGroupOffsets(group, topic string) ([]SharePartitionOffset,
 }
 
 // lockEmptyShareGroup locks a group that must have no members for an
-// admin change (Kafka's NON_EMPTY_GROUP otherwise); the caller unlocks.
-func (b *Broker) lockEmptyShareGroup(group string) (*shareGroup, error) {
+// admin operation, and returns what unlocks it. A group it had to create
+// for the lock (an id no member joined since the start) is dropped again
+// on unlock if still memberless, so admin calls naming ids that are not
+// groups leave nothing behind in memory.
+func (b *Broker) lockEmptyShareGroup(group string) (*shareGroup, func(), error) {
 	if b.cluster != nil {
-		return nil, ErrShareInCluster
+		return nil, nil, ErrShareInCluster
 	}
-	g := b.shares().group(group, true)
-	g.mu.Lock()
+	sg := b.shares()
+	sg.mu.Lock()
+	_, existed := sg.groups[group]
+	sg.mu.Unlock()
+	g := sg.lockCurrent(group, true)
 	b.expireMembersLocked(g, b.now())
 	if len(g.members) > 0 {
 		g.mu.Unlock()
-		return nil, fmt.Errorf("%w: share group %s has %d members", ErrGroupNotEmpty, group, len(g.members))
+		return nil, nil, fmt.Errorf("%w: share group %s has %d members", ErrGroupNotEmpty, group, len(g.members))
 	}
-	return g, nil
+	unlock := func() {
+		if !existed && len(g.members) == 0 {
+			sg.mu.Lock()
+			if sg.groups[group] == g {
+				delete(sg.groups, group)
+			}
+			sg.mu.Unlock()
+		}
+		g.mu.Unlock()
+	}
+	return g, unlock, nil
 }
 
 // AlterShareGroupOffset moves a share-partition's start forward to offset
@@ -72,11 +88,11 @@ func (b *Broker) lockEmptyShareGroup(group string) (*shareGroup, error) {
 // the group had no state for gets it, from the log start. Moving the start
 // back is refused: the cursor does not keep what it finished.
 func (b *Broker) AlterShareGroupOffset(group, topic string, partition int32, offset int64) error {
-	g, err := b.lockEmptyShareGroup(group)
+	_, unlock, err := b.lockEmptyShareGroup(group)
 	if err != nil {
 		return err
 	}
-	defer g.mu.Unlock()
+	defer unlock()
 	_, sub, err := b.subscription(topic, group)
 	if errors.Is(err, ErrSubscriptionNotFound) { // as Kafka, altering initialises the state
 		cfg := b.ShareGroupConfig(group)
@@ -123,11 +139,11 @@ func (b *Broker) AlterShareGroupOffset(group, topic string, partition int32, off
 // DeleteShareGroupOffsets deletes the group's subscription of topic: its
 // share-partitions' state. The group must be empty.
 func (b *Broker) DeleteShareGroupOffsets(group, topic string) error {
-	g, err := b.lockEmptyShareGroup(group)
+	_, unlock, err := b.lockEmptyShareGroup(group)
 	if err != nil {
 		return err
 	}
-	defer g.mu.Unlock()
+	defer unlock()
 	err = b.DeleteSubscription(topic, group)
 	if errors.Is(err, ErrSubscriptionNotFound) {
 		return fmt.Errorf("%w: share group %s has no state for topic %s", ErrTopicNotFound, group, topic)

@@ -148,3 +148,39 @@ func TestShareRefusedInCluster(t *testing.T) {
 		t.Fatalf("fetch on a cluster node: %v", res.Err)
 	}
 }
+
+// TestShareAdminLeavesNoGroupBehind: admin calls naming ids no member
+// joined (the offsets admin APIs, DeleteGroups) keep nothing in memory
+// for them, whatever they answer; a group with members is refused and
+// kept, and a member joins normally after an admin call dropped the lock
+// entry it had to make.
+func TestShareAdminLeavesNoGroupBehind(t *testing.T) {
+	e := newEnv(t, nil)
+	e.createTopic("ev", 1)
+	for i := range 50 {
+		id := "ghost-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		_ = e.b.AlterShareGroupOffset(id, "no-such-topic", 0, 0)
+		_ = e.b.DeleteShareGroupOffsets(id, "no-such-topic")
+	}
+	if err := e.b.DeleteShareGroup("ghost-aa"); !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("DeleteGroups of an id no member joined: %v, want ErrGroupNotFound", err)
+	}
+	sg := e.b.shares()
+	sg.mu.Lock()
+	left := len(sg.groups)
+	sg.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d share groups kept in memory for ids no member joined", left)
+	}
+	e.shareJoin("workers", "m", "ev")
+	if err := e.b.DeleteShareGroupOffsets("workers", "ev"); !errors.Is(err, ErrGroupNotEmpty) {
+		t.Fatalf("admin call on a group with a member: %v, want ErrGroupNotEmpty", err)
+	}
+	if sg.group("workers", false) == nil {
+		t.Fatal("the group with a member was dropped")
+	}
+	res := e.b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: "workers", MemberID: "m", MemberEpoch: 1})
+	if res.Err != nil {
+		t.Fatalf("heartbeat after the admin call: %v", res.Err)
+	}
+}
