@@ -22,15 +22,18 @@ import (
 // a share-partition is read by any number of members, the cursor hands each
 // record to one of them.
 //
-// Share groups are refused in a cluster: subscriptions are not replicated
-// yet (docs/cluster.md).
+// Share groups are refused in a cluster (docs/cluster.md, "Limits"): the
+// subscription's cursors are replicated there (cluster_subs.go), but this
+// file's members and sessions are one node's, and a share fetch acquires
+// through the local cursor (share_cursor.go) rather than the partition's
+// Raft group (cluster_subs_recv.go).
 
 // Errors of share groups, mapped to Kafka's codes by internal/kafka.
 var (
 	ErrShareSessionNotFound = errors.New("share session not found")
 	ErrShareSessionEpoch    = errors.New("invalid share session epoch")
 	ErrShareRecordState     = errors.New("record is not acquired by this member")
-	ErrShareInCluster       = errors.New("share groups are not supported in a cluster yet (subscriptions are not replicated): use a single node")
+	ErrShareInCluster       = errors.New("share groups are not supported in a cluster yet: use a single node, or a subscription through the native API or SQS")
 )
 
 type shareGroups struct {

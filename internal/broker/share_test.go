@@ -136,8 +136,8 @@ func TestShareConfigDurable(t *testing.T) {
 	}
 }
 
-// TestShareRefusedInCluster: subscriptions are not replicated yet, so a
-// cluster node refuses share groups.
+// TestShareRefusedInCluster: a cluster node refuses share groups (their
+// members and acquisitions are one node's, share_groups.go).
 func TestShareRefusedInCluster(t *testing.T) {
 	c := newMemCluster(t, 1)
 	b := c.nodes[1].b
