@@ -26,7 +26,17 @@ const (
 // hold only offsets below it are deleted. The new start is durable before MoveStart
 // returns; it returns the log start after the call (an offset at or below the current
 // start changes nothing).
-func (l *Log) MoveStart(offset int64) (int64, error) {
+func (l *Log) MoveStart(offset int64) (int64, error) { return l.moveStart(offset, true) }
+
+// RaiseStart is MoveStart kept in memory: reads, ListOffsets and retention see the log
+// start at offset at once, but it is written, and the segments below it deleted, only by
+// PersistStart, so a crash before that brings the old start back with every record.
+// A replicated partition's DeleteRecords uses it: after a crash its replica applies the
+// Raft entries after its last checkpoint again, the DeleteRecords among them, and the
+// entries before that one must find the records they found the first time.
+func (l *Log) RaiseStart(offset int64) (int64, error) { return l.moveStart(offset, false) }
+
+func (l *Log) moveStart(offset int64, durable bool) (int64, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.mu.Lock()
@@ -44,18 +54,52 @@ func (l *Log) MoveStart(offset int64) (int64, error) {
 	if offset <= cur {
 		return cur, nil
 	}
+	if !durable {
+		l.moved, l.startDirty = offset, true
+		l.start.Store(offset)
+		return offset, nil
+	}
 	if err := l.writeStart(offset); err != nil {
 		return cur, fmt.Errorf("storage: keep the log start: %w", err)
 	}
 	l.start.Store(offset)
+	return offset, l.dropBelowLocked(offset)
+}
+
+// PersistStart makes the start RaiseStart moved durable and deletes the sealed segments
+// below it (nothing to do if none was raised since).
+func (l *Log) PersistStart() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.closing.Load() {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if !l.startDirty {
+		return nil
+	}
+	if err := l.writeStart(l.moved); err != nil {
+		return fmt.Errorf("storage: keep the log start: %w", err)
+	}
+	l.startDirty = false
+	return l.dropBelowLocked(l.moved)
+}
+
+// dropBelowLocked deletes the sealed segments that hold only offsets below offset.
+// Called with wmu and mu held.
+func (l *Log) dropBelowLocked(offset int64) error {
 	n := 0
 	for len(l.segs) > 1 && l.segs[1].base <= offset {
 		n++
 		if err := l.dropFirstLocked(); err != nil {
-			return offset, err
+			return err
 		}
 	}
-	return offset, l.syncDirIf(n > 0)
+	return l.syncDirIf(n > 0)
 }
 
 // startAfterDrop is the log start once the first segment is base: that base, or the moved
@@ -96,7 +140,7 @@ func (l *Log) writeStart(offset int64) error {
 // forgetStart removes the kept start: the log restarts somewhere else (Reset). Called
 // with wmu and mu held.
 func (l *Log) forgetStart() error {
-	l.moved = 0
+	l.moved, l.startDirty = 0, false
 	err := l.opts.FS.Remove(filepath.Join(l.opts.Dir, startFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -151,3 +151,58 @@ func TestMoveStartDamagedFileRefusesOpen(t *testing.T) {
 		t.Fatalf("Open with a damaged start file: %v, want a CorruptionError", err)
 	}
 }
+
+// TestRaiseStartKeptOnlyByPersist: a raised start hides what lies below it at once, and
+// retention keeps it, but a crash before PersistStart brings the old start back with every
+// record (the replicated partition re-applies the entry that raised it); after
+// PersistStart it survives a crash and the segments below it are gone.
+func TestRaiseStartKeptOnlyByPersist(t *testing.T) {
+	mem := vfs.NewMem()
+	o, l := segmentedLog(t, mem, newClock()) // 10 segments of 3 offsets: 0..29
+	if got, err := l.RaiseStart(7); got != 7 || err != nil {
+		t.Fatalf("RaiseStart(7) = %d, %v", got, err)
+	}
+	if l.LogStartOffset() != 7 || len(l.segs) != 10 {
+		t.Fatalf("after RaiseStart: start %d, %d segments; want 7 and all 10", l.LogStartOffset(), len(l.segs))
+	}
+	if _, err := l.Read(6, 10); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the raised start: %v", err)
+	}
+	if _, err := l.DeleteBelow(3); err != nil || l.LogStartOffset() != 7 {
+		t.Fatalf("retention below the raised start moved it to %d (%v), want 7", l.LogStartOffset(), err)
+	}
+	if got, err := l.RaiseStart(31); got != 7 || !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("RaiseStart past the end = %d, %v", got, err)
+	}
+
+	crashed := mem.CrashClone()
+	co := o
+	co.FS = crashed
+	l2 := mustOpen(t, co)
+	if l2.LogStartOffset() != 3 {
+		t.Fatalf("after a crash before PersistStart: start %d, want 3 (retention's, durable)", l2.LogStartOffset())
+	}
+	if b, err := l2.Read(3, 10); err != nil || len(b) == 0 {
+		t.Fatalf("after a crash: read at 3: %v", err)
+	}
+	l2.Close()
+
+	if err := l.PersistStart(); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.segs) != 8 { // [6,9) holds 7 and 8: kept
+		t.Fatalf("after PersistStart: %d segments, want 8", len(l.segs))
+	}
+	if err := l.PersistStart(); err != nil { // nothing raised since: nothing to do
+		t.Fatal(err)
+	}
+	crashed = mem.CrashClone()
+	l.Close()
+	co.FS = crashed
+	l3 := mustOpen(t, co)
+	defer l3.Close()
+	if l3.LogStartOffset() != 7 {
+		t.Fatalf("after PersistStart and a crash: start %d, want 7", l3.LogStartOffset())
+	}
+	checkAllReadable(t, l3)
+}

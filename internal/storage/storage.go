@@ -148,6 +148,9 @@ type Log struct {
 	hw      atomic.Int64  // high watermark; written under stateMu
 	start   atomic.Int64  // log start offset; written under mu
 	moved   int64         // the start kept in startFile (DeleteRecords), 0 if none; under mu
+	// startDirty: RaiseStart moved the start (moved) and startFile does not say so yet
+	// (PersistStart writes it). Under mu.
+	startDirty bool
 
 	closing atomic.Bool    // set by Close: appends fail with ErrClosed
 	kick    chan struct{}  // wakes the syncer (capacity 1: kicks coalesce)
