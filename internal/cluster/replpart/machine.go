@@ -70,8 +70,10 @@ type Machine struct {
 	lastSnap  uint64 // index of the last snapshot taken here: its checkpoint is durable
 	pulls     pullCounters
 
-	// results are the batches' outcomes of this node's produces, for Append.
-	results replcursor.Results[[]BatchResult]
+	// results are the batches' outcomes of this node's produces, for Append; trimResults
+	// its trims' (trim.go), for Trim.
+	results     replcursor.Results[[]BatchResult]
+	trimResults replcursor.Results[TrimResult]
 
 	mu sync.Mutex
 	// The subscriptions' cursors (cursors.go), guarded by mu: applied in the Ready loop,
@@ -102,6 +104,12 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 	for _, e := range ents {
 		if len(e.Data) > 0 && e.Data[0] == cursorVersion {
 			if err := m.applyCursor(e); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(e.Data) > 0 && e.Data[0] == trimVersion {
+			if err := m.applyTrim(e); err != nil {
 				return err
 			}
 			continue
@@ -147,6 +155,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 func (m *Machine) Restore(data []byte) error {
 	m.results.Reset()
 	m.cursorResults.Reset()
+	m.trimResults.Reset()
 	m.sinceSnap = 0
 	snap, err := decodeSnapshot(data, true)
 	if err != nil {
@@ -203,12 +212,13 @@ func (m *Machine) pullDurable(ctx context.Context, from, to int64) error {
 }
 
 // WantSnapshot asks for a snapshot every SnapshotBytes of entries applied.
-func (m *Machine) WantSnapshot() bool {
-	limit := m.SnapshotBytes
-	if limit <= 0 {
-		limit = DefaultSnapshotBytes
+func (m *Machine) WantSnapshot() bool { return m.sinceSnap >= m.snapshotLimit() }
+
+func (m *Machine) snapshotLimit() int64 {
+	if m.SnapshotBytes <= 0 {
+		return DefaultSnapshotBytes
 	}
-	return m.sinceSnap >= limit
+	return m.SnapshotBytes
 }
 
 // CompactTo compacts the Raft log to the snapshot before this one: the Raft log keeps the
