@@ -107,6 +107,11 @@ func (r *replicaLog) Checkpoint() ([]byte, error) {
 	if err := r.p.log.Sync(); err != nil {
 		return nil, err
 	}
+	// A start a trim raised (cluster_delete_records.go) is written only now, with every
+	// entry before it durable: the checkpoint covers the trim.
+	if err := r.p.log.PersistStart(); err != nil {
+		return nil, err
+	}
 	cp := binary.BigEndian.AppendUint64(nil, uint64(r.p.log.HighWatermark()))
 	return binary.BigEndian.AppendUint64(cp, uint64(r.p.log.LogStartOffset())), nil
 }

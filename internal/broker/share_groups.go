@@ -22,7 +22,7 @@ import (
 // a share-partition is read by any number of members, the cursor hands each
 // record to one of them.
 //
-// Share groups are refused in a cluster (docs/cluster.md, "Limits"): the
+// Share groups are refused in a cluster (docs/cluster.md, "What is not replicated yet"): the
 // subscription's cursors are replicated there (cluster_subs.go), but this
 // file's members and sessions are one node's, and a share fetch acquires
 // through the local cursor (share_cursor.go) rather than the partition's

@@ -1,14 +1,10 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
-
-// ErrDeleteRecordsInCluster: DeleteRecords on a replicated partition. The moved log start
-// would have to be an entry of the partition's Raft group (every replica moving its own
-// start at the same offset, the replica pull refusing ranges below it): not built yet.
-var ErrDeleteRecordsInCluster = errors.New("DeleteRecords is not replicated yet: the partition's replicas would disagree on its log start")
 
 // ErrDeleteRecordsCompacted: DeleteRecords on a topic whose cleanup.policy is compact
 // only. Kafka refuses it too: such a topic keeps the latest value of every key, which a
@@ -24,16 +20,19 @@ var ErrDeleteRecordsCompacted = errors.New("DeleteRecords needs cleanup.policy d
 // with ErrOffsetOutOfRange and changes nothing; one at or below the log start changes
 // nothing and answers the log start; a compact-only topic refuses it
 // (ErrDeleteRecordsCompacted). The start is durable before the call returns.
-func (b *Broker) DeleteRecords(topic string, partition int32, offset int64) (int64, error) {
+//
+// In a cluster it runs on the partition's leader (a *NotLeaderError elsewhere) as one entry
+// of the partition's group, applied by every replica (cluster_delete_records.go).
+func (b *Broker) DeleteRecords(ctx context.Context, topic string, partition int32, offset int64) (int64, error) {
 	t, p, err := b.streams.partition(topic, partition)
 	if err != nil {
 		return 0, err
 	}
-	if p.repl.Load() != nil || b.cluster != nil {
-		return 0, ErrDeleteRecordsInCluster
-	}
 	if s, _ := t.snapshot(); !s.Deletes() {
 		return 0, ErrDeleteRecordsCompacted
+	}
+	if p.repl.Load() != nil || b.cluster != nil {
+		return b.deleteRecordsReplicated(ctx, p, offset)
 	}
 	if offset == -1 {
 		offset = p.log.HighWatermark()

@@ -13,11 +13,12 @@ import (
 // high watermark; kadm DeleteRecords, kafka-delete-records.sh), durably before
 // answering, and answers the new log start as the low watermark. It needs delete on the
 // topic (else TOPIC_AUTHORIZATION_FAILED). An offset past the high watermark is
-// OFFSET_OUT_OF_RANGE, an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; a
-// replicated partition is POLICY_VIOLATION (not replicated yet: docs/kafka.md). Every
-// refusal changes nothing. Subscriptions of the topic drop their records below the new
-// start (broker.DeleteRecords).
-func handleDeleteRecords(_ context.Context, c *conn, req *kmsg.DeleteRecordsRequest) (reply, error) {
+// OFFSET_OUT_OF_RANGE, an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION, a
+// compact-only topic POLICY_VIOLATION. In a cluster it is answered by the partition's
+// leader once every replica will apply it (NOT_LEADER_OR_FOLLOWER elsewhere, as Kafka;
+// docs/cluster.md, "DeleteRecords"). Every refusal changes nothing. Subscriptions of the
+// topic drop their records below the new start (broker.DeleteRecords).
+func handleDeleteRecords(ctx context.Context, c *conn, req *kmsg.DeleteRecordsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
@@ -28,7 +29,7 @@ func handleDeleteRecords(_ context.Context, c *conn, req *kmsg.DeleteRecordsRequ
 			rp.Partition, rp.LowWatermark = p.Partition, -1
 			if !allowed {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			} else if low, err := c.s.b.DeleteRecords(t.Topic, p.Partition, p.Offset); err != nil {
+			} else if low, err := c.s.b.DeleteRecords(ctx, t.Topic, p.Partition, p.Offset); err != nil {
 				rp.ErrorCode = errCode(err, nil)
 			} else {
 				rp.LowWatermark = low

@@ -29,7 +29,6 @@ var errorTable = []struct {
 	{broker.ErrTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed},
 	// Transactions (broker/txn.go).
 	{broker.ErrTransactionsInCluster, kerr.UnsupportedVersion},
-	{broker.ErrDeleteRecordsInCluster, kerr.PolicyViolation},
 	{broker.ErrDeleteRecordsCompacted, kerr.PolicyViolation},
 	{broker.ErrShareInCluster, kerr.UnsupportedVersion},
 	{broker.ErrShareSessionNotFound, kerr.ShareSessionNotFound},
