@@ -20,6 +20,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -34,6 +35,17 @@ type ClusterOptions struct {
 	// Peers, when set, is the transport's peer table: nodes added to the cluster are
 	// made peers, removed ones stop being (cluster_moves.go).
 	Peers PeerSet
+	// Disk, when set, is the Raft engine's storage, for removing the groups of deleted
+	// topics and queues that this node no longer opens (cluster_gc.go).
+	Disk GroupDisk
+	// CollectEvery is how often those groups are looked for (0: DefaultCollectEvery).
+	CollectEvery time.Duration
+}
+
+// GroupDisk lists and removes the Raft groups stored on this node (the engine).
+type GroupDisk interface {
+	GroupIDs() ([]multiraft.GroupID, error)
+	RemoveGroup(multiraft.GroupID) error
 }
 
 // ErrReplicationUnknown: a replicated write may or may not have been committed (this node

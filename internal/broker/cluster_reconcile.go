@@ -25,7 +25,11 @@ type clusterRT struct {
 	node  multiraft.NodeID
 	meta  *meta.Machine
 	cat   *meta.Catalog
-	peers PeerSet // nil: the transport's peers are fixed
+	peers PeerSet   // nil: the transport's peers are fixed
+	disk  GroupDisk // nil: no garbage collection of groups (cluster_gc.go)
+	// collected is when collectGroups last ran (the run loop's only), every how often.
+	collected    time.Time
+	collectEvery time.Duration
 
 	// mu serialises reconcile rounds (the background loop and an admin call's own round).
 	mu sync.Mutex
@@ -48,8 +52,12 @@ type clusterRT struct {
 }
 
 func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
+	every := o.CollectEvery
+	if every <= 0 {
+		every = DefaultCollectEvery
+	}
 	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
-		meta: o.Meta, cat: o.Catalog, peers: o.Peers, stop: make(chan struct{}), done: make(chan struct{})}
+		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // run reconciles after every catalog change, and every second anyway (a round that failed
@@ -62,6 +70,10 @@ func (c *clusterRT) run() {
 		c.reconcile()
 		c.reconcileCursors() // cluster_subs_host.go
 		c.reconcileQueues()
+		if time.Since(c.collected) >= c.collectEvery {
+			c.collectGroups() // cluster_gc.go
+			c.collected = time.Now()
+		}
 		every := time.Second
 		if c.membership() { // a replica move is on: its next step comes sooner
 			every = moveRound

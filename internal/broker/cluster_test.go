@@ -117,7 +117,8 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go h.Run(ctx, multiraft.NewTimeTicker(5*time.Millisecond))
 	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes,
-		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m)}})
+		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m), Disk: eng,
+			CollectEvery: 20 * time.Millisecond}}) // every cluster test runs with the groups' garbage collection at work
 	if err != nil {
 		c.t.Fatalf("n%d: broker: %v", id, err)
 	}

@@ -147,7 +147,7 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 
 // brokerOptions is the broker's view of the cluster.
 func (c *clusterNode) brokerOptions() *broker.ClusterOptions {
-	return &broker.ClusterOptions{Host: c.host, Meta: c.meta, Catalog: c.cat, Peers: c.tr}
+	return &broker.ClusterOptions{Host: c.host, Meta: c.meta, Catalog: c.cat, Peers: c.tr, Disk: c.eng}
 }
 
 // register keeps this node's client addresses in the catalog: at start, and again

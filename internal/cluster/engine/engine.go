@@ -67,6 +67,16 @@ func (e *Engine) Group(g multiraft.GroupID) (multiraft.Storage, error) {
 	return st, nil
 }
 
+// GroupIDs lists the groups that have storage on disk, open or not, in id order.
+func (e *Engine) GroupIDs() ([]multiraft.GroupID, error) {
+	ids, err := e.store.GroupIDs()
+	out := make([]multiraft.GroupID, len(ids))
+	for i, id := range ids {
+		out[i] = multiraft.GroupID(id)
+	}
+	return out, err
+}
+
 // RemoveGroup deletes group g's storage, durably when it returns.
 func (e *Engine) RemoveGroup(g multiraft.GroupID) error {
 	return e.store.RemoveGroup(uint64(g))
