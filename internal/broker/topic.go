@@ -77,6 +77,8 @@ type partitionRT struct {
 	repl atomic.Pointer[hostedReplica]
 	// clean is what the cleaner last did here (topic_compaction.go).
 	clean cleanState
+	// retention is the time cut last computed here (topic_retention.go).
+	retention retentionCache
 }
 
 func topicDir(root string, s TopicSettings) string {

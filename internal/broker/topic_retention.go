@@ -1,5 +1,10 @@
 package broker
 
+import (
+	"sync"
+	"time"
+)
+
 // Retention of a topic is applied here rather than by storage.ApplyRetention
 // because subscriptions may still hold messages past it: each partition
 // deletes below min(retention cut, every subscription's floor).
@@ -20,14 +25,9 @@ func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) (timeCut, cut in
 		return cut, cut
 	}
 	if s.Retention > 0 {
-		off, err := p.log.OffsetForTime(b.now().Add(-s.Retention).UnixMilli())
-		switch {
-		case err != nil:
-		case off < 0:
-			cut = p.log.HighWatermark() // every record is older
-		default:
-			cut = max(cut, off)
-		}
+		// At most the log's end: a replica's log cut back (Restore) may end
+		// below a cut computed before.
+		cut = max(cut, min(p.retention.timeCut(p, s.Retention, b.now()), p.log.HighWatermark()))
 	}
 	timeCut = cut
 	if s.RetentionBytes > 0 {
@@ -45,6 +45,45 @@ func (t *topicRT) retentionCut(p *partitionRT, s TopicSettings) (timeCut, cut in
 		}
 	}
 	return timeCut, cut
+}
+
+// retentionCache keeps a partition's time cut between maintenance passes.
+// Computing it reads the segment that holds the cut (storage's
+// OffsetForTime), once a second for every partition that holds anything:
+// a fifth of an idle node's CPU with a thousand partitions (docs/
+// benchmarks.md, "Idle: 1,000 partitions, quiesced"). A cut computed a
+// moment ago is still a cut (what it keeps is kept a little longer, never
+// deleted early), so it is computed again only every hundredth of the
+// retention, at most every minute (Kafka looks every 5 minutes,
+// log.retention.check.interval.ms), or when the retention changed.
+type retentionCache struct {
+	mu        sync.Mutex
+	at        time.Time // when cut was computed; zero: never
+	retention time.Duration
+	cut       int64 // -1: unknown (the log could not say)
+}
+
+// retentionEvery is how long a time cut is reused under retention r.
+func retentionEvery(r time.Duration) time.Duration { return min(r/100, time.Minute) }
+
+// timeCut is the offset below which every record is older than retention
+// (-1 if the log could not say), computed again when the cached one is
+// older than retentionEvery.
+func (rc *retentionCache) timeCut(p *partitionRT, retention time.Duration, now time.Time) int64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if !rc.at.IsZero() && rc.retention == retention && !now.Before(rc.at) && now.Sub(rc.at) < retentionEvery(retention) {
+		return rc.cut
+	}
+	off, err := p.log.OffsetForTime(now.Add(-retention).UnixMilli())
+	switch {
+	case err != nil:
+		off = -1
+	case off < 0:
+		off = p.log.HighWatermark() // every record is older
+	}
+	rc.at, rc.retention, rc.cut = now, retention, off
+	return off
 }
 
 // maintain applies retention to every partition, keeping what a
