@@ -5,19 +5,22 @@
 # binaries side by side in the same window (so the machine's load is the same for
 # both): each gets its own data directory and ports, 1,000 records through Kafka
 # (sluice-bench, one per partition), 10 s to settle, then SECONDS (60) of CPU from
-# /proc/<pid>/stat. Run by hand; never in CI. Builds nothing: pass the binaries, e.g.
+# /proc/<pid>/stat. CLUSTER=1 runs each as a one-node cluster (--node-id 1: the
+# reconciler, Raft groups and the cluster's maintenance, without peers). Run by hand;
+# never in CI. Builds nothing: pass the binaries, e.g.
 #   git worktree add /tmp/old <rev> && (cd /tmp/old && go build -o /tmp/sluice-old ./cmd/sluice)
 #   go build -o /tmp/sluice-new ./cmd/sluice && go build -o /tmp/sluice-bench ./cmd/sluice-bench
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n 2,10p "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n 2,12p "$0" >&2; exit 2; }
 OLD=$1 NEW=$2 BENCH=$3 SECS=${4:-60}
 WORK=$(mktemp -d /tmp/sluice-idle.XXXXXX)
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+cluster() { [ "${CLUSTER:-0}" = 1 ] && echo --node-id 1 --cluster-addr "127.0.0.1:$1" --cluster-peers "1=127.0.0.1:$1"; true; }
+trap 'kill -9 "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; } # user+system clock ticks (10 ms)
-"$OLD" serve --data-dir "$WORK/old" --kafka-addr 127.0.0.1:31092 --http-addr 127.0.0.1:31080 --sqs-addr 127.0.0.1:31324 2>"$WORK/old.log" &
+"$OLD" serve --data-dir "$WORK/old" --kafka-addr 127.0.0.1:31092 --http-addr 127.0.0.1:31080 --sqs-addr 127.0.0.1:31324 $(cluster 31095) 2>"$WORK/old.log" &
 PIDS+=($!)
-"$NEW" serve --data-dir "$WORK/new" --kafka-addr 127.0.0.1:32092 --http-addr 127.0.0.1:32080 --sqs-addr 127.0.0.1:32324 2>"$WORK/new.log" &
+"$NEW" serve --data-dir "$WORK/new" --kafka-addr 127.0.0.1:32092 --http-addr 127.0.0.1:32080 --sqs-addr 127.0.0.1:32324 $(cluster 32095) 2>"$WORK/new.log" &
 PIDS+=($!)
 sleep 3
 for port in 31092 32092; do

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
@@ -46,6 +47,17 @@ func (c *clusterRT) reconcilePartitionCursors(ts TopicSettings, ct *meta.Topic, 
 	if h == nil || h.sm == nil {
 		return nil
 	}
+	// In step already (nearly always, and always for a partition whose topic has no
+	// subscription): done without asking raft who leads, which copies the group's
+	// progress and was a third of an idle node's CPU with 1,000 partitions.
+	have := h.sm.CursorIDs()
+	inStep := len(have) == len(subs)
+	for _, s := range subs {
+		inStep = inStep && slices.Contains(have, s.ID)
+	}
+	if inStep {
+		return nil
+	}
 	if leader, _ := h.part.Leader(); leader != c.node {
 		return nil
 	}
@@ -53,7 +65,7 @@ func (c *clusterRT) reconcilePartitionCursors(ts TopicSettings, ct *meta.Topic, 
 	var errs []error
 	for _, s := range subs {
 		ids[s.ID] = true
-		if h.sm.HasCursor(s.ID) {
+		if slices.Contains(have, s.ID) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cursorTimeout)
@@ -63,12 +75,12 @@ func (c *clusterRT) reconcilePartitionCursors(ts TopicSettings, ct *meta.Topic, 
 			errs = append(errs, err)
 		}
 	}
-	for _, cs := range h.sm.Cursors() {
-		if ids[cs.Sub] {
+	for _, sub := range have {
+		if ids[sub] {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cursorTimeout)
-		err := h.part.DeleteCursor(ctx, cs.Sub)
+		err := h.part.DeleteCursor(ctx, sub)
 		cancel()
 		if err != nil && !errors.Is(err, replpart.ErrCursorNotFound) {
 			errs = append(errs, err)

@@ -77,8 +77,10 @@ type partitionRT struct {
 	repl atomic.Pointer[hostedReplica]
 	// clean is what the cleaner last did here (topic_compaction.go).
 	clean cleanState
-	// retention is the time cut last computed here (topic_retention.go).
-	retention retentionCache
+	// retention is the time cut last computed here, expiredBelow the log start the
+	// producers and transactions were last expired at (topic_retention.go).
+	retention    retentionCache
+	expiredBelow atomic.Int64
 }
 
 func topicDir(root string, s TopicSettings) string {

@@ -116,8 +116,11 @@ func (t *topicRT) maintain() error {
 		if _, err := p.log.DeleteBelow(cut); err != nil && firstErr == nil {
 			firstErr = err
 		}
-		p.prod.Expire(p.log.LogStartOffset())
-		p.txn.expire(p.log.LogStartOffset())
+		if start := p.log.LogStartOffset(); p.expiredBelow.Swap(start) != start {
+			// Only when the start moved: both walk every producer or transaction.
+			p.prod.Expire(start)
+			p.txn.expire(start)
+		}
 		if err := p.txn.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, false); err != nil && firstErr == nil {
 			firstErr = err
 		}

@@ -49,6 +49,17 @@ func (l *Log) ApplyRetention() (int, error) {
 // offset: the layer above (a queue whose every cursor acked them) says they
 // are no longer needed. The log start moves to the first kept segment's base.
 func (l *Log) DeleteBelow(offset int64) (int, error) {
+	// Nearly every call (the broker's maintenance, every second for every partition)
+	// has nothing to delete: say so under the read lock, without taking the writers'.
+	l.mu.RLock()
+	closed, some := l.closed, len(l.segs) > 1 && l.segs[1].base <= offset
+	l.mu.RUnlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	if !some {
+		return 0, nil
+	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.mu.Lock()

@@ -3,6 +3,7 @@ package replpart
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -258,6 +259,19 @@ func (m *Machine) CursorReady(sub uint64, now time.Time) (ready bool, next time.
 }
 
 // HasCursor reports whether subscription sub has a cursor in this partition here.
+// CursorIDs are the subscriptions that have a cursor here, sorted: what the broker's
+// reconciler compares with the catalog every second (Cursors would snapshot each).
+func (m *Machine) CursorIDs() []uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]uint64, 0, len(m.cursors))
+	for id := range m.cursors {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (m *Machine) HasCursor(sub uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
