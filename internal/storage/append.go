@@ -44,22 +44,48 @@ func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch
 	l.wmu.Lock()
 	offsets, end, gen, err := l.writeLocked(batches, setEpoch, epoch)
 	done := l.pend.done
+	ahead := err == nil && l.syncAhead(batches)
 	l.wmu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if l.opts.Sync.Mode != SyncAlways {
+		if ahead {
+			l.kickSyncer()
+		}
 		return offsets, nil
 	}
+	l.kickSyncer()
+	if err := l.waitDurable(ctx, end, gen, done); err != nil {
+		return nil, err
+	}
+	return offsets, nil
+}
+
+// kickSyncer asks the syncer for a sync, starting it if it is not running.
+func (l *Log) kickSyncer() {
 	select {
 	case l.kick <- struct{}{}:
 	default: // a sync is already requested; it will cover us
 	}
 	l.ensureSyncer()
-	if err := l.waitDurable(ctx, end, gen, done); err != nil {
-		return nil, err
+}
+
+// syncAhead counts batches just written under SyncNever and reports whether
+// SyncAheadBytes were reached since the last background sync was asked for
+// (the count then starts over). Called with wmu held.
+func (l *Log) syncAhead(batches [][]byte) bool {
+	if l.opts.Sync.Mode != SyncNever || l.opts.SyncAheadBytes <= 0 {
+		return false
 	}
-	return offsets, nil
+	for _, b := range batches {
+		l.ahead += int64(len(b))
+	}
+	if l.ahead < l.opts.SyncAheadBytes {
+		return false
+	}
+	l.ahead = 0
+	return true
 }
 
 // writeLocked places the batches at the end of the active segment, rolling

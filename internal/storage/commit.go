@@ -39,7 +39,8 @@ import (
 // memory of 100,000 idle logs).
 var syncerIdle = 5 * time.Second
 
-// syncLoop runs syncs on demand (SyncAlways) or on a ticker (SyncInterval)
+// syncLoop runs syncs on demand (SyncAlways, and SyncNever's SyncAheadBytes)
+// or on a ticker (SyncInterval)
 // until Close closes l.stop; on demand, it also returns after syncerIdle
 // without a kick (ensureSyncer starts it again).
 func (l *Log) syncLoop(t *time.Ticker) {
@@ -70,7 +71,10 @@ func (l *Log) syncLoop(t *time.Ticker) {
 			l.syncOnce()
 			continue
 		}
-		if expect, wait := pol.Next(); wait > 0 {
+		// Only SyncAlways's appenders wait for a sync and may come back for
+		// the next: SyncNever's syncs ahead (SyncAheadBytes) have nobody to
+		// linger for.
+		if expect, wait := pol.Next(); wait > 0 && l.opts.Sync.Mode == SyncAlways {
 			linger.Wait(expect, wait, l.pendingAppends, l.kick, l.stop)
 		}
 		began := time.Now()

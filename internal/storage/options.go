@@ -99,9 +99,16 @@ type Options struct {
 	// shares with others; default DefaultFileCache(), one per process.
 	Files *FileCache
 
-	Sync   SyncPolicy
-	Now    func() time.Time // default time.Now; tests inject a clock
-	Logger *slog.Logger     // default slog.Default()
+	Sync SyncPolicy
+	// SyncAheadBytes, when positive and Sync is SyncNever, starts a background
+	// fdatasync whenever this many bytes were written since the last one was
+	// started; appends never wait for it. A log synced only at checkpoints
+	// (a cluster replica's) otherwise piles up the whole interval's dirty
+	// pages for the checkpoint's own Sync, which then stalls its caller for
+	// the length of that writeback. 0: off.
+	SyncAheadBytes int64
+	Now            func() time.Time // default time.Now; tests inject a clock
+	Logger         *slog.Logger     // default slog.Default()
 	// Observer, if set, hears of every fdatasync and group commit (metrics).
 	Observer Observer
 }

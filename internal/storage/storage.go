@@ -121,6 +121,7 @@ type Log struct {
 	active    *segment
 	next      int64 // offset the next batch gets (log end offset)
 	wbuf      []byte
+	ahead     int64   // SyncAheadBytes: bytes written since the last background sync was started
 	pend      pending // SyncAlways: batches placed but not yet written to the file
 	pendPos   int64   // file position of pend[0]
 	pendStart int64   // offset of the first pending batch
