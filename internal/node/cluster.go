@@ -66,7 +66,7 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 		// 16 MiB segments: compaction frees a group's Raft log a whole segment at a time,
 		// and a partition's is compacted every 8 MiB of records (replpart), so its disk use
 		// stays within about two snapshot intervals and a segment.
-		Store: raftstore.Options{Dir: filepath.Join(cfg.DataDir, "raft"), SegmentBytes: 16 << 20, Logger: log, Observer: s.Metrics()}})
+		Store: raftstore.Options{Dir: filepath.Join(cfg.DataDir, "raft"), SegmentBytes: 16 << 20, DeleteInBackground: true, Logger: log, Observer: s.Metrics()}})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}

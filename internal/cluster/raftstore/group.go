@@ -53,6 +53,10 @@ type Group struct {
 	csDirty  bool  // the state file's cs, first or snapshot index are stale
 	failed   error // sticky: the group needs Close and Open (recovery)
 	closed   bool
+	delTo    uint64 // DeleteInBackground: delete the segments below this
+	deleting bool   // the deleter goroutine runs
+
+	delWG sync.WaitGroup // the deleter, which Close waits for
 }
 
 // ID is the group's id.
@@ -77,6 +81,7 @@ func (g *Group) Close() error {
 	}
 	g.closed = true
 	g.mu.Unlock()
+	g.delWG.Wait() // it sees closed before its next pass
 	g.store.forget(g)
 	return g.log.Close()
 }

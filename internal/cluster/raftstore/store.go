@@ -35,6 +35,13 @@ type Options struct {
 	// SyncConcurrency bounds how many groups one Sync makes durable at
 	// once (each a goroutine issuing its own fdatasyncs). Default 64.
 	SyncConcurrency int
+	// DeleteInBackground makes Compact return once the state file says where
+	// the log now starts (durable), and delete the segments below on a
+	// goroutine of the group's: on ext4 unlinking a 16 MiB segment and
+	// syncing the directory took 10-20 ms under load, in the Ready loop of
+	// every group of the node. Safe to defer: a segment below first is never
+	// read and recovery skips it. Default off (inline).
+	DeleteInBackground bool
 	// Files is the descriptor cache the groups' logs share; default
 	// storage.DefaultFileCache().
 	Files *storage.FileCache

@@ -234,14 +234,70 @@ func (g *Group) Compact(compactIndex uint64) error {
 		return err
 	}
 	// The state file keeps the term of compactIndex, so its entry may go too.
-	if _, err := g.log.DeleteBelow(int64(compactIndex) + 1); err != nil {
+	if g.store.opts.DeleteInBackground {
+		g.deleteLaterLocked(compactIndex + 1)
+		return nil
+	}
+	g.deleteBelowLocked(compactIndex + 1)
+	return nil
+}
+
+// deleteBelowLocked deletes the log's segments that hold only entries below to and
+// moves logStart to the first kept one. Called with mu held, or by the background
+// deleter alone. A failure only leaves old entries on disk, below first: recovery
+// skips them.
+func (g *Group) deleteBelowLocked(to uint64) {
+	if _, err := g.log.DeleteBelow(int64(to)); err != nil && !errors.Is(err, storage.ErrClosed) {
 		g.store.opts.Logger.Warn("raftstore: compaction left segments behind", "group", g.id, "err", err)
 	}
 	if p := uint64(g.log.LogStartOffset()); p > g.logStart {
 		g.logStart = p
 		g.runs.dropBelow(p)
 	}
-	return nil
+}
+
+// deleteLaterLocked has the group's deleter goroutine delete the segments below to
+// (Options.DeleteInBackground), starting it unless it runs. Called with mu held.
+func (g *Group) deleteLaterLocked(to uint64) {
+	g.delTo = max(g.delTo, to)
+	if g.deleting {
+		return // the running deleter takes the new target on its next pass
+	}
+	g.deleting = true
+	g.delWG.Add(1)
+	go g.deleter()
+}
+
+// deleter deletes segments below delTo until no newer target came meanwhile. It
+// deletes without mu: storage.Log serializes DeleteBelow with the group's appends,
+// cuts and resets, and every segment it removes lies wholly below first, where no
+// reader (Entries, Term) goes. Only logStart and the term runs are updated under mu.
+func (g *Group) deleter() {
+	defer g.delWG.Done()
+	var done uint64
+	for {
+		g.mu.Lock()
+		to := g.delTo
+		if g.closed || to <= done {
+			g.deleting = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		_, err := g.log.DeleteBelow(int64(to))
+		if err != nil && !errors.Is(err, storage.ErrClosed) {
+			g.store.opts.Logger.Warn("raftstore: compaction left segments behind", "group", g.id, "err", err)
+		}
+		g.mu.Lock()
+		// Read under mu: an ApplySnapshot or a cut that emptied the log moves logStart
+		// itself, past anything this pass deleted.
+		if p := uint64(g.log.LogStartOffset()); p > g.logStart {
+			g.logStart = p
+			g.runs.dropBelow(p)
+		}
+		g.mu.Unlock()
+		done = to
+	}
 }
 
 // stateForFile is the state file's next contents. Its HardState is the
