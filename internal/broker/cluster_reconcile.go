@@ -240,9 +240,46 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 		// stands at once rather than after an election timeout, so a topic just created
 		// is writable within a round trip. A group reopened after a restart does not: it
 		// would only disturb the leader its peers elected meanwhile.
-		_ = c.host.Campaign(cp.Group)
+		c.campaignFresh(cp.Group)
 	}
 	return nil
+}
+
+// freshCampaignEvery and freshCampaignFor: how often, and how long, the preferred
+// leader of a group just bootstrapped stands again while no leader is known.
+const (
+	freshCampaignEvery = 50 * time.Millisecond
+	freshCampaignFor   = 2 * time.Second
+)
+
+// campaignFresh stands for election in a group just bootstrapped here, and again every
+// freshCampaignEvery while none is known, for freshCampaignFor. The first (pre-)vote
+// requests usually reach peers that have not yet applied the topic's creation and so do
+// not host the group: the host drops messages for groups it does not hold. Then whichever
+// replica's election timeout (10-19 ticks) fires first wins, two times in three not the
+// preferred one, and the balancer hands the partition back up to 10 s later — under load,
+// a stall of every producer of that partition (NOT_LEADER_OR_FOLLOWER, a metadata refresh,
+// a retry). Standing again before any timeout fires makes the preferred replica the first
+// leader. A campaign cannot unseat a leader: it stops once one is known, and a PreVote is
+// refused by followers that heard from a leader within an election timeout (CheckQuorum).
+func (c *clusterRT) campaignFresh(g multiraft.GroupID) {
+	_ = c.host.Campaign(g)
+	go func() {
+		t := time.NewTicker(freshCampaignEvery)
+		defer t.Stop()
+		for deadline := time.Now().Add(freshCampaignFor); time.Now().Before(deadline); {
+			select {
+			case <-c.stop:
+				return
+			case <-t.C:
+			}
+			st, err := c.host.Status(g)
+			if err != nil || st.Leader != 0 {
+				return
+			}
+			_ = c.host.Campaign(g)
+		}
+	}()
 }
 
 // dropTopic deletes a local topic the catalog no longer has, and its groups here.
