@@ -112,7 +112,7 @@ func (a *API) Routes() []Route {
 	// first): in a cluster each entry for another node's partition or queue
 	// is answered NOT_LEADER with the leader, and the client goes there.
 	p, h := sluicev1connect.NewStreamServiceHandler(&streamService{a}, a.HandlerOptions()...)
-	out = append(out, Route{p, withConnState(h), true})
+	out = append(out, Route{p, withConnState(withCork(h)), true})
 	return out
 }
 

@@ -23,8 +23,13 @@ func (q *queueService) Consume(ctx context.Context, req *connect.Request[sluicev
 	if err != nil {
 		return err
 	}
-	return q.consumeLoop(ctx, name, limit, vis, req.Header(), func(m *sluicev1.Message) error {
-		return stream.Send(&sluicev1.ConsumeResponse{Message: m})
+	return q.consumeLoop(ctx, name, limit, vis, req.Header(), func(ms []*sluicev1.Message) error {
+		for _, m := range ms {
+			if err := stream.Send(&sluicev1.ConsumeResponse{Message: m}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -50,8 +55,9 @@ func (a *API) consumeParams(m *sluicev1.ConsumeRequest) (int, time.Duration, err
 }
 
 // consumeLoop is a Consume stream's delivery side: it holds at most limit
-// deliveries leased to the stream and sends each through send.
-func (a *API) consumeLoop(ctx context.Context, name string, limit int, vis time.Duration, hdr http.Header, send func(*sluicev1.Message) error) error {
+// deliveries leased to the stream and sends each receive's deliveries, in
+// order, with one call of send.
+func (a *API) consumeLoop(ctx context.Context, name string, limit int, vis time.Duration, hdr http.Header, send func([]*sluicev1.Message) error) error {
 	ctx, cancel := a.untilDrain(ctx)
 	defer cancel()
 	held := a.streams.open()
@@ -73,12 +79,15 @@ func (a *API) consumeLoop(ctx context.Context, name string, limit int, vis time.
 		}
 		for _, m := range msgs {
 			a.streams.add(held, name, m.GetReceipt(), m.GetVisibilityDeadline().AsTime())
-			if err := send(m); err != nil {
-				if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-					return nil
-				}
-				return err
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		if err := send(msgs); err != nil {
+			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+				return nil
 			}
+			return err
 		}
 	}
 	return nil

@@ -16,8 +16,10 @@ import (
 // StreamService.Consume: QueueService.Consume's deliveries, with acks read
 // from the same stream. The delivery side is consumeLoop, as for the server
 // stream; a second goroutine reads ack requests, acks each request's
-// receipts with one durable write, answers them (in order) and frees their
-// lease slots, which wakes the delivery side at once.
+// receipts with one durable write and answers them (in order). It frees
+// their lease slots as soon as the acks are applied (ackStaged), which
+// wakes the delivery side at once: its next receive joins the acks'
+// journal write.
 func (s *streamService) Consume(ctx context.Context, stream *connect.BidiStream[sluicev1.StreamServiceConsumeRequest, sluicev1.StreamServiceConsumeResponse]) error {
 	first, err := stream.Receive()
 	if errors.Is(err, io.EOF) {
@@ -72,8 +74,23 @@ func (s *streamService) Consume(ctx context.Context, stream *connect.BidiStream[
 			}
 		}
 	}()
-	return s.consumeLoop(ctx, name, limit, vis, stream.RequestHeader(), func(m *sluicev1.Message) error {
-		return send(&sluicev1.StreamServiceConsumeResponse{Message: m})
+	// A receive's deliveries go out corked (cork.go): one flush for the
+	// run, not one per message. The ack answers wait for the run.
+	cork := corkOf(ctx)
+	return s.consumeLoop(ctx, name, limit, vis, stream.RequestHeader(), func(ms []*sluicev1.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return context.Canceled
+		}
+		cork.cork()
+		defer cork.uncork()
+		for _, m := range ms {
+			if err := stream.Send(&sluicev1.StreamServiceConsumeResponse{Message: m}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -91,7 +108,7 @@ func (s *streamService) streamAcks(ctx context.Context, name string, req *sluice
 	}
 	out := &sluicev1.StreamServiceConsumeResponse{}
 	if refuse == nil && len(receipts) > 0 {
-		res, err := s.ackBatch(ctx, name, receipts)
+		res, err := s.ackStaged(ctx, name, receipts)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -18,6 +18,14 @@ type leases struct {
 type consumeStream struct {
 	held    map[string]time.Time // lease key -> visibility deadline
 	changed chan struct{}        // capacity 1: a lease was released
+	closed  bool                 // the stream ended: restore adds nothing
+}
+
+// heldLease is a lease taken from its stream by take, for restore.
+type heldLease struct {
+	s        *consumeStream
+	key      string
+	deadline time.Time
 }
 
 func newLeases() *leases { return &leases{byKey: map[string]*consumeStream{}} }
@@ -37,6 +45,7 @@ func (l *leases) close(s *consumeStream) {
 		delete(l.byKey, k)
 	}
 	clear(s.held)
+	s.closed = true
 }
 
 func (l *leases) add(s *consumeStream, queue, receipt string, deadline time.Time) {
@@ -49,6 +58,14 @@ func (l *leases) add(s *consumeStream, queue, receipt string, deadline time.Time
 
 // release ends a lease after an ack or nack.
 func (l *leases) release(queue, receipt string) {
+	l.take(queue, receipt, nil)
+}
+
+// take ends a lease as release does and, when taken is not nil, appends
+// it there so restore can give it back: the stream's ack frees the slot
+// once the ack is applied, before it is durable, and a failed write must
+// not leave the stream holding more than its limit.
+func (l *leases) take(queue, receipt string, taken *[]heldLease) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := leaseKey(queue, receipt)
@@ -56,11 +73,27 @@ func (l *leases) release(queue, receipt string) {
 	if s == nil {
 		return
 	}
+	if taken != nil {
+		*taken = append(*taken, heldLease{s, k, s.held[k]})
+	}
 	delete(l.byKey, k)
 	delete(s.held, k)
 	select {
 	case s.changed <- struct{}{}:
 	default:
+	}
+}
+
+// restore gives back leases take ended, to streams still open.
+func (l *leases) restore(taken []heldLease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, h := range taken {
+		if h.s.closed {
+			continue
+		}
+		l.byKey[h.key] = h.s
+		h.s.held[h.key] = h.deadline
 	}
 }
 

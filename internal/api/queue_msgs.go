@@ -186,6 +186,42 @@ func (a *API) ackBatch(ctx context.Context, name string, receipts []string) ([]*
 	return out, nil
 }
 
+// ackStaged acks receipts as ackBatch does, but frees their leases once
+// the acks are applied, before they are durable, so the Consume stream
+// holding them receives its next deliveries at once and that receive
+// shares the acks' journal write instead of waiting for it: one fdatasync
+// per consume cycle instead of two in series. Nothing is answered early:
+// the acks are reported once durable, and the receive behind them is
+// durable only if they are (Broker.AckBatchStaged). If the write fails the
+// leases are given back. Subscriptions take ackBatch's path.
+func (a *API) ackStaged(ctx context.Context, name string, receipts []string) ([]*sluicev1.AckResult, error) {
+	if _, _, ok := splitSub(name); ok {
+		return a.ackBatch(ctx, name, receipts)
+	}
+	errs, durable, err := a.b.AckBatchStaged(ctx, name, receipts)
+	if err != nil {
+		return nil, err
+	}
+	var taken []heldLease
+	for i, r := range receipts {
+		if errs[i] == nil {
+			a.streams.take(name, r, &taken)
+		}
+	}
+	if err := durable(); err != nil {
+		a.streams.restore(taken)
+		return nil, err
+	}
+	out := make([]*sluicev1.AckResult, len(receipts))
+	for i, r := range receipts {
+		out[i] = &sluicev1.AckResult{Receipt: r}
+		if errs[i] != nil {
+			out[i].Error = errorInfo(errs[i], qmeta(name))
+		}
+	}
+	return out, nil
+}
+
 func (q *queueService) Extend(ctx context.Context, req *connect.Request[sluicev1.ExtendRequest]) (*connect.Response[sluicev1.ExtendResponse], error) {
 	name, receipt := req.Msg.GetQueue(), req.Msg.GetReceipt()
 	if req.Msg.GetVisibilityTimeout() == nil {

@@ -166,8 +166,22 @@ func (cs *cursorSet) lease(now func() time.Time, receipt string, op leaseFunc) e
 // Each receipt gets its own result (nil, or why it was refused); the error
 // is for the set as a whole.
 func (cs *cursorSet) leaseBatch(now func() time.Time, receipts []string, op leaseFunc) ([]error, error) {
-	if err := cs.lockChecked(); err != nil {
+	results, durable, err := cs.leaseBatchStaged(now, receipts, op)
+	if err != nil {
 		return nil, err
+	}
+	return results, durable()
+}
+
+// leaseBatchStaged is leaseBatch that returns once the operations are
+// applied in memory and submitted to the journal, before the write is
+// durable: durable waits for it. Anything the caller submits after this
+// returns is journaled after these events, in the same write or a later
+// one, and is durable only if they are (the journal refuses everything
+// after a failed write until the machine reloads).
+func (cs *cursorSet) leaseBatchStaged(now func() time.Time, receipts []string, op leaseFunc) ([]error, func() error, error) {
+	if err := cs.lockChecked(); err != nil {
+		return nil, nil, err
 	}
 	t := now()
 	results := make([]error, len(receipts))
@@ -180,7 +194,7 @@ func (cs *cursorSet) leaseBatch(now func() time.Time, receipts []string, op leas
 	done := cs.recordLocked(recs)
 	cs.wakeAfterLocked(recs)
 	cs.mu.Unlock()
-	return results, cs.wait(done)
+	return results, func() error { return cs.wait(done) }, nil
 }
 
 // leaseLocked applies one receipt operation and counts its outcome. Called

@@ -228,6 +228,27 @@ func (b *Broker) AckBatch(ctx context.Context, queueName string, receipts []stri
 	return q.leaseBatch(q.now, receipts, ackLease)
 }
 
+// AckBatchStaged is AckBatch in two steps, for a caller that has work to
+// submit behind the acks: it returns once they are applied in memory and
+// submitted to the queue's journal, and durable waits until they are on
+// disk. An ack may be reported done only once durable returned nil. What
+// the caller submits to the same queue after this returns (a receive, say)
+// is journaled in the same write or after it, so the two share an fdatasync
+// when they come together and the later one is never durable without the
+// acks. A clustered queue's acks are durable (replicated) before it
+// returns.
+func (b *Broker) AckBatchStaged(ctx context.Context, queueName string, receipts []string) ([]error, func() error, error) {
+	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
+		errs, err := b.cluster.ackBatchQueue(ctx, queueName, receipts)
+		return errs, func() error { return nil }, err
+	}
+	q, err := b.queue(queueName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q.leaseBatchStaged(q.now, receipts, ackLease)
+}
+
 // Extend keeps a delivery hidden until now+d (a heartbeat). The total time
 // since the receive is bounded by the queue's MaxExtension. d = 0 makes the
 // message visible again at once.
