@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
@@ -62,3 +63,71 @@ func TestLeasesCountOutstandingDeliveries(t *testing.T) {
 		t.Errorf("closed stream left %d leases behind", len(l.byKey))
 	}
 }
+
+// An ack on the Consume stream frees its slots before it is durable
+// (ackStaged); if the write then fails, restore gives them back so the
+// stream still holds no more than max_in_flight, and a stream that ended
+// meanwhile gets nothing back.
+func TestLeasesTakenComeBackAfterAFailedWrite(t *testing.T) {
+	l := newLeases()
+	s := l.open()
+	now := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	l.add(s, "q", "r1", now.Add(time.Minute))
+	l.add(s, "q", "r2", now.Add(2*time.Minute))
+	var taken []heldLease
+	l.take("q", "r1", &taken)
+	l.take("q", "r2", &taken)
+	l.take("q", "gone", &taken) // not held: nothing to give back
+	if n, _ := l.outstanding(s, now); n != 0 || len(taken) != 2 {
+		t.Fatalf("after take: %d outstanding, %d taken", n, len(taken))
+	}
+	l.restore(taken)
+	if n, next := l.outstanding(s, now); n != 2 || !next.Equal(now.Add(time.Minute)) {
+		t.Fatalf("after restore: %d outstanding until %v; want 2 with their deadlines", n, next)
+	}
+	taken = taken[:0]
+	l.take("q", "r1", &taken)
+	l.close(s)
+	l.restore(taken)
+	if len(l.byKey) != 0 || len(s.held) != 0 {
+		t.Errorf("restore into a closed stream left %d, %d leases", len(l.byKey), len(s.held))
+	}
+}
+
+// corkWriter passes flushes through unless corked, and owes exactly one
+// flush for everything written while corked.
+func TestCorkWriterFlushesOncePerRun(t *testing.T) {
+	rec := &countingFlusher{ResponseRecorder: httptest.NewRecorder()}
+	c := &corkWriter{ResponseWriter: rec}
+	c.Flush()
+	if rec.flushes != 1 {
+		t.Fatalf("uncorked flush: %d", rec.flushes)
+	}
+	c.cork()
+	for range 5 {
+		c.Write([]byte("x"))
+		c.Flush()
+	}
+	if rec.flushes != 1 {
+		t.Fatalf("corked flushes went through: %d", rec.flushes)
+	}
+	c.uncork()
+	if rec.flushes != 2 || rec.Body.String() != "xxxxx" {
+		t.Fatalf("uncork: %d flushes, body %q", rec.flushes, rec.Body.String())
+	}
+	c.cork()
+	c.uncork() // nothing written, nothing owed
+	if rec.flushes != 2 {
+		t.Errorf("an empty run flushed: %d", rec.flushes)
+	}
+	var nilCork *corkWriter // a route without one
+	nilCork.cork()
+	nilCork.uncork()
+}
+
+type countingFlusher struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (c *countingFlusher) Flush() { c.flushes++; c.ResponseRecorder.Flush() }
