@@ -13,10 +13,11 @@ import (
 // producers a message goes from Send to Receive without being read back from
 // the log: no read to learn of it (fill), none to deliver it.
 //
-// Only messages the cursor has room for when they are sent are kept, an ack
-// forgets its message, and maintenance forgets what is older than
-// recentCacheAge, so the cache is bounded by the window (and by maxBytes),
-// never by the backlog, and empties when nobody consumes. A miss costs a log
+// Only messages the cursor has room for when they are sent, or takes from a
+// log read when it fills its window (queue_read.go), are kept, an ack
+// forgets its message, and maintenance forgets what was cached longer ago
+// than recentCacheAge, so the cache is bounded by the window (and by
+// maxBytes), never by the backlog, and empties when nobody consumes. A miss costs a log
 // read, exactly what every read cost before the cache. Guarded by the
 // queue's mu. Cached messages are never modified: deliveries share them.
 type recentCache struct {
@@ -32,7 +33,8 @@ type recentCache struct {
 
 type cacheSlot struct {
 	off int64
-	m   *Message // nil: empty
+	m   *Message  // nil: empty
+	at  time.Time // when it was cached, for forgetOlder
 }
 
 // recentCacheBytes bounds the bodies one queue's cache holds, and
@@ -54,7 +56,7 @@ func newRecentCache(window int) *recentCache {
 
 func (c *recentCache) slot(off int64) *cacheSlot { return &c.slots[off&int64(c.size-1)] }
 
-func (c *recentCache) put(off int64, m *Message) {
+func (c *recentCache) put(off int64, m *Message, at time.Time) {
 	if c.slots == nil {
 		c.slots = make([]cacheSlot, c.size)
 	}
@@ -65,7 +67,7 @@ func (c *recentCache) put(off int64, m *Message) {
 	if c.bytes+len(m.Body) > c.maxBytes {
 		return
 	}
-	*s = cacheSlot{off: off, m: m}
+	*s = cacheSlot{off: off, m: m, at: at}
 	c.bytes += len(m.Body)
 	c.held++
 }
@@ -111,17 +113,18 @@ func (c *recentCache) forgetFinished(evs []queue.Event) {
 	}
 }
 
-// forgetOlder drops messages sent before cutoff. A message that sat that
-// long without being acked is waiting in a backlog (or its consumer is slow):
-// a log read serves it as well, and the cache should not hold a full window
-// of a queue nobody consumes. An empty cache gives its slots back.
+// forgetOlder drops messages cached before cutoff (by a send, or by a
+// receive's fill). A message that sat that long without being acked waits
+// behind others or for a slow consumer: a log read serves it as well, and
+// the cache should not hold a full window of a queue nobody consumes. An
+// empty cache gives its slots back.
 func (c *recentCache) forgetOlder(cutoff time.Time) {
 	if c.held == 0 {
 		c.slots = nil
 		return
 	}
 	for i := range c.slots {
-		if m := c.slots[i].m; m != nil && m.SentAt.Before(cutoff) {
+		if sl := &c.slots[i]; sl.m != nil && sl.at.Before(cutoff) {
 			c.drop(&c.slots[i])
 		}
 	}
@@ -179,7 +182,7 @@ func (q *queueRT) cacheSentLocked(first int64, msgs []*Message, now time.Time) [
 	room := min(int64(q.cur().Wants()), int64(q.cache.size))
 	for k, m := range msgs {
 		if off := first + int64(k); off >= rp && off-rp < room {
-			q.cache.put(off, storedForm(m, now))
+			q.cache.put(off, storedForm(m, now), now)
 		}
 	}
 	return q.offerCachedLocked(now)

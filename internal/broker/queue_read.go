@@ -46,7 +46,7 @@ func (q *queueRT) fillReadsLocked(now time.Time, reads int) ([]queue.Event, erro
 		q.ahead = nil
 		if r == nil || r.pos != pos {
 			var err error
-			if r, err = readFill(q.log, pos, now); err != nil {
+			if r, err = readFill(q.log, pos, now, q.cur().Wants()); err != nil {
 				return evs, err
 			}
 			reads--
@@ -67,7 +67,7 @@ func (q *queueRT) fillReadsLocked(now time.Time, reads int) ([]queue.Event, erro
 		// receive does not read it again (see readFill).
 		for i := range n {
 			if m := r.msgs[i]; m != nil && q.cache.get(m.offset) == nil {
-				q.cache.put(m.offset, m.msg)
+				q.cache.put(m.offset, m.msg, now)
 			}
 		}
 		if n == 0 {
@@ -78,11 +78,11 @@ func (q *queueRT) fillReadsLocked(now time.Time, reads int) ([]queue.Event, erro
 }
 
 // fillRead is one log read decoded for the cursor: the metas of the records
-// at or after pos, up to end, and the young ones as messages to cache.
+// at or after pos, up to end, and the first ones as messages to cache.
 type fillRead struct {
 	pos, end int64
 	metas    []queue.Meta
-	msgs     []*offsetMessage // parallel to metas; nil where not worth caching
+	msgs     []*offsetMessage // parallel to metas; nil past the ones copied
 }
 
 type offsetMessage struct {
@@ -90,12 +90,14 @@ type offsetMessage struct {
 	msg    *Message
 }
 
-// readFill reads and decodes the log at pos for a fill. Messages younger
-// than the cache keeps are copied out for it: they are ones a concurrent
-// send had stored but not yet cached when the fill ran. A backlog is not
-// (it is read again when delivered: the cache is for what consumers keep up
-// with). It needs no lock.
-func readFill(log *storage.Log, pos int64, now time.Time) (*fillRead, error) {
+// readFill reads and decodes the log at pos for a fill, and copies out the
+// first keep messages (what the cursor wants now) for the cache: what the
+// cursor takes is delivered next, so keeping it saves the second read and
+// decode of the same bytes that delivering it from the log costs
+// (readMessages). That holds for a backlog too: the cache stays bounded by
+// the cursor's window and maxBytes, never by the backlog, and only a fill,
+// that is a receive, puts a backlog's message there. It needs no lock.
+func readFill(log *storage.Log, pos int64, now time.Time, keep int) (*fillRead, error) {
 	data, err := log.Read(pos, fillReadBytes)
 	if err != nil {
 		return nil, err
@@ -105,10 +107,8 @@ func readFill(log *storage.Log, pos int64, now time.Time) (*fillRead, error) {
 		return nil, err
 	}
 	r := &fillRead{pos: pos, end: end, metas: metas, msgs: make([]*offsetMessage, len(metas))}
-	for i, m := range metas {
-		if now.Sub(m.SentAt) < recentCacheAge {
-			r.msgs[i] = &offsetMessage{offset: m.Offset, msg: recordMessage(recs[i])}
-		}
+	for i, m := range metas[:min(keep, len(metas))] {
+		r.msgs[i] = &offsetMessage{offset: m.Offset, msg: recordMessage(recs[i])}
 	}
 	return r, nil
 }
@@ -117,26 +117,27 @@ func readFill(log *storage.Log, pos int64, now time.Time) (*fillRead, error) {
 // where: a receive then reads it after releasing q.mu (readAhead), while it
 // waits for its journal write anyway, instead of the next receive reading
 // it with q.mu held. Called with q.mu held.
-func (q *queueRT) planReadAheadLocked() (pos int64, ok bool) {
+func (q *queueRT) planReadAheadLocked() (pos int64, keep int, ok bool) {
 	if q.readingAhead || q.ahead != nil {
-		return 0, false
+		return 0, 0, false
 	}
-	if w := q.cur().Wants(); w < fillMin && w < q.cur().Config().Lookahead {
-		return 0, false
+	w := q.cur().Wants()
+	if w < fillMin && w < q.cur().Config().Lookahead {
+		return 0, 0, false
 	}
 	pos = q.cur().ReadPos()
 	if pos < q.log.LogStartOffset() || pos >= q.log.HighWatermark() {
-		return 0, false
+		return 0, 0, false
 	}
 	q.readingAhead = true
-	return pos, true
+	return pos, w, true
 }
 
 // readAhead does the read planReadAheadLocked planned and leaves it for the
 // next fill, which uses it if the cursor still reads from pos. Called
 // without q.mu.
-func (q *queueRT) readAhead(pos int64) {
-	r, err := readFill(q.log, pos, q.now())
+func (q *queueRT) readAhead(pos int64, keep int) {
+	r, err := readFill(q.log, pos, q.now(), keep)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.readingAhead = false

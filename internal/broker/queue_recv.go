@@ -141,11 +141,11 @@ func (q *queueRT) receiveOnce(ctx context.Context, opts ReceiveOptions) ([]Deliv
 	wake := q.wake
 	due, _ := q.cur().NextDue()
 	cached := q.cachedLocked(ds)
-	aheadPos, readAhead := q.planReadAheadLocked()
+	aheadPos, aheadKeep, readAhead := q.planReadAheadLocked()
 	q.mu.Unlock()
 
 	if readAhead {
-		q.readAhead(aheadPos) // while the journal writes our events
+		q.readAhead(aheadPos, aheadKeep) // while the journal writes our events
 	}
 	err = q.wait(done)
 	if err == nil && len(dead) > 0 {
