@@ -223,7 +223,7 @@ func TestKillUnderLoad(t *testing.T) {
 		kills, load = 20, 3*time.Second
 	}
 	dir := t.TempDir()
-	led := map[string]*ledger{"native": newLedger(), "sqs": newLedger(), "kafka": newLedger()}
+	led := map[string]*ledger{"native": newLedger(), "stream": newLedger(), "sqs": newLedger(), "kafka": newLedger()}
 	var seq sync.Mutex
 	n := 0
 	next := func() int { seq.Lock(); defer seq.Unlock(); n++; return n }
@@ -231,7 +231,7 @@ func TestKillUnderLoad(t *testing.T) {
 		p := serve(t, 0, "--data-dir", dir, "--fsync", "always")
 		if round == 0 {
 			c := client.New("http://" + p.Addr("http"))
-			for _, q := range []string{"kn", "ks"} {
+			for _, q := range []string{"kn", "kst", "ks"} {
 				if _, err := c.CreateQueue(context.Background(), q, &sluicev1.QueueConfig{VisibilityTimeout: durationpb.New(2 * time.Second)}); err != nil {
 					t.Fatal(err)
 				}
@@ -240,7 +240,7 @@ func TestKillUnderLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		protos := []queueProto{nativeProto(p.Addr("http"), "kn"), sqsProto(p.Addr("sqs"), "ks")}
+		protos := []queueProto{nativeProto(p.Addr("http"), "kn"), streamProto(p.Addr("http"), "kst"), sqsProto(p.Addr("sqs"), "ks")}
 		last := round == kills
 		prodCtx, stopProducers := context.WithCancel(context.Background())
 		consCtx, stopConsumers := context.WithCancel(context.Background())
@@ -271,7 +271,7 @@ func TestKillUnderLoad(t *testing.T) {
 		readTopic(t, p.Addr("kafka"), "tk", led["kafka"])
 		p.Stop()
 	}
-	for _, name := range []string{"native", "sqs", "kafka"} {
+	for _, name := range []string{"native", "stream", "sqs", "kafka"} {
 		l := led[name]
 		acked, lost, dups, sample := l.figures()
 		t.Logf("%-6s kills %d: acked %d, lost %d, duplicates %d, delivered after a confirmed delete %d",
