@@ -46,7 +46,7 @@ func (q *queueRT) fillReadsLocked(now time.Time, reads int) ([]queue.Event, erro
 		q.ahead = nil
 		if r == nil || r.pos != pos {
 			var err error
-			if r, err = readFill(q.log, pos, now, q.cur().Wants()); err != nil {
+			if r, err = readFill(q.log, pos, q.cur().Wants()); err != nil {
 				return evs, err
 			}
 			reads--
@@ -97,7 +97,7 @@ type offsetMessage struct {
 // (readMessages). That holds for a backlog too: the cache stays bounded by
 // the cursor's window and maxBytes, never by the backlog, and only a fill,
 // that is a receive, puts a backlog's message there. It needs no lock.
-func readFill(log *storage.Log, pos int64, now time.Time, keep int) (*fillRead, error) {
+func readFill(log *storage.Log, pos int64, keep int) (*fillRead, error) {
 	data, err := log.Read(pos, fillReadBytes)
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func (q *queueRT) planReadAheadLocked() (pos int64, keep int, ok bool) {
 // next fill, which uses it if the cursor still reads from pos. Called
 // without q.mu.
 func (q *queueRT) readAhead(pos int64, keep int) {
-	r, err := readFill(q.log, pos, q.now(), keep)
+	r, err := readFill(q.log, pos, keep)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.readingAhead = false
