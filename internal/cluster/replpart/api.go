@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
 )
 
 // ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
@@ -68,14 +69,8 @@ func (p *Partition) Append(ctx context.Context, batches [][]byte) ([]BatchResult
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-c.p.Done():
-	case <-ctx.Done():
-		select {
-		case <-c.p.Done():
-		default:
-			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
-		}
+	if err := c.wait(ctx); err != nil {
+		return nil, err
 	}
 	return p.finish(c)
 }
@@ -89,10 +84,40 @@ func (p *Partition) Leader() (multiraft.NodeID, uint64) {
 	return st.Leader, st.Term
 }
 
-// call is an Append proposed and not yet answered.
+// call is a proposal of this package (an Append, a cursor entry, a trim) not yet answered.
 type call struct {
 	p   *multiraft.Proposal
 	req uint64
+}
+
+// wait returns once the proposal is resolved, or with ErrOutcomeUnknown when ctx ends
+// first (the entry may still be applied).
+func (c *call) wait(ctx context.Context) error {
+	select {
+	case <-c.p.Done():
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-c.p.Done():
+			return nil
+		default:
+			return fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+		}
+	}
+}
+
+// take is a resolved proposal's result that this node's apply kept in rs.
+func take[T any](c *call, rs *replcursor.Results[T]) (T, error) {
+	var zero T
+	index, err := c.p.Result()
+	if err != nil {
+		return zero, mapErr(err)
+	}
+	r, ok := rs.Take(index, c.req)
+	if !ok {
+		return zero, fmt.Errorf("%w: entry %d applied without this node's result", ErrOutcomeUnknown, index)
+	}
+	return r, nil
 }
 
 func (p *Partition) start(batches [][]byte) (*call, error) {
@@ -118,18 +143,8 @@ func (p *Partition) start(batches [][]byte) (*call, error) {
 	return &call{p: pr, req: e.Request}, nil
 }
 
-// finish reads a proposal's results once it is done.
-func (p *Partition) finish(c *call) ([]BatchResult, error) {
-	index, err := c.p.Result()
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	rs, ok := p.sm.results.Take(index, c.req)
-	if !ok {
-		return nil, fmt.Errorf("%w: entry %d applied without this node's results", ErrOutcomeUnknown, index)
-	}
-	return rs, nil
-}
+// finish reads an Append's results once it is done.
+func (p *Partition) finish(c *call) ([]BatchResult, error) { return take(c, &p.sm.results) }
 
 // mapErr turns the host's errors into the partition's: NOT_LEADER with the hint, dropped
 // (not stored, safe to retry) as it is, and "outcome unknown" for everything after which

@@ -2,7 +2,6 @@ package replpart
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
@@ -55,14 +54,8 @@ func (p *Partition) cursor(ctx context.Context, e CursorEntry) ([]queue.Delivery
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-c.p.Done():
-	case <-ctx.Done():
-		select {
-		case <-c.p.Done():
-		default:
-			return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
-		}
+	if err := c.wait(ctx); err != nil {
+		return nil, err
 	}
 	r, err := p.finishCursor(c)
 	if err != nil {
@@ -90,14 +83,4 @@ func (p *Partition) startCursor(e CursorEntry) (*call, error) {
 	return &call{p: pr, req: e.Request}, nil
 }
 
-func (p *Partition) finishCursor(c *call) (CursorResult, error) {
-	index, err := c.p.Result()
-	if err != nil {
-		return CursorResult{}, mapErr(err)
-	}
-	r, ok := p.sm.cursorResults.Take(index, c.req)
-	if !ok {
-		return CursorResult{}, fmt.Errorf("%w: entry %d applied without this node's result", ErrOutcomeUnknown, index)
-	}
-	return r, nil
-}
+func (p *Partition) finishCursor(c *call) (CursorResult, error) { return take(c, &p.sm.cursorResults) }

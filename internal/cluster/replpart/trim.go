@@ -83,14 +83,8 @@ func (p *Partition) Trim(ctx context.Context, offset int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	select {
-	case <-c.p.Done():
-	case <-ctx.Done():
-		select {
-		case <-c.p.Done():
-		default:
-			return 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
-		}
+	if err := c.wait(ctx); err != nil {
+		return 0, err
 	}
 	r, err := p.finishTrim(c)
 	if err != nil {
@@ -111,17 +105,7 @@ func (p *Partition) startTrim(offset int64) (*call, error) {
 	return &call{p: pr, req: e.Request}, nil
 }
 
-func (p *Partition) finishTrim(c *call) (TrimResult, error) {
-	index, err := c.p.Result()
-	if err != nil {
-		return TrimResult{}, mapErr(err)
-	}
-	r, ok := p.sm.trimResults.Take(index, c.req)
-	if !ok {
-		return TrimResult{}, fmt.Errorf("%w: entry %d applied without this node's result", ErrOutcomeUnknown, index)
-	}
-	return r, nil
-}
+func (p *Partition) finishTrim(c *call) (TrimResult, error) { return take(c, &p.sm.trimResults) }
 
 // applyTrim moves the local log's start and finishes every cursor's records below the cut.
 // A log that cannot trim, or fails to, stops the group: a replica that skipped the entry
