@@ -174,6 +174,11 @@ func (a *API) ackBatch(ctx context.Context, name string, receipts []string) ([]*
 	if err != nil {
 		return nil, err
 	}
+	return ackResults(name, receipts, errs, func(r string) { a.streams.release(name, r) }), nil
+}
+
+// ackResults is each receipt's answer, with done called for every receipt acked.
+func ackResults(name string, receipts []string, errs []error, done func(receipt string)) []*sluicev1.AckResult {
 	out := make([]*sluicev1.AckResult, len(receipts))
 	for i, r := range receipts {
 		out[i] = &sluicev1.AckResult{Receipt: r}
@@ -181,9 +186,9 @@ func (a *API) ackBatch(ctx context.Context, name string, receipts []string) ([]*
 			out[i].Error = errorInfo(errs[i], qmeta(name))
 			continue
 		}
-		a.streams.release(name, r)
+		done(r)
 	}
-	return out, nil
+	return out
 }
 
 // ackStaged acks receipts as ackBatch does, but frees their leases once
@@ -212,14 +217,7 @@ func (a *API) ackStaged(ctx context.Context, name string, receipts []string) ([]
 		a.streams.restore(taken)
 		return nil, err
 	}
-	out := make([]*sluicev1.AckResult, len(receipts))
-	for i, r := range receipts {
-		out[i] = &sluicev1.AckResult{Receipt: r}
-		if errs[i] != nil {
-			out[i].Error = errorInfo(errs[i], qmeta(name))
-		}
-	}
-	return out, nil
+	return ackResults(name, receipts, errs, func(string) {}), nil
 }
 
 func (q *queueService) Extend(ctx context.Context, req *connect.Request[sluicev1.ExtendRequest]) (*connect.Response[sluicev1.ExtendResponse], error) {

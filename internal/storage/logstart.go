@@ -41,10 +41,7 @@ func (l *Log) moveStart(offset int64, durable bool) (int64, error) {
 	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.closing.Load() {
-		return 0, ErrClosed
-	}
-	if err := l.failure(); err != nil {
+	if err := l.writableLocked(); err != nil {
 		return 0, err
 	}
 	cur, hw := l.start.Load(), l.hw.Load()
@@ -73,10 +70,7 @@ func (l *Log) PersistStart() error {
 	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.closing.Load() {
-		return ErrClosed
-	}
-	if err := l.failure(); err != nil {
+	if err := l.writableLocked(); err != nil {
 		return err
 	}
 	if !l.startDirty {
@@ -87,6 +81,15 @@ func (l *Log) PersistStart() error {
 	}
 	l.startDirty = false
 	return l.dropBelowLocked(l.moved)
+}
+
+// writableLocked refuses a change to a log that is closing, closed or failed.
+// Called with mu held.
+func (l *Log) writableLocked() error {
+	if l.closed || l.closing.Load() {
+		return ErrClosed
+	}
+	return l.failure()
 }
 
 // dropBelowLocked deletes the sealed segments that hold only offsets below offset.

@@ -22,10 +22,7 @@ func (l *Log) TruncateSuffix(offset int64) error {
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.closing.Load() {
-		return ErrClosed
-	}
-	if err := l.failure(); err != nil {
+	if err := l.writableLocked(); err != nil {
 		return err
 	}
 	if offset < 0 {
@@ -207,10 +204,7 @@ func (l *Log) Reset(offset int64) error {
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.closing.Load() {
-		return ErrClosed
-	}
-	if err := l.failure(); err != nil {
+	if err := l.writableLocked(); err != nil {
 		return err
 	}
 	if offset < 0 {
