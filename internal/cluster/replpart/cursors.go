@@ -3,6 +3,7 @@ package replpart
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -264,12 +265,7 @@ func (m *Machine) CursorReady(sub uint64, now time.Time) (ready bool, next time.
 func (m *Machine) CursorIDs() []uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]uint64, 0, len(m.cursors))
-	for id := range m.cursors {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m.cursors))
 }
 
 func (m *Machine) HasCursor(sub uint64) bool {
