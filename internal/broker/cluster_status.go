@@ -123,3 +123,12 @@ func (b *Broker) TransferLeader(topic string, partition, to int32) error {
 	}
 	return nil
 }
+
+// RaftStats is the node's Raft host's counters and state (multiraft.Stats), for
+// /metrics; false outside a cluster.
+func (b *Broker) RaftStats() (multiraft.Stats, bool) {
+	if b.cluster == nil {
+		return multiraft.Stats{}, false
+	}
+	return b.cluster.host.Stats(), true
+}

@@ -50,6 +50,9 @@ func (c *clusterRT) reconcilePartitionCursors(ts TopicSettings, ct *meta.Topic, 
 	// In step already (nearly always, and always for a partition whose topic has no
 	// subscription): done without asking raft who leads, which copies the group's
 	// progress and was a third of an idle node's CPU with 1,000 partitions.
+	if len(subs) == 0 && h.sm.CursorCount() == 0 {
+		return nil
+	}
 	have := h.sm.CursorIDs()
 	inStep := len(have) == len(subs)
 	for _, s := range subs {

@@ -182,3 +182,40 @@ sluice_storage_write_failing 1
 		t.Fatal(err)
 	}
 }
+
+// A cluster node's Raft host is reported; a single node (Raft says false)
+// reports none of its series rather than zeros that look like a stalled cluster.
+func TestCollectorMapsRaft(t *testing.T) {
+	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2}
+	cluster := true
+	src := SourceFuncs{Raft: func() (RaftStat, bool) { return st, cluster }}
+	want := `
+# HELP sluice_raft_groups Raft groups this node hosts a replica of (the metadata group, one per partition and per queue).
+# TYPE sluice_raft_groups gauge
+sluice_raft_groups 1001
+# HELP sluice_raft_groups_awake Hosted groups that tick (not quiesced): on an idle cluster this falls to about zero; a group that stays awake costs heartbeats.
+# TYPE sluice_raft_groups_awake gauge
+sluice_raft_groups_awake 3
+# HELP sluice_raft_peers_down Peer nodes this node has not heard from within the node timeout (their groups elect leaders elsewhere).
+# TYPE sluice_raft_peers_down gauge
+sluice_raft_peers_down 1
+# HELP sluice_raft_transport_messages_total Raft messages sent to peers, inside those batches.
+# TYPE sluice_raft_transport_messages_total counter
+sluice_raft_transport_messages_total 40
+# HELP sluice_raft_votes_refused_total Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.
+# TYPE sluice_raft_votes_refused_total counter
+sluice_raft_votes_refused_total 2
+`
+	names := []string{"sluice_raft_groups", "sluice_raft_groups_awake", "sluice_raft_peers_down",
+		"sluice_raft_transport_messages_total", "sluice_raft_votes_refused_total"}
+	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(NewCollector(src)); n != len(raftDescs) {
+		t.Fatalf("cluster node: %d series, want one per Raft descriptor (%d)", n, len(raftDescs))
+	}
+	cluster = false
+	if n := testutil.CollectAndCount(NewCollector(src), names...); n != 0 {
+		t.Fatalf("single node: %d Raft series, want none", n)
+	}
+}

@@ -68,6 +68,8 @@ type SourceFuncs struct {
 	Storage func() StorageStat
 	// Compaction, if set, reports the log cleaner (CompactionSource).
 	Compaction func() CompactionStats
+	// Raft, if set, reports the node's Raft host (RaftSource); false: none (a single node).
+	Raft func() (RaftStat, bool)
 }
 
 func (f SourceFuncs) QueueStats() []QueueStat { return call(f.Queues) }
@@ -128,6 +130,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range compactionDescs {
 		ch <- d
 	}
+	for _, d := range raftDescs {
+		ch <- d
+	}
 }
 
 // Collect snapshots the source and emits one sample per stat.
@@ -151,6 +156,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if cs, ok := c.src.(CompactionSource); ok {
 		if st, ok := cs.CompactionStats(); ok {
 			collectCompaction(ch, st)
+		}
+	}
+	if rs, ok := c.src.(RaftSource); ok {
+		if st, ok := rs.RaftStats(); ok {
+			collectRaft(ch, st)
 		}
 	}
 }

@@ -28,6 +28,14 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 					DirtyRatio: p.DirtyRatio, LastClean: p.LastClean})
 			}
 			return out
+		},
+		Raft: func() (metrics.RaftStat, bool) {
+			st, ok := b.RaftStats()
+			return metrics.RaftStat{Groups: st.Groups, Awake: st.Awake, PeersDown: st.PeersDown,
+				GroupTicks: st.GroupTicks, Rounds: st.Rounds, Syncs: st.Syncs, Readys: st.Readys,
+				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
+				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,
+				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats}, ok
 		}}
 }
 

@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,17 +157,6 @@ func firstDiff(a, b []record) string {
 // pullBytes reads sluice_replica_pull_bytes_total from node id's /metrics.
 func pullBytes(t *testing.T, c *cluster, id int) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + c.procs[id-1].Addr("http") + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		var n float64
-		if _, err := fmt.Sscanf(line, "sluice_replica_pull_bytes_total %g", &n); err == nil {
-			return int64(n)
-		}
-	}
-	return 0
+	n, _ := metric(c, id, "sluice_replica_pull_bytes_total")
+	return int64(n)
 }

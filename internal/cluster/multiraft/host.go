@@ -26,8 +26,11 @@ type Config struct {
 	QuiesceAfterTicks int
 	DisableQuiesce    bool
 	// LivenessTicks is how often (in ticks) a node beats every peer it sent nothing else to
-	// (2); NodeTimeoutTicks is how long a peer may stay silent before it counts as down
-	// (ElectionTicks).
+	// (4); NodeTimeoutTicks is how long a peer may stay silent before it counts as down
+	// (ElectionTicks). Their difference is how long a live node's Ready loop may stall
+	// after a beat (a slow fsync) before its peers count it down: 6 ticks by default. A
+	// beat every 2 ticks allowed 8, and cost an idle 3-node cluster a third of its CPU
+	// (docs/benchmarks.md, "Idle").
 	LivenessTicks    int
 	NodeTimeoutTicks int
 	// SnapshotEntries: after this many applied entries a group snapshots its state machine
@@ -55,7 +58,7 @@ func (c *Config) defaults() {
 	def(&c.ElectionTicks, 10)
 	def(&c.HeartbeatTicks, 1)
 	def(&c.QuiesceAfterTicks, 6)
-	def(&c.LivenessTicks, 2)
+	def(&c.LivenessTicks, 4)
 	def(&c.NodeTimeoutTicks, c.ElectionTicks)
 	def(&c.MaxInflightMsgs, 256)
 	if c.SnapshotEntries == 0 {
@@ -122,8 +125,12 @@ type Host struct {
 	preparing  int // under mu
 }
 
-// Stats are a host's counters since it started.
+// Stats are a host's counters since it started, and (Groups, Awake, PeersDown) its
+// state when Stats was called.
 type Stats struct {
+	Groups     int    // groups hosted
+	Awake      int    // groups ticking: not quiesced (an idle cluster's should fall to ~0)
+	PeersDown  int    // configured peers the liveness beat has not heard from lately
 	GroupTicks uint64 // RawNode.Tick calls: what idle groups must not cost
 	Rounds     uint64 // ProcessReady rounds that did work
 	Syncs      uint64 // Engine.Sync calls
@@ -374,14 +381,26 @@ func (h *Host) Receive(b Batch) {
 		_ = g.rn.Step(m.Msg)
 		h.markDirty(g)
 	}
-	h.signal()
+	// A liveness beat (an empty batch) or a consumed quiesce heartbeat leaves nothing for
+	// the Ready loop: waking it anyway was a goroutine wake-up and an empty round per beat
+	// per peer, a good part of an idle cluster's CPU.
+	if len(h.dirty) > 0 {
+		h.signal()
+	}
 }
 
 // Stats returns the host's counters.
 func (h *Host) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.stats
+	st := h.stats
+	st.Groups, st.Awake = len(h.groups), len(h.active)
+	for _, p := range h.peers {
+		if !p.alive {
+			st.PeersDown++
+		}
+	}
+	return st
 }
 
 // Groups lists the groups hosted here, in ID order.

@@ -268,6 +268,14 @@ func (m *Machine) CursorIDs() []uint64 {
 	return slices.Sorted(maps.Keys(m.cursors))
 }
 
+// CursorCount is how many subscriptions have a cursor here: for the reconciler's common
+// case (no subscription, no cursor) without CursorIDs' sorted copy.
+func (m *Machine) CursorCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.cursors)
+}
+
 func (m *Machine) HasCursor(sub uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

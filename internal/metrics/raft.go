@@ -1,0 +1,73 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// RaftStat is a cluster node's multi-raft host: its groups now and its
+// counters since it started (multiraft.Stats).
+type RaftStat struct {
+	Groups, Awake, PeersDown          int
+	GroupTicks, Rounds, Syncs, Readys uint64
+	Batches, Messages                 uint64
+	Quiesces, Wakes                   uint64
+	SnapshotsSent, SnapshotsRestored  uint64
+	VotesRefused, LostLogBeats        uint64
+}
+
+// RaftSource is a Source that also reports a cluster node's Raft host;
+// SourceFuncs is one when its Raft func is set and says it runs one.
+type RaftSource interface {
+	RaftStats() (RaftStat, bool)
+}
+
+// RaftStats reports f.Raft's answer; ok is false without one (a single node).
+func (f SourceFuncs) RaftStats() (RaftStat, bool) {
+	if f.Raft == nil {
+		return RaftStat{}, false
+	}
+	return f.Raft()
+}
+
+var (
+	raftGroups     = desc("raft_groups", "Raft groups this node hosts a replica of (the metadata group, one per partition and per queue).")
+	raftAwake      = desc("raft_groups_awake", "Hosted groups that tick (not quiesced): on an idle cluster this falls to about zero; a group that stays awake costs heartbeats.")
+	raftPeersDown  = desc("raft_peers_down", "Peer nodes this node has not heard from within the node timeout (their groups elect leaders elsewhere).")
+	raftTicks      = desc("raft_group_ticks_total", "Ticks given to awake groups (what quiesced groups do not cost).")
+	raftRounds     = desc("raft_ready_rounds_total", "Rounds of the Ready loop that did work (a round persists, sends and applies for every group with a Ready).")
+	raftSyncs      = desc("raft_syncs_total", "fdatasyncs of the Raft storage; raft_readys_total over this is the group commit across groups.")
+	raftReadys     = desc("raft_readys_total", "Group Readys handled.")
+	raftBatches    = desc("raft_transport_batches_total", "Batches sent to peers (one per peer per round at most; liveness beats included).")
+	raftMessages   = desc("raft_transport_messages_total", "Raft messages sent to peers, inside those batches.")
+	raftQuiesces   = desc("raft_quiesces_total", "Times a group went quiet (stopped ticking).")
+	raftWakes      = desc("raft_wakes_total", "Times a quiesced group woke (a proposal, a message, a peer gone or back).")
+	raftSnapsSent  = desc("raft_snapshots_sent_total", "Snapshots sent to a follower too far behind the log.")
+	raftSnapsTaken = desc("raft_snapshots_restored_total", "Snapshots received from a leader and restored.")
+	raftVotesRef   = desc("raft_votes_refused_total", "Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.")
+	raftLostBeats  = desc("raft_lost_log_heartbeats_total", "Heartbeats dropped because they commit past entries this replica no longer holds.")
+)
+
+var raftDescs = []*prometheus.Desc{raftGroups, raftAwake, raftPeersDown, raftTicks, raftRounds, raftSyncs, raftReadys,
+	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats}
+
+func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
+	gauge := func(d *prometheus.Desc, v int) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge(raftGroups, s.Groups)
+	gauge(raftAwake, s.Awake)
+	gauge(raftPeersDown, s.PeersDown)
+	counter(raftTicks, s.GroupTicks)
+	counter(raftRounds, s.Rounds)
+	counter(raftSyncs, s.Syncs)
+	counter(raftReadys, s.Readys)
+	counter(raftBatches, s.Batches)
+	counter(raftMessages, s.Messages)
+	counter(raftQuiesces, s.Quiesces)
+	counter(raftWakes, s.Wakes)
+	counter(raftSnapsSent, s.SnapshotsSent)
+	counter(raftSnapsTaken, s.SnapshotsRestored)
+	counter(raftVotesRef, s.VotesRefused)
+	counter(raftLostBeats, s.LostLogBeats)
+}
