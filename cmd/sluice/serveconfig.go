@@ -213,6 +213,9 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
+	setting("cluster-id", "the cluster's `id`, told to Kafka clients and checked in every node-to-node handshake "+
+		"(default: a single node's derived from its data directory, stable across restarts; a cluster's \"sluice\": give every node the same)",
+		func(c *server.Config) *string { return &c.ClusterID }),
 	durationSetting("cluster-tick", "the Raft tick (a `duration`): a leader's loss is noticed in about 10 to 20 ticks",
 		func(c *server.Config) *time.Duration { return &c.ClusterTick }),
 	durationSetting("transaction-max-timeout", "the longest transaction.timeout.ms a Kafka transactional producer may ask (a `duration`; Kafka's transaction.max.timeout.ms; 0: 15m)",

@@ -215,3 +215,14 @@ func (rb receiptBinding) rebindLegacy(s string) string {
 	r, _ := queue.ParseReceipt(s)
 	return rb.issue(0, r.Offset, r.Token)
 }
+
+// DataDirID names this data directory: 16 bytes of HMAC-SHA256 under its receipt key,
+// base64url as Kafka writes its cluster ids (22 characters). Stable while the directory
+// lives, different for every directory, and it says nothing of the key.
+func (b *Broker) DataDirID() string {
+	m := b.receipts.macs.Get().(*receiptMAC)
+	defer b.receipts.macs.Put(m)
+	m.h.Reset()
+	m.h.Write([]byte("sluice data directory id\x00"))
+	return base64.RawURLEncoding.EncodeToString(m.h.Sum(nil)[:16])
+}

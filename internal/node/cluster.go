@@ -21,8 +21,9 @@ import (
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
-// clusterName is what every node's transport checks in its hello: one cluster's nodes
-// never talk to another's by mistake. (A flag when a second cluster shares a network.)
+// clusterName is what every node's transport checks in its hello when --cluster-id is
+// not given: one cluster's nodes never talk to another's by mistake, and two clusters
+// sharing a network need --cluster-id.
 const clusterName = "sluice"
 
 // memberMarker, in the data directory, says this node has been a member of a cluster:
@@ -89,7 +90,11 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 			otherIDs = append(otherIDs, multiraft.NodeID(p.ID))
 		}
 	}
-	tcfg := tcptransport.Config{Node: self, ClusterID: clusterName, Peers: others, Logger: log}
+	id := cfg.ClusterID
+	if id == "" {
+		id = clusterName
+	}
+	tcfg := tcptransport.Config{Node: self, ClusterID: id, Peers: others, Logger: log}
 	reloader, err := clusterTLS(cfg, log, &tcfg)
 	if err != nil {
 		return nil, err

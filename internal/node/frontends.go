@@ -54,13 +54,27 @@ func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store, tr *telem
 		if l.addr == "" {
 			continue
 		}
-		s.RegisterFrontend(l.name, kafka.New(b, kafka.Config{AdvertisedHost: host, AdvertisedPort: port, NodeID: b.NodeID(), Logger: s.Logger(), Auth: store,
+		s.RegisterFrontend(l.name, kafka.New(b, kafka.Config{ClusterID: kafkaClusterID(cfg, b),
+			AdvertisedHost: host, AdvertisedPort: port, NodeID: b.NodeID(), Logger: s.Logger(), Auth: store,
 			SessionLifetime:  lifetime,
 			AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
 			MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(l.name).IdleClosed,
 			ObserveRequest: s.Metrics().ObserveRequest, Tracer: tr}))
 	}
 	return nil
+}
+
+// kafkaClusterID is the id Kafka clients are told: --cluster-id, else a cluster's
+// transport name (every node tells the same), else the single node's own (a client
+// that caches clusters by id must not take two single nodes for one).
+func kafkaClusterID(cfg server.Config, b *broker.Broker) string {
+	switch {
+	case cfg.ClusterID != "":
+		return cfg.ClusterID
+	case cfg.Clustered():
+		return clusterName
+	}
+	return b.DataDirID()
 }
 
 // mountSQS serves the SQS API (JSON 1.0 and query) on the sqs listener and

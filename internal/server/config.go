@@ -179,6 +179,11 @@ type Config struct {
 	// cluster its peers name (`sluice cluster add-node`), instead of bootstrapping a new
 	// one with them. Ignored once the node has state.
 	ClusterJoin bool
+	// ClusterID names the cluster to Kafka clients (Metadata, DescribeCluster) and, on a
+	// cluster node, in every node-to-node handshake (a node of another cluster is
+	// refused). "": on a single node an id derived from its data directory's key, stable
+	// across restarts; on a cluster node "sluice" (give every node the same one).
+	ClusterID string
 }
 
 // Defaults returns the configuration `sluice serve` uses with no flags.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,7 +49,14 @@ func ParseClusterPeers(s string) ([]ClusterPeer, error) {
 // Clustered reports whether the configuration makes this node part of a cluster.
 func (c Config) Clustered() bool { return c.NodeID != 0 }
 
+// validClusterID: what a handshake carries (at most 64 bytes) and a Kafka client shows,
+// in the characters of Kafka's own ids (base64url) and dots.
+var validClusterID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
 func (c Config) validateCluster() error {
+	if c.ClusterID != "" && !validClusterID.MatchString(c.ClusterID) {
+		return fmt.Errorf("--cluster-id: want 1 to 64 of A-Z a-z 0-9 . _ -, got %q", c.ClusterID)
+	}
 	if !c.Clustered() {
 		if c.ClusterAddr != "" || c.ClusterPeers != "" || c.ClusterJoin {
 			return errors.New("--cluster-addr, --cluster-peers and --cluster-join: need --node-id")

@@ -18,15 +18,20 @@ import (
 // 17 groups (the metadata group too) and, within a few seconds, that none is awake (all
 // quiesced: no ticks, no heartbeats; what keeps an idle cluster's CPU down). A node
 // killed then shows as one peer down on the two others, from the liveness beat alone,
-// since no group traffic flows to notice it.
+// since no group traffic flows to notice it. The nodes run with --cluster-id: their
+// handshakes carry it (the cluster forms) and Kafka's Metadata names it.
 func TestIdleClusterQuiescesAndSeesADeadPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three sluice processes")
 	}
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, "--cluster-id", "idle-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	createTopic(ctx, t, kadm.NewClient(c.client()), "idle", 16, 3)
+	adm := kadm.NewClient(c.client())
+	createTopic(ctx, t, adm, "idle", 16, 3)
+	if md, err := adm.Metadata(ctx); err != nil || md.Cluster != "idle-test" {
+		t.Fatalf("Metadata: cluster %q (%v), want the --cluster-id idle-test", md.Cluster, err)
+	}
 	prod := c.client(kgo.DefaultProduceTopic("idle"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	defer prod.Close()
 	for i := range 64 {
