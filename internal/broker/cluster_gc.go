@@ -18,29 +18,33 @@ import (
 // handed out in apply from State.NextGroup and never reused (meta.FirstDataGroup), so a
 // group id below this node's applied NextGroup that its applied catalog does not name was
 // named once and deleted since, which no later entry undoes. A group the host has open is
-// left to its owner's own removal. A replica a move took away while this node was down is
-// not collected here: the catalog still names its group (docs/cluster.md, "What is not
-// replicated yet").
+// left to its owner's own removal.
+//
+// A replica a move took off this node (while it was down, or while the group was not
+// open here) is collected too: a group the applied catalog places wholly elsewhere
+// (neither in Replicas nor, during a move, in Old). That also needs no barrier: a move
+// is recorded done (Old cleared) only once its leader applied the Raft configuration
+// without this node (PlanMove's MoveDone), so such a replica is no voter of its group
+// and nothing counts on what it holds; a catalog that lags can only still place the
+// group here, which keeps it. A later move back creates the replica anew from a
+// snapshot (it refuses votes while blank), as on any node that never held it.
 
 // DefaultCollectEvery is how often the run loop looks for such groups (a listing of the
 // Raft directory) unless ClusterOptions.CollectEvery says otherwise; also at its first round.
 const DefaultCollectEvery = 5 * time.Minute
 
 // collectGroups removes the groups on this node's disk that the catalog allocated and no
-// longer names. Run from the reconcile loop only, which is also what creates groups.
+// longer names or places here. Run from the reconcile loop only, which is also what creates groups.
 func (c *clusterRT) collectGroups() {
 	if c.disk == nil {
 		return
 	}
 	st := c.meta.State()
+	// named: the groups the catalog places a replica of here (in Replicas or, during a
+	// move, in Old); a group it names with every replica elsewhere is collected too.
 	named := map[multiraft.GroupID]bool{meta.Group: true}
-	for _, t := range st.Topics {
-		for _, p := range t.Partitions {
-			named[p.Group] = true
-		}
-	}
-	for _, q := range st.Queues {
-		named[q.Group] = true
+	for _, g := range st.Groups() {
+		named[g.Group] = g.Hosts(c.node)
 	}
 	ids, err := c.disk.GroupIDs()
 	if err != nil {
@@ -55,9 +59,13 @@ func (c *clusterRT) collectGroups() {
 			continue // open here: its owner removes it
 		}
 		if err := c.disk.RemoveGroup(id); err != nil {
-			c.log.Warn("cluster: cannot remove the raft group of a deleted topic or queue", "group", id, "err", err)
+			c.log.Warn("cluster: cannot remove a raft group no longer placed here", "group", id, "err", err)
 			continue
 		}
-		c.log.Info("cluster: removed the raft group of a deleted topic or queue", "group", id, "catalog_index", st.Index)
+		why := "its topic or queue was deleted"
+		if _, ok := named[id]; ok {
+			why = "its replica moved to other nodes"
+		}
+		c.log.Info("cluster: removed a raft group no longer placed here", "group", id, "why", why, "catalog_index", st.Index)
 	}
 }
