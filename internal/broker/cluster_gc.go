@@ -26,7 +26,8 @@ import (
 // is recorded done (Old cleared) only once its leader applied the Raft configuration
 // without this node (PlanMove's MoveDone), so such a replica is no voter of its group
 // and nothing counts on what it holds; a catalog that lags can only still place the
-// group here, which keeps it. A later move back creates the replica anew from a
+// group here, which keeps it — once the metadata replica has applied what it had
+// committed (collectGroups says why). A later move back creates the replica anew from a
 // snapshot (it refuses votes while blank), as on any node that never held it.
 
 // DefaultCollectEvery is how often the run loop looks for such groups (a listing of the
@@ -39,12 +40,19 @@ func (c *clusterRT) collectGroups() {
 	if c.disk == nil {
 		return
 	}
+	// Placements change both ways (a group moved off and back), so a moved-away replica is
+	// collected only once the metadata replica has applied everything it knows committed:
+	// at a start, before it re-applied its own log, the catalog could be older than the
+	// one under which this node hosted a group that moved back, and voted in it. Status
+	// first, State after: the state read is then at least that far.
+	ms, err := c.host.Status(meta.Group)
+	caughtUp := err == nil && ms.Applied >= ms.Commit
 	st := c.meta.State()
-	// named: the groups the catalog places a replica of here (in Replicas or, during a
-	// move, in Old); a group it names with every replica elsewhere is collected too.
-	named := map[multiraft.GroupID]bool{meta.Group: true}
+	// hostsHere: every group the catalog names → whether to keep it here (it places a
+	// replica here, in Replicas or, during a move, in Old; or the catalog may be behind).
+	hostsHere := map[multiraft.GroupID]bool{meta.Group: true}
 	for _, g := range st.Groups() {
-		named[g.Group] = g.Hosts(c.node)
+		hostsHere[g.Group] = g.Hosts(c.node) || !caughtUp
 	}
 	ids, err := c.disk.GroupIDs()
 	if err != nil {
@@ -52,7 +60,7 @@ func (c *clusterRT) collectGroups() {
 		return
 	}
 	for _, id := range ids {
-		if id < meta.FirstDataGroup || id >= st.NextGroup || named[id] {
+		if id < meta.FirstDataGroup || id >= st.NextGroup || hostsHere[id] {
 			continue
 		}
 		if _, err := c.host.Status(id); err == nil {
@@ -63,7 +71,7 @@ func (c *clusterRT) collectGroups() {
 			continue
 		}
 		why := "its topic or queue was deleted"
-		if _, ok := named[id]; ok {
+		if _, ok := hostsHere[id]; ok {
 			why = "its replica moved to other nodes"
 		}
 		c.log.Info("cluster: removed a raft group no longer placed here", "group", id, "why", why, "catalog_index", st.Index)
