@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +50,14 @@ type clusterRT struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// bg is the work started off the run loop (background, for retention trims:
+	// cluster_retention.go), bgCtx ended and bg waited for by close; bgMu orders a start
+	// against close (bgClosed: no more starts).
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+	bgMu     sync.Mutex
+	bgClosed bool
 }
 
 func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
@@ -56,8 +65,10 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 	if every <= 0 {
 		every = DefaultCollectEvery
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
-		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, stop: make(chan struct{}), done: make(chan struct{})}
+		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, stop: make(chan struct{}), done: make(chan struct{}),
+		bgCtx: ctx, bgCancel: cancel}
 }
 
 // run reconciles after every catalog change, and every second anyway (a round that failed
@@ -95,6 +106,23 @@ func (c *clusterRT) run() {
 func (c *clusterRT) close() {
 	close(c.stop)
 	<-c.done
+	c.bgMu.Lock()
+	c.bgClosed = true
+	c.bgMu.Unlock()
+	c.bgCancel()
+	c.bg.Wait()
+}
+
+// background runs f on a goroutine that close waits for, with a context close ends;
+// false (f not run) once close has begun. Maintenance still runs then.
+func (c *clusterRT) background(f func(ctx context.Context)) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bgClosed {
+		return false
+	}
+	c.bg.Go(func() { f(c.bgCtx) })
+	return true
 }
 
 // reconcile makes the local broker match the catalog as this node has applied it.

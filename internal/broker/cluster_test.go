@@ -30,6 +30,8 @@ type memCluster struct {
 	nodes map[multiraft.NodeID]*memNode
 	// segmentBytes is the brokers' Options.SegmentBytes (0: the default).
 	segmentBytes int64
+	// now is the brokers' Options.Now (nil: time.Now); the hosts tick on real timers.
+	now func() time.Time
 }
 
 type memNode struct {
@@ -69,7 +71,13 @@ func newMemCluster(t *testing.T, n int) *memCluster { return newMemClusterSegmen
 // newMemClusterSegments is newMemCluster with brokers whose logs roll at
 // segmentBytes.
 func newMemClusterSegments(t *testing.T, n int, segmentBytes int64) *memCluster {
-	c := &memCluster{t: t, net: memnet.NewLive(1), nodes: map[multiraft.NodeID]*memNode{}, segmentBytes: segmentBytes}
+	return newMemClusterClock(t, n, segmentBytes, nil)
+}
+
+// newMemClusterClock is newMemClusterSegments with brokers on the clock now (the
+// retention tests' fake one).
+func newMemClusterClock(t *testing.T, n int, segmentBytes int64, now func() time.Time) *memCluster {
+	c := &memCluster{t: t, net: memnet.NewLive(1), nodes: map[multiraft.NodeID]*memNode{}, segmentBytes: segmentBytes, now: now}
 	for i := 1; i <= n; i++ {
 		c.ids = append(c.ids, multiraft.NodeID(i))
 	}
@@ -116,7 +124,7 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	c.net.Attach(id, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	go h.Run(ctx, multiraft.NewTimeTicker(5*time.Millisecond))
-	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes,
+	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
 		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m), Disk: eng,
 			CollectEvery: 20 * time.Millisecond}}) // every cluster test runs with the groups' garbage collection at work
 	if err != nil {

@@ -81,6 +81,9 @@ type partitionRT struct {
 	// producers and transactions were last expired at (topic_retention.go).
 	retention    retentionCache
 	expiredBelow atomic.Int64
+	// trimming: a retention trim of this replicated partition is being proposed
+	// (cluster_retention.go); one at a time.
+	trimming atomic.Bool
 }
 
 func topicDir(root string, s TopicSettings) string {

@@ -102,7 +102,14 @@ func (t *topicRT) maintain() error {
 			firstErr = err
 		}
 	}
+	replicated := t.s.b.cluster != nil && s.UUID != ([16]byte{}) // a catalog topic (cluster_retention.go)
 	for _, p := range parts {
+		if replicated {
+			// The leader's trims move every replica's start, forget its producers
+			// and expire its cursors, all in log order; nothing here may.
+			t.retainReplicated(p, s)
+			continue
+		}
 		timeCut, cut := t.retentionCut(p, s)
 		for _, sub := range subs {
 			// Records past the time retention expire from subscriptions
