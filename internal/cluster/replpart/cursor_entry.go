@@ -3,6 +3,8 @@ package replpart
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
@@ -18,6 +20,17 @@ const cursorVersion = 2
 const (
 	CursorCreate replcursor.Kind = 1
 	CursorDelete replcursor.Kind = 6
+	// CursorReceiveLimited is a Receive that moves a record received more than Limit
+	// times to the cursor's dead letters instead of delivering it (cursor_dead.go).
+	CursorReceiveLimited replcursor.Kind = 7
+	// CursorDeadDone drops dead letters whose copy in the dead-letter queue is committed.
+	CursorDeadDone replcursor.Kind = 8
+)
+
+// Limits of the dead-letter entries.
+const (
+	MaxReceiveLimit = 1000 // a limited Receive's limit: SQS's maxReceiveCount is 1..1000
+	MaxDeadDone     = 1000 // offsets of one DeadDone
 )
 
 // CursorConfig is a subscription's cursor in one partition: what every replica builds the
@@ -37,8 +50,10 @@ type CursorEntry struct {
 	Now     time.Time // the proposer's clock (clamped in apply)
 	Sub     uint64
 	Kind    replcursor.Kind
-	Op      replcursor.Op // Receive, Ack, Nack, Extend
+	Op      replcursor.Op // Receive, Ack, Nack, Extend; ReceiveLimited's receive
 	Config  CursorConfig  // Create
+	Limit   int           // ReceiveLimited: 1..MaxReceiveLimit
+	Offsets []int64       // DeadDone: 1..MaxDeadDone
 }
 
 // Encode appends e's encoding to b:
@@ -46,6 +61,8 @@ type CursorEntry struct {
 //	version(1)=2 origin(uvarint) request(uvarint) now(varint unix ns) sub(uvarint) kind(1), then
 //	Create   visibility maxextension retention delay(varint ns each) lookahead(uvarint) flags(1: 1 FIFO, 2 from earliest)
 //	Delete   nothing
+//	ReceiveLimited  a Receive's fields, then limit(uvarint)
+//	DeadDone count(uvarint) {offset(uvarint)}...
 //	others   replcursor.Op's fields
 func (e *CursorEntry) Encode(b []byte) []byte {
 	b = append(b, cursorVersion)
@@ -58,6 +75,16 @@ func (e *CursorEntry) Encode(b []byte) []byte {
 	case CursorCreate:
 		b = appendCursorConfig(b, e.Config)
 	case CursorDelete:
+	case CursorReceiveLimited:
+		op := e.Op
+		op.Kind = replcursor.Receive
+		b = op.Append(b)
+		b = binary.AppendUvarint(b, uint64(e.Limit))
+	case CursorDeadDone:
+		b = binary.AppendUvarint(b, uint64(len(e.Offsets)))
+		for _, off := range e.Offsets {
+			b = binary.AppendUvarint(b, uint64(off))
+		}
 	default:
 		op := e.Op
 		op.Kind = e.Kind
@@ -100,6 +127,30 @@ func decodeCursor(b []byte) (CursorEntry, error) {
 	case e.Kind == CursorCreate:
 		e.Config = readCursorConfig(&d)
 	case e.Kind == CursorDelete:
+	case e.Kind == CursorReceiveLimited:
+		e.Op = replcursor.Read(&d, replcursor.Receive)
+		if n := d.Uvarint(); d.Err == nil && (n == 0 || n > MaxReceiveLimit) {
+			d.Fail("receive limit %d (1..%d)", n, MaxReceiveLimit)
+		} else {
+			e.Limit = int(n)
+		}
+	case e.Kind == CursorDeadDone:
+		n := d.Uvarint()
+		if d.Err == nil && (n == 0 || n > MaxDeadDone) {
+			d.Fail("%d dead letters done (1..%d)", n, MaxDeadDone)
+			n = 0
+		}
+		for range n {
+			off := d.Uvarint()
+			if d.Err != nil {
+				break
+			}
+			if off > math.MaxInt64 {
+				d.Fail("offset %d", off)
+				break
+			}
+			e.Offsets = append(e.Offsets, int64(off))
+		}
 	case replcursor.Known(e.Kind):
 		e.Op = replcursor.Read(&d, e.Kind)
 	default:
@@ -154,6 +205,18 @@ func checkCursorEntry(e *CursorEntry) error {
 		}
 		return e.Config.Queue.Validate()
 	case CursorDelete:
+		return nil
+	case CursorReceiveLimited:
+		op := e.Op
+		op.Kind = replcursor.Receive
+		if !op.Check() || e.Limit < 1 || e.Limit > MaxReceiveLimit {
+			return fmt.Errorf("%w: limited receive %+v, limit %d", ErrBadAppend, op, e.Limit)
+		}
+		return nil
+	case CursorDeadDone:
+		if len(e.Offsets) == 0 || len(e.Offsets) > MaxDeadDone || slices.Min(e.Offsets) < 0 {
+			return fmt.Errorf("%w: %d dead letters done", ErrBadAppend, len(e.Offsets))
+		}
 		return nil
 	}
 	op := e.Op

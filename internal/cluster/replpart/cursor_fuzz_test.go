@@ -22,6 +22,8 @@ func FuzzDecodeCursor(f *testing.F) {
 		{Sub: 3, Kind: replcursor.Ack, Op: replcursor.Op{Receipt: "r"}},
 		{Sub: 3, Kind: replcursor.Nack, Op: replcursor.Op{Receipt: "r", Delay: 1}},
 		{Sub: 3, Kind: replcursor.Extend, Op: replcursor.Op{Receipt: "r", Timeout: 1}},
+		{Sub: 3, Kind: CursorReceiveLimited, Op: replcursor.Op{Max: 10, Timeout: time.Second}, Limit: 3},
+		{Sub: 3, Kind: CursorDeadDone, Offsets: []int64{0, 7, 1 << 40}},
 	} {
 		f.Add(e.Encode(nil))
 	}
@@ -64,6 +66,12 @@ func FuzzRestoreCursors(f *testing.F) {
 	}
 	f.Add(snap)
 	f.Add([]byte{snapVersionCursors})
+	m.cursors[4].dead = map[int64]int{3: 2, 8: 1}
+	snap, err = m.Snapshot()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(snap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMachine(1, &fakeLog{})
 		if err := m.Restore(b); err != nil {

@@ -3,6 +3,9 @@ package replpart
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sort"
 
 	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
@@ -22,6 +25,15 @@ import (
 // the Raft log is never compacted past a cursor event no snapshot holds.
 const snapVersionCursors = 2
 
+// snapVersionDead is snapVersionCursors with each cursor followed by its dead letters
+// (cursor_dead.go):
+//
+//	count(uvarint) {offset(uvarint) receives(uvarint)}...   by offset
+//
+// Written only when some cursor has dead letters, so a node of an older build reads every
+// snapshot until a subscription's dead-letter queue is first used.
+const snapVersionDead = 3
+
 // maxCursorSnapshot bounds one cursor's snapshot when decoding (raft ships a snapshot in
 // one message; the host refuses far smaller ones long before this).
 const maxCursorSnapshot = 256 << 20
@@ -31,7 +43,13 @@ func (m *Machine) encodeSnapshot(cp []byte) []byte {
 	if len(m.cursors) == 0 && m.clock.UnixNano() == 0 {
 		return append([]byte{snapVersion}, cp...)
 	}
-	b := []byte{snapVersionCursors}
+	version := byte(snapVersionCursors)
+	for _, sc := range m.cursors {
+		if len(sc.dead) > 0 {
+			version = snapVersionDead
+		}
+	}
+	b := []byte{version}
 	b = replcursor.AppendBytes(b, cp)
 	b = binary.AppendVarint(b, m.clock.UnixNano())
 	ids := make([]uint64, 0, len(m.cursors))
@@ -45,6 +63,14 @@ func (m *Machine) encodeSnapshot(cp []byte) []byte {
 		b = binary.AppendUvarint(b, id)
 		b = appendCursorConfig(b, sc.cfg)
 		b = replcursor.AppendBytes(b, sc.cur.Snapshot())
+		if version == snapVersionDead {
+			offs := slices.Sorted(maps.Keys(sc.dead))
+			b = binary.AppendUvarint(b, uint64(len(offs)))
+			for _, off := range offs {
+				b = binary.AppendUvarint(b, uint64(off))
+				b = binary.AppendUvarint(b, uint64(sc.dead[off]))
+			}
+		}
 	}
 	return b
 }
@@ -67,7 +93,7 @@ func decodeSnapshot(data []byte, withCursors bool) (snapshotParts, error) {
 	case snapVersion:
 		p.checkpoint = data[1:]
 		return p, nil
-	case snapVersionCursors:
+	case snapVersionCursors, snapVersionDead:
 	default:
 		return p, fmt.Errorf("replpart: snapshot version %d", data[0])
 	}
@@ -87,11 +113,18 @@ func decodeSnapshot(data []byte, withCursors bool) (snapshotParts, error) {
 		if d.Err != nil {
 			break
 		}
+		var dead map[int64]int
+		if data[0] == snapVersionDead {
+			dead = readDeadLetters(&d, len(data))
+		}
+		if d.Err != nil {
+			break
+		}
 		cur, err := queue.Restore(cfg.Queue, snap)
 		if err != nil {
 			return p, fmt.Errorf("replpart: snapshot: subscription %d: %w", id, err)
 		}
-		p.cursors[id] = &subCursor{cfg: cfg, cur: cur}
+		p.cursors[id] = &subCursor{cfg: cfg, cur: cur, dead: dead}
 	}
 	if withCursors {
 		d.Done()
@@ -100,4 +133,28 @@ func decodeSnapshot(data []byte, withCursors bool) (snapshotParts, error) {
 		return p, fmt.Errorf("replpart: snapshot: %w", d.Err)
 	}
 	return p, nil
+}
+
+// readDeadLetters reads one cursor's dead letters of a snapshot of size bytes (nil: none).
+func readDeadLetters(d *wire.Decoder, size int) map[int64]int {
+	n := d.Uvarint()
+	if n > uint64(size) {
+		d.Fail("%d dead letters in %d bytes", n, size)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	dead := make(map[int64]int, n)
+	for range n {
+		off, count := d.Uvarint(), d.Uvarint()
+		if d.Err == nil && (off > math.MaxInt64 || count > MaxReceiveLimit) {
+			d.Fail("dead letter at %d with %d receives", off, count)
+		}
+		if d.Err != nil {
+			return nil
+		}
+		dead[int64(off)] = int(count)
+	}
+	return dead
 }

@@ -89,7 +89,7 @@ func equalCursors(a, b []CursorState) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Sub != b[i].Sub || !bytes.Equal(a[i].Snapshot, b[i].Snapshot) {
+		if a[i].Sub != b[i].Sub || !bytes.Equal(a[i].Snapshot, b[i].Snapshot) || fmt.Sprint(a[i].Dead) != fmt.Sprint(b[i].Dead) {
 			return false
 		}
 	}

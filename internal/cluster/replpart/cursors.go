@@ -21,9 +21,10 @@ var (
 	ErrCursorNotFound = errors.New("replpart: no cursor for the subscription here")
 	// ErrNoRecordLog: the partition's Log cannot be read by a cursor (not a RecordLog).
 	ErrNoRecordLog = errors.New("replpart: the partition's log serves no cursor")
-	// ErrCursorDeadLetter: a cursor with MaxReceives. Dead-lettering copies a record into a
-	// queue, another group, which one group's apply cannot do atomically (as replqueue).
-	ErrCursorDeadLetter = errors.New("replpart: a subscription's receive limit (dead-lettering) is not replicated yet")
+	// ErrCursorDeadLetter: a cursor config with MaxReceives. The limit comes with each
+	// limited Receive instead (CursorReceiveLimited), as replqueue's, so every replica
+	// applies the limit the entry carries.
+	ErrCursorDeadLetter = errors.New("replpart: a cursor's receive limit comes with each receive, not in its config")
 )
 
 // RecordMeta is what a subscription's cursor needs of one record.
@@ -50,6 +51,10 @@ type RecordLog interface {
 type subCursor struct {
 	cfg CursorConfig
 	cur *queue.Cursor
+	// dead are the records a limited Receive moved out of the cursor, by offset, with
+	// the receives each had, until a DeadDone says their copies are committed
+	// (cursor_dead.go). In the snapshot.
+	dead map[int64]int
 }
 
 // CursorResult is what a cursor entry did, for its proposer.
@@ -102,6 +107,13 @@ func (m *Machine) runCursor(ce *CursorEntry) (CursorResult, error) {
 	}
 	if sc == nil {
 		return CursorResult{Err: ErrCursorNotFound}, nil
+	}
+	switch ce.Kind {
+	case CursorReceiveLimited:
+		return sc.receiveLimited(rl, now, ce.Op, ce.Limit)
+	case CursorDeadDone:
+		sc.deadDone(ce.Offsets)
+		return CursorResult{}, nil
 	}
 	if ce.Kind == replcursor.Receive {
 		if err := fill(sc, rl, now); err != nil {
@@ -200,7 +212,8 @@ func (sc *subCursor) metas(recs []RecordMeta) []queue.Meta {
 type CursorState struct {
 	Sub      uint64
 	Floor    int64
-	Snapshot []byte // the cursor's own snapshot: equal on replicas that applied as far
+	Snapshot []byte       // the cursor's own snapshot: equal on replicas that applied as far
+	Dead     []DeadLetter // its dead letters waiting for their copies, by offset
 }
 
 // Cursors returns the subscriptions' cursors here, by subscription id.
@@ -209,7 +222,7 @@ func (m *Machine) Cursors() []CursorState {
 	defer m.mu.Unlock()
 	out := make([]CursorState, 0, len(m.cursors))
 	for id, sc := range m.cursors {
-		out = append(out, CursorState{Sub: id, Floor: sc.cur.Floor(), Snapshot: sc.cur.Snapshot()})
+		out = append(out, CursorState{Sub: id, Floor: sc.cur.Floor(), Snapshot: sc.cur.Snapshot(), Dead: sc.deadLetters(len(sc.dead))})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Sub < out[j].Sub })
 	return out
