@@ -179,6 +179,14 @@ func (c *clusterRT) deleteQueue(name string) error {
 			return fmt.Errorf("%w: %s is the dead-letter queue of %s", ErrQueueInUse, name, other)
 		}
 	}
+	for _, topic := range sortedTopicNames(st) {
+		subs, _ := subsOf(st.Topics[topic])
+		for _, s := range subs {
+			if s.DeadLetterQueue == name {
+				return fmt.Errorf("%w: %s is the dead-letter queue of subscription %s", ErrQueueInUse, name, subKey(topic, s.Name))
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 	defer cancel()
 	if err := c.cat.DeleteQueue(ctx, name); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -17,6 +18,8 @@ type hostedReplica struct {
 	sm       *replpart.Machine // its state machine here: the subscriptions' cursors (cluster_subs_host.go)
 	group    multiraft.GroupID
 	replicas []multiraft.NodeID
+	// movingDead: a mover copies its subscriptions' dead letters (cluster_subs_dlq.go).
+	movingDead atomic.Bool
 }
 
 // replicaLog is a partition's local log as its Raft group's state machine sees it

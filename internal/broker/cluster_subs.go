@@ -73,8 +73,11 @@ func (c *clusterRT) clusteredTopic(name string) (*meta.Topic, bool) {
 // leaders then give it a cursor in their groups (at the log's end as that entry applies,
 // or its start with FromEarliest).
 func (c *clusterRT) createSubscription(s SubscriptionSettings) (SubscriptionSettings, error) {
-	if s.MaxReceives > 0 || s.DeadLetterQueue != "" {
-		return SubscriptionSettings{}, fmt.Errorf("%w: a subscription's dead-letter queue (docs/cluster.md, \"Subscriptions in a cluster\")", ErrNotReplicated)
+	if s.DeadLetterQueue != "" {
+		// A catalog queue: the copies go through its group (cluster_subs_dlq.go).
+		if _, err := c.getQueue(s.DeadLetterQueue); err != nil {
+			return SubscriptionSettings{}, err
+		}
 	}
 	s.CreatedAt = c.b.now()
 	var id [8]byte

@@ -47,6 +47,7 @@ func (c *clusterRT) reconcilePartitionCursors(ts TopicSettings, ct *meta.Topic, 
 	if h == nil || h.sm == nil {
 		return nil
 	}
+	c.moveAllSubDeadLetters(p, subs) // cluster_subs_dlq.go
 	// In step already (nearly always, and always for a partition whose topic has no
 	// subscription): done without asking raft who leads, which copies the group's
 	// progress and was a third of an idle node's CPU with 1,000 partitions.
@@ -92,9 +93,12 @@ func (c *clusterRT) reconcilePartitionCursors(ts TopicSettings, ct *meta.Topic, 
 	return errors.Join(errs...)
 }
 
-// subCursorConfig is a subscription's cursor in a partition's group.
+// subCursorConfig is a subscription's cursor in a partition's group. Its receive limit is
+// not in it: each limited Receive carries the redrive policy's (cluster_subs_dlq.go).
 func subCursorConfig(s SubscriptionSettings, ts TopicSettings) replpart.CursorConfig {
-	return replpart.CursorConfig{Queue: s.cursorConfig(ts), Delay: s.DeliveryDelay, FromEarliest: s.FromEarliest}
+	q := s.cursorConfig(ts)
+	q.MaxReceives = 0
+	return replpart.CursorConfig{Queue: q, Delay: s.DeliveryDelay, FromEarliest: s.FromEarliest}
 }
 
 // Bounds and Records make the replica's log a replpart.RecordLog: what a subscription's

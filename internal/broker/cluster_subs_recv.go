@@ -128,7 +128,13 @@ func (c *clusterRT) elsewhereReady(parts []*partitionRT, s SubscriptionSettings,
 // read from this leader's local log (it applied them before the Receive).
 func (c *clusterRT) subReceivePartition(ctx context.Context, p *partitionRT, h *hostedReplica, s SubscriptionSettings, n int, vis time.Duration) ([]SubscriptionDelivery, error) {
 	rctx, cancel := context.WithTimeout(ctx, replTimeout)
-	ds, err := h.part.Receive(rctx, s.ID, n, vis)
+	var ds []queue.Delivery
+	var err error
+	if s.DeadLetterQueue != "" && s.MaxReceives > 0 {
+		ds, err = h.part.ReceiveLimited(rctx, s.ID, n, vis, s.MaxReceives) // cluster_subs_dlq.go
+	} else {
+		ds, err = h.part.Receive(rctx, s.ID, n, vis)
+	}
 	cancel()
 	if errors.Is(err, replpart.ErrCursorNotFound) {
 		return nil, nil // the reconciler has not given the partition its cursor yet
