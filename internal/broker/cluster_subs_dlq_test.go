@@ -43,8 +43,8 @@ func TestClusterSubscriptionDeadLetters(t *testing.T) {
 		t.Fatalf("delete of the subscription's dead-letter queue: %v, want ErrQueueInUse", err)
 	}
 
-	c.produceTo("t", "poison", 1) // offset 0
-	c.produceTo("t", "fine", 2)   // 1, 2
+	c.produceTo("t", "poison", 1)           // offset 0
+	c.produceTo("t", "fine", 2)             // 1, 2
 	c.drainExcept(t, "t", "s", "poison", 2) // MaxReceives deliveries; the receive after moves it
 	first := c.deadLetters(t, "dlq", 1)
 	m := first[0].Message
