@@ -161,3 +161,27 @@ func TestAppendBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestFillers: the empty batches that fill a cleaned log's gap validate, hold no record,
+// cover exactly [from, to) end to end, and split a gap wider than an int32 span.
+func TestFillers(t *testing.T) {
+	for _, tc := range []struct{ from, to int64 }{{5, 6}, {10, 1000}, {0, 1<<31 + 7}} {
+		next := tc.from
+		for _, b := range Fillers(tc.from, tc.to, 3, 1700000000000) {
+			if err := Validate(b, 0); err != nil {
+				t.Fatalf("[%d, %d): %v", tc.from, tc.to, err)
+			}
+			h, _ := ParseHeader(b)
+			if h.BaseOffset != next || h.RecordCount != 0 || h.ProducerID != -1 || h.PartitionLeaderEpoch != 3 || h.MaxTimestamp != 1700000000000 {
+				t.Fatalf("[%d, %d): filler %+v at %d", tc.from, tc.to, h, next)
+			}
+			next = h.NextOffset()
+		}
+		if next != tc.to {
+			t.Fatalf("[%d, %d): fillers end at %d", tc.from, tc.to, next)
+		}
+	}
+	if len(Fillers(4, 4, 0, 0)) != 0 {
+		t.Fatal("fillers for an empty range")
+	}
+}

@@ -40,3 +40,20 @@ func Rebuild(h Header, records []Record) []byte {
 	be.PutUint32(b[offCRC:], ComputeCRC(b))
 	return b
 }
+
+// Fillers are empty batches (recordCount 0) that stand for the offsets [from, to) of a
+// cleaned log that hold no batch: a copy of the log laid end to end with them keeps every
+// record at its offset without a gap (a log's own offset checks accept a gap only in a
+// segment its cleaner wrote). They carry no producer, epoch as their leader epoch and ts
+// as their timestamps (the next kept batch's, so time retention and time lookups read
+// the same age around the gap). One batch spans at most 2^31 offsets.
+func Fillers(from, to int64, epoch int32, ts int64) [][]byte {
+	var out [][]byte
+	for from < to {
+		n := min(to-from, 1<<31)
+		out = append(out, Rebuild(Header{BaseOffset: from, LastOffsetDelta: int32(n - 1), PartitionLeaderEpoch: epoch,
+			BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, nil))
+		from += n
+	}
+	return out
+}

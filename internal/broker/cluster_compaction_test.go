@@ -11,15 +11,17 @@ import (
 
 // TestClusterCompaction: a compacted topic replicated on three nodes, the
 // cleaner run on every node between rounds in which a node is killed or
-// loses power and comes back (restored from its checkpoint, refilled from
-// a peer's log). The cleaner leaves replicated partitions alone
-// (cleanReplicated): afterwards every replica holds, at each offset, what
-// was acknowledged there, nothing was rewritten, and keys were required.
+// loses power and comes back (restored from its checkpoint, its lost records
+// refilled from a peer's cleaned log, whose gaps come as empty batches).
+// Every replica cleans its own log: afterwards each holds, at each offset,
+// what was acknowledged there and every key's latest record, every node's
+// cleaner rewrote segments, and keys were required. A subscription from the
+// start of such a topic is refused (replicas clean apart), one from its end
+// is taken, and the cleaner then leaves the partition alone.
 //
-// With cleanReplicated on, before replicas refilled their logs from
-// peers, this test passed with the TruncateSuffix gap rule and failed
-// without it; since the refill it fails on the pull (a wiped replica
-// cannot get a compacted range), which is why the switch is off.
+// Before the pull sent gaps as empty batches and appended cleaned batches
+// whole (AppendCopied), this test failed on the pull: a replica that lost
+// its unsynced records could not get a compacted range back.
 func TestClusterCompaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
@@ -103,8 +105,33 @@ func TestClusterCompaction(t *testing.T) {
 		}
 	}
 	for _, id := range c.ids {
-		if _, tot := c.nodes[id].b.CompactionStats(); tot.BytesWritten != 0 {
-			t.Fatalf("n%d: the cleaner rewrote a replicated partition: %+v", id, tot)
+		if _, tot := c.nodes[id].b.CompactionStats(); tot.BytesWritten == 0 {
+			t.Fatalf("n%d: the cleaner never rewrote its replica: %+v", id, tot)
+		}
+	}
+	if err := c.forwarded(func(b *Broker) error {
+		_, err := b.CreateSubscription(SubscriptionSettings{Topic: "kv", Name: "all", FromEarliest: true})
+		return err
+	}); !errors.As(err, new(*InvalidArgumentError)) {
+		t.Fatalf("a subscription from the start of a replicated compacted topic: %v, want an InvalidArgumentError", err)
+	}
+	if err := c.forwarded(func(b *Broker) error {
+		_, err := b.CreateSubscription(SubscriptionSettings{Topic: "kv", Name: "new"})
+		return err
+	}); err != nil {
+		t.Fatalf("a subscription from the end: %v", err)
+	}
+	before := map[int64]int64{}
+	for _, id := range c.ids {
+		_, tot := c.nodes[id].b.CompactionStats()
+		before[int64(id)] = tot.BytesWritten
+	}
+	produce(60)
+	time.Sleep(200 * time.Millisecond) // every node applies the catalog's subscription
+	clean()
+	for _, id := range c.ids {
+		if _, tot := c.nodes[id].b.CompactionStats(); tot.BytesWritten != before[int64(id)] {
+			t.Fatalf("n%d cleaned a partition whose topic has a subscription", id)
 		}
 	}
 	if _, err := c.leaderOf("kv", 0).Produce(context.Background(), "kv", []ProduceRecord{{Value: []byte("no key"), Partition: &p}}, ProduceOptions{}); !errors.Is(err, ErrKeyRequired) {

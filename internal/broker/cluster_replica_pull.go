@@ -14,7 +14,8 @@ import (
 // A replica's local log behind its group's snapshot is filled from a peer's local log
 // (replpart pulls the range through the node-to-node transport): ReadRange serves a peer,
 // AppendRange takes what a peer served. Records keep their offsets and leader epochs; the
-// bytes are the very batches the source stored, checked again on the way in.
+// bytes are the very batches the source stored, checked again on the way in, with the
+// offsets a cleaner left without a batch sent as empty batches (batch.Fillers).
 
 // Lacks is the range of a checkpoint's offsets the local log does not hold, read only: a
 // snapshot's preparation pulls it before raft sees the snapshot (replpart.PrepareSnapshot).
@@ -48,11 +49,24 @@ func (r *replicaLog) ReadRange(from, to int64, maxBytes int) (replpart.Range, er
 		if err != nil {
 			return replpart.Range{}, fmt.Errorf("partition %s/%d: batch at %d: %w", r.p.topic, r.p.index, out.Next, err)
 		}
+		if h.BaseOffset > out.Next {
+			// Offsets without a batch: the cleaner's (sent as empty batches, so the
+			// puller's log has no gap), or a damaged batch skipped, which no replica
+			// may vouch for: the puller asks another.
+			gapTo := min(h.BaseOffset, to)
+			if r.damagedIn(out.Next, gapTo) {
+				return replpart.Range{}, fmt.Errorf("partition %s/%d: offsets %d..%d are damaged here", r.p.topic, r.p.index, out.Next, gapTo)
+			}
+			for _, f := range batch.Fillers(out.Next, gapTo, h.PartitionLeaderEpoch, h.BaseTimestamp) {
+				out.Data = append(out.Data, f...)
+			}
+			out.Next = gapTo
+		}
 		if h.BaseOffset >= to {
 			break
 		}
 		if h.BaseOffset != out.Next || h.NextOffset() > to || h.Size() > int64(len(data)) {
-			// A damaged batch skipped (quarantined), or a batch across the checkpoint:
+			// A batch across the checkpoint, or one that starts below where it should:
 			// not a range this replica can vouch for; the puller asks another.
 			return replpart.Range{}, fmt.Errorf("partition %s/%d: batch at %d..%d where offset %d was wanted (before %d)",
 				r.p.topic, r.p.index, h.BaseOffset, h.NextOffset(), out.Next, to)
@@ -63,6 +77,17 @@ func (r *replicaLog) ReadRange(from, to int64, maxBytes int) (replpart.Range, er
 		data = data[size:]
 	}
 	return out, nil
+}
+
+// damagedIn reports whether a quarantined (damaged) range of the local log overlaps the
+// offsets [from, to).
+func (r *replicaLog) damagedIn(from, to int64) bool {
+	for _, q := range r.p.log.Quarantined() {
+		if q.FirstOffset < to && q.LastOffset >= from {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendRange appends batches a peer served, at their offsets and with their epochs. A
@@ -92,9 +117,11 @@ func (r *replicaLog) AppendRange(at int64, rg replpart.Range) error {
 	if len(raws) == 0 {
 		return nil
 	}
-	// Append checks every batch again (CRC, framing, records) and keeps its epoch: only
-	// the base offset is stamped, and the log's end is where each batch was.
-	offs, err := p.log.Append(context.Background(), raws...)
+	// AppendCopied checks every batch again (CRC, framing, records) and keeps its epoch
+	// and its span (a cleaned batch holds fewer records than offsets; the gaps between
+	// came as empty batches): only the base offset is stamped, and the log's end is where
+	// each batch was.
+	offs, err := p.log.AppendCopied(context.Background(), raws...)
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: append pulled batches: %w", p.topic, p.index, err)
 	}

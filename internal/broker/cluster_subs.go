@@ -73,6 +73,12 @@ func (c *clusterRT) clusteredTopic(name string) (*meta.Topic, bool) {
 // leaders then give it a cursor in their groups (at the log's end as that entry applies,
 // or its start with FromEarliest).
 func (c *clusterRT) createSubscription(s SubscriptionSettings) (SubscriptionSettings, error) {
+	if t, err := c.b.streams.topic(s.Topic); err == nil {
+		ts, _ := t.snapshot()
+		if err := checkCompactedSubscription(s, ts); err != nil { // cluster_compaction.go
+			return SubscriptionSettings{}, err
+		}
+	}
 	if s.DeadLetterQueue != "" {
 		// A catalog queue: the copies go through its group (cluster_subs_dlq.go).
 		if _, err := c.getQueue(s.DeadLetterQueue); err != nil {

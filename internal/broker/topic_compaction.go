@@ -24,8 +24,8 @@ import (
 // What a cleaner pass removes is only ever below every subscription's
 // floor (a queue subscription on a compacted topic never finds a message it
 // still holds compacted away) and below the last stable offset, with the
-// aborted index handed to the cleaner (txn_clean.go). In a cluster, replicated partitions are not
-// cleaned yet (cleanReplicated says why).
+// aborted index handed to the cleaner (txn_clean.go). In a cluster, a replica cleans its own
+// log when its topic has no subscription (cluster_compaction.go says why).
 
 // DefaultCompactionInterval is Options.CompactionInterval's default.
 const DefaultCompactionInterval = 15 * time.Second
@@ -100,18 +100,9 @@ func (b *Broker) CleanCompacted(stop <-chan struct{}) error {
 	return first
 }
 
-// cleanReplicated lets the cleaner run on a replicated partition's local log.
-// Off: a replica whose log was lost refills it from a peer's local log
-// (cluster_replica_pull.go), and that pull neither serves ranges with the
-// gaps the cleaner leaves nor appends cleaned batches (their offsets skip),
-// so cleaning would leave such a replica unable to recover. The cluster
-// compaction test turns it on: every replica then cleans its own log, and
-// Restore's truncation into a gap is right (storage.TruncateSuffix).
-var cleanReplicated = false
-
 func (b *Broker) cleanPartition(t *topicRT, p *partitionRT, s TopicSettings, stop <-chan struct{}) error {
-	if b.cluster != nil && !cleanReplicated {
-		return nil // in a cluster every partition is replicated (its group may not be hosted yet)
+	if b.cluster != nil && !b.cluster.cleanable(p) {
+		return nil // cluster_compaction.go
 	}
 	o := storage.CleanOptions{
 		MinDirtyRatio:    s.MinCleanableDirtyRatio,

@@ -23,6 +23,22 @@ func (l *Log) Append(ctx context.Context, batches ...[]byte) ([]int64, error) {
 	return l.append(ctx, batches, false, 0)
 }
 
+// AppendCopied is Append for batches copied whole from another log at the offsets they
+// had there (a cluster replica refilling from a peer): batches a cleaner rewrote, holding
+// fewer records than offsets or none, are accepted as the source stored them, and each
+// keeps its span of offsets. The caller lays them end to end from this log's end (the
+// gaps between a cleaned log's batches filled with empty batches, batch.Rebuild), so the
+// log itself never skips an offset. Every batch is checked as Append checks it (framing,
+// CRC, records in order within its span) but for the record count.
+func (l *Log) AppendCopied(ctx context.Context, batches ...[]byte) ([]int64, error) {
+	for i, b := range batches {
+		if err := batch.Validate(b, l.opts.MaxBatchBytes); err != nil {
+			return nil, fmt.Errorf("storage: batch %d of %d: %w", i, len(batches), err)
+		}
+	}
+	return l.append(ctx, batches, false, 0)
+}
+
 // AppendEpoch is Append that also stamps each batch's partitionLeaderEpoch
 // (outside the CRC): the leader epoch for Kafka, the Raft term later.
 func (l *Log) AppendEpoch(ctx context.Context, epoch int32, batches ...[]byte) ([]int64, error) {
