@@ -15,14 +15,23 @@ import (
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 )
 
-// StreamService.Publish (stream.proto). One goroutine reads requests into a
-// bounded queue; the handler's goroutine takes whatever has been read — the
-// requests that arrived while the previous ones waited for the disk — stores
-// each run of requests for one destination with one broker call (one append,
-// one fsync), and answers them in request order. So a stream's batches grow
-// with the disk's latency by themselves (group commit without a linger), the
-// log keeps the stream's order, and an answer never leaves before every
-// entry it reports is durable: the broker call returns only then.
+// StreamService.Publish (stream.proto), in three stages joined by bounded
+// queues. A reader reads requests. A placer takes whatever has been read —
+// the requests that arrived while it was busy — and hands each run of
+// requests for one destination to the broker with one call, which gives
+// the records their offsets and queues them for the partition's next group
+// commit without waiting for it (broker.PlaceProduce). The handler's
+// goroutine waits for each placed run to be durable and answers, in
+// request order. So while one group of a stream is being written and
+// synced, the next requests are read and placed already and join the
+// following group: the syncer starts it as soon as the last fsync ends,
+// instead of after the answers went out and the next requests were stored
+// (the serial loop before this one left the disk idle for that turn). The
+// log keeps the stream's order, as one goroutine places every run in
+// order, and an answer never leaves before every entry it reports is
+// durable. A run for a queue is sent and waited for by the placer itself:
+// the queue's send path has no such split, so queue runs stay one at a
+// time as before.
 
 // Limits of a Publish stream.
 const (
@@ -47,27 +56,89 @@ type pendingPublish struct {
 	size int64
 }
 
+// placedPublish is a batch of requests placed in the broker: their
+// answers, of which waits fill the stored entries' results once durable.
+type placedPublish struct {
+	batch []pendingPublish
+	out   []*sluicev1.PublishResponse
+	waits []func(context.Context)
+}
+
 func (s *streamService) Publish(ctx context.Context, stream *connect.BidiStream[sluicev1.PublishRequest, sluicev1.PublishResponse]) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	win := newByteWindow(publishAheadBytes)
+	slots := make(chan struct{}, publishAheadRequests) // one per request read and not answered
 	reqs := make(chan pendingPublish, publishAheadRequests)
+	placed := make(chan placedPublish, publishAheadRequests)
 	readErr := make(chan error, 1)
 	// The reader is not waited for: it ends when the body does, which the
 	// handler's return brings about, and ctx stops it between requests.
-	go func() { readErr <- s.readPublishes(ctx, stream, win, reqs) }()
+	go func() { readErr <- s.readPublishes(ctx, stream, win, slots, reqs) }()
+	// The placer is waited for, so no broker call of the stream outlives
+	// the handler (a drain returns from it and the server then closes the
+	// broker); ctx ends its waits.
+	placerDone := make(chan struct{})
+	go func() {
+		defer close(placerDone)
+		s.placePublishes(ctx, reqs, placed)
+	}()
+	defer func() {
+		cancel()
+		<-placerDone
+	}()
+	cork := corkOf(ctx)
+	for {
+		var pp placedPublish
+		var ok bool
+		select {
+		case pp, ok = <-placed:
+		case <-s.draining:
+			// Shutting down: what was answered is stored; what was placed
+			// and not answered may be, and fails with the stream at the
+			// client (which must then expect either).
+			return nil
+		}
+		if !ok {
+			select {
+			case err := <-readErr:
+				return err
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		resps := pp.finish(ctx)
+		// One flush for the batch's answers (cork.go), not one each.
+		cork.cork()
+		for i, resp := range resps {
+			if err := stream.Send(resp); err != nil {
+				cork.uncork()
+				return nil // the client went away; what is stored stays stored
+			}
+			win.release(pp.batch[i].size)
+			<-slots
+		}
+		cork.uncork()
+	}
+}
+
+// placePublishes takes the requests read, as many as have come (up to
+// publishMergeEntries entries), places them and hands them on to be
+// answered, until reqs is closed (the client closed its side or the
+// stream failed), ctx ends or the server drains.
+func (s *streamService) placePublishes(ctx context.Context, reqs <-chan pendingPublish, out chan<- placedPublish) {
+	defer close(out)
 	for {
 		var p pendingPublish
 		var ok bool
 		select {
 		case p, ok = <-reqs:
+		case <-ctx.Done():
+			return
 		case <-s.draining:
-			// Shutting down: what was answered is stored; what was read and
-			// not taken was not, and fails with the stream at the client.
-			return nil
+			return
 		}
 		if !ok {
-			return <-readErr
+			return
 		}
 		batch := []pendingPublish{p}
 		entries := publishEntries(p.req)
@@ -84,19 +155,19 @@ func (s *streamService) Publish(ctx context.Context, stream *connect.BidiStream[
 				break more
 			}
 		}
-		for i, resp := range s.publishBatch(ctx, batch) {
-			if err := stream.Send(resp); err != nil {
-				return nil // the client went away; what is stored stays stored
-			}
-			win.release(batch[i].size)
+		select {
+		case out <- s.placeBatch(ctx, batch):
+		case <-ctx.Done():
+			return
 		}
 	}
 }
 
 // readPublishes reads requests until the client closes its side (nil) or
-// the stream fails (the error), waiting for room in win before each.
+// the stream fails (the error), waiting for a request slot and room in win
+// before passing each on.
 func (s *streamService) readPublishes(ctx context.Context, stream *connect.BidiStream[sluicev1.PublishRequest, sluicev1.PublishResponse],
-	win *byteWindow, out chan<- pendingPublish) error {
+	win *byteWindow, slots chan<- struct{}, out chan<- pendingPublish) error {
 	defer close(out)
 	for {
 		req, err := stream.Receive()
@@ -105,6 +176,11 @@ func (s *streamService) readPublishes(ctx context.Context, stream *connect.BidiS
 		}
 		if err != nil {
 			return err
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
 		}
 		n := int64(proto.Size(req))
 		if !win.acquire(ctx, n) {
@@ -122,9 +198,27 @@ func publishEntries(r *sluicev1.PublishRequest) int {
 	return len(r.GetRecords()) + len(r.GetMessages())
 }
 
-// publishBatch answers every request of batch, in order.
+// publishBatch answers every request of batch, in order, once durable.
 func (s *streamService) publishBatch(ctx context.Context, batch []pendingPublish) []*sluicev1.PublishResponse {
-	out := make([]*sluicev1.PublishResponse, len(batch))
+	return s.placeBatch(ctx, batch).finish(ctx)
+}
+
+// finish waits for the batch's placed runs to be durable, in order, and
+// returns its answers, complete.
+func (p placedPublish) finish(ctx context.Context) []*sluicev1.PublishResponse {
+	for _, wait := range p.waits {
+		wait(ctx)
+	}
+	return p.out
+}
+
+// placeBatch checks every request of batch, places each run of
+// consecutive accepted requests for one destination with one broker call,
+// and answers at once those that need no wait (refused, or sent to a
+// queue).
+func (s *streamService) placeBatch(ctx context.Context, batch []pendingPublish) placedPublish {
+	pp := placedPublish{batch: batch, out: make([]*sluicev1.PublishResponse, len(batch))}
+	out := pp.out
 	var run []int // indexes of batch: consecutive accepted requests for one destination
 	flush := func() {
 		if len(run) == 0 {
@@ -136,7 +230,9 @@ func (s *streamService) publishBatch(ctx context.Context, batch []pendingPublish
 			reqs[i], resps[i] = batch[j].req, out[j]
 		}
 		if t, ok := reqs[0].GetDestination().(*sluicev1.PublishRequest_Topic); ok {
-			s.produceRun(ctx, t.Topic, reqs, resps)
+			if wait := s.produceRun(ctx, t.Topic, reqs, resps); wait != nil {
+				pp.waits = append(pp.waits, wait)
+			}
 		} else {
 			s.sendRun(ctx, reqs[0].GetQueue(), reqs, resps)
 		}
@@ -162,7 +258,7 @@ func (s *streamService) publishBatch(ctx context.Context, batch []pendingPublish
 		run = append(run, i)
 	}
 	flush()
-	return out
+	return pp
 }
 
 // checkPublish refuses a request that is malformed as a whole.

@@ -21,8 +21,11 @@ type entryAt struct {
 	idx  int
 }
 
-// produceRun appends the records of reqs (all for topic) in their order.
-func (s *streamService) produceRun(ctx context.Context, topic string, reqs []*sluicev1.PublishRequest, resps []*sluicev1.PublishResponse) {
+// produceRun places the records of reqs (all for topic) in the topic's
+// partitions, in their order, and returns what answers them once they are
+// durable (nil if they are answered already: refused, or stored one by
+// one).
+func (s *streamService) produceRun(ctx context.Context, topic string, reqs []*sluicev1.PublishRequest, resps []*sluicev1.PublishResponse) func(context.Context) {
 	var recs []broker.ProduceRecord
 	var where []entryAt
 	for i, r := range reqs {
@@ -37,24 +40,35 @@ func (s *streamService) produceRun(ctx context.Context, topic string, reqs []*sl
 		}
 	}
 	if len(recs) == 0 {
-		return
+		return nil
 	}
-	res, err := s.b.Produce(ctx, topic, recs, broker.ProduceOptions{})
+	placed, err := s.b.PlaceProduce(ctx, topic, recs, broker.ProduceOptions{})
 	if err != nil && len(recs) > 1 && refusedBeforeWrite(err) {
 		// One record spoiled the call before anything was written: store
-		// each by itself, in order, so only that one is refused.
+		// each by itself, in order, so only that one is refused. (Each
+		// waits for its sync before the next is placed: the order holds,
+		// and this path is for bad input only.)
 		for k := range recs {
 			r, err := s.b.Produce(ctx, topic, recs[k:k+1], broker.ProduceOptions{})
 			s.answerRecord(where[k], r, err, topic)
 		}
-		return
+		return nil
 	}
-	for k := range recs {
-		var r []broker.ProduceResult
-		if err == nil && k < len(res) {
-			r = res[k : k+1]
+	if err != nil {
+		for k := range recs {
+			s.answerRecord(where[k], nil, err, topic)
 		}
-		s.answerRecord(where[k], r, err, topic)
+		return nil
+	}
+	return func(ctx context.Context) {
+		res, err := placed.Wait(ctx)
+		for k := range recs {
+			var r []broker.ProduceResult
+			if err == nil && k < len(res) {
+				r = res[k : k+1]
+			}
+			s.answerRecord(where[k], r, err, topic)
+		}
 	}
 }
 

@@ -148,42 +148,59 @@ func recordSize(r ProduceRecord) int {
 // producePartition builds the batches of one partition and appends them.
 func (b *Broker) producePartition(ctx context.Context, p *partitionRT, s TopicSettings, recs []ProduceRecord,
 	idx []int, now time.Time, idem *Idempotence, out []ProduceResult) error {
-	pb := partBatches{p: p, recs: recs, idx: idx, now: now, idem: idem, out: out}
+	pb, checked, err := buildPartition(p, s, recs, idx, now, idem, out)
+	if err != nil {
+		return err
+	}
+	res, err := b.appendBatches(ctx, p, checked)
+	if err != nil {
+		return err
+	}
+	pb.setOffsets(res.BaseOffsets)
+	return nil
+}
+
+// buildPartition builds the batches of one partition's records (idx, in
+// input order) under the topic's size limit, checked by its log, and fills
+// each record's partition and timestamp in out.
+func buildPartition(p *partitionRT, s TopicSettings, recs []ProduceRecord, idx []int, now time.Time,
+	idem *Idempotence, out []ProduceResult) (*partBatches, storage.Checked, error) {
+	pb := &partBatches{p: p, recs: recs, idx: idx, now: now, idem: idem, out: out}
 	size := batch.HeaderSize
 	for k, i := range idx {
 		rs := recordSize(recs[i])
 		if size+rs > s.MaxMessageBytes && k > pb.start {
 			if idem != nil {
-				return invalid("records", "an idempotent produce must fit in one batch of %d bytes", s.MaxMessageBytes)
+				return nil, storage.Checked{}, invalid("records", "an idempotent produce must fit in one batch of %d bytes", s.MaxMessageBytes)
 			}
 			if err := pb.flush(k); err != nil {
-				return err
+				return nil, storage.Checked{}, err
 			}
 			size = batch.HeaderSize
 		}
 		size += rs
 	}
 	if err := pb.flush(len(idx)); err != nil {
-		return err
+		return nil, storage.Checked{}, err
 	}
 	checked, err := p.log.Check(pb.batches...)
 	if err != nil {
-		return batchErr(err)
+		return nil, storage.Checked{}, batchErr(err)
 	}
-	res, err := b.appendBatches(ctx, p, checked)
-	if err != nil {
-		return err
-	}
-	for j, base := range res.BaseOffsets {
-		end := len(idx)
+	return pb, checked, nil
+}
+
+// setOffsets gives each record its offset from its batch's base.
+func (pb *partBatches) setOffsets(bases []int64) {
+	for j, base := range bases {
+		end := len(pb.idx)
 		if j+1 < len(pb.firsts) {
 			end = pb.firsts[j+1]
 		}
 		for k := pb.firsts[j]; k < end; k++ {
-			out[idx[k]].Offset = base + int64(k-pb.firsts[j])
+			pb.out[pb.idx[k]].Offset = base + int64(k-pb.firsts[j])
 		}
 	}
-	return nil
 }
 
 // partBatches cuts one partition's records into batches under the

@@ -57,25 +57,76 @@ func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	p, err := l.place(batches, setEpoch, epoch)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+// Placed is an append whose batches have their offsets and are on their
+// way to the disk (PlaceChecked); Wait says when they are durable.
+type Placed struct {
+	l        *Log
+	offsets  []int64
+	end, gen int64
+	done     chan struct{} // the commit group's; nil unless SyncAlways
+}
+
+// PlaceChecked is AppendChecked without the wait: it assigns offsets,
+// stamps the epoch and queues the batches for the next group commit (or,
+// under a policy other than SyncAlways, writes them), and returns at once;
+// Placed.Wait waits for the disk. Offsets follow the order of the calls,
+// so a caller with a stream of appends places each one as it comes and
+// waits for the earlier ones meanwhile, in order: the next batches join
+// the group being filled while the previous group is synced, instead of
+// waiting for its answer before they even reach the log.
+func (l *Log) PlaceChecked(epoch int32, c Checked) (Placed, error) {
+	if c.log != l && len(c.batches) > 0 {
+		return Placed{}, errForeignChecked
+	}
+	if len(c.batches) == 0 {
+		return Placed{}, nil
+	}
+	return l.place(c.batches, true, epoch)
+}
+
+func (l *Log) place(batches [][]byte, setEpoch bool, epoch int32) (Placed, error) {
 	l.wmu.Lock()
 	offsets, end, gen, err := l.writeLocked(batches, setEpoch, epoch)
 	done := l.pend.done
 	ahead := err == nil && l.syncAhead(batches)
 	l.wmu.Unlock()
 	if err != nil {
-		return nil, err
+		return Placed{}, err
 	}
 	if l.opts.Sync.Mode != SyncAlways {
 		if ahead {
 			l.kickSyncer()
 		}
-		return offsets, nil
+		return Placed{offsets: offsets}, nil
 	}
 	l.kickSyncer()
-	if err := l.waitDurable(ctx, end, gen, done); err != nil {
+	return Placed{l: l, offsets: offsets, end: end, gen: gen, done: done}, nil
+}
+
+// Offsets are the placed batches' base offsets, known before they are
+// durable (never answer them to anyone before Wait returned nil).
+func (p Placed) Offsets() []int64 { return p.offsets }
+
+// Wait returns the batches' base offsets once they are durable under the
+// sync policy, or why they will never be (a failed write or sync, a
+// truncation). If ctx ends first it returns ctx.Err() and the batches may
+// or may not become visible: the outcome is unknown, as with a lost
+// network answer.
+func (p Placed) Wait(ctx context.Context) ([]int64, error) {
+	if p.l == nil {
+		return p.offsets, nil
+	}
+	if err := p.l.waitDurable(ctx, p.end, p.gen, p.done); err != nil {
 		return nil, err
 	}
-	return offsets, nil
+	return p.offsets, nil
 }
 
 // kickSyncer asks the syncer for a sync, starting it if it is not running.
