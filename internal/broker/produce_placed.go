@@ -69,15 +69,16 @@ func (b *Broker) PlaceProduce(ctx context.Context, topic string, recs []ProduceR
 		parts: make(map[int32]placedPart, len(byPart)), errs: map[int32]error{}}
 	for p, idx := range byPart {
 		pb, checked, err := buildPartition(parts[p], s, recs, idx, now, nil, pp.out)
-		if err == nil {
-			var placed storage.Placed
-			if placed, err = parts[p].log.PlaceChecked(LeaderEpoch, checked); err == nil {
-				pp.parts[p] = placedPart{p: parts[p], pb: pb, placed: placed}
-				continue
-			}
-			err = b.disk.Note(mapStorageErr(err))
+		if err != nil {
+			pp.errs[p] = err
+			continue
 		}
-		pp.errs[p] = err
+		placed, err := parts[p].log.PlaceChecked(LeaderEpoch, checked)
+		if err != nil {
+			pp.errs[p] = b.disk.Note(mapStorageErr(err)) // as appendBatches maps it
+			continue
+		}
+		pp.parts[p] = placedPart{p: parts[p], pb: pb, placed: placed}
 	}
 	return pp, nil
 }
