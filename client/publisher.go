@@ -15,10 +15,11 @@ import (
 // A Publisher batches concurrent publishes to one topic or queue over a
 // StreamService.Publish stream, as Pub/Sub's and NATS's clients do: Publish
 // puts an entry in a bounded buffer and returns a future at once; the
-// buffer goes out as requests of up to MaxBatch entries, each as soon as a
-// request slot is free (MaxInFlight) or, with a Linger, once the batch is
-// full or has waited that long. The server answers each request once it is
-// durable, and the answer resolves its entries' futures.
+// buffer goes out as requests of up to MaxBatch entries, each once a
+// request slot is free (MaxInFlight) and the batch is full, or has
+// gathered the senders the last answers released, or has waited long
+// enough (Linger). The server answers each request once it is durable, and
+// the answer resolves its entries' futures.
 //
 //	p := c.TopicPublisher("events", nil)
 //	defer p.Close(ctx)
@@ -43,8 +44,11 @@ type PublisherOptions struct {
 	// 1 MiB (one entry larger than that goes alone).
 	MaxBatchBytes int
 	// Linger is how long a batch that is not full waits for more entries
-	// before it goes; default 0: it goes as soon as a request slot is free,
-	// so batches grow while earlier requests wait for the disk.
+	// before it goes. Default 0: adaptive. A batch goes as soon as a
+	// request slot is free, unless answers just released senders that have
+	// not published again yet: then it waits for them, at most half the
+	// last request's round trip and never more than 250 µs (see
+	// adaptiveWait). Negative: never wait.
 	Linger time.Duration
 	// MaxInFlight is the requests sent and not answered: default 8.
 	MaxInFlight int
@@ -71,18 +75,18 @@ func (o *PublisherOptions) withDefaults() PublisherOptions {
 	def(&out.MaxInFlight, 8)
 	def(&out.MaxPending, 10_000)
 	def(&out.MaxPendingBytes, 64<<20)
-	out.Linger = max(out.Linger, 0)
 	return out
 }
 
 // PublishFuture is one published entry's answer to come.
 type PublishFuture struct {
-	rec  *ProduceRecord
-	msg  *SendEntry
-	size int
-	done chan struct{}
-	res  *PublishResult
-	err  error
+	rec    *ProduceRecord
+	msg    *SendEntry
+	size   int
+	sentAt time.Time // when its request went, on a request's first entry only
+	done   chan struct{}
+	res    *PublishResult
+	err    error
 }
 
 // Done is closed once the entry is answered.
@@ -121,10 +125,12 @@ type Publisher struct {
 	mu           sync.Mutex
 	cur          []*PublishFuture // accepted, not sent
 	curBytes     int
-	lingerTimer  func() bool // stops the running linger timer; nil: none
-	lingered     bool        // cur's oldest entry has waited Linger
-	inflight     int         // requests sent, not answered
-	pending      int         // entries accepted, not answered
+	lingerTimer  func() bool   // stops the running linger timer; nil: none
+	lingered     bool          // cur's oldest entry has waited Linger
+	comeback     int           // entries answered since the last request went: senders that may publish again
+	rtt          time.Duration // the last answered request's round trip
+	inflight     int           // requests sent, not answered
+	pending      int           // entries accepted, not answered
 	pendingBytes int
 	room         chan struct{} // closed and replaced when pending shrinks
 	st           *pubStream
@@ -204,9 +210,9 @@ func (p *Publisher) publish(ctx context.Context, f *PublishFuture) (*PublishFutu
 func (p *Publisher) flushLocked() {
 	for !p.closed && len(p.cur) > 0 && p.inflight < p.opts.MaxInFlight {
 		full := len(p.cur) >= p.opts.MaxBatch || p.curBytes >= p.opts.MaxBatchBytes
-		if !full && p.opts.Linger > 0 && !p.lingered {
+		if wait := p.lingerLocked(); !full && wait > 0 && !p.lingered {
 			if p.lingerTimer == nil {
-				p.lingerTimer = p.afterFunc(p.opts.Linger, p.lingerFired)
+				p.lingerTimer = p.afterFunc(wait, p.lingerFired)
 			}
 			return
 		}
@@ -227,8 +233,44 @@ func (p *Publisher) flushLocked() {
 		}
 		p.inflight++
 		p.nextID++
+		p.comeback = max(0, p.comeback-n)
+		batch[0].sentAt = time.Now()
 		p.streamLocked().send(p.request(p.nextID, batch), batch)
 	}
+}
+
+// maxAdaptiveLinger bounds the adaptive wait, as the server's group
+// commit bounds its own (internal/linger's DefaultMax).
+const maxAdaptiveLinger = 250 * time.Microsecond
+
+// lingerLocked is how long a batch that is not full may wait now: Linger
+// if set, else adaptiveWait's.
+func (p *Publisher) lingerLocked() time.Duration {
+	switch {
+	case p.opts.Linger > 0:
+		return p.opts.Linger
+	case p.opts.Linger < 0:
+		return 0
+	}
+	return p.adaptiveWait()
+}
+
+// adaptiveWait is the default linger. When answers come, the senders they
+// release publish again within microseconds, one after another; sending
+// at the first one's publish fills the free slot with a request of one
+// entry, and the others wait in the buffer for the next answer, a whole
+// round trip (an fsync) later. Measured under W1 (256 senders, one entry
+// each, fsync always), that made requests of a few entries and left
+// 45 % of each sync cycle to the round trips (docs/benchmarks.md, issue
+// 19). So a batch waits until as many entries as the last answers
+// released are back, for at most half a round trip and 250 µs. With
+// nothing answered since the last request went (an idle publisher, or one
+// whose senders all came back) it goes at once.
+func (p *Publisher) adaptiveWait() time.Duration {
+	if len(p.cur) >= p.comeback || p.rtt <= 0 {
+		return 0
+	}
+	return min(p.rtt/2, maxAdaptiveLinger)
 }
 
 func (p *Publisher) lingerFired() {
@@ -257,10 +299,17 @@ func (p *Publisher) request(id uint64, batch []*PublishFuture) *sluicev1.Publish
 	return req
 }
 
-// answered is called once per request sent, answered or failed.
-func (p *Publisher) answered(batch []*PublishFuture) {
+// answered is called once per request sent, answered by the server or
+// failed with its stream.
+func (p *Publisher) answered(batch []*PublishFuture, byServer bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if byServer { // a failure's senders are not expected back soon, nor is its time a round trip
+		p.comeback += len(batch)
+		if t := batch[0].sentAt; !t.IsZero() {
+			p.rtt = time.Since(t)
+		}
+	}
 	p.inflight--
 	p.pending -= len(batch)
 	for _, f := range batch {

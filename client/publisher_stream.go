@@ -20,7 +20,7 @@ import (
 type pubStream struct {
 	s        publishStream
 	cancel   context.CancelFunc
-	answered func([]*PublishFuture)
+	answered func(batch []*PublishFuture, byServer bool)
 
 	mu         sync.Mutex
 	fifo       [][]*PublishFuture
@@ -30,7 +30,7 @@ type pubStream struct {
 	done       chan struct{} // closed when the reader ends
 }
 
-func startPubStream(open func(context.Context) publishStream, depth int, answered func([]*PublishFuture)) *pubStream {
+func startPubStream(open func(context.Context) publishStream, depth int, answered func([]*PublishFuture, bool)) *pubStream {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &pubStream{s: open(ctx), cancel: cancel, answered: answered,
 		sendc: make(chan *sluicev1.PublishRequest, depth), done: make(chan struct{})}
@@ -92,7 +92,7 @@ func (s *pubStream) recvLoop() {
 		s.fifo = s.fifo[1:]
 		s.mu.Unlock()
 		resolveBatch(batch, resp)
-		s.answered(batch)
+		s.answered(batch, true)
 	}
 }
 
@@ -121,7 +121,7 @@ func (s *pubStream) fail(batch []*PublishFuture, err error) {
 	for _, f := range batch {
 		f.resolve(nil, err)
 	}
-	s.answered(batch)
+	s.answered(batch, false)
 }
 
 func (s *pubStream) isDead() bool {

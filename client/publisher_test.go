@@ -159,6 +159,65 @@ func TestPublisherBatching(t *testing.T) {
 	}
 }
 
+// The default linger is adaptive: after an answer released k senders, the
+// next request waits until k entries are back (not the first one alone,
+// which would fill the free slot with one entry and leave the rest for the
+// next round trip), or for the timer; with nothing released it goes at
+// once. Linger < 0 never waits.
+func TestPublisherWaitsForReleasedSenders(t *testing.T) {
+	start := func(t *testing.T, opts client.PublisherOptions) (*fakeStream, *fakeClock, func()) {
+		s := newFakeStream()
+		clock := &fakeClock{}
+		p := client.NewTestPublisher("t", &opts, func(context.Context) client.PublishStream { return s }, clock.after)
+		publish := func() {
+			if _, err := p.PublishRecord(t.Context(), &client.ProduceRecord{Value: []byte("v")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		publish() // nothing answered yet: goes at once
+		publish()
+		publish()
+		if got := sizes(s); !equal(got, []int{1}) {
+			t.Fatalf("before any answer: requests of %v entries, want [1]", got)
+		}
+		s.ok(&sluicev1.PublishRequest{Records: make([]*sluicev1.ProduceRecord, 1)}, 0) // releases 1; 2 were waiting
+		if got := sizes(s); !equal(got, []int{2}) {
+			t.Fatalf("after the first answer: requests of %v, want [2] (more waiting than released)", got)
+		}
+		s.ok(&sluicev1.PublishRequest{Records: make([]*sluicev1.ProduceRecord, 2)}, 1) // releases 2, none waiting
+		return s, clock, publish
+	}
+	t.Run("adaptive", func(t *testing.T) {
+		s, clock, publish := start(t, client.PublisherOptions{MaxInFlight: 1})
+		publish()
+		if got := sizes(s); len(got) != 0 {
+			t.Fatalf("one of two released senders back: requests of %v went; want it to wait", got)
+		}
+		publish()
+		if got := sizes(s); !equal(got, []int{2}) {
+			t.Fatalf("both back: requests of %v, want [2] without the timer", got)
+		}
+		s.ok(&sluicev1.PublishRequest{Records: make([]*sluicev1.ProduceRecord, 2)}, 3)
+		publish() // one of two back, and no more: the timer sends it
+		if got := sizes(s); len(got) != 0 {
+			t.Fatalf("before the timer: %v", got)
+		}
+		if clock.fire() != 1 {
+			t.Fatal("no linger timer was running")
+		}
+		if got := sizes(s); !equal(got, []int{1}) {
+			t.Fatalf("the timer sent %v, want [1]", got)
+		}
+	})
+	t.Run("never wait", func(t *testing.T) {
+		s, _, publish := start(t, client.PublisherOptions{MaxInFlight: 1, Linger: -1})
+		publish()
+		if got := sizes(s); !equal(got, []int{1}) {
+			t.Fatalf("Linger -1: requests of %v, want [1] at once", got)
+		}
+	})
+}
+
 // An answer frees its slot: what piled up meanwhile goes as one request,
 // and each future gets its own entry's offset.
 func TestPublisherAnswersResolveFutures(t *testing.T) {

@@ -90,7 +90,8 @@ func runBench(t *testing.T, srv *server.Server, w, proto string, flags ...string
 }
 
 // TestBenchProfile is a tool, not a check: with SLUICE_BENCH_PROFILE=W1 it
-// runs bench/compare's W1 (produce over Kafka), with =W2 its W2 (queue round
+// runs bench/compare's W1 (produce over Kafka), with =W1-native W1 over the
+// native API (StreamService.Publish), with =W2 its W2 (queue round
 // trip over the native API), with =W2-sqs W2 over the SQS API, for 10 s against an in-process broker with
 // --fsync always on the real disk, so that
 //
@@ -102,15 +103,17 @@ func TestBenchProfile(t *testing.T) {
 	var w, proto string
 	switch os.Getenv("SLUICE_BENCH_PROFILE") {
 	case "":
-		t.Skip("set SLUICE_BENCH_PROFILE=W1, W2 or W2-sqs to profile a workload")
+		t.Skip("set SLUICE_BENCH_PROFILE=W1, W1-native, W2 or W2-sqs to profile a workload")
 	case "W1":
 		w, proto = "produce", "kafka"
+	case "W1-native":
+		w, proto = "produce", "native"
 	case "W2":
 		w, proto = "queue", "native"
 	case "W2-sqs":
 		w, proto = "queue", "sqs"
 	default:
-		t.Fatalf("SLUICE_BENCH_PROFILE=%q: want W1, W2 or W2-sqs", os.Getenv("SLUICE_BENCH_PROFILE"))
+		t.Fatalf("SLUICE_BENCH_PROFILE=%q: want W1, W1-native, W2 or W2-sqs", os.Getenv("SLUICE_BENCH_PROFILE"))
 	}
 	srv := startAllFrontends(t, "always")
 	rep := runBench(t, srv, w, proto, "--duration", "10s", "--count", "100000000", "--size", "1024",
