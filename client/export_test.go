@@ -27,3 +27,7 @@ func NewTestPublisher(topic string, opts *PublisherOptions, open func(context.Co
 	after func(time.Duration, func()) func() bool) *Publisher {
 	return newPublisher(topic, "", opts, open, after)
 }
+
+// SetPublisherNow gives p a clock for its adaptive linger (round trips, the
+// time since the last answer); set it before the first publish.
+func SetPublisherNow(p *Publisher, now func() time.Time) { p.now = now }

@@ -121,6 +121,7 @@ type Publisher struct {
 	opts         PublisherOptions
 	open         func(context.Context) publishStream
 	afterFunc    func(time.Duration, func()) (stop func() bool)
+	now          func() time.Time // the clock of the adaptive linger (tests fake it)
 
 	mu           sync.Mutex
 	cur          []*PublishFuture // accepted, not sent
@@ -129,6 +130,7 @@ type Publisher struct {
 	lingered     bool          // cur's oldest entry has waited Linger
 	comeback     int           // entries answered since the last request went: senders that may publish again
 	rtt          time.Duration // the last answered request's round trip
+	answeredAt   time.Time     // when the last answer came
 	inflight     int           // requests sent, not answered
 	pending      int           // entries accepted, not answered
 	pendingBytes int
@@ -157,7 +159,7 @@ func realAfterFunc(d time.Duration, f func()) func() bool { return time.AfterFun
 
 func newPublisher(topic, queue string, opts *PublisherOptions, open func(context.Context) publishStream,
 	after func(time.Duration, func()) func() bool) *Publisher {
-	return &Publisher{topic: topic, queue: queue, opts: opts.withDefaults(), open: open, afterFunc: after,
+	return &Publisher{topic: topic, queue: queue, opts: opts.withDefaults(), open: open, afterFunc: after, now: time.Now,
 		room: make(chan struct{})}
 }
 
@@ -234,7 +236,7 @@ func (p *Publisher) flushLocked() {
 		p.inflight++
 		p.nextID++
 		p.comeback = max(0, p.comeback-n)
-		batch[0].sentAt = time.Now()
+		batch[0].sentAt = p.now()
 		p.streamLocked().send(p.request(p.nextID, batch), batch)
 	}
 }
@@ -259,18 +261,21 @@ func (p *Publisher) lingerLocked() time.Duration {
 // release publish again within microseconds, one after another; sending
 // at the first one's publish fills the free slot with a request of one
 // entry, and the others wait in the buffer for the next answer, a whole
-// round trip (an fsync) later. Measured under W1 (256 senders, one entry
-// each, fsync always), that made requests of a few entries and left
-// 45 % of each sync cycle to the round trips (docs/benchmarks.md, issue
-// 19). So a batch waits until as many entries as the last answers
-// released are back, for at most half a round trip and 250 µs. With
-// nothing answered since the last request went (an idle publisher, or one
-// whose senders all came back) it goes at once.
+// round trip (an fsync) later: under W1 (256 senders, one entry each,
+// fsync always) requests of a few entries, and 17 % more CPU a message
+// for client and server than with this wait (docs/benchmarks.md, issue
+// 19). So a batch waits until as many entries
+// as the last answers released are back, until half a round trip and at
+// most 250 µs after that answer: released senders that come back do so
+// within microseconds of it, so the wait is counted from the answer, and
+// a publish that comes later (a paced producer's) waits little or not at
+// all. With nothing answered since the last request went (an idle
+// publisher, or one whose senders all came back) it goes at once.
 func (p *Publisher) adaptiveWait() time.Duration {
 	if len(p.cur) >= p.comeback || p.rtt <= 0 {
 		return 0
 	}
-	return min(p.rtt/2, maxAdaptiveLinger)
+	return min(p.rtt/2, maxAdaptiveLinger) - p.now().Sub(p.answeredAt)
 }
 
 func (p *Publisher) lingerFired() {
@@ -306,8 +311,9 @@ func (p *Publisher) answered(batch []*PublishFuture, byServer bool) {
 	defer p.mu.Unlock()
 	if byServer { // a failure's senders are not expected back soon, nor is its time a round trip
 		p.comeback += len(batch)
+		p.answeredAt = p.now()
 		if t := batch[0].sentAt; !t.IsZero() {
-			p.rtt = time.Since(t)
+			p.rtt = p.answeredAt.Sub(t)
 		}
 	}
 	p.inflight--

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,13 +163,17 @@ func TestPublisherBatching(t *testing.T) {
 // The default linger is adaptive: after an answer released k senders, the
 // next request waits until k entries are back (not the first one alone,
 // which would fill the free slot with one entry and leave the rest for the
-// next round trip), or for the timer; with nothing released it goes at
+// next round trip), or for the timer, and only until half a round trip
+// (at most 250 µs) after that answer; with nothing released it goes at
 // once. Linger < 0 never waits.
 func TestPublisherWaitsForReleasedSenders(t *testing.T) {
+	var clk atomic.Int64 // the Publisher's clock, in ns; only the test moves it
+	advance := func(d time.Duration) { clk.Add(int64(d)) }
 	start := func(t *testing.T, opts client.PublisherOptions) (*fakeStream, *fakeClock, func()) {
 		s := newFakeStream()
-		clock := &fakeClock{}
-		p := client.NewTestPublisher("t", &opts, func(context.Context) client.PublishStream { return s }, clock.after)
+		timers := &fakeClock{}
+		p := client.NewTestPublisher("t", &opts, func(context.Context) client.PublishStream { return s }, timers.after)
+		client.SetPublisherNow(p, func() time.Time { return time.Unix(0, clk.Load()) })
 		publish := func() {
 			if _, err := p.PublishRecord(t.Context(), &client.ProduceRecord{Value: []byte("v")}); err != nil {
 				t.Fatal(err)
@@ -180,15 +185,17 @@ func TestPublisherWaitsForReleasedSenders(t *testing.T) {
 		if got := sizes(s); !equal(got, []int{1}) {
 			t.Fatalf("before any answer: requests of %v entries, want [1]", got)
 		}
+		advance(time.Millisecond)                                                      // round trips of 1 ms: waits of at most 250 µs
 		s.ok(&sluicev1.PublishRequest{Records: make([]*sluicev1.ProduceRecord, 1)}, 0) // releases 1; 2 were waiting
 		if got := sizes(s); !equal(got, []int{2}) {
 			t.Fatalf("after the first answer: requests of %v, want [2] (more waiting than released)", got)
 		}
+		advance(time.Millisecond)
 		s.ok(&sluicev1.PublishRequest{Records: make([]*sluicev1.ProduceRecord, 2)}, 1) // releases 2, none waiting
-		return s, clock, publish
+		return s, timers, publish
 	}
 	t.Run("adaptive", func(t *testing.T) {
-		s, clock, publish := start(t, client.PublisherOptions{MaxInFlight: 1})
+		s, timers, publish := start(t, client.PublisherOptions{MaxInFlight: 1})
 		publish()
 		if got := sizes(s); len(got) != 0 {
 			t.Fatalf("one of two released senders back: requests of %v went; want it to wait", got)
@@ -197,16 +204,27 @@ func TestPublisherWaitsForReleasedSenders(t *testing.T) {
 		if got := sizes(s); !equal(got, []int{2}) {
 			t.Fatalf("both back: requests of %v, want [2] without the timer", got)
 		}
+		advance(time.Millisecond)
 		s.ok(&sluicev1.PublishRequest{Records: make([]*sluicev1.ProduceRecord, 2)}, 3)
 		publish() // one of two back, and no more: the timer sends it
 		if got := sizes(s); len(got) != 0 {
 			t.Fatalf("before the timer: %v", got)
 		}
-		if clock.fire() != 1 {
+		if timers.fire() != 1 {
 			t.Fatal("no linger timer was running")
 		}
 		if got := sizes(s); !equal(got, []int{1}) {
 			t.Fatalf("the timer sent %v, want [1]", got)
+		}
+		advance(time.Millisecond)
+		s.ok(&sluicev1.PublishRequest{Records: make([]*sluicev1.ProduceRecord, 1)}, 5) // 2 released since the last request went
+		if got := sizes(s); len(got) != 0 {
+			t.Fatalf("an answer with nothing waiting sent %v", got)
+		}
+		advance(300 * time.Microsecond) // past the wait's end, counted from the answer
+		publish()
+		if got := sizes(s); !equal(got, []int{1}) {
+			t.Fatalf("a publish 300 µs after the answer: requests of %v, want [1] at once", got)
 		}
 	})
 	t.Run("never wait", func(t *testing.T) {
