@@ -13,8 +13,10 @@ import (
 // within 150 ticks (split votes included). Quiesced: the group was idle, so only the
 // node-pair liveness beat can notice (within NodeTimeoutTicks, 10), and the woken
 // followers campaign within raft's random spread of what is left. Active: quiescing off,
-// raft's own election timeout (10-19 ticks). SLUICE_RAFT_FAILOVERS=N for more runs; the
-// figures are in docs/cluster.md.
+// raft's own election timeout (10-19 ticks). The hosts are driven as Run drives them in
+// production (a sleepy cluster: a host with no group awake sleeps to its next liveness
+// beat or peer timeout, sleep.go). SLUICE_RAFT_FAILOVERS=N for more runs; the figures are
+// in docs/cluster.md.
 func TestLeaderFailover(t *testing.T) {
 	runs := envInt("SLUICE_RAFT_FAILOVERS", 200)
 	for _, quiesced := range []bool{true, false} {
@@ -31,6 +33,7 @@ func TestLeaderFailover(t *testing.T) {
 
 func failover(t *testing.T, seed int64, quiesced bool) int {
 	c := newCluster(t, seed, 3, multiraft.Config{DisableQuiesce: !quiesced})
+	c.sleepy = true
 	c.createGroup(1, c.ids, c.ids)
 	_ = c.nodes[1].host.Campaign(1)
 	c.settle()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/memnet"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -62,7 +63,21 @@ type tnode struct {
 	sms    map[multiraft.GroupID]*recorder
 	groups []multiraft.GroupID // hosted, to reopen on restart
 	up     bool
+	clock  *testClock // the host's Sleeper when the cluster is sleepy
 }
+
+// testClock is the Sleeper of a host in a sleepy cluster: the cluster's tick count, and
+// the tick the host asked to be woken at.
+type testClock struct {
+	c     *cluster
+	armed uint64
+	fired int // ticks the host took: its Run loop's wake-ups by the clock
+}
+
+func (k *testClock) C() <-chan time.Time { return nil }
+func (k *testClock) Stop()               {}
+func (k *testClock) Now() uint64         { return k.c.ticks }
+func (k *testClock) Until(n uint64)      { k.armed = n }
 
 type ack struct {
 	term uint64
@@ -80,6 +95,9 @@ type cluster struct {
 	nodes map[multiraft.NodeID]*tnode
 	cfg   multiraft.Config
 	ticks uint64
+	// sleepy: every host is driven as Run drives it with a Sleeper (sleep.go), ticked
+	// only at the ticks it asks for, rather than on every tick.
+	sleepy bool
 	// noChecks skips the per-round leader check (benchmarks measure the hosts alone).
 	noChecks  bool
 	syncKills int // nodes stopped by an injected sync failure or a disk cut mid-round
@@ -121,6 +139,7 @@ func (c *cluster) start(id multiraft.NodeID) {
 		c.t.Fatal(err)
 	}
 	nd.host, nd.up, nd.sms = h, true, map[multiraft.GroupID]*recorder{}
+	nd.clock = &testClock{c: c}
 	for _, g := range nd.groups {
 		nd.sms[g] = &recorder{}
 		if err := h.CreateGroup(g, nil, nd.sms[g]); err != nil {
@@ -181,11 +200,26 @@ func (c *cluster) up() []*tnode {
 	return out
 }
 
-// tick moves every live host and the network one tick, then settles.
+// tick moves every live host and the network one tick, then settles. In a sleepy
+// cluster a host is first told of the work done on it since its last tick (Run's Woken:
+// harmless when there was none) and asked which tick it wants next, and is ticked only if
+// that tick has come.
 func (c *cluster) tick() {
+	if c.sleepy {
+		for _, nd := range c.up() {
+			nd.host.Woken(nd.clock)
+			nd.clock.Until(nd.host.Arm(nd.clock))
+		}
+	}
 	c.ticks++
 	for _, nd := range c.up() {
-		nd.host.Tick()
+		switch {
+		case !c.sleepy:
+			nd.host.Tick()
+		case nd.clock.armed <= c.ticks:
+			nd.clock.fired++
+			nd.host.Fired(nd.clock)
+		}
 	}
 	c.net.Advance()
 	c.settle()

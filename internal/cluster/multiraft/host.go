@@ -114,6 +114,7 @@ type Host struct {
 	peers      map[NodeID]*peer
 	nextSeq    uint64
 	beatAt     uint64 // the tick of the last liveness beat
+	clk        clock  // Run's Sleeper (sleep.go)
 	stats      Stats
 
 	work chan struct{} // a ProcessReady may have something to do
@@ -415,7 +416,14 @@ func (h *Host) Groups() []GroupID {
 	return ids
 }
 
-func (h *Host) markDirty(g *group) { h.dirty[g.id] = struct{}{} }
+// markDirty notes that g may have a Ready. While Run sleeps no tick will come to take it
+// (CreateGroup, for one, signals nothing else), so Run is woken.
+func (h *Host) markDirty(g *group) {
+	h.dirty[g.id] = struct{}{}
+	if h.clk.asleep {
+		h.signal()
+	}
+}
 
 func (h *Host) signal() {
 	select {

@@ -25,17 +25,19 @@ func (h *Host) heard(n NodeID) {
 	if p == nil {
 		return // not a configured peer: groups still work, but liveness does not watch it
 	}
-	p.lastHeard = h.now
+	p.lastHeard = h.clockNow() // while Run sleeps, h.now lags the time (sleep.go)
 	if !p.alive {
 		p.alive = true
 		h.peerUp(n)
 	}
 }
 
-// checkLiveness marks peers that went silent as down. Called on every tick.
+// checkLiveness marks peers that went silent as down. Called on every tick, and for the
+// ticks Run slept through (sleep.go). A peer heard while Run slept may have been heard
+// after h.now (clockNow): it is not silent.
 func (h *Host) checkLiveness() {
 	for n, p := range h.peers {
-		if p.alive && h.now-p.lastHeard > uint64(h.cfg.NodeTimeoutTicks) {
+		if p.alive && h.now > p.lastHeard && h.now-p.lastHeard > uint64(h.cfg.NodeTimeoutTicks) {
 			p.alive = false
 			h.peerDown(n)
 		}
@@ -79,9 +81,12 @@ func (h *Host) peerUp(n NodeID) {
 	}
 }
 
-// beatDue reports whether this round should beat the peers (under h.mu).
+// beatDue reports whether this round should beat the peers (under h.mu): a multiple of
+// LivenessTicks was reached since the last beat. Reached, not equalled: a Run that woke
+// late from a sleep (sleep.go) may have moved the clock past it.
 func (h *Host) beatDue() bool {
-	return len(h.peers) > 0 && h.now%uint64(h.cfg.LivenessTicks) == 0 && h.beatAt != h.now
+	every := uint64(h.cfg.LivenessTicks)
+	return len(h.peers) > 0 && h.now/every > h.beatAt/every
 }
 
 func (h *Host) peerIDs() []NodeID {

@@ -82,7 +82,7 @@ func (h *Host) AddPeer(n NodeID) {
 	if n == 0 || n == h.cfg.Node || h.peers[n] != nil {
 		return
 	}
-	h.peers[n] = &peer{lastHeard: h.now, alive: true}
+	h.peers[n] = &peer{lastHeard: h.clockNow(), alive: true}
 }
 
 // RemovePeer stops watching node n's liveness (a node removed from the cluster).

@@ -4,19 +4,39 @@ import "context"
 
 // Run drives the host until ctx is done, the host is closed or storage fails: a tick per
 // Ticker value, and Ready rounds whenever there is work (a proposal, a received batch, a
-// tick). It returns ctx's error, ErrStopped, or the storage error that stopped it (the node
-// must then restart from what its storage holds). One Run per host.
+// tick). With a Sleeper (NewTimeTicker's is one), Run skips the ticks in which no group is
+// awake and sleeps to the next one the host needs (sleep.go). It returns ctx's error,
+// ErrStopped, or the storage error that stopped it (the node must then restart from what
+// its storage holds). One Run per host.
 func (h *Host) Run(ctx context.Context, t Ticker) error {
+	s, _ := t.(Sleeper)
+	var armed uint64 // the Sleeper tick C is armed for; 0: none
 	for {
 		if h.isClosed() {
 			return ErrStopped
+		}
+		if s != nil {
+			// Re-armed only when the tick wanted changes: under load Run comes here many
+			// times a tick, and resetting the timer each time would cost for nothing.
+			if n := h.arm(s); n != armed {
+				s.Until(n)
+				armed = n
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C():
-			h.Tick()
+			if s != nil {
+				armed = 0
+				h.fired(s)
+			} else {
+				h.Tick()
+			}
 		case <-h.work:
+			if s != nil {
+				h.woken(s)
+			}
 		}
 		// Rounds until no group has work: whatever arrived during a round's sync is
 		// taken by the next, which is how many proposals share one sync.

@@ -47,15 +47,32 @@ type Ticker interface {
 	Stop()
 }
 
-// NewTimeTicker ticks every d: a time.Ticker's own channel, which (since Go 1.23) drops a
-// tick the host has not taken, so ticks are a rate, not a count. No goroutine of its own
-// in between: a relay woke one more goroutine per tick, 20 a second per node at idle.
-func NewTimeTicker(d time.Duration) Ticker { return timeTicker{time.NewTicker(d)} }
+// NewTimeTicker ticks every d, at fixed instants from now: a Sleeper (sleep.go), so Run
+// can skip the ticks in which no group is awake. It fires once per Until (Run arms it for
+// every tick it wants): a tick Run has not taken is not queued, so ticks are a rate, not a
+// count, as a time.Ticker's (since Go 1.23). It has no goroutine of its own: a relay woke
+// one more goroutine per tick, 20 a second per node at idle.
+func NewTimeTicker(d time.Duration) Ticker {
+	t := &timeTicker{start: time.Now(), d: d}
+	t.timer = time.NewTimer(d)
+	return t
+}
 
-type timeTicker struct{ t *time.Ticker }
+type timeTicker struct {
+	start time.Time // tick n is due at start + n×d
+	d     time.Duration
+	timer *time.Timer
+}
 
-func (t timeTicker) C() <-chan time.Time { return t.t.C }
-func (t timeTicker) Stop()               { t.t.Stop() }
+func (t *timeTicker) C() <-chan time.Time { return t.timer.C }
+func (t *timeTicker) Stop()               { t.timer.Stop() }
+func (t *timeTicker) Now() uint64         { return uint64(time.Since(t.start) / t.d) }
+
+// Until re-arms the timer for tick n's instant (Reset drops a value not yet taken, since
+// Go 1.23, so C never carries a stale tick).
+func (t *timeTicker) Until(n uint64) {
+	t.timer.Reset(time.Until(t.start.Add(time.Duration(n) * t.d)))
+}
 
 // ManualTicker ticks when told to: Tick blocks until the host's Run loop took the tick.
 type ManualTicker struct{ c chan time.Time }
