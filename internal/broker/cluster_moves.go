@@ -183,9 +183,13 @@ func (c *clusterRT) partitionRecords(g meta.GroupPlacement) int64 {
 // rebalance proposes one move that evens replica counts out, if they differ by more than
 // one: what a node that joined gets its replicas by.
 func (c *clusterRT) rebalance(st *meta.State) {
+	if st == c.balanced {
+		return // what Rebalance reads is all in st, which found nothing to move
+	}
 	movable := func(g meta.GroupPlacement) bool { return g.Queue != "" || partitionSeeding }
 	gid, from, to, ok := st.Rebalance(movable)
 	if !ok {
+		c.balanced = st
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
