@@ -70,13 +70,14 @@ type tnode struct {
 // the tick the host asked to be woken at.
 type testClock struct {
 	c     *cluster
+	off   uint64 // added to the cluster's ticks: where the host's clock stands among others
 	armed uint64
 	fired int // ticks the host took: its Run loop's wake-ups by the clock
 }
 
 func (k *testClock) C() <-chan time.Time { return nil }
 func (k *testClock) Stop()               {}
-func (k *testClock) Now() uint64         { return k.c.ticks }
+func (k *testClock) Now() uint64         { return k.c.ticks + k.off }
 func (k *testClock) Until(n uint64)      { k.armed = n }
 
 type ack struct {
@@ -216,7 +217,7 @@ func (c *cluster) tick() {
 		switch {
 		case !c.sleepy:
 			nd.host.Tick()
-		case nd.clock.armed <= c.ticks:
+		case nd.clock.armed <= nd.clock.Now():
 			nd.clock.fired++
 			nd.host.Fired(nd.clock)
 		}

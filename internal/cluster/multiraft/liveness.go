@@ -82,11 +82,12 @@ func (h *Host) peerUp(n NodeID) {
 }
 
 // beatDue reports whether this round should beat the peers (under h.mu): a multiple of
-// LivenessTicks was reached since the last beat. Reached, not equalled: a Run that woke
-// late from a sleep (sleep.go) may have moved the clock past it.
+// LivenessTicks (shifted by the beat's phase, sleep.go) was reached since the last beat.
+// Reached, not equalled: a Run that woke late from a sleep may have moved the clock past
+// it.
 func (h *Host) beatDue() bool {
-	every := uint64(h.cfg.LivenessTicks)
-	return len(h.peers) > 0 && h.now/every > h.beatAt/every
+	every, phase := uint64(h.cfg.LivenessTicks), h.beatPhase()
+	return len(h.peers) > 0 && (h.now+phase)/every > (h.beatAt+phase)/every
 }
 
 func (h *Host) peerIDs() []NodeID {

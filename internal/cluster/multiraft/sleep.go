@@ -101,8 +101,8 @@ func (h *Host) idleTicks() uint64 {
 	if len(h.active) > 0 || len(h.dirty) > 0 || len(h.outbox) > 0 || h.closed {
 		return 1
 	}
-	every := uint64(h.cfg.LivenessTicks)
-	n := (h.now/every+1)*every - h.now
+	every, phase := uint64(h.cfg.LivenessTicks), h.beatPhase()
+	n := ((h.now+phase)/every+1)*every - phase - h.now
 	for _, p := range h.peers {
 		if !p.alive {
 			continue // a dead peer comes back by a batch, not by a tick
@@ -125,4 +125,19 @@ func (h *Host) clockNow() uint64 {
 		}
 	}
 	return h.now
+}
+
+// beatPhase shifts the liveness beat onto the Sleeper's multiples of LivenessTicks (under
+// h.mu). NewTimeTicker counts its ticks from a wall-clock epoch, so every node of a
+// cluster then beats at the same instants, and a node hears its peers' beats while it is
+// awake for its own, rather than being woken twice more per beat (by the two peers'
+// beats, each at its own phase) in between. A phase that changes (a late tick, the first
+// Run) cannot make the beat late: a multiple of LivenessTicks in any phase is reached
+// within LivenessTicks of the last beat (beatDue), so it may only come early once.
+func (h *Host) beatPhase() uint64 {
+	if h.clk.s == nil {
+		return 0
+	}
+	every := uint64(h.cfg.LivenessTicks)
+	return (h.clk.base%every + every - h.now%every) % every
 }

@@ -22,12 +22,13 @@ func idleScenario(t *testing.T, sleepy bool) (trace []string, wakeups map[multir
 	const groups = 20
 	c := newCluster(t, 1, 3, multiraft.Config{})
 	c.sleepy = sleepy
-	// Clocks out of phase, as processes started at different moments are: n2's clock one
-	// tick ahead, n3's two, so their beats arrive between another node's beats, while it
-	// sleeps.
+	// Beats out of phase, as with clocks that do not count from one epoch: n2's host
+	// clock one tick ahead, n3's two (and their Sleepers with them, which keeps their beat
+	// phase), so their beats arrive between another node's beats, while it sleeps.
 	c.nodes[2].host.Tick()
 	c.nodes[3].host.Tick()
 	c.nodes[3].host.Tick()
+	c.nodes[2].clock.off, c.nodes[3].clock.off = 1, 2
 	for g := 1; g <= groups; g++ {
 		c.createGroup(multiraft.GroupID(g), c.ids, c.ids)
 		_ = c.nodes[1].host.Campaign(multiraft.GroupID(g))
@@ -260,5 +261,61 @@ func TestRunSleepsWhileQuiesced(t *testing.T) {
 	}
 	if !slices.IsSorted(asked) {
 		t.Fatalf("ticks asked out of order: %v", asked)
+	}
+}
+
+// TestBeatsFallOnTheClocksMultiples: a host's liveness beats fall on its Sleeper's
+// multiples of LivenessTicks, whenever the host started; so nodes whose Sleepers count from
+// one epoch (NewTimeTicker's: the Unix epoch) beat at the same ticks, and each hears its
+// peers' beats when it is awake for its own. Here n3 restarts two ticks past a multiple of
+// 4 (its host's own count starts again at 0): once the groups are quiet again, every batch
+// of the cluster leaves at a multiple of 4.
+func TestBeatsFallOnTheClocksMultiples(t *testing.T) {
+	c := newCluster(t, 1, 3, multiraft.Config{})
+	c.sleepy = true
+	for g := 1; g <= 5; g++ {
+		c.createGroup(multiraft.GroupID(g), c.ids, c.ids)
+		_ = c.nodes[1].host.Campaign(multiraft.GroupID(g))
+	}
+	for range 30 {
+		c.tick()
+	}
+	c.kill(3)
+	for c.ticks%4 != 2 {
+		c.tick()
+	}
+	c.restart(3)
+	for range 40 {
+		c.tick()
+	}
+	var off []uint64
+	for range 40 {
+		sent := c.net.Stats().Sent
+		c.tick()
+		if c.net.Stats().Sent != sent && c.ticks%4 != 0 {
+			off = append(off, c.ticks)
+		}
+	}
+	for _, nd := range c.up() {
+		if st := nd.host.Stats(); st.Awake != 0 || st.PeersDown != 0 {
+			t.Fatalf("n%d: %d groups awake, %d peers down; the test needs a quiet cluster", nd.id, st.Awake, st.PeersDown)
+		}
+	}
+	if len(off) > 0 {
+		t.Fatalf("batches sent at ticks %v, off the multiples of 4", off)
+	}
+}
+
+// TestTimeTickerCountsFromTheEpoch: NewTimeTicker's tick n is the n-th multiple of d since
+// the Unix epoch, whenever the ticker was made.
+func TestTimeTickerCountsFromTheEpoch(t *testing.T) {
+	const d = 50 * time.Millisecond
+	tk := multiraft.NewTimeTickerForTest(d)
+	defer tk.Stop()
+	before := uint64(time.Now().UnixNano() / int64(d))
+	n := tk.Now()
+	after := uint64(time.Now().UnixNano() / int64(d))
+	if n < before || n > after {
+		t.Fatalf("Now() = %d; the wall clock's multiples of %v were %d and %d around it", n, d, before, after)
 	}
 }

@@ -47,31 +47,41 @@ type Ticker interface {
 	Stop()
 }
 
-// NewTimeTicker ticks every d, at fixed instants from now: a Sleeper (sleep.go), so Run
-// can skip the ticks in which no group is awake. It fires once per Until (Run arms it for
-// every tick it wants): a tick Run has not taken is not queued, so ticks are a rate, not a
-// count, as a time.Ticker's (since Go 1.23). It has no goroutine of its own: a relay woke
-// one more goroutine per tick, 20 a second per node at idle.
+// NewTimeTicker ticks every d, on the wall clock's multiples of d: a Sleeper (sleep.go), so
+// Run can skip the ticks in which no group is awake. Its ticks are numbered from the Unix
+// epoch, so the nodes of a cluster (one clock, or clocks NTP keeps close) count the same
+// tick at the same instant, and beat their peers together (Host.beatPhase). After the
+// start it counts on the monotonic clock: a step of the wall clock moves no tick. It fires
+// once per Until (Run arms it for every tick it wants): a tick Run has not taken is not
+// queued, so ticks are a rate, not a count, as a time.Ticker's (since Go 1.23). It has no
+// goroutine of its own: a relay woke one more goroutine per tick, 20 a second per node at
+// idle.
 func NewTimeTicker(d time.Duration) Ticker {
-	t := &timeTicker{start: time.Now(), d: d}
-	t.timer = time.NewTimer(d)
+	now := time.Now()
+	past := now.Sub(now.Truncate(d)) // Truncate strips the monotonic reading: a wall-clock remainder
+	t := &timeTicker{start: now.Add(-past), epoch: uint64(now.Truncate(d).UnixNano() / int64(d)), d: d}
+	t.timer = time.NewTimer(d - past)
 	return t
 }
 
 type timeTicker struct {
-	start time.Time // tick n is due at start + n×d
+	start time.Time // tick epoch+n is due at start + n×d (start keeps now's monotonic reading)
+	epoch uint64    // the tick due at start, counted from the Unix epoch
 	d     time.Duration
 	timer *time.Timer
 }
 
 func (t *timeTicker) C() <-chan time.Time { return t.timer.C }
 func (t *timeTicker) Stop()               { t.timer.Stop() }
-func (t *timeTicker) Now() uint64         { return uint64(time.Since(t.start) / t.d) }
+func (t *timeTicker) Now() uint64         { return t.epoch + uint64(time.Since(t.start)/t.d) }
 
 // Until re-arms the timer for tick n's instant (Reset drops a value not yet taken, since
 // Go 1.23, so C never carries a stale tick).
 func (t *timeTicker) Until(n uint64) {
-	t.timer.Reset(time.Until(t.start.Add(time.Duration(n) * t.d)))
+	if n < t.epoch {
+		n = t.epoch
+	}
+	t.timer.Reset(time.Until(t.start.Add(time.Duration(n-t.epoch) * t.d)))
 }
 
 // ManualTicker ticks when told to: Tick blocks until the host's Run loop took the tick.
