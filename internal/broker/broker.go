@@ -367,7 +367,7 @@ func (b *Broker) StartMaintenance(interval time.Duration) {
 	b.startCleaner(b.stopMaint)
 	go func() {
 		defer close(b.maintDone)
-		t := time.NewTicker(interval)
+		t := time.NewTimer(untilAligned(interval))
 		defer t.Stop()
 		for {
 			select {
@@ -375,6 +375,7 @@ func (b *Broker) StartMaintenance(interval time.Duration) {
 				return
 			case <-t.C:
 				b.Maintain()
+				t.Reset(untilAligned(interval))
 			}
 		}
 	}()

@@ -103,7 +103,7 @@ func (c *clusterRT) run() {
 		case <-c.stop:
 			return
 		case <-changed:
-		case <-time.After(every):
+		case <-time.After(untilAligned(every)):
 		}
 	}
 }

@@ -184,7 +184,7 @@ func (g *groupRT) run() {
 		g.mu.Lock()
 		d, ok := g.coord.NextDeadline()
 		g.mu.Unlock()
-		wait := time.Second
+		wait := untilAligned(time.Second)
 		if ok {
 			wait = min(max(d.Sub(g.s.b.now()), 10*time.Millisecond), time.Second)
 		}

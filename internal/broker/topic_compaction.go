@@ -60,7 +60,7 @@ func (b *Broker) startCleaner(stop <-chan struct{}) {
 	b.cleaner.done = make(chan struct{})
 	go func() {
 		defer close(b.cleaner.done)
-		t := time.NewTicker(every)
+		t := time.NewTimer(untilAligned(every))
 		defer t.Stop()
 		for {
 			select {
@@ -68,6 +68,7 @@ func (b *Broker) startCleaner(stop <-chan struct{}) {
 				return
 			case <-t.C:
 				b.CleanCompacted(stop)
+				t.Reset(untilAligned(every))
 			}
 		}
 	}()

@@ -65,7 +65,7 @@ func (s *streams) openTxn() error {
 	s.txnStop, s.txnDone = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(s.txnDone)
-		t := time.NewTicker(txnTickEvery)
+		t := time.NewTimer(untilAligned(txnTickEvery))
 		defer t.Stop()
 		for {
 			select {
@@ -73,6 +73,7 @@ func (s *streams) openTxn() error {
 				return
 			case <-t.C:
 				c.Tick()
+				t.Reset(untilAligned(txnTickEvery))
 			}
 		}
 	}()

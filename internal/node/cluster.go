@@ -156,10 +156,13 @@ func (c *clusterNode) brokerOptions() *broker.ClusterOptions {
 }
 
 // register keeps this node's client addresses in the catalog: at start, and again
-// whenever the catalog has other ones (a restart with new listeners).
+// whenever the catalog has other ones (a restart with new listeners). Once they are there
+// it waits for the catalog to change rather than looking every second: one wake-up a
+// second less on an idle node.
 func (c *clusterNode) register(ctx context.Context, s *server.Server) {
 	warned := false
 	for {
+		changed := c.meta.Changed() // before the State it reads: no change is missed
 		if c.meta.State().Removed[c.self] {
 			if !warned {
 				c.log.Warn("cluster: this node was removed from the cluster (sluice cluster remove-node): stop it; " +
@@ -175,17 +178,24 @@ func (c *clusterNode) register(ctx context.Context, s *server.Server) {
 		}
 		want := meta.Node{ID: c.self, KafkaAddr: s.AdvertisedAddr(server.Kafka),
 			HTTPAddr: s.AdvertisedAddr(server.HTTP), SQSAddr: s.AdvertisedAddr(server.SQS)}
-		if !c.registered(want) && (want.KafkaAddr != "" || s.Config().KafkaAddr == "") {
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if err := c.cat.RegisterNode(rctx, want); err != nil && ctx.Err() == nil {
-				c.log.Debug("cluster: registering this node's addresses; retrying", "err", err)
+		var retry <-chan time.Time
+		if !c.registered(want) {
+			if want.KafkaAddr != "" || s.Config().KafkaAddr == "" {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if err := c.cat.RegisterNode(rctx, want); err != nil && ctx.Err() == nil {
+					c.log.Debug("cluster: registering this node's addresses; retrying", "err", err)
+				}
+				cancel()
 			}
-			cancel()
+			// Not there yet (a listener without its address, a refused or lost
+			// registration, or one applied since): look again in a second.
+			retry = time.After(time.Second)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Second):
+		case <-changed:
+		case <-retry:
 		}
 	}
 }
