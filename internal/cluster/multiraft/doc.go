@@ -17,9 +17,11 @@
 // internal/cluster/memnet is the in-memory network the tests use). MemEngine is an in-memory
 // Engine that can lose its unsynced writes, for tests and benchmarks.
 //
-// Time is ticks, from whoever calls Tick: Run drives Tick from a Ticker (time.Ticker in
+// Time is ticks, from whoever calls Tick: Run drives Tick from a Ticker (NewTimeTicker in
 // production, a hand-driven one in tests), and deterministic tests call Tick and
-// ProcessReady themselves.
+// ProcessReady themselves. While no group is awake, Run with a Sleeper (NewTimeTicker's)
+// takes only the ticks the liveness beat and the peers' timeouts need, and counts the
+// others when it wakes (sleep.go).
 //
 // A replica that lost its disk (restarted empty under its node ID) grants no vote until a
 // leader has sent it the log, and a heartbeat committing past its log is dropped rather
