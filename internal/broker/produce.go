@@ -56,16 +56,7 @@ const recordOverhead = 32
 // written in parallel. A record too large for the topic fails the whole call
 // with ErrRecordTooLarge before anything is written.
 func (b *Broker) Produce(ctx context.Context, topic string, recs []ProduceRecord, opts ProduceOptions) ([]ProduceResult, error) {
-	if err := b.disk.Admit(); err != nil {
-		return nil, err
-	}
-	t, err := b.streams.topic(topic)
-	if err != nil {
-		return nil, err
-	}
-	s, parts := t.snapshot()
-	now := b.now()
-	byPart, err := b.streams.route(s, recs, len(parts))
+	s, parts, byPart, now, err := b.routeProduce(topic, recs)
 	if err != nil {
 		return nil, err
 	}
@@ -419,4 +410,21 @@ func (b *Broker) appendIdempotent(ctx context.Context, p *partitionRT, raws stor
 		bases[i] = offs[i]
 	}
 	return n, nil
+}
+
+// routeProduce is what Produce and PlaceProduce do first: admit the write (a full disk
+// refuses it), find the topic, and route each record to its partition (indexes into recs
+// by partition), at the broker's time now.
+func (b *Broker) routeProduce(topic string, recs []ProduceRecord) (s TopicSettings, parts []*partitionRT, byPart map[int32][]int, now time.Time, err error) {
+	if err = b.disk.Admit(); err != nil {
+		return
+	}
+	t, err := b.streams.topic(topic)
+	if err != nil {
+		return
+	}
+	s, parts = t.snapshot()
+	now = b.now()
+	byPart, err = b.streams.route(s, recs, len(parts))
+	return
 }

@@ -52,16 +52,7 @@ func (b *Broker) PlaceProduce(ctx context.Context, topic string, recs []ProduceR
 		}
 		return &PlacedProduce{done: true, res: res}, nil
 	}
-	if err := b.disk.Admit(); err != nil {
-		return nil, err
-	}
-	t, err := b.streams.topic(topic)
-	if err != nil {
-		return nil, err
-	}
-	s, parts := t.snapshot()
-	now := b.now()
-	byPart, err := b.streams.route(s, recs, len(parts))
+	s, parts, byPart, now, err := b.routeProduce(topic, recs)
 	if err != nil {
 		return nil, err
 	}
