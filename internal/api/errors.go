@@ -103,6 +103,7 @@ var errorTable = []errorRule{
 	{broker.ErrOffsetOutOfRange, connect.CodeOutOfRange, ReasonOffsetOutOfRange},
 	{broker.ErrRecordTooLarge, connect.CodeInvalidArgument, ReasonMessageTooLarge},
 	{broker.ErrCorruptBatch, connect.CodeInvalidArgument, ReasonInvalidArgument},
+	{broker.ErrControlBatch, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrKeyRequired, connect.CodeInvalidArgument, ReasonInvalidArgument},
 	{broker.ErrProducerFenced, connect.CodeFailedPrecondition, ReasonProducerFenced},
 	{broker.ErrOutOfOrderSequence, connect.CodeFailedPrecondition, ReasonSequenceOrder},

@@ -194,8 +194,16 @@ func (s *streamService) readPublishes(ctx context.Context, stream *connect.BidiS
 	}
 }
 
+// publishEntries is the entries a request is answered with: its records,
+// messages, and the records of its batches (a batch that does not parse
+// counts none; checkPublish refuses it).
 func publishEntries(r *sluicev1.PublishRequest) int {
-	return len(r.GetRecords()) + len(r.GetMessages())
+	n := len(r.GetRecords()) + len(r.GetMessages())
+	for _, b := range r.GetBatches() {
+		k, _ := batchRecords(b)
+		n += k
+	}
+	return n
 }
 
 // publishBatch answers every request of batch, in order, once durable.
@@ -229,7 +237,9 @@ func (s *streamService) placeBatch(ctx context.Context, batch []pendingPublish) 
 		for i, j := range run {
 			reqs[i], resps[i] = batch[j].req, out[j]
 		}
-		if t, ok := reqs[0].GetDestination().(*sluicev1.PublishRequest_Topic); ok {
+		if t, ok := reqs[0].GetDestination().(*sluicev1.PublishRequest_Topic); ok && len(reqs[0].GetBatches()) > 0 {
+			pp.waits = append(pp.waits, s.batchRun(ctx, t.Topic, reqs, resps)...)
+		} else if ok {
 			if wait := s.produceRun(ctx, t.Topic, reqs, resps); wait != nil {
 				pp.waits = append(pp.waits, wait)
 			}
@@ -270,8 +280,13 @@ func checkPublish(r *sluicev1.PublishRequest) error {
 		if msgs > 0 {
 			return invalidArg(ReasonInvalidArgument, "messages", "a request for a topic carries records, not messages", meta)
 		}
+		n, err := checkBatches(r, meta)
+		if err != nil {
+			return err
+		}
+		recs += n
 	case *sluicev1.PublishRequest_Queue:
-		if recs > 0 {
+		if recs > 0 || len(r.GetBatches()) > 0 {
 			return invalidArg(ReasonInvalidArgument, "records", "a request for a queue carries messages, not records", meta)
 		}
 	default:
@@ -296,7 +311,12 @@ func (s *streamService) allowedPublish(ctx context.Context, r *sluicev1.PublishR
 	return s.allowed(ctx, auth.Produce, queueRes(r.GetQueue()))
 }
 
+// sameDestination reports whether b may join a's run: the same topic or
+// queue, and for a topic the same kind of entries (records or batches).
 func sameDestination(a, b *sluicev1.PublishRequest) bool {
+	if (len(a.GetBatches()) > 0) != (len(b.GetBatches()) > 0) {
+		return false
+	}
 	switch d := a.GetDestination().(type) {
 	case *sluicev1.PublishRequest_Topic:
 		o, ok := b.GetDestination().(*sluicev1.PublishRequest_Topic)

@@ -38,10 +38,15 @@ type PublishRequest struct {
 	//	*PublishRequest_Queue
 	Destination isPublishRequest_Destination `protobuf_oneof:"destination"`
 	// For a topic. Unkeyed records of one request go to one partition;
-	// idempotence is not offered on the stream (use Produce).
+	// idempotence is not offered on the stream for records (use Produce,
+	// or batches with a producer id).
 	Records []*ProduceRecord `protobuf:"bytes,4,rep,name=records,proto3" json:"records,omitempty"`
 	// For a queue.
-	Messages      []*SendEntry `protobuf:"bytes,5,rep,name=messages,proto3" json:"messages,omitempty"`
+	Messages []*SendEntry `protobuf:"bytes,5,rep,name=messages,proto3" json:"messages,omitempty"`
+	// For a topic, instead of records: record batches the client built
+	// (RecordBatch). A request carries records or batches, not both; the
+	// records of its batches count toward the 1,000 entries.
+	Batches       []*RecordBatch `protobuf:"bytes,6,rep,name=batches,proto3" json:"batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -122,6 +127,13 @@ func (x *PublishRequest) GetMessages() []*SendEntry {
 	return nil
 }
 
+func (x *PublishRequest) GetBatches() []*RecordBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
 type isPublishRequest_Destination interface {
 	isPublishRequest_Destination()
 }
@@ -138,6 +150,70 @@ func (*PublishRequest_Topic) isPublishRequest_Destination() {}
 
 func (*PublishRequest_Queue) isPublishRequest_Destination() {}
 
+// RecordBatch is one Kafka record batch (magic 2) of records for one
+// partition, built by the client (Kafka's clients build the same): the
+// server checks its framing, CRC and records as it checks a Kafka produce,
+// sets its base offset and leader epoch, and stores it as it came
+// (compressed or not), so the records cost no decoding of their own on the
+// server. Transactional and control batches are refused; a producer id
+// makes it idempotent, checked as Produce's idempotence is. Each record of
+// the batch is answered by its own PublishResult, in order, as records
+// are; the result's timestamp is left unset (the record's own is the
+// client's).
+type RecordBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset or -1: the partition the topic's unkeyed records go to next (the
+	// keys in the batch do not choose it).
+	Partition     *int32 `protobuf:"varint,1,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordBatch) Reset() {
+	*x = RecordBatch{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordBatch) ProtoMessage() {}
+
+func (x *RecordBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
+func (*RecordBatch) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RecordBatch) GetPartition() int32 {
+	if x != nil && x.Partition != nil {
+		return *x.Partition
+	}
+	return 0
+}
+
+func (x *RecordBatch) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // PublishError is why an entry (or a whole request) was refused, as the
 // unary call would have failed.
 type PublishError struct {
@@ -153,7 +229,7 @@ type PublishError struct {
 
 func (x *PublishError) Reset() {
 	*x = PublishError{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[1]
+	mi := &file_sluice_v1_stream_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +241,7 @@ func (x *PublishError) String() string {
 func (*PublishError) ProtoMessage() {}
 
 func (x *PublishError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[1]
+	mi := &file_sluice_v1_stream_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +254,7 @@ func (x *PublishError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishError.ProtoReflect.Descriptor instead.
 func (*PublishError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PublishError) GetCode() string {
@@ -215,7 +291,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[2]
+	mi := &file_sluice_v1_stream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +303,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[2]
+	mi := &file_sluice_v1_stream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +316,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PublishResult) GetRecord() *ProduceResult {
@@ -278,7 +354,7 @@ type PublishResponse struct {
 
 func (x *PublishResponse) Reset() {
 	*x = PublishResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[3]
+	mi := &file_sluice_v1_stream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +366,7 @@ func (x *PublishResponse) String() string {
 func (*PublishResponse) ProtoMessage() {}
 
 func (x *PublishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[3]
+	mi := &file_sluice_v1_stream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +379,7 @@ func (x *PublishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
 func (*PublishResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PublishResponse) GetId() uint64 {
@@ -339,7 +415,7 @@ type StreamServiceConsumeRequest struct {
 
 func (x *StreamServiceConsumeRequest) Reset() {
 	*x = StreamServiceConsumeRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[4]
+	mi := &file_sluice_v1_stream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +427,7 @@ func (x *StreamServiceConsumeRequest) String() string {
 func (*StreamServiceConsumeRequest) ProtoMessage() {}
 
 func (x *StreamServiceConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[4]
+	mi := &file_sluice_v1_stream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +440,7 @@ func (x *StreamServiceConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamServiceConsumeRequest.ProtoReflect.Descriptor instead.
 func (*StreamServiceConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StreamServiceConsumeRequest) GetStart() *ConsumeRequest {
@@ -393,7 +469,7 @@ type StreamServiceConsumeResponse struct {
 
 func (x *StreamServiceConsumeResponse) Reset() {
 	*x = StreamServiceConsumeResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[5]
+	mi := &file_sluice_v1_stream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +481,7 @@ func (x *StreamServiceConsumeResponse) String() string {
 func (*StreamServiceConsumeResponse) ProtoMessage() {}
 
 func (x *StreamServiceConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[5]
+	mi := &file_sluice_v1_stream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +494,7 @@ func (x *StreamServiceConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamServiceConsumeResponse.ProtoReflect.Descriptor instead.
 func (*StreamServiceConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StreamServiceConsumeResponse) GetMessage() *Message {
@@ -439,14 +515,20 @@ var File_sluice_v1_stream_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/stream.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\x1a\x15sluice/v1/queue.proto\x1a\x15sluice/v1/topic.proto\"\xc5\x01\n" +
+	"\x16sluice/v1/stream.proto\x12\tsluice.v1\x1a\x16sluice/v1/common.proto\x1a\x15sluice/v1/queue.proto\x1a\x15sluice/v1/topic.proto\"\xf7\x01\n" +
 	"\x0ePublishRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x05topic\x18\x02 \x01(\tH\x00R\x05topic\x12\x16\n" +
 	"\x05queue\x18\x03 \x01(\tH\x00R\x05queue\x122\n" +
 	"\arecords\x18\x04 \x03(\v2\x18.sluice.v1.ProduceRecordR\arecords\x120\n" +
-	"\bmessages\x18\x05 \x03(\v2\x14.sluice.v1.SendEntryR\bmessagesB\r\n" +
-	"\vdestination\"f\n" +
+	"\bmessages\x18\x05 \x03(\v2\x14.sluice.v1.SendEntryR\bmessages\x120\n" +
+	"\abatches\x18\x06 \x03(\v2\x16.sluice.v1.RecordBatchR\abatchesB\r\n" +
+	"\vdestination\"R\n" +
+	"\vRecordBatch\x12!\n" +
+	"\tpartition\x18\x01 \x01(\x05H\x00R\tpartition\x88\x01\x01\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04dataB\f\n" +
+	"\n" +
+	"_partition\"f\n" +
 	"\fPublishError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12(\n" +
@@ -481,44 +563,46 @@ func file_sluice_v1_stream_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_stream_proto_rawDescData
 }
 
-var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_v1_stream_proto_goTypes = []any{
 	(*PublishRequest)(nil),               // 0: sluice.v1.PublishRequest
-	(*PublishError)(nil),                 // 1: sluice.v1.PublishError
-	(*PublishResult)(nil),                // 2: sluice.v1.PublishResult
-	(*PublishResponse)(nil),              // 3: sluice.v1.PublishResponse
-	(*StreamServiceConsumeRequest)(nil),  // 4: sluice.v1.StreamServiceConsumeRequest
-	(*StreamServiceConsumeResponse)(nil), // 5: sluice.v1.StreamServiceConsumeResponse
-	(*ProduceRecord)(nil),                // 6: sluice.v1.ProduceRecord
-	(*SendEntry)(nil),                    // 7: sluice.v1.SendEntry
-	(*ErrorInfo)(nil),                    // 8: sluice.v1.ErrorInfo
-	(*ProduceResult)(nil),                // 9: sluice.v1.ProduceResult
-	(*SendResult)(nil),                   // 10: sluice.v1.SendResult
-	(*ConsumeRequest)(nil),               // 11: sluice.v1.ConsumeRequest
-	(*Message)(nil),                      // 12: sluice.v1.Message
-	(*AckResult)(nil),                    // 13: sluice.v1.AckResult
+	(*RecordBatch)(nil),                  // 1: sluice.v1.RecordBatch
+	(*PublishError)(nil),                 // 2: sluice.v1.PublishError
+	(*PublishResult)(nil),                // 3: sluice.v1.PublishResult
+	(*PublishResponse)(nil),              // 4: sluice.v1.PublishResponse
+	(*StreamServiceConsumeRequest)(nil),  // 5: sluice.v1.StreamServiceConsumeRequest
+	(*StreamServiceConsumeResponse)(nil), // 6: sluice.v1.StreamServiceConsumeResponse
+	(*ProduceRecord)(nil),                // 7: sluice.v1.ProduceRecord
+	(*SendEntry)(nil),                    // 8: sluice.v1.SendEntry
+	(*ErrorInfo)(nil),                    // 9: sluice.v1.ErrorInfo
+	(*ProduceResult)(nil),                // 10: sluice.v1.ProduceResult
+	(*SendResult)(nil),                   // 11: sluice.v1.SendResult
+	(*ConsumeRequest)(nil),               // 12: sluice.v1.ConsumeRequest
+	(*Message)(nil),                      // 13: sluice.v1.Message
+	(*AckResult)(nil),                    // 14: sluice.v1.AckResult
 }
 var file_sluice_v1_stream_proto_depIdxs = []int32{
-	6,  // 0: sluice.v1.PublishRequest.records:type_name -> sluice.v1.ProduceRecord
-	7,  // 1: sluice.v1.PublishRequest.messages:type_name -> sluice.v1.SendEntry
-	8,  // 2: sluice.v1.PublishError.info:type_name -> sluice.v1.ErrorInfo
-	9,  // 3: sluice.v1.PublishResult.record:type_name -> sluice.v1.ProduceResult
-	10, // 4: sluice.v1.PublishResult.message:type_name -> sluice.v1.SendResult
-	1,  // 5: sluice.v1.PublishResult.error:type_name -> sluice.v1.PublishError
-	2,  // 6: sluice.v1.PublishResponse.results:type_name -> sluice.v1.PublishResult
-	1,  // 7: sluice.v1.PublishResponse.error:type_name -> sluice.v1.PublishError
-	11, // 8: sluice.v1.StreamServiceConsumeRequest.start:type_name -> sluice.v1.ConsumeRequest
-	12, // 9: sluice.v1.StreamServiceConsumeResponse.message:type_name -> sluice.v1.Message
-	13, // 10: sluice.v1.StreamServiceConsumeResponse.acks:type_name -> sluice.v1.AckResult
-	0,  // 11: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	4,  // 12: sluice.v1.StreamService.Consume:input_type -> sluice.v1.StreamServiceConsumeRequest
-	3,  // 13: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	5,  // 14: sluice.v1.StreamService.Consume:output_type -> sluice.v1.StreamServiceConsumeResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	7,  // 0: sluice.v1.PublishRequest.records:type_name -> sluice.v1.ProduceRecord
+	8,  // 1: sluice.v1.PublishRequest.messages:type_name -> sluice.v1.SendEntry
+	1,  // 2: sluice.v1.PublishRequest.batches:type_name -> sluice.v1.RecordBatch
+	9,  // 3: sluice.v1.PublishError.info:type_name -> sluice.v1.ErrorInfo
+	10, // 4: sluice.v1.PublishResult.record:type_name -> sluice.v1.ProduceResult
+	11, // 5: sluice.v1.PublishResult.message:type_name -> sluice.v1.SendResult
+	2,  // 6: sluice.v1.PublishResult.error:type_name -> sluice.v1.PublishError
+	3,  // 7: sluice.v1.PublishResponse.results:type_name -> sluice.v1.PublishResult
+	2,  // 8: sluice.v1.PublishResponse.error:type_name -> sluice.v1.PublishError
+	12, // 9: sluice.v1.StreamServiceConsumeRequest.start:type_name -> sluice.v1.ConsumeRequest
+	13, // 10: sluice.v1.StreamServiceConsumeResponse.message:type_name -> sluice.v1.Message
+	14, // 11: sluice.v1.StreamServiceConsumeResponse.acks:type_name -> sluice.v1.AckResult
+	0,  // 12: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	5,  // 13: sluice.v1.StreamService.Consume:input_type -> sluice.v1.StreamServiceConsumeRequest
+	4,  // 14: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	6,  // 15: sluice.v1.StreamService.Consume:output_type -> sluice.v1.StreamServiceConsumeResponse
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }
@@ -533,13 +617,14 @@ func file_sluice_v1_stream_proto_init() {
 		(*PublishRequest_Topic)(nil),
 		(*PublishRequest_Queue)(nil),
 	}
+	file_sluice_v1_stream_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_stream_proto_rawDesc), len(file_sluice_v1_stream_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
