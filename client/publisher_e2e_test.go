@@ -7,20 +7,29 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/sluicetest"
 )
 
 // Concurrent publishes to a topic over one stream each get a distinct
 // offset, and the log holds exactly what was answered, in each
-// publisher's order.
+// publisher's order, each record at the offset it was answered with:
+// sent as records, or as record batches built here (RecordBatches).
 func TestPublisherTopicEndToEnd(t *testing.T) {
+	for _, batches := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batches=%v", batches), func(t *testing.T) { publishTopicEndToEnd(t, batches) })
+	}
+}
+
+func publishTopicEndToEnd(t *testing.T, batches bool) {
 	c, _ := sluicetest.New(t)
 	ctx := t.Context()
 	if _, err := c.CreateTopic(ctx, "ev", nil); err != nil {
 		t.Fatal(err)
 	}
-	p := c.TopicPublisher("ev", &client.PublisherOptions{MaxBatch: 50, MaxInFlight: 4})
+	p := c.TopicPublisher("ev", &client.PublisherOptions{MaxBatch: 50, MaxInFlight: 4, RecordBatches: batches})
 	const senders, each = 8, 100
 	offsets := make([][]int64, senders)
 	var wg sync.WaitGroup
@@ -49,13 +58,13 @@ func TestPublisherTopicEndToEnd(t *testing.T) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[int64]bool{}
+	seen := map[int64]string{}
 	for s, offs := range offsets {
 		for i, o := range offs {
-			if seen[o] {
+			if _, ok := seen[o]; ok {
 				t.Fatalf("offset %d answered twice", o)
 			}
-			seen[o] = true
+			seen[o] = fmt.Sprintf("%d-%d", s, i)
 			if i > 0 && o <= offs[i-1] {
 				t.Errorf("sender %d: offset %d after %d: a sender's order is not kept", s, o, offs[i-1])
 			}
@@ -69,8 +78,63 @@ func TestPublisherTopicEndToEnd(t *testing.T) {
 	if len(recs) != senders*each || len(seen) != senders*each {
 		t.Fatalf("log has %d records, %d answered; want %d", len(recs), len(seen), senders*each)
 	}
+	for _, r := range recs {
+		if want := seen[r.GetOffset()]; string(r.GetValue()) != want {
+			t.Fatalf("offset %d holds %q, answered for %q", r.GetOffset(), r.GetValue(), want)
+		}
+	}
 	if _, err := p.PublishRecord(ctx, &client.ProduceRecord{}); err == nil {
 		t.Error("publish after Close succeeded")
+	}
+}
+
+// With RecordBatches, a record's headers and timestamp reach the log as
+// they were published, and a keyed record still goes to its key's
+// partition (its request goes as records).
+func TestPublisherRecordBatchesKeepFields(t *testing.T) {
+	c, _ := sluicetest.New(t)
+	ctx := t.Context()
+	if _, err := c.CreateTopic(ctx, "ev", &client.TopicConfig{Partitions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	p := c.TopicPublisher("ev", &client.PublisherOptions{RecordBatches: true, Linger: -1})
+	at := time.UnixMilli(1_700_000_000_123)
+	f, err := p.PublishRecord(ctx, &client.ProduceRecord{Value: []byte("v"), Timestamp: timestamppb.New(at),
+		Headers: []*client.Header{{Key: "h", Value: []byte("hv")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := c.Fetch(ctx, &client.FetchRequest{Topic: "ev", MaxRecords: 10,
+		Partitions: []*client.PartitionOffset{{Partition: r.GetRecord().GetPartition(), Offset: r.GetRecord().GetOffset()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fr.GetPartitions()[0].GetRecords()
+	if len(got) == 0 || !got[0].GetTimestamp().AsTime().Equal(at) || len(got[0].GetHeaders()) != 1 ||
+		got[0].GetHeaders()[0].GetKey() != "h" || string(got[0].GetHeaders()[0].GetValue()) != "hv" {
+		t.Fatalf("stored %v, want value v at %v with header h=hv", got, at)
+	}
+	keyed, err := p.PublishRecord(ctx, &client.ProduceRecord{Key: []byte("k"), Value: []byte("kv")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := keyed.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := c.Produce(ctx, "ev", []*client.ProduceRecord{{Key: []byte("k"), Value: []byte("kv2")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := one[0].GetPartition(); kr.GetRecord().GetPartition() != want {
+		t.Errorf("keyed record went to partition %d, the key's is %d", kr.GetRecord().GetPartition(), want)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

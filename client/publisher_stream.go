@@ -21,6 +21,9 @@ type pubStream struct {
 	s        publishStream
 	cancel   context.CancelFunc
 	answered func(batch []*PublishFuture, byServer bool)
+	// prepare rewrites each request just before it is written, on the
+	// writer's goroutine (nil: none): work kept off the Publisher's lock.
+	prepare func(*sluicev1.PublishRequest) *sluicev1.PublishRequest
 
 	mu         sync.Mutex
 	fifo       [][]*PublishFuture
@@ -30,9 +33,10 @@ type pubStream struct {
 	done       chan struct{} // closed when the reader ends
 }
 
-func startPubStream(open func(context.Context) publishStream, depth int, answered func([]*PublishFuture, bool)) *pubStream {
+func startPubStream(open func(context.Context) publishStream, depth int,
+	prepare func(*sluicev1.PublishRequest) *sluicev1.PublishRequest, answered func([]*PublishFuture, bool)) *pubStream {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &pubStream{s: open(ctx), cancel: cancel, answered: answered,
+	s := &pubStream{s: open(ctx), cancel: cancel, answered: answered, prepare: prepare,
 		sendc: make(chan *sluicev1.PublishRequest, depth), done: make(chan struct{})}
 	go s.sendLoop()
 	go s.recvLoop()
@@ -60,6 +64,9 @@ func (s *pubStream) sendLoop() {
 	for req := range s.sendc {
 		if s.isDead() {
 			continue // its batch was failed with the stream
+		}
+		if s.prepare != nil {
+			req = s.prepare(req)
 		}
 		if err := s.s.Send(req); err != nil {
 			// The reader sees why (Send says only io.EOF); stop writing.

@@ -37,6 +37,7 @@ type benchFlags struct {
 	quiet      bool
 	gzip       bool
 	unary      bool   // native: unary calls instead of the streams
+	batches    bool   // native: the Publisher sends record batches it built
 	tlsCA      string // PEM CA to trust: connect over TLS
 }
 
@@ -111,6 +112,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.DurationVar(&f.probeTime, "probe-time", time.Second, "length of each disk probe")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress line on stderr")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM `file` of the CA to trust: connect over TLS (point --kafka-addr, --sqs-url https://, --server https:// at the TLS listeners)")
+	fl.BoolVar(&f.batches, "native-batches", false, "native: the shared Publisher sends a topic's records as record batches it built (client.PublisherOptions.RecordBatches), which the server stores without decoding each record")
 	fl.BoolVar(&f.unary, "native-unary", false, "native: one unary Produce/Send/SendBatch per send and AckBatch for acks, instead of a shared batching Publisher and acks on the Consume stream")
 	fl.BoolVar(&f.gzip, "gzip", true, "native: accept gzip-compressed responses (the Go client's default)")
 	return cmd
@@ -173,7 +175,7 @@ func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
 	}
 	switch f.protocol {
 	case "native":
-		return newNativeDriver(f.server, shape, f.gzip, !f.unary), nil
+		return newNativeDriver(f.server, shape, f.gzip, !f.unary, f.batches), nil
 	case "kafka":
 		return newKafkaDriver(ctx, f.kafkaAddr, shape, f.kafkaSASL)
 	case "sqs":

@@ -26,8 +26,10 @@ type nativeDriver struct {
 	// consumers ack on their Consume stream; false: one unary call per
 	// send and AckBatch, as before the streams existed (--native-unary).
 	stream bool
-	mu     sync.Mutex
-	pubs   map[string]*client.Publisher
+	// batches: the topic Publishers send record batches (--native-batches).
+	batches bool
+	mu      sync.Mutex
+	pubs    map[string]*client.Publisher
 }
 
 // benchShape is what drivers need to know of the run beyond one call.
@@ -43,7 +45,7 @@ type benchShape struct {
 	tls *tls.Config
 }
 
-func newNativeDriver(server string, shape benchShape, gzip, stream bool) *nativeDriver {
+func newNativeDriver(server string, shape benchShape, gzip, stream, batches bool) *nativeDriver {
 	// One keep-alive connection per message in flight: the default
 	// transport keeps only two idle per host, and 256 senders would
 	// otherwise open and close connections all run long.
@@ -67,7 +69,7 @@ func newNativeDriver(server string, shape benchShape, gzip, stream bool) *native
 		// responses as they are: what compression costs is measurable.
 		opts = append(opts, client.WithConnectOptions(connect.WithAcceptCompression("gzip", nil, nil)))
 	}
-	return &nativeDriver{c: client.New(server, opts...), benchShape: shape, stream: stream, pubs: map[string]*client.Publisher{}}
+	return &nativeDriver{c: client.New(server, opts...), benchShape: shape, stream: stream, batches: batches, pubs: map[string]*client.Publisher{}}
 }
 
 func (d *nativeDriver) Close() error {
@@ -91,7 +93,7 @@ func (d *nativeDriver) publisher(name string, log bool) *client.Publisher {
 	p := d.pubs[key]
 	if p == nil {
 		if log {
-			p = d.c.TopicPublisher(name, nil)
+			p = d.c.TopicPublisher(name, &client.PublisherOptions{RecordBatches: d.batches})
 		} else {
 			p = d.c.QueuePublisher(name, nil)
 		}
