@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-mq/sluice/client"
+	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/testproc"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
@@ -26,7 +28,8 @@ import (
 // its value, and each partition holds the round's records in the order
 // sent with none missing before the last one there (what was placed and
 // not answered may or may not be there, but only as the tail of the
-// stream's order).
+// stream's order). It runs twice: with the records as records, and as
+// two record batches the client built, one per partition.
 func TestPublishPipelineKillOrder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -36,6 +39,12 @@ func TestPublishPipelineKillOrder(t *testing.T) {
 		rounds = v
 	}
 	bin := testproc.Build(t, t.TempDir())
+	for _, batches := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batches=%v", batches), func(t *testing.T) { publishKillOrder(t, bin, rounds, batches) })
+	}
+}
+
+func publishKillOrder(t *testing.T, bin string, rounds int, batches bool) {
 	dir := t.TempDir()
 	start := func() (*testproc.Proc, *client.Client) {
 		p := testproc.Serve(t, bin, "--data-dir", dir, "--http-addr", "127.0.0.1:0", "--kafka-addr", "",
@@ -53,7 +62,7 @@ func TestPublishPipelineKillOrder(t *testing.T) {
 	answered := map[[2]int64]string{} // (partition, offset) -> value
 	rng := rand.New(rand.NewPCG(7, 11))
 	for round := range rounds {
-		got := publishOrdered(t, ctx, proc.Addr("http"), round, func() {
+		got := publishOrdered(t, ctx, proc.Addr("http"), round, batches, func() {
 			time.Sleep(time.Duration(150+rng.IntN(200)) * time.Millisecond)
 			proc.Kill()
 		})
@@ -73,8 +82,10 @@ func TestPublishPipelineKillOrder(t *testing.T) {
 
 // publishOrdered writes requests on one stream without waiting until the
 // stream breaks (kill ran), checking each answer as it comes, and returns
-// the answered records.
-func publishOrdered(t *testing.T, ctx context.Context, addr string, round int, kill func()) map[[2]int64]string {
+// the answered records. Request id carries records id*4 to id*4+3, record
+// seq to partition seq%2: as four records, or (batches) as two batches,
+// partition 0's then partition 1's, so result i is record entryOf(i).
+func publishOrdered(t *testing.T, ctx context.Context, addr string, round int, batches bool, kill func()) map[[2]int64]string {
 	t.Helper()
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
@@ -85,10 +96,17 @@ func publishOrdered(t *testing.T, ctx context.Context, addr string, round int, k
 	go func() {
 		for id := uint64(0); sctx.Err() == nil; id++ {
 			req := &sluicev1.PublishRequest{Id: id, Destination: &sluicev1.PublishRequest_Topic{Topic: "ord"}}
-			for j := range int32(4) {
-				part := j % 2
-				req.Records = append(req.Records, &sluicev1.ProduceRecord{Partition: &part,
-					Value: fmt.Appendf(nil, "%d/%d", round, id*4+uint64(j))})
+			if batches {
+				for part := range int32(2) {
+					req.Batches = append(req.Batches, &sluicev1.RecordBatch{Partition: &part,
+						Data: buildBatch(t, batch.Options{}, fmt.Sprintf("%d/%d", round, id*4+uint64(part)), fmt.Sprintf("%d/%d", round, id*4+uint64(part)+2))})
+				}
+			} else {
+				for j := range int32(4) {
+					part := j % 2
+					req.Records = append(req.Records, &sluicev1.ProduceRecord{Partition: &part,
+						Value: fmt.Appendf(nil, "%d/%d", round, id*4+uint64(j))})
+				}
 			}
 			if s.Send(req) != nil {
 				return // the stream broke
@@ -98,36 +116,56 @@ func publishOrdered(t *testing.T, ctx context.Context, addr string, round int, k
 	type outcome struct {
 		got map[[2]int64]string
 		bad string // why an answer was wrong
+		end error  // why the stream ended
 	}
 	done := make(chan outcome, 1)
+	answering := make(chan struct{}) // closed at the first answer, or when the reader ends
+	var once sync.Once
+	answered := func() { once.Do(func() { close(answering) }) }
 	go func() { // answers are read here, so that kill runs on the test's goroutine
 		out := map[[2]int64]string{}
+		defer answered()
 		last := [2]int64{-1, -1}
 		for want := uint64(0); ; want++ {
 			resp, err := s.Receive()
 			if err != nil {
-				done <- outcome{got: out} // killed
+				done <- outcome{got: out, end: err} // killed
 				return
 			}
 			if resp.GetId() != want || resp.GetError() != nil || len(resp.GetResults()) != 4 {
 				done <- outcome{bad: fmt.Sprintf("round %d: answer %v, want request %d's four results, in request order", round, resp, want)}
 				return
 			}
-			for j, r := range resp.GetResults() {
+			for i, r := range resp.GetResults() {
+				j := i // the record's place in the request
+				if batches {
+					j = i/2 + 2*(i%2)
+				}
 				rec := r.GetRecord()
 				if r.GetError() != nil || rec.GetPartition() != int32(j%2) || rec.GetOffset() <= last[j%2] {
-					done <- outcome{bad: fmt.Sprintf("round %d request %d entry %d: %v; partition %d was at offset %d already", round, want, j, r, j%2, last[j%2])}
+					done <- outcome{bad: fmt.Sprintf("round %d request %d entry %d: %v; partition %d was at offset %d already", round, want, i, r, j%2, last[j%2])}
 					return
 				}
 				last[j%2] = rec.GetOffset()
 				out[[2]int64{int64(j % 2), rec.GetOffset()}] = fmt.Sprintf("%d/%d", round, want*4+uint64(j))
 			}
+			answered()
 		}
 	}()
+	// The kill's delay runs from the first answer, not from the stream's
+	// start: on a loaded machine the first fsync can take longer than the
+	// delay, and a round with nothing answered proves nothing.
+	select {
+	case <-answering:
+	case <-time.After(time.Minute):
+	}
 	kill()
 	o := <-done
 	if o.bad != "" {
 		t.Fatal(o.bad)
+	}
+	if len(o.got) == 0 {
+		t.Logf("round %d: the stream ended before any answer: %v", round, o.end)
 	}
 	return o.got
 }
