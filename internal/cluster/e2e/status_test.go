@@ -65,6 +65,39 @@ func TestClusterStatusAndTransfer(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	checkReregistered(ctx, t, c, via)
+}
+
+// checkReregistered restarts node id on a new HTTP port (the harness listens on
+// 127.0.0.1:0) and waits until another node's status lists it under the new address: a
+// node registers its addresses again whenever the catalog holds other ones
+// (internal/node's register), or forwards inside the cluster would go to the old port.
+func checkReregistered(ctx context.Context, t *testing.T, c *cluster, id int) {
+	t.Helper()
+	old := c.procs[id-1].Addr("http")
+	c.kill(id)
+	c.start(id)
+	addr := c.procs[id-1].Addr("http")
+	if addr == old {
+		t.Skipf("node %d came back on its old port %s: nothing to re-register", id, addr)
+	}
+	other := 1 + id%3
+	for {
+		var st broker.ClusterStatus
+		out := c.cli(t, other, "cluster", "status", "-o", "json")
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("cluster status -o json: %v\n%s", err, out)
+		}
+		for _, n := range st.Nodes {
+			if int(n.ID) == id && n.HTTPAddr == addr {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("node %d restarted on %s; node %d still lists %+v", id, addr, other, st.Nodes)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // cli runs the sluice CLI against node id's native API and returns its output.
