@@ -91,7 +91,8 @@ func runBench(t *testing.T, srv *server.Server, w, proto string, flags ...string
 
 // TestBenchProfile is a tool, not a check: with SLUICE_BENCH_PROFILE=W1 it
 // runs bench/compare's W1 (produce over Kafka), with =W1-native W1 over the
-// native API (StreamService.Publish), with =W2 its W2 (queue round
+// native API (StreamService.Publish), with =W1-batches the same with record
+// batches built by the client (--native-batches), with =W2 its W2 (queue round
 // trip over the native API), with =W2-sqs W2 over the SQS API, for 10 s against an in-process broker with
 // --fsync always on the real disk, so that
 //
@@ -101,23 +102,26 @@ func runBench(t *testing.T, srv *server.Server, w, proto string, flags ...string
 // profile, under its own packages). bench/compare/run.sh runs it.
 func TestBenchProfile(t *testing.T) {
 	var w, proto string
+	var extra []string
 	switch os.Getenv("SLUICE_BENCH_PROFILE") {
 	case "":
-		t.Skip("set SLUICE_BENCH_PROFILE=W1, W1-native, W2 or W2-sqs to profile a workload")
+		t.Skip("set SLUICE_BENCH_PROFILE=W1, W1-native, W1-batches, W2 or W2-sqs to profile a workload")
 	case "W1":
 		w, proto = "produce", "kafka"
 	case "W1-native":
 		w, proto = "produce", "native"
+	case "W1-batches":
+		w, proto, extra = "produce", "native", []string{"--native-batches"}
 	case "W2":
 		w, proto = "queue", "native"
 	case "W2-sqs":
 		w, proto = "queue", "sqs"
 	default:
-		t.Fatalf("SLUICE_BENCH_PROFILE=%q: want W1, W1-native, W2 or W2-sqs", os.Getenv("SLUICE_BENCH_PROFILE"))
+		t.Fatalf("SLUICE_BENCH_PROFILE=%q: want W1, W1-native, W1-batches, W2 or W2-sqs", os.Getenv("SLUICE_BENCH_PROFILE"))
 	}
 	srv := startAllFrontends(t, "always")
-	rep := runBench(t, srv, w, proto, "--duration", "10s", "--count", "100000000", "--size", "1024",
-		"--in-flight", "256", "--consumers", "4", "--prefetch", "64", "--probe-dir", "")
+	rep := runBench(t, srv, w, proto, append([]string{"--duration", "10s", "--count", "100000000", "--size", "1024",
+		"--in-flight", "256", "--consumers", "4", "--prefetch", "64", "--probe-dir", ""}, extra...)...)
 	t.Logf("%s over %s: %.0f msgs/s, p99 %.2f ms", w, proto, rep.Result.MsgsPerSec, rep.Result.Latency.P99)
 }
 
