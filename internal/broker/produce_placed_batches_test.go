@@ -34,12 +34,12 @@ func TestPlaceBatches(t *testing.T) {
 	if b, err := first.Wait(ctx); err != nil || !slices.Equal(b, []int64{0}) || first.Partition != 0 {
 		t.Fatalf("first: %v %v partition %d", b, err, first.Partition)
 	}
-	any, err := place(-1, buildBatch(t, nil, "f"))
+	spread, err := place(-1, buildBatch(t, nil, "f"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := any.Wait(ctx); err != nil || any.Partition < 0 || any.Partition > 1 {
-		t.Fatalf("partition -1 went to %d: %v", any.Partition, err)
+	if _, err := spread.Wait(ctx); err != nil || spread.Partition < 0 || spread.Partition > 1 {
+		t.Fatalf("partition -1 went to %d: %v", spread.Partition, err)
 	}
 	pid, err := e.b.InitProducerID("")
 	if err != nil {
