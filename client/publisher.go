@@ -63,8 +63,9 @@ type PublisherOptions struct {
 	// CPU a record on both sides. Only requests whose every record leaves
 	// its partition to the server (no key, no partition) go so; the others
 	// go as records. The server picks one partition per batch, as it does
-	// for the unkeyed records of a request, and answers without timestamps
-	// (a record's is the one set here, or the time it was written out).
+	// for the unkeyed records of a request, and answers each batch with its
+	// base offset (the futures' results carry partition and offset, no
+	// timestamp: a record's is the one set here, or the time it was sent).
 	// Needs a server that knows RecordBatch (sluice 2026-12 and later): an
 	// older one refuses every such request as empty. Default off.
 	RecordBatches bool

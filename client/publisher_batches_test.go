@@ -59,3 +59,37 @@ func TestAsRecordBatch(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// An answer of batch results resolves each batch's records in order, record
+// i at the base offset + i, a refused batch's records with its error; an
+// answer for another number of records fails every entry.
+func TestResolveRecordBatches(t *testing.T) {
+	futures := func(n int) []*PublishFuture {
+		fs := make([]*PublishFuture, n)
+		for i := range fs {
+			fs[i] = &PublishFuture{done: make(chan struct{})}
+		}
+		return fs
+	}
+	fs := futures(5)
+	resolveBatch(fs, &sluicev1.PublishResponse{BatchResults: []*sluicev1.BatchResult{
+		{Partition: 2, BaseOffset: 40, Records: 3},
+		{Records: 2, Error: &sluicev1.PublishError{Code: "invalid_argument", Message: "damaged"}},
+	}})
+	for i, f := range fs {
+		res, err := f.Wait(t.Context())
+		switch {
+		case i < 3 && (err != nil || res.GetRecord().GetPartition() != 2 || res.GetRecord().GetOffset() != int64(40+i)):
+			t.Errorf("record %d: %v %v, want partition 2 offset %d", i, res, err, 40+i)
+		case i >= 3 && err == nil:
+			t.Errorf("record %d of the refused batch: %v, want its error", i, res)
+		}
+	}
+	fs = futures(2)
+	resolveBatch(fs, &sluicev1.PublishResponse{BatchResults: []*sluicev1.BatchResult{{Records: 3}}})
+	for i, f := range fs {
+		if _, err := f.Wait(t.Context()); err == nil {
+			t.Errorf("entry %d answered by a batch of another size", i)
+		}
+	}
+}

@@ -164,6 +164,10 @@ func (s *pubStream) close() {
 
 // resolveBatch answers batch's futures from resp, entry by entry.
 func resolveBatch(batch []*PublishFuture, resp *sluicev1.PublishResponse) {
+	if resp.GetError() == nil && len(resp.GetBatchResults()) > 0 {
+		resolveRecordBatches(batch, resp.GetBatchResults())
+		return
+	}
 	var whole error
 	switch {
 	case resp.GetError() != nil:
@@ -194,4 +198,37 @@ func publishErr(e *sluicev1.PublishError) error {
 		out.Reason = reasonForCode(code)
 	}
 	return out
+}
+
+// resolveRecordBatches answers the futures of a request sent as record
+// batches (PublisherOptions.RecordBatches): each BatchResult answers the
+// next Records futures, record i at its base offset + i.
+func resolveRecordBatches(batch []*PublishFuture, results []*sluicev1.BatchResult) {
+	n := 0
+	for _, r := range results {
+		n += int(r.GetRecords())
+	}
+	if n != len(batch) {
+		err := fmt.Errorf("sluice: publish: %d records answered for %d entries", n, len(batch))
+		for _, f := range batch {
+			f.resolve(nil, err)
+		}
+		return
+	}
+	at := 0
+	for _, r := range results {
+		var err error
+		if r.GetError() != nil {
+			err = publishErr(r.GetError())
+		}
+		for i := range int(r.GetRecords()) {
+			if err != nil {
+				batch[at].resolve(nil, err)
+			} else {
+				batch[at].resolve(&PublishResult{Record: &sluicev1.ProduceResult{
+					Partition: r.GetPartition(), Offset: r.GetBaseOffset() + int64(i)}}, nil)
+			}
+			at++
+		}
+	}
 }

@@ -256,7 +256,11 @@ func (s *streamService) placeBatch(ctx context.Context, batch []pendingPublish) 
 			resp.Error = publishError(s.API, err)
 			continue
 		}
-		resp.Results = make([]*sluicev1.PublishResult, publishEntries(p.req))
+		if len(p.req.GetBatches()) > 0 {
+			resp.BatchResults = batchResults(p.req)
+		} else {
+			resp.Results = make([]*sluicev1.PublishResult, publishEntries(p.req))
+		}
 		if err := s.allowedPublish(ctx, p.req); err != nil {
 			flush()
 			failAll(resp, publishError(s.API, err))
@@ -332,6 +336,11 @@ func failAll(resp *sluicev1.PublishResponse, e *sluicev1.PublishError) {
 	for i := range resp.Results {
 		if resp.Results[i] == nil {
 			resp.Results[i] = &sluicev1.PublishResult{Error: e}
+		}
+	}
+	for _, b := range resp.BatchResults {
+		if b.Error == nil {
+			b.Error = e
 		}
 	}
 }

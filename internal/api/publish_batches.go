@@ -17,8 +17,8 @@ import (
 // batchRecords is how many records a batch declares, or why its header is
 // not one a client may send: it must parse, and declare 1 to
 // maxPublishEntries records numbered without gaps (what a client builds;
-// each record's result is its batch's base offset plus its index). The
-// rest of the batch is checked by the broker.
+// record i is at the batch's base offset + i). The rest of the batch is
+// checked by the broker.
 func batchRecords(b *sluicev1.RecordBatch) (int, error) {
 	h, err := batch.ParseHeader(b.GetData())
 	if err != nil {
@@ -50,49 +50,41 @@ func checkBatches(r *sluicev1.PublishRequest, meta map[string]string) (int, erro
 
 // batchRun places every batch of reqs (all for topic, each request's
 // batches already checked by checkBatches) in order, and returns the waits
-// that answer their records once durable.
+// that answer them once durable.
 func (s *streamService) batchRun(ctx context.Context, topic string, reqs []*sluicev1.PublishRequest, resps []*sluicev1.PublishResponse) []func(context.Context) {
 	var waits []func(context.Context)
 	for i, r := range reqs {
-		first := 0
-		for _, b := range r.GetBatches() {
-			n, _ := batchRecords(b) // checked
-			at := entryAt{resps[i], first}
-			first += n
+		for k, b := range r.GetBatches() {
+			out := resps[i].BatchResults[k]
 			partition := int32(-1)
 			if b.Partition != nil {
 				partition = b.GetPartition()
 			}
 			placed, err := s.b.PlaceBatches(ctx, topic, partition, [][]byte{b.GetData()})
 			if err != nil {
-				s.answerBatch(at, n, 0, 0, err, topic)
+				out.Error = publishError(s.API, withMeta(err, tmeta(topic)))
 				continue
 			}
 			waits = append(waits, func(ctx context.Context) {
 				bases, err := placed.Wait(ctx)
-				var base int64
-				if err == nil {
-					base = bases[0]
+				if err != nil {
+					out.Error = publishError(s.API, withMeta(err, tmeta(topic)))
+					return
 				}
-				s.answerBatch(at, n, placed.Partition, base, err, topic)
+				out.Partition, out.BaseOffset = placed.Partition, bases[0]
 			})
 		}
 	}
 	return waits
 }
 
-// answerBatch answers the n records of a batch from entry at: offsets from
-// base in partition, or err for each.
-func (s *streamService) answerBatch(at entryAt, n int, partition int32, base int64, err error, topic string) {
-	if err != nil {
-		e := publishError(s.API, withMeta(err, tmeta(topic)))
-		for k := range n {
-			at.resp.Results[at.idx+k] = &sluicev1.PublishResult{Error: e}
-		}
-		return
+// batchResults makes a batch request's answers, each with its records
+// counted and nothing else set yet.
+func batchResults(r *sluicev1.PublishRequest) []*sluicev1.BatchResult {
+	out := make([]*sluicev1.BatchResult, len(r.GetBatches()))
+	for k, b := range r.GetBatches() {
+		n, _ := batchRecords(b) // checked
+		out[k] = &sluicev1.BatchResult{Records: int32(n)}
 	}
-	for k := range n {
-		at.resp.Results[at.idx+k] = &sluicev1.PublishResult{Record: &sluicev1.ProduceResult{
-			Partition: partition, Offset: base + int64(k)}}
-	}
+	return out
 }

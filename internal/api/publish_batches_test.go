@@ -30,6 +30,26 @@ func batchReq(id uint64, topic string, batches ...*sluicev1.RecordBatch) *sluice
 
 func part(p int32) *int32 { return &p }
 
+// recordResults is resp's answer per record: its results, or for a request of
+// batches each batch's answer spread over its records (record i at the base
+// offset + i), as the client's Publisher spreads it.
+func recordResults(resp *sluicev1.PublishResponse) []*sluicev1.PublishResult {
+	if len(resp.GetBatchResults()) == 0 {
+		return resp.GetResults()
+	}
+	var out []*sluicev1.PublishResult
+	for _, b := range resp.GetBatchResults() {
+		for i := range int64(b.GetRecords()) {
+			if b.GetError() != nil {
+				out = append(out, &sluicev1.PublishResult{Error: b.GetError()})
+				continue
+			}
+			out = append(out, &sluicev1.PublishResult{Record: &sluicev1.ProduceResult{Partition: b.GetPartition(), Offset: b.GetBaseOffset() + i}})
+		}
+	}
+	return out
+}
+
 // Record batches on the Publish stream are stored as they came, in stream
 // order among record requests, each record answered with its own offset;
 // a batch refused refuses its records only, a request malformed as a whole
@@ -95,16 +115,21 @@ func TestPublishRecordBatches(t *testing.T) {
 			t.Fatalf("answer for %d, want %d", id, tc.req.GetId())
 		}
 		if tc.whole != nil {
-			if e := resp.GetError(); e.GetCode() != tc.whole.code || e.GetInfo().GetReason() != tc.whole.reason || len(resp.GetResults()) != 0 {
+			if e := resp.GetError(); e.GetCode() != tc.whole.code || e.GetInfo().GetReason() != tc.whole.reason ||
+				len(resp.GetResults())+len(resp.GetBatchResults()) != 0 {
 				t.Errorf("request %d: %v, want the whole request refused %v", id, resp, *tc.whole)
 			}
 			continue
 		}
-		if len(resp.GetResults()) != len(tc.entries) {
-			t.Fatalf("request %d: %d results, want %d", id, len(resp.GetResults()), len(tc.entries))
+		if batches := len(tc.req.GetBatches()); len(resp.GetBatchResults()) != batches || batches > 0 && len(resp.GetResults()) > 0 {
+			t.Fatalf("request %d: %d batch results and %d results for %d batches", id, len(resp.GetBatchResults()), len(resp.GetResults()), batches)
+		}
+		results := recordResults(resp)
+		if len(results) != len(tc.entries) {
+			t.Fatalf("request %d: %d results, want %d", id, len(results), len(tc.entries))
 		}
 		for j, w := range tc.entries {
-			r := resp.GetResults()[j]
+			r := results[j]
 			got := want{r.GetError().GetCode(), r.GetError().GetInfo().GetReason()}
 			if got != w || (r.GetRecord() != nil) != (w.code == "") {
 				t.Errorf("request %d entry %d: %v, want %v", id, j, r, w)

@@ -132,11 +132,12 @@ func publishOrdered(t *testing.T, ctx context.Context, addr string, round int, b
 				done <- outcome{got: out, end: err} // killed
 				return
 			}
-			if resp.GetId() != want || resp.GetError() != nil || len(resp.GetResults()) != 4 {
+			results := recordResults(resp)
+			if resp.GetId() != want || resp.GetError() != nil || len(results) != 4 {
 				done <- outcome{bad: fmt.Sprintf("round %d: answer %v, want request %d's four results, in request order", round, resp, want)}
 				return
 			}
-			for i, r := range resp.GetResults() {
+			for i, r := range results {
 				j := i // the record's place in the request
 				if batches {
 					j = i/2 + 2*(i%2)

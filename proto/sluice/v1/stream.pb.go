@@ -156,10 +156,8 @@ func (*PublishRequest_Queue) isPublishRequest_Destination() {}
 // sets its base offset and leader epoch, and stores it as it came
 // (compressed or not), so the records cost no decoding of their own on the
 // server. Transactional and control batches are refused; a producer id
-// makes it idempotent, checked as Produce's idempotence is. Each record of
-// the batch is answered by its own PublishResult, in order, as records
-// are; the result's timestamp is left unset (the record's own is the
-// client's).
+// makes it idempotent, checked as Produce's idempotence is. Each batch is
+// answered by one BatchResult (PublishResponse.batch_results).
 type RecordBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unset or -1: the partition the topic's unkeyed records go to next (the
@@ -343,11 +341,15 @@ func (x *PublishResult) GetError() *PublishError {
 type PublishResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	// One per entry, in request order; empty when error is set.
+	// One per entry, in request order; empty when error is set, and for a
+	// request of batches (batch_results answers it).
 	Results []*PublishResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
 	// Set when the request as a whole is malformed (no destination, no
 	// entries, too many, records for a queue): nothing of it was stored.
-	Error         *PublishError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error *PublishError `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// For a request of batches: one per batch, in request order, as a Kafka
+	// produce is answered (a base offset per batch, not an answer per record).
+	BatchResults  []*BatchResult `protobuf:"bytes,4,rep,name=batch_results,json=batchResults,proto3" json:"batch_results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +405,85 @@ func (x *PublishResponse) GetError() *PublishError {
 	return nil
 }
 
+func (x *PublishResponse) GetBatchResults() []*BatchResult {
+	if x != nil {
+		return x.BatchResults
+	}
+	return nil
+}
+
+// BatchResult is one RecordBatch's outcome: where its records are, once
+// durable (base_offset, base_offset + 1, … in partition), or error, which
+// refuses every record of the batch and only them.
+type BatchResult struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Partition  int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	BaseOffset int64                  `protobuf:"varint,2,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	// The batch's records, as its header declares them.
+	Records       int32         `protobuf:"varint,3,opt,name=records,proto3" json:"records,omitempty"`
+	Error         *PublishError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchResult) Reset() {
+	*x = BatchResult{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchResult) ProtoMessage() {}
+
+func (x *BatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
+func (*BatchResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BatchResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *BatchResult) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
+func (x *BatchResult) GetRecords() int32 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *BatchResult) GetError() *PublishError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // StreamServiceConsumeRequest: the first one carries start, every later one acks.
 type StreamServiceConsumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -415,7 +496,7 @@ type StreamServiceConsumeRequest struct {
 
 func (x *StreamServiceConsumeRequest) Reset() {
 	*x = StreamServiceConsumeRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[5]
+	mi := &file_sluice_v1_stream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +508,7 @@ func (x *StreamServiceConsumeRequest) String() string {
 func (*StreamServiceConsumeRequest) ProtoMessage() {}
 
 func (x *StreamServiceConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[5]
+	mi := &file_sluice_v1_stream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +521,7 @@ func (x *StreamServiceConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamServiceConsumeRequest.ProtoReflect.Descriptor instead.
 func (*StreamServiceConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StreamServiceConsumeRequest) GetStart() *ConsumeRequest {
@@ -469,7 +550,7 @@ type StreamServiceConsumeResponse struct {
 
 func (x *StreamServiceConsumeResponse) Reset() {
 	*x = StreamServiceConsumeResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[6]
+	mi := &file_sluice_v1_stream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +562,7 @@ func (x *StreamServiceConsumeResponse) String() string {
 func (*StreamServiceConsumeResponse) ProtoMessage() {}
 
 func (x *StreamServiceConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[6]
+	mi := &file_sluice_v1_stream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +575,7 @@ func (x *StreamServiceConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamServiceConsumeResponse.ProtoReflect.Descriptor instead.
 func (*StreamServiceConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StreamServiceConsumeResponse) GetMessage() *Message {
@@ -536,11 +617,18 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\rPublishResult\x120\n" +
 	"\x06record\x18\x01 \x01(\v2\x18.sluice.v1.ProduceResultR\x06record\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.sluice.v1.SendResultR\amessage\x12-\n" +
-	"\x05error\x18\x03 \x01(\v2\x17.sluice.v1.PublishErrorR\x05error\"\x84\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.sluice.v1.PublishErrorR\x05error\"\xc1\x01\n" +
 	"\x0fPublishResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\aresults\x18\x02 \x03(\v2\x18.sluice.v1.PublishResultR\aresults\x12-\n" +
-	"\x05error\x18\x03 \x01(\v2\x17.sluice.v1.PublishErrorR\x05error\"b\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.sluice.v1.PublishErrorR\x05error\x12;\n" +
+	"\rbatch_results\x18\x04 \x03(\v2\x16.sluice.v1.BatchResultR\fbatchResults\"\x95\x01\n" +
+	"\vBatchResult\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vbase_offset\x18\x02 \x01(\x03R\n" +
+	"baseOffset\x12\x18\n" +
+	"\arecords\x18\x03 \x01(\x05R\arecords\x12-\n" +
+	"\x05error\x18\x04 \x01(\v2\x17.sluice.v1.PublishErrorR\x05error\"b\n" +
 	"\x1bStreamServiceConsumeRequest\x12/\n" +
 	"\x05start\x18\x01 \x01(\v2\x19.sluice.v1.ConsumeRequestR\x05start\x12\x12\n" +
 	"\x04acks\x18\x02 \x03(\tR\x04acks\"v\n" +
@@ -563,46 +651,49 @@ func file_sluice_v1_stream_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_stream_proto_rawDescData
 }
 
-var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_sluice_v1_stream_proto_goTypes = []any{
 	(*PublishRequest)(nil),               // 0: sluice.v1.PublishRequest
 	(*RecordBatch)(nil),                  // 1: sluice.v1.RecordBatch
 	(*PublishError)(nil),                 // 2: sluice.v1.PublishError
 	(*PublishResult)(nil),                // 3: sluice.v1.PublishResult
 	(*PublishResponse)(nil),              // 4: sluice.v1.PublishResponse
-	(*StreamServiceConsumeRequest)(nil),  // 5: sluice.v1.StreamServiceConsumeRequest
-	(*StreamServiceConsumeResponse)(nil), // 6: sluice.v1.StreamServiceConsumeResponse
-	(*ProduceRecord)(nil),                // 7: sluice.v1.ProduceRecord
-	(*SendEntry)(nil),                    // 8: sluice.v1.SendEntry
-	(*ErrorInfo)(nil),                    // 9: sluice.v1.ErrorInfo
-	(*ProduceResult)(nil),                // 10: sluice.v1.ProduceResult
-	(*SendResult)(nil),                   // 11: sluice.v1.SendResult
-	(*ConsumeRequest)(nil),               // 12: sluice.v1.ConsumeRequest
-	(*Message)(nil),                      // 13: sluice.v1.Message
-	(*AckResult)(nil),                    // 14: sluice.v1.AckResult
+	(*BatchResult)(nil),                  // 5: sluice.v1.BatchResult
+	(*StreamServiceConsumeRequest)(nil),  // 6: sluice.v1.StreamServiceConsumeRequest
+	(*StreamServiceConsumeResponse)(nil), // 7: sluice.v1.StreamServiceConsumeResponse
+	(*ProduceRecord)(nil),                // 8: sluice.v1.ProduceRecord
+	(*SendEntry)(nil),                    // 9: sluice.v1.SendEntry
+	(*ErrorInfo)(nil),                    // 10: sluice.v1.ErrorInfo
+	(*ProduceResult)(nil),                // 11: sluice.v1.ProduceResult
+	(*SendResult)(nil),                   // 12: sluice.v1.SendResult
+	(*ConsumeRequest)(nil),               // 13: sluice.v1.ConsumeRequest
+	(*Message)(nil),                      // 14: sluice.v1.Message
+	(*AckResult)(nil),                    // 15: sluice.v1.AckResult
 }
 var file_sluice_v1_stream_proto_depIdxs = []int32{
-	7,  // 0: sluice.v1.PublishRequest.records:type_name -> sluice.v1.ProduceRecord
-	8,  // 1: sluice.v1.PublishRequest.messages:type_name -> sluice.v1.SendEntry
+	8,  // 0: sluice.v1.PublishRequest.records:type_name -> sluice.v1.ProduceRecord
+	9,  // 1: sluice.v1.PublishRequest.messages:type_name -> sluice.v1.SendEntry
 	1,  // 2: sluice.v1.PublishRequest.batches:type_name -> sluice.v1.RecordBatch
-	9,  // 3: sluice.v1.PublishError.info:type_name -> sluice.v1.ErrorInfo
-	10, // 4: sluice.v1.PublishResult.record:type_name -> sluice.v1.ProduceResult
-	11, // 5: sluice.v1.PublishResult.message:type_name -> sluice.v1.SendResult
+	10, // 3: sluice.v1.PublishError.info:type_name -> sluice.v1.ErrorInfo
+	11, // 4: sluice.v1.PublishResult.record:type_name -> sluice.v1.ProduceResult
+	12, // 5: sluice.v1.PublishResult.message:type_name -> sluice.v1.SendResult
 	2,  // 6: sluice.v1.PublishResult.error:type_name -> sluice.v1.PublishError
 	3,  // 7: sluice.v1.PublishResponse.results:type_name -> sluice.v1.PublishResult
 	2,  // 8: sluice.v1.PublishResponse.error:type_name -> sluice.v1.PublishError
-	12, // 9: sluice.v1.StreamServiceConsumeRequest.start:type_name -> sluice.v1.ConsumeRequest
-	13, // 10: sluice.v1.StreamServiceConsumeResponse.message:type_name -> sluice.v1.Message
-	14, // 11: sluice.v1.StreamServiceConsumeResponse.acks:type_name -> sluice.v1.AckResult
-	0,  // 12: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	5,  // 13: sluice.v1.StreamService.Consume:input_type -> sluice.v1.StreamServiceConsumeRequest
-	4,  // 14: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	6,  // 15: sluice.v1.StreamService.Consume:output_type -> sluice.v1.StreamServiceConsumeResponse
-	14, // [14:16] is the sub-list for method output_type
-	12, // [12:14] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 9: sluice.v1.PublishResponse.batch_results:type_name -> sluice.v1.BatchResult
+	2,  // 10: sluice.v1.BatchResult.error:type_name -> sluice.v1.PublishError
+	13, // 11: sluice.v1.StreamServiceConsumeRequest.start:type_name -> sluice.v1.ConsumeRequest
+	14, // 12: sluice.v1.StreamServiceConsumeResponse.message:type_name -> sluice.v1.Message
+	15, // 13: sluice.v1.StreamServiceConsumeResponse.acks:type_name -> sluice.v1.AckResult
+	0,  // 14: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	6,  // 15: sluice.v1.StreamService.Consume:input_type -> sluice.v1.StreamServiceConsumeRequest
+	4,  // 16: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	7,  // 17: sluice.v1.StreamService.Consume:output_type -> sluice.v1.StreamServiceConsumeResponse
+	16, // [16:18] is the sub-list for method output_type
+	14, // [14:16] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }
@@ -624,7 +715,7 @@ func file_sluice_v1_stream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_stream_proto_rawDesc), len(file_sluice_v1_stream_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
