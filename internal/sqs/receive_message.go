@@ -149,7 +149,7 @@ var messageSystemAttrs = []string{
 
 // message renders a delivery with the requested attributes.
 func (h *Handler) message(d broker.Delivery, s broker.QueueSettings, sysNames, attrNames []string) message {
-	m := message{MessageID: d.ID, ReceiptHandle: d.Receipt, MD5OfBody: md5Hex(d.Body), Body: string(d.Body)}
+	m := message{MessageID: d.ID, ReceiptHandle: d.Receipt, MD5OfBody: md5Hex(d.Body), Body: bytesString(d.Body)}
 	if len(sysNames) > 0 {
 		all := h.systemValues(d, s)
 		m.Attributes = attrMap{}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+	"unsafe"
 
 	"github.com/sluice-mq/sluice/internal/broker"
 )
@@ -116,7 +117,7 @@ func (h *Handler) sendInput(c *call, s broker.QueueSettings, e sendEntry) (broke
 	if err != nil {
 		return none, sendResult{}, err
 	}
-	in := broker.SendInput{Body: []byte(body), Attributes: attrs, System: map[string]string{sysSenderID: c.senderID}}
+	in := broker.SendInput{Body: stringBytes(body), Attributes: attrs, System: map[string]string{sysSenderID: c.senderID}}
 	for k, v := range sys {
 		in.System[k] = string(v.Value)
 	}
@@ -130,6 +131,28 @@ func (h *Handler) sendInput(c *call, s broker.QueueSettings, e sendEntry) (broke
 	res := sendResult{ID: e.ID, MD5OfMessageBody: md5Hex(in.Body),
 		MD5OfMessageAttributes: md5OfAttributes(attrs), MD5OfMessageSystemAttributes: md5OfAttributes(sys)}
 	return in, res, nil
+}
+
+// stringBytes is s's bytes without a copy. A message body is read-only
+// from here on: the broker stores, caches and delivers Body and never
+// writes into it, so the string's bytes can be the message's; []byte(s)
+// copied every body once more (1 KiB a message in W2, a fifth of the
+// handler's bytes).
+func stringBytes(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// bytesString is b as a string without a copy, for a delivered body: the
+// broker never writes into a message's Body (stringBytes), so the string
+// stays what was received, and the answer copies it once, into itself.
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // setDelay applies DelaySeconds: absent means the queue's default, 0 means
