@@ -68,7 +68,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call, err e
 		req.Header.Del(k)
 	}
 	req.Host = r.Host
-	req.Header.Set(forwardedHeader, c.baseURL)
+	req.Header.Set(forwardedHeader, h.base(c))
 	resp, rerr := forwardClient.Do(req)
 	if rerr != nil {
 		h.log.Debug("sqs: forwarding failed", "action", c.action, "leader", nl.Leader, "err", rerr)

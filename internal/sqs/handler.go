@@ -129,7 +129,8 @@ type call struct {
 	pathQueue string // queue name from the URL path, if any
 	requestID string
 	senderID  string
-	baseURL   string         // scheme://host for queue URLs
+	baseURL   string         // scheme://host for queue URLs; set by base, on first use
+	req       *http.Request  // the request, for base
 	principal auth.Principal // who signed the request (authenticate)
 	keyID     string         // the access key it was signed with
 	peer      string         // the client's address, for the failure log
@@ -150,7 +151,7 @@ func (c *call) decode(in input) error {
 
 // ServeHTTP answers one SQS request in the protocol it came in.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c := &call{ctx: r.Context(), requestID: newRequestID(), baseURL: h.baseURL(r), peer: r.RemoteAddr}
+	c := &call{ctx: r.Context(), requestID: newRequestID(), req: r, peer: r.RemoteAddr}
 	c.json = r.Header.Get("X-Amz-Target") != ""
 	// Registered first so it runs last: after a panic's answer too.
 	start := time.Now()
@@ -265,6 +266,17 @@ func readBody(r io.Reader, length, max int64) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// base is the scheme and host c's queue URLs carry. Worked out when an
+// answer names a queue URL (CreateQueue, GetQueueUrl, ListQueues, a
+// forward), not for every request: building it was a string a request
+// that a SendMessage never used.
+func (h *Handler) base(c *call) string {
+	if c.baseURL == "" && c.req != nil {
+		c.baseURL = h.baseURL(c.req)
+	}
+	return c.baseURL
 }
 
 // baseURL is the scheme and host queue URLs carry.
