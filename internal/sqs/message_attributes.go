@@ -219,7 +219,9 @@ func md5Hex(b []byte) string {
 // checkChars enforces SQS's allowed characters: #x9 #xA #xD, #x20-#xD7FF,
 // #xE000-#xFFFD and #x10000-#x10FFFF (what XML 1.0 can carry).
 func checkChars(s string) error {
-	for i, r := range s {
+	p := plainASCIIPrefix(s)
+	for i, r := range s[p:] {
+		i += p
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
 				return fmt.Errorf("invalid UTF-8 at byte %d", i)
@@ -232,6 +234,27 @@ func checkChars(s string) error {
 		}
 	}
 	return nil
+}
+
+// plainASCIIPrefix is a multiple of eight bytes at the start of s that
+// are all printable ASCII or DEL (0x20 to 0x7F), all of them characters SQS
+// allows, checked a word at a time: a 1 KiB body decoded rune by rune was
+// 1.5 % of the server's CPU under W2 over SQS. checkChars looks at the
+// rest, from the first word holding anything else.
+func plainASCIIPrefix(s string) int {
+	const hi, lo = 0x8080808080808080, 0x2020202020202020
+	b := stringBytes(s) // read only: one 8-byte load a word, which indexing a string byte by byte is not
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		// A byte with its top bit set, or one below 0x20 (the
+		// subtraction borrows into that byte's top bit where the byte
+		// itself had none), ends the prefix.
+		if w&hi != 0 || (w-lo)&^w&hi != 0 {
+			break
+		}
+	}
+	return i
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -88,3 +88,42 @@ func FuzzTextUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// TestPlainASCIIPrefix: the word-at-a-time prefix holds only bytes 0x20 to
+// 0x7F and stops at the word holding anything else, so checkChars answers
+// as the rune loop alone does, byte offsets in its errors included.
+func TestPlainASCIIPrefix(t *testing.T) {
+	for c := range 256 {
+		for pos := range 17 {
+			b := []byte(strings.Repeat("a", 24))
+			b[pos] = byte(c)
+			p := plainASCIIPrefix(string(b))
+			if p%8 != 0 || p > pos && (c < 0x20 || c > 0x7F) {
+				t.Fatalf("byte %#x at %d: prefix %d", c, pos, p)
+			}
+			if c >= 0x20 && c <= 0x7F && p != 24 {
+				t.Fatalf("byte %#x at %d: prefix %d, want 24", c, pos, p)
+			}
+		}
+	}
+	for _, s := range []string{"abcdefgh\x01", "abcdefghijklmnop\xff", "abcdefgh\x00ijk", "abcdefghijklmnopqrstuvw\uFFFE"} {
+		if err := checkChars(s); err == nil {
+			t.Fatalf("%q taken", s)
+		}
+	}
+	if err := checkChars("abcdefghijklmnop\x01"); err == nil || !strings.Contains(err.Error(), "#x1") {
+		t.Fatalf("error %v", err)
+	}
+	if err := checkChars("abcdefghijklmnopq\xff"); err == nil || !strings.Contains(err.Error(), "byte 17") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func BenchmarkCheckChars(b *testing.B) {
+	s := strings.Repeat("x", 1024)
+	for b.Loop() {
+		if checkChars(s) != nil {
+			b.Fatal("refused")
+		}
+	}
+}
