@@ -45,7 +45,9 @@ start_sluice() { # fsync-policy
   CURRENT_STOP="stop_pid $BPID"
   LOGF=$d/log
   wait_port "$ph" 20 && wait_port "$pk" 5 && wait_port "$ps" 5 || return 1
-  SLUICE_FLAGS=(--server "http://127.0.0.1:$ph" --kafka-addr "127.0.0.1:$pk" --sqs-url "http://127.0.0.1:$ps")
+  # --native-batches: native topic publishes go as record batches the client built (the
+  # Publisher's RecordBatches), the native path's fastest; it changes nothing else.
+  SLUICE_FLAGS=(--server "http://127.0.0.1:$ph" --kafka-addr "127.0.0.1:$pk" --sqs-url "http://127.0.0.1:$ps" --native-batches)
 }
 
 start_nats() { # sync_interval ("" for the default)
