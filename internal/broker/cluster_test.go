@@ -124,7 +124,10 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	c.net.Attach(id, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	go h.Run(ctx, multiraft.NewTimeTicker(5*time.Millisecond))
+	// HeadroomBytes: the default 64 MiB headroom file, written as zeros into a MemFS, cost
+	// every start (and every crash clone) seconds under -race; 64 KiB tests the same thing.
 	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
+		HeadroomBytes: testHeadroom,
 		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m), Disk: eng,
 			CollectEvery: 20 * time.Millisecond}}) // every cluster test runs with the groups' garbage collection at work
 	if err != nil {
