@@ -12,23 +12,12 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// Build compiles cmd/sluice into dir and returns the binary's path.
-func Build(t testing.TB, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "sluice")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-mq/sluice/cmd/sluice").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // Proc is one running `sluice serve`.
 type Proc struct {

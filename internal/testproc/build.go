@@ -1,0 +1,71 @@
+package testproc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// shared is the one binary Build hands every test of a package whose TestMain
+// runs through Main.
+var shared struct {
+	mu  sync.Mutex
+	dir string // set by Main; "" means Build links a binary per call
+	bin string // built there, once
+	err error  // the build's failure, reported to every later caller too
+}
+
+// Build compiles cmd/sluice into dir and returns the binary's path. Under Main it
+// builds once into Main's directory instead and returns that binary for every call:
+// linking cmd/sluice costs 5-10 s of a 2-core machine, and internal/cluster/e2e alone
+// started 22 clusters.
+func Build(t testing.TB, dir string) string {
+	t.Helper()
+	shared.mu.Lock()
+	if shared.dir == "" {
+		shared.mu.Unlock() // parallel tests link side by side, as without Main
+		bin, err := build(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
+	defer shared.mu.Unlock()
+	if shared.bin == "" && shared.err == nil {
+		shared.bin, shared.err = build(shared.dir)
+	}
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.bin
+}
+
+func build(dir string) (string, error) {
+	bin := filepath.Join(dir, "sluice")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sluice-mq/sluice/cmd/sluice").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Main runs m's tests with one sluice binary for all of them (see Build), removed
+// afterwards, and returns m.Run's code: a package's
+//
+//	func TestMain(m *testing.M) { os.Exit(testproc.Main(m)) }
+//
+// The build happens on first use, so a run of tests that start no binary pays nothing.
+func Main(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sluice-testproc-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	shared.mu.Lock()
+	shared.dir = dir
+	shared.mu.Unlock()
+	return m.Run()
+}
