@@ -122,31 +122,66 @@ func TestClusterWipedReplicaPulls(t *testing.T) {
 
 	c.produceTo("w", "c", 300)
 	waitSame(t, c, "w", follower)
+	waitCompacted(t, c, "w")
+}
+
+// waitCompacted checks that every replica's Raft log of topic/0 is compacted behind its
+// checkpoints: never past its last snapshot (the checkpoint its local log holds), and,
+// once two more snapshot intervals of entries came, past every entry it held when this
+// began. That is the bound exactly: the log keeps the entries since the snapshot before
+// the last one, and an interval is SnapshotEntries (25) or more when one Ready applies
+// more (a follower catching up takes up to 1 MiB of entries at once: a follower seen 245
+// behind its last snapshot under load failed a fixed bound of 200 entries). Records are
+// produced until then, 5 at a time, 400 at most; without compaction (the first index
+// stays 1) that never happens.
+func waitCompacted(t *testing.T, c *memCluster, topic string) {
+	t.Helper()
+	type replica struct {
+		st   multiraft.Storage
+		mark uint64 // the last index it held at the start
+	}
+	reps := map[multiraft.NodeID]replica{}
 	for _, id := range c.ids {
 		nd := c.nodes[id]
-		h := nd.b.streams
-		_, p, err := h.partition("w", 0)
+		_, p, err := nd.b.streams.partition(topic, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := p.repl.Load().group
-		st, err := nd.eng.Group(g)
+		st, err := nd.eng.Group(p.repl.Load().group)
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, _ := st.FirstIndex()
 		last, _ := st.LastIndex()
-		gs, err := nd.host.Status(g)
-		if err != nil {
-			t.Fatal(err)
+		if last < 600 { // 620 entries produced
+			t.Fatalf("n%d: the partition's Raft log ends at %d", id, last)
 		}
-		// 620 entries produced; the log keeps the entries since the snapshot before the
-		// last one this replica took: 25..50 entries before what it applied, more when one
-		// Ready applied many (a follower catching up takes up to 1 MiB of entries at once,
-		// and snapshots after them: seen up to 87 behind). Without compaction: 620.
-		if last < 600 || gs.Applied < first || gs.Applied-first > 200 {
-			t.Fatalf("n%d: the partition's Raft log holds entries %d..%d, %d applied: not compacted behind the checkpoints", id, first, last, gs.Applied)
+		reps[id] = replica{st: st, mark: last}
+	}
+	for produced := 0; ; produced += 5 {
+		var behind []string
+		for _, id := range c.ids {
+			r := reps[id]
+			first, _ := r.st.FirstIndex()
+			snap, err := r.st.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// FirstIndex is the compaction point + 1. The snapshot is read after it, so a
+			// snapshot taken in between only makes snap larger.
+			if si := snap.Metadata.Index; first-1 > si {
+				t.Fatalf("n%d: the partition's Raft log is compacted to %d, past its snapshot at %d", id, first-1, si)
+			}
+			if first-1 < r.mark {
+				behind = append(behind, fmt.Sprintf("n%d holds %d.. (held ..%d, snapshot at %d)", id, first, r.mark, snap.Metadata.Index))
+			}
 		}
+		if len(behind) == 0 {
+			return
+		}
+		if produced >= 400 {
+			t.Fatalf("the partition's Raft log is not compacted behind the checkpoints after %d more entries: %s", produced, strings.Join(behind, "; "))
+		}
+		c.produceTo(topic, fmt.Sprintf("d%d", produced), 5)
 	}
 }
 

@@ -14,7 +14,9 @@ import (
 
 func openDir(t *testing.T, fsys vfs.FS, dir string) (*Broker, error) {
 	t.Helper()
-	b, err := Open(Options{Dir: dir, FS: fsys, Logger: quietLogger()})
+	// testHeadroom: the default 64 MiB headroom, zeros written into a MemFS, cost
+	// TestDirLockNotOnMemFS 17 s under -race; the lock is what these tests check.
+	b, err := Open(Options{Dir: dir, FS: fsys, Logger: quietLogger(), HeadroomBytes: testHeadroom})
 	if err == nil {
 		t.Cleanup(func() { b.Close() })
 	}
