@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
+	"github.com/sluice-mq/sluice/internal/storage"
 )
 
 // hostedReplica is a partition's Raft group on this node.
@@ -63,18 +64,33 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 	for i := range raws {
 		hs[i], _ = batch.ParseHeader(raws[i])
 	}
+	if err := r.appendLocked(epoch, hs, checked, out); err != nil {
+		return nil, err
+	}
+	// Only once p.prod is released: notifySubs takes the topic's lock, and topicRT.close
+	// holds that lock while it takes each partition's p.prod (the order is topic, then
+	// partition). Holding p.prod here deadlocked a broker closed while its Ready loop was
+	// in an Apply (TestReplicaApplyNeverHoldsProducerLockForTopic).
+	p.owner.notifySubs()
+	return out, nil
+}
+
+// appendLocked appends raws, whose headers are hs, under the partition's producer lock
+// (idempotent batches are checked and recorded there), and fills in out.
+func (r *replicaLog) appendLocked(epoch int32, hs []batch.Header, checked storage.Checked, out []replpart.BatchResult) error {
+	p := r.p
 	p.prod.Lock()
 	defer p.prod.Unlock()
 	ctx := context.Background()
-	for i := 0; i < len(raws); {
+	for i := 0; i < len(hs); {
 		if hs[i].ProducerID < 0 {
 			j := i + 1
-			for j < len(raws) && hs[j].ProducerID < 0 {
+			for j < len(hs) && hs[j].ProducerID < 0 {
 				j++
 			}
 			offs, err := p.log.AppendChecked(ctx, epoch, checked.Slice(i, j))
 			if err != nil {
-				return nil, fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
+				return fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
 			}
 			for k, off := range offs {
 				out[i+k].Base = off
@@ -91,15 +107,14 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 		default:
 			offs, err := p.log.AppendChecked(ctx, epoch, checked.Slice(i, i+1))
 			if err != nil {
-				return nil, fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
+				return fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
 			}
 			p.prod.RecordLocked(hs[i], offs[0])
 			out[i].Base = offs[0]
 		}
 		i++
 	}
-	p.owner.notifySubs()
-	return out, nil
+	return nil
 }
 
 // Checkpoint syncs the local log; its high watermark is where Restore comes back to, and

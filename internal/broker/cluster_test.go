@@ -40,6 +40,7 @@ type memNode struct {
 	host   *multiraft.Host
 	b      *Broker
 	cancel context.CancelFunc
+	ran    chan struct{} // closed when the host's Run returned
 	tr     *deadableTransport
 }
 
@@ -123,7 +124,11 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	}
 	c.net.Attach(id, h)
 	ctx, cancel := context.WithCancel(context.Background())
-	go h.Run(ctx, multiraft.NewTimeTicker(5*time.Millisecond))
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = h.Run(ctx, multiraft.NewTimeTicker(5*time.Millisecond))
+	}()
 	// HeadroomBytes: the default 64 MiB headroom file, written as zeros into a MemFS, cost
 	// every start (and every crash clone) seconds under -race; 64 KiB tests the same thing.
 	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
@@ -133,7 +138,7 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	if err != nil {
 		c.t.Fatalf("n%d: broker: %v", id, err)
 	}
-	nd.host, nd.b, nd.cancel, nd.eng = h, b, cancel, eng
+	nd.host, nd.b, nd.cancel, nd.ran, nd.eng = h, b, cancel, ran, eng
 }
 
 // register puts every node in the catalog (placement counts registered nodes only), as
@@ -165,7 +170,8 @@ func (c *memCluster) register() {
 	}
 }
 
-// stop shuts node id down cleanly.
+// stop shuts node id down cleanly, in internal/node's order: the host's Run has returned
+// before the broker closes its logs (no Apply under way while they close).
 func (c *memCluster) stop(id multiraft.NodeID) {
 	nd := c.nodes[id]
 	if nd.host == nil {
@@ -173,6 +179,7 @@ func (c *memCluster) stop(id multiraft.NodeID) {
 	}
 	c.net.Detach(id)
 	nd.cancel()
+	<-nd.ran
 	nd.host.Close()
 	nd.b.Close()
 	nd.host, nd.b = nil, nil
