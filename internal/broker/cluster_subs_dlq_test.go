@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,21 +55,17 @@ func TestClusterSubscriptionDeadLetters(t *testing.T) {
 	}
 
 	// The next poison record's move stops after its copy on the partition's leader, whose
-	// power is then cut: the new leader copies it again, deduplicated.
-	l := c.leaderOf("t", 0)
-	var lid multiraft.NodeID
-	for _, id := range c.ids {
-		if c.nodes[id].b == l {
-			lid = id
-		}
-	}
-	_, lp, err := l.streams.partition("t", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// power is then cut: the new leader copies it again, deduplicated. The leader is the
+	// one whose move the hook stopped first: under load, leadership can move between a
+	// look-up here and the move (a -count=10 run failed with "no copy made" when the hook
+	// waited for the leader seen before the produce).
+	var stopped atomic.Pointer[partitionRT]
 	copied := make(chan struct{}, 100)
 	hook := func(stage string, p *partitionRT) bool {
-		if p != lp {
+		if p.topic != "t" {
+			return true
+		}
+		if stopped.CompareAndSwap(nil, p); stopped.Load() != p {
 			return true
 		}
 		copied <- struct{}{}
@@ -81,6 +78,15 @@ func TestClusterSubscriptionDeadLetters(t *testing.T) {
 	case <-copied:
 	case <-time.After(20 * time.Second):
 		t.Fatal("no copy made")
+	}
+	var lid multiraft.NodeID
+	for _, id := range c.ids {
+		if _, p, err := c.nodes[id].b.streams.partition("t", 0); err == nil && p == stopped.Load() {
+			lid = id
+		}
+	}
+	if lid == 0 {
+		t.Fatal("the move stopped on a partition no node hosts")
 	}
 	c.crash(lid, true)
 	got := c.deadLetters(t, "dlq", 1) // the new leader's copy of offset 3, answered as a duplicate
