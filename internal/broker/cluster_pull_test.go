@@ -127,20 +127,18 @@ func TestClusterWipedReplicaPulls(t *testing.T) {
 
 // waitCompacted checks that every replica's Raft log of topic/0 is compacted behind its
 // checkpoints: never past its last snapshot (the checkpoint its local log holds), and,
-// once two more snapshot intervals of entries came, past every entry it held when this
-// began. That is the bound exactly: the log keeps the entries since the snapshot before
-// the last one, and an interval is SnapshotEntries (25) or more when one Ready applies
-// more (a follower catching up takes up to 1 MiB of entries at once: a follower seen 245
-// behind its last snapshot under load failed a fixed bound of 200 entries). Records are
-// produced until then, 5 at a time, 400 at most; without compaction (the first index
-// stays 1) that never happens.
+// once two more snapshot intervals of entries came, past every entry the longest log held
+// when this began (a replica that lags, neither the leader nor the wiped follower, catches
+// up meanwhile). That is the bound exactly: the log keeps the entries since the snapshot
+// before the last one, and an interval is SnapshotEntries (25) or more when one Ready
+// applies more (a follower catching up takes up to 1 MiB of entries at once: a follower
+// seen 245 behind its last snapshot under load failed a fixed bound of 200 entries).
+// Records are produced until then, 5 at a time, 400 at most; without compaction (the
+// first index stays 1) that never happens.
 func waitCompacted(t *testing.T, c *memCluster, topic string) {
 	t.Helper()
-	type replica struct {
-		st   multiraft.Storage
-		mark uint64 // the last index it held at the start
-	}
-	reps := map[multiraft.NodeID]replica{}
+	sts := map[multiraft.NodeID]multiraft.Storage{}
+	var mark uint64 // the longest log's last index at the start
 	for _, id := range c.ids {
 		nd := c.nodes[id]
 		_, p, err := nd.b.streams.partition(topic, 0)
@@ -152,17 +150,16 @@ func waitCompacted(t *testing.T, c *memCluster, topic string) {
 			t.Fatal(err)
 		}
 		last, _ := st.LastIndex()
-		if last < 600 { // 620 entries produced
-			t.Fatalf("n%d: the partition's Raft log ends at %d", id, last)
-		}
-		reps[id] = replica{st: st, mark: last}
+		sts[id], mark = st, max(mark, last)
+	}
+	if mark < 600 { // 620 entries produced
+		t.Fatalf("the partition's longest Raft log ends at %d", mark)
 	}
 	for produced := 0; ; produced += 5 {
 		var behind []string
 		for _, id := range c.ids {
-			r := reps[id]
-			first, _ := r.st.FirstIndex()
-			snap, err := r.st.Snapshot()
+			first, _ := sts[id].FirstIndex()
+			snap, err := sts[id].Snapshot()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,8 +168,8 @@ func waitCompacted(t *testing.T, c *memCluster, topic string) {
 			if si := snap.Metadata.Index; first-1 > si {
 				t.Fatalf("n%d: the partition's Raft log is compacted to %d, past its snapshot at %d", id, first-1, si)
 			}
-			if first-1 < r.mark {
-				behind = append(behind, fmt.Sprintf("n%d holds %d.. (held ..%d, snapshot at %d)", id, first, r.mark, snap.Metadata.Index))
+			if first-1 < mark {
+				behind = append(behind, fmt.Sprintf("n%d holds %d.. (snapshot at %d; wanted past %d)", id, first, snap.Metadata.Index, mark))
 			}
 		}
 		if len(behind) == 0 {
