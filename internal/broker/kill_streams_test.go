@@ -224,6 +224,10 @@ func TestStreamsKill9(t *testing.T) {
 	if os.Getenv(streamsKillEnv) != "" {
 		t.Skip("child")
 	}
+	// Alongside the other kill test, after the package's sequential tests: each cycle
+	// mostly waits (a child's start, its run until the kill), and the two share nothing
+	// (own directories, the child told its own through its environment).
+	t.Parallel()
 	cycles := 20
 	if testing.Short() {
 		cycles = 5
