@@ -60,7 +60,7 @@ func TestReplicaApplyNeverHoldsProducerLockForTopic(t *testing.T) {
 	got := make(chan struct{})
 	go func() {
 		p.prod.Lock()
-		p.prod.Unlock()
+		defer p.prod.Unlock()
 		close(got)
 	}()
 	select {
