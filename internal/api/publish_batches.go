@@ -10,9 +10,9 @@ import (
 
 // Record batches on the Publish stream (stream.proto, RecordBatch): the
 // client built them, so the server stores each with one check and no
-// decoding of its records, as it stores a Kafka produce. Each record is
-// still answered by its own result; a batch refused refuses all of its
-// records, and only them.
+// decoding of its records, as it stores a Kafka produce, and answers each
+// with one BatchResult, as a Kafka produce is answered. A batch refused
+// refuses all of its records, and only them.
 
 // batchRecords is how many records a batch declares, or why its header is
 // not one a client may send: it must parse, and declare 1 to
