@@ -90,10 +90,12 @@ func (r *run) schedule(ctx context.Context, period time.Duration) error {
 				return nil
 			}
 			for seq := range due {
-				pl.stamp(r.start.Add(time.Duration(seq)*period), seq)
+				due := r.start.Add(time.Duration(seq) * period)
+				pl.stamp(due, seq)
 				if err := p.Send(sctx, body); err != nil {
 					return fmt.Errorf("send: %w", err)
 				}
+				r.ackHist.Record(time.Since(due))
 				r.sent.Add(1)
 			}
 			return nil

@@ -18,6 +18,10 @@ func WriteTable(w io.Writer, results []Result) error {
 			r.Target, r.Workload, Thousands(r.MsgsPerSec), r.MBPerSec,
 			ms(l.P50, l.Count), ms(l.P99, l.Count), ms(l.P999, l.Count), ms(l.Max, l.Count), l.What,
 			r.Sent, r.Received, r.Missing)
+		if a := r.AckLatency; a != nil {
+			fmt.Fprintf(&b, "| %s | %s | | | %s | %s | %s | %s | %s | %d | | |\n", r.Target, r.Workload,
+				ms(a.P50, a.Count), ms(a.P99, a.Count), ms(a.P999, a.Count), ms(a.Max, a.Count), a.What, r.Sent)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -25,6 +25,10 @@ type Result struct {
 	MsgsPerSec float64 `json:"msgs_per_sec"` // sends for produce, acked receipts otherwise
 	MBPerSec   float64 `json:"mb_per_sec"`
 	Latency    Summary `json:"latency"`
+	// AckLatency (latency workload only) times each send from when it was due to
+	// the return of its acknowledgement: the producer's half of Latency, so a
+	// tail can be placed on the sending or the delivering side.
+	AckLatency *Summary `json:"ack_latency,omitempty"`
 }
 
 // grace bounds how long calls still in flight at the end of a run may take
@@ -56,6 +60,7 @@ type run struct {
 	cfg        Config
 	d          Driver
 	hist       Hist
+	ackHist    Hist   // latency: due to acknowledged send
 	what       string // what the histogram measures
 	sent, recv atomic.Int64
 	claimed    atomic.Int64
@@ -74,6 +79,8 @@ func (r *run) result() Result {
 	}
 	if c.Workload == Latency {
 		res.Rate, res.Missing = c.Rate, max(0, res.Sent-res.Received)
+		ack := r.ackHist.Summarize("due to acknowledged send")
+		res.AckLatency = &ack
 	}
 	if r.end.IsZero() {
 		r.end = time.Now()
