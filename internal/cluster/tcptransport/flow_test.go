@@ -299,17 +299,20 @@ func TestSlowReaderNotCut(t *testing.T) {
 	}()
 	logs := &logBuf{}
 	tr, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: ln.Addr().String()},
-		WriteTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		// Two seconds: seven times the 0.3 s between steps of progress (below), so a loaded
+		// machine's late reader (-race, other jobs) is not taken for a stalled one; it once
+		// was with one second, 1 run in 4 at load 4.
+		WriteTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	big := beatTo(2, 0)
 	big.Messages[0].Msg = raftpb.Message{Type: raftpb.MsgApp, From: 1, To: 2,
-		// About 2.5 s at 6 MB/s, more than a second beyond what the socket buffers hold; a
-		// writer blocked on a full send buffer is woken once half of it drained (Linux), so
-		// progress comes in steps of about 2 MiB, 0.3 s apart here.
-		Entries: []raftpb.Entry{{Data: bytes.Repeat([]byte{1}, 16<<20)}}}
+		// About 4 s at 6 MB/s, twice WriteTimeout and well beyond what the socket buffers
+		// hold; a writer blocked on a full send buffer is woken once half of it drained
+		// (Linux), so progress comes in steps of about 2 MiB, 0.3 s apart here.
+		Entries: []raftpb.Entry{{Data: bytes.Repeat([]byte{1}, 24<<20)}}}
 	tr.Send(big)
 	select {
 	case err := <-done:
