@@ -30,15 +30,17 @@ type benchFlags struct {
 	kafkaSASL  kafkaSASL
 	sqsURL     string
 	partitions int
-	replicas   int
-	output     string
-	probeDir   string
-	probeTime  time.Duration
-	quiet      bool
-	gzip       bool
-	unary      bool   // native: unary calls instead of the streams
-	batches    bool   // native: the Publisher sends record batches it built
-	tlsCA      string // PEM CA to trust: connect over TLS
+	// kafkaProducers is --kafka-producers: franz-go producer clients the senders share.
+	kafkaProducers int
+	replicas       int
+	output         string
+	probeDir       string
+	probeTime      time.Duration
+	quiet          bool
+	gzip           bool
+	unary          bool   // native: unary calls instead of the streams
+	batches        bool   // native: the Publisher sends record batches it built
+	tlsCA          string // PEM CA to trust: connect over TLS
 }
 
 // benchReport is what --output json prints.
@@ -104,6 +106,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.IntVar(&c.Prefetch, "prefetch", 64, "messages per receive / unacked per consumer")
 	fl.IntVar(&c.Rate, "rate", 5000, "messages per second (latency)")
 	fl.BoolVar(&c.Queue, "queue", false, "produce and consume use a queue instead of a topic (native)")
+	fl.IntVar(&f.kafkaProducers, "kafka-producers", 1, "kafka: producer clients the senders share (sender i uses client i mod N), each an idempotent producer on its own connection")
 	fl.IntVar(&f.partitions, "partitions", 1, "partitions of the topic (native, kafka)")
 	fl.IntVar(&f.replicas, "replication-factor", 1, "replicas of each partition of the topic (kafka; above 1 needs a cluster)")
 	fl.StringVar(&c.Name, "name", "", "queue or topic to use (default bench-<workload>); it is recreated")
@@ -177,7 +180,7 @@ func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
 	case "native":
 		return newNativeDriver(f.server, shape, f.gzip, !f.unary, f.batches), nil
 	case "kafka":
-		return newKafkaDriver(ctx, f.kafkaAddr, shape, f.kafkaSASL)
+		return newKafkaDriver(ctx, f.kafkaAddr, shape, f.kafkaSASL, f.kafkaProducers)
 	case "sqs":
 		return newSQSDriver(ctx, f.sqsURL, f.cfg.Prefetch, shape.tls)
 	}

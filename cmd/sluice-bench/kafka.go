@@ -20,13 +20,17 @@ import (
 // kafkaDriver runs the bench over the Kafka protocol with franz-go. One
 // producer client is shared by every sender, as an application would: the
 // client batches what the senders have in flight into produce requests.
+// With --kafka-producers N the senders share N clients instead (sender i
+// uses client i mod N), each its own idempotent producer with its own
+// connection: many application instances writing to the same partitions.
 // Kafka has no per-message ack, so consumers read their partitions
 // directly and Ack does nothing; every kind is a topic.
 type kafkaDriver struct {
 	addr string
 	benchShape
-	prod *kgo.Client
-	sasl []kgo.Opt // authentication and TLS (--tls-ca), for every client
+	prod  *kgo.Client   // prods[0]: the admin calls go through it
+	prods []*kgo.Client // one per --kafka-producers
+	sasl  []kgo.Opt     // authentication and TLS (--tls-ca), for every client
 }
 
 // kafkaSASL is --kafka-sasl-*: how the clients authenticate, if at all
@@ -54,7 +58,7 @@ func (k kafkaSASL) opts() ([]kgo.Opt, error) {
 	return []kgo.Opt{kgo.SASL(m)}, nil
 }
 
-func newKafkaDriver(_ context.Context, addr string, shape benchShape, auth kafkaSASL) (*kafkaDriver, error) {
+func newKafkaDriver(_ context.Context, addr string, shape benchShape, auth kafkaSASL, producers int) (*kafkaDriver, error) {
 	sasl, err := auth.opts()
 	if err != nil {
 		return nil, err
@@ -62,19 +66,27 @@ func newKafkaDriver(_ context.Context, addr string, shape benchShape, auth kafka
 	if shape.tls != nil {
 		sasl = append(sasl, kgo.DialTLSConfig(shape.tls.Clone()))
 	}
-	prod, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
-		kgo.RequiredAcks(kgo.AllISRAcks()),                // acked means stored (and synced per --fsync)
-		kgo.ProducerBatchCompression(kgo.NoCompression()), // every peer sends bytes as they are
-		kgo.ProducerLinger(0),                             // no added wait: in-flight sends batch themselves
-	}, sasl...)...)
-	if err != nil {
-		return nil, err
+	d := &kafkaDriver{addr: addr, benchShape: shape, sasl: sasl}
+	for range max(producers, 1) {
+		prod, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr),
+			kgo.RequiredAcks(kgo.AllISRAcks()),                // acked means stored (and synced per --fsync)
+			kgo.ProducerBatchCompression(kgo.NoCompression()), // every peer sends bytes as they are
+			kgo.ProducerLinger(0),                             // no added wait: in-flight sends batch themselves
+		}, sasl...)...)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.prods = append(d.prods, prod)
 	}
-	return &kafkaDriver{addr: addr, benchShape: shape, prod: prod, sasl: sasl}, nil
+	d.prod = d.prods[0]
+	return d, nil
 }
 
 func (d *kafkaDriver) Close() error {
-	d.prod.Close()
+	for _, p := range d.prods {
+		p.Close()
+	}
 	return nil
 }
 
@@ -134,8 +146,8 @@ func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions
 	}
 }
 
-func (d *kafkaDriver) Producer(_ context.Context, name string, _ load.Kind, _ int) (load.Producer, error) {
-	return &kafkaProducer{c: d.prod, topic: name}, nil
+func (d *kafkaDriver) Producer(_ context.Context, name string, _ load.Kind, i int) (load.Producer, error) {
+	return &kafkaProducer{c: d.prods[i%len(d.prods)], topic: name}, nil
 }
 
 type kafkaProducer struct {

@@ -38,13 +38,37 @@ const (
 func (ps *State) Reset() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.m, ps.changed, ps.snapAt = nil, 0, 0
+	ps.m, ps.changed, ps.snapAt, ps.gen = nil, 0, 0, 0
 }
 
 // Rebuild restores the snapshot and scans the log after it.
 func (ps *State) Rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.gen = log.Gen()
+	ps.rebuildLocked(log, fsys, dir, logger)
+}
+
+// ReconcileLocked returns the log generation the state is now exact for
+// (storage's generation.go). Batches are recorded as they are placed, before
+// they are durable; when the log dropped placed batches since the state was
+// last reconciled (a failed write, a truncation), the state may name some of
+// them, so it is rebuilt from the snapshot and the durable log first. Every
+// batch recorded at an older generation is then durable or dropped, and the
+// caller places only at the generation returned (storage.PlaceCheckedAt),
+// or reconciles again. Called with mu held.
+func (ps *State) ReconcileLocked(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) int64 {
+	gen := log.Gen()
+	if gen != ps.gen {
+		logger.Warn("producer state rebuilt: placed batches were dropped", "generation", gen)
+		ps.rebuildLocked(log, fsys, dir, logger)
+		ps.gen = gen
+	}
+	return gen
+}
+
+func (ps *State) rebuildLocked(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
+	ps.m = nil // what the snapshot and the scan do not hold was dropped
 	start, hw := log.LogStartOffset(), log.HighWatermark()
 	from := max(start, hw-ScanOffsets)
 	if at, err := ps.loadSnapshotLocked(fsys, dir, hw); err == nil {
@@ -115,8 +139,11 @@ func (ps *State) scanLocked(log *storage.Log, from int64, logger *slog.Logger) {
 // force is set (at close) and anything changed.
 func (ps *State) MaybeSnapshot(log *storage.Log, fsys vfs.FS, dir string, force bool) error {
 	ps.mu.Lock()
-	// No idempotent append is in flight while mu is held, so every
-	// idempotent batch below hw is recorded.
+	// Batches are recorded when placed, under mu, so every idempotent batch
+	// below hw is recorded. Those at or above it are placed and not yet
+	// durable: a write can still drop them, so the snapshot, which covers
+	// what is below hw, leaves them out (the scan after it at open finds
+	// them if they became durable).
 	hw := log.HighWatermark()
 	if ps.changed == 0 || (!force && hw-ps.snapAt < producerSnapshotEvery) {
 		ps.mu.Unlock()
@@ -124,10 +151,14 @@ func (ps *State) MaybeSnapshot(log *storage.Log, fsys vfs.FS, dir string, force 
 	}
 	body := binary.AppendVarint(nil, int64(len(ps.m)))
 	for id, e := range ps.m {
+		durable := e.recent
+		for len(durable) > 0 && durable[len(durable)-1].Base >= hw {
+			durable = durable[:len(durable)-1]
+		}
 		body = binary.AppendVarint(body, id)
 		body = binary.AppendVarint(body, int64(e.epoch))
-		body = binary.AppendVarint(body, int64(len(e.recent)))
-		for _, r := range e.recent {
+		body = binary.AppendVarint(body, int64(len(durable)))
+		for _, r := range durable {
 			body = binary.AppendVarint(body, int64(r.First))
 			body = binary.AppendVarint(body, int64(r.Last))
 			body = binary.AppendVarint(body, r.Base)

@@ -34,15 +34,20 @@ type entry struct {
 }
 
 // State is a partition's idempotent producers. Its lock (Lock, Unlock)
-// is held across an idempotent append; the *Locked methods need it.
+// is held while an idempotent batch is checked, placed in the log and
+// recorded; the *Locked methods need it.
 type State struct {
-	// mu guards m. It is held across an idempotent append, so batches of one
-	// producer reach the log in sequence order and a retry racing its
-	// original finds it.
+	// mu guards m. It is held from an idempotent batch's check to its
+	// placement and record (not across its sync), so batches of one producer
+	// reach the log in sequence order and a retry racing its original finds
+	// it; the batches of many producers then share the log's next sync.
 	mu      sync.Mutex
 	m       map[int64]*entry
 	changed int   // batches recorded since the last snapshot
 	snapAt  int64 // offset the last snapshot covers
+	// gen is the log generation m is exact for (ReconcileLocked): recorded
+	// batches are durable, or placed at gen and on their way.
+	gen int64
 }
 
 func nextSeq(s int32) int32 {
@@ -101,7 +106,7 @@ func (ps *State) RecordLocked(h batch.Header, base int64) {
 	}
 }
 
-// Lock and Unlock hold the state across an idempotent append.
+// Lock and Unlock hold the state from an idempotent batch's check to its record.
 func (ps *State) Lock()   { ps.mu.Lock() }
 func (ps *State) Unlock() { ps.mu.Unlock() }
 

@@ -57,7 +57,7 @@ func (l *Log) append(ctx context.Context, batches [][]byte, setEpoch bool, epoch
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p, err := l.place(batches, setEpoch, epoch)
+	p, err := l.place(batches, setEpoch, epoch, anyGen)
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +88,22 @@ func (l *Log) PlaceChecked(epoch int32, c Checked) (Placed, error) {
 	if len(c.batches) == 0 {
 		return Placed{}, nil
 	}
-	return l.place(c.batches, true, epoch)
+	return l.place(c.batches, true, epoch, anyGen)
 }
 
-func (l *Log) place(batches [][]byte, setEpoch bool, epoch int32) (Placed, error) {
+// anyGen is place's wantGen for a caller that places at whatever generation the log is at.
+const anyGen = -1
+
+// place writes batches (queues them for the next group under SyncAlways). With a
+// wantGen other than anyGen it places nothing and returns ErrGenerationChanged unless
+// the log is still at that generation: under wmu, which every drop holds, the check
+// and the placement are one step.
+func (l *Log) place(batches [][]byte, setEpoch bool, epoch int32, wantGen int64) (Placed, error) {
 	l.wmu.Lock()
+	if wantGen != anyGen && l.Gen() != wantGen {
+		l.wmu.Unlock()
+		return Placed{}, ErrGenerationChanged
+	}
 	offsets, end, gen, err := l.writeLocked(batches, setEpoch, epoch)
 	done := l.pend.done
 	ahead := err == nil && l.syncAhead(batches)
