@@ -187,6 +187,25 @@ func kafkaLoop(ctx context.Context, addr, topic string, l *ledger, next func() i
 	}
 }
 
+// kafkaIdemLoop is kafkaLoop as an idempotent producer (franz-go's default): several
+// of them on one partition share the partition's syncs, each batch recorded in the
+// producer state before it is durable (broker/produce.go), which a kill must not turn
+// into a lost acknowledgement.
+func kafkaIdemLoop(ctx context.Context, addr, topic string, l *ledger, next func() int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordDeliveryTimeout(3*time.Second),
+		kgo.AllowIdempotentProduceCancellation(), kgo.ProducerLinger(0))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	for ctx.Err() == nil {
+		v := fmt.Sprintf("kafka-idem-%d", next())
+		if cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr() == nil {
+			l.sent(v)
+		}
+	}
+}
+
 // readTopic reads every record of topic from the start.
 func readTopic(t *testing.T, addr, topic string, l *ledger) {
 	t.Helper()
@@ -223,7 +242,7 @@ func TestKillUnderLoad(t *testing.T) {
 		kills, load = 20, 3*time.Second
 	}
 	dir := t.TempDir()
-	led := map[string]*ledger{"native": newLedger(), "stream": newLedger(), "sqs": newLedger(), "kafka": newLedger()}
+	led := map[string]*ledger{"native": newLedger(), "stream": newLedger(), "sqs": newLedger(), "kafka": newLedger(), "kafka-idem": newLedger()}
 	var seq sync.Mutex
 	n := 0
 	next := func() int { seq.Lock(); defer seq.Unlock(); n++; return n }
@@ -236,8 +255,10 @@ func TestKillUnderLoad(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := c.CreateTopic(context.Background(), "tk", nil); err != nil {
-				t.Fatal(err)
+			for _, topic := range []string{"tk", "tki"} {
+				if _, err := c.CreateTopic(context.Background(), topic, nil); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		protos := []queueProto{nativeProto(p.Addr("http"), "kn"), streamProto(p.Addr("http"), "kst"), sqsProto(p.Addr("sqs"), "ks")}
@@ -254,6 +275,9 @@ func TestKillUnderLoad(t *testing.T) {
 			consumers.Go(func() { consumeLoop(consCtx, q, led[q.name], idle) })
 		}
 		producers.Go(func() { kafkaLoop(prodCtx, p.Addr("kafka"), "tk", led["kafka"], next) })
+		for range 4 { // four idempotent producers on tki's one partition
+			producers.Go(func() { kafkaIdemLoop(prodCtx, p.Addr("kafka"), "tki", led["kafka-idem"], next) })
+		}
 		if !last {
 			time.Sleep(load/2 + rand.N(load/2))
 			p.Kill() // requests in flight on every protocol
@@ -269,9 +293,10 @@ func TestKillUnderLoad(t *testing.T) {
 		consumers.Wait() // drained: idle past the visibility timeout
 		stopConsumers()
 		readTopic(t, p.Addr("kafka"), "tk", led["kafka"])
+		readTopic(t, p.Addr("kafka"), "tki", led["kafka-idem"])
 		p.Stop()
 	}
-	for _, name := range []string{"native", "stream", "sqs", "kafka"} {
+	for _, name := range []string{"native", "stream", "sqs", "kafka", "kafka-idem"} {
 		l := led[name]
 		acked, lost, dups, sample := l.figures()
 		t.Logf("%-6s kills %d: acked %d, lost %d, duplicates %d, delivered after a confirmed delete %d",
