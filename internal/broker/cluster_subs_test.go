@@ -51,12 +51,18 @@ func (c *memCluster) forwarded(f func(*Broker) error) error {
 
 // via runs f on node id's broker and, on NOT_LEADER naming another node, once there.
 func (c *memCluster) via(id multiraft.NodeID, f func(*Broker) error) error {
-	err := f(c.nodes[id].b)
-	var nl *NotLeaderError
-	if errors.As(err, &nl) && nl.Leader != 0 && c.nodes[multiraft.NodeID(nl.Leader)].b != nil {
-		err = f(c.nodes[multiraft.NodeID(nl.Leader)].b)
+	// A topic created through another node a moment ago may not be in this node's
+	// catalog yet (ErrTopicNotFound): a client retries that, and so does this, for 5 s.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := f(c.nodes[id].b)
+		var nl *NotLeaderError
+		if errors.As(err, &nl) && nl.Leader != 0 && c.nodes[multiraft.NodeID(nl.Leader)].b != nil {
+			err = f(c.nodes[multiraft.NodeID(nl.Leader)].b)
+		}
+		if !errors.Is(err, ErrTopicNotFound) || time.Now().After(deadline) {
+			return err
+		}
 	}
-	return err
 }
 
 type subKeyOff struct {
