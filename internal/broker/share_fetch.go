@@ -53,14 +53,13 @@ const MaxShareFetchRecords = 10_000
 // its session's partitions for the group's lock duration, waiting up to
 // MaxWait for some if there are none.
 func (b *Broker) ShareFetch(ctx context.Context, req ShareFetchRequest) ShareFetchResult {
-	if b.cluster != nil {
-		b.log.Warn("share fetch refused: share groups are not supported in a cluster", "group", req.Group)
-		return ShareFetchResult{Err: ErrShareInCluster}
-	}
 	for _, bs := range req.Acks {
 		if err := checkAckBatches(bs); err != nil {
 			return ShareFetchResult{Err: err}
 		}
+	}
+	if b.cluster != nil {
+		return b.clusterShareFetch(ctx, req) // cluster_share.go
 	}
 	cfg := b.ShareGroupConfig(req.Group)
 	g := b.shares().group(req.Group, false)

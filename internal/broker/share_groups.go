@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -22,18 +23,19 @@ import (
 // a share-partition is read by any number of members, the cursor hands each
 // record to one of them.
 //
-// Share groups are refused in a cluster (docs/cluster.md, "What is not replicated yet"): the
-// subscription's cursors are replicated there (cluster_subs.go), but this
-// file's members and sessions are one node's, and a share fetch acquires
-// through the local cursor (share_cursor.go) rather than the partition's
-// Raft group (cluster_subs_recv.go).
+// In a cluster (cluster_share.go) members live on the group coordinator, share sessions on
+// each partition's leader, and acquisitions and acknowledgements are the replicated
+// cursor's operations (cluster_subs_recv.go).
 
 // Errors of share groups, mapped to Kafka's codes by internal/kafka.
 var (
 	ErrShareSessionNotFound = errors.New("share session not found")
 	ErrShareSessionEpoch    = errors.New("invalid share session epoch")
 	ErrShareRecordState     = errors.New("record is not acquired by this member")
-	ErrShareInCluster       = errors.New("share groups are not supported in a cluster yet: use a single node, or a subscription through the native API or SQS")
+	// ErrShareInCluster refuses what a share group cannot do in a cluster yet
+	// (docs/cluster.md, "Share groups"): altering or deleting its offsets, deleting it,
+	// and a dead-letter queue.
+	ErrShareInCluster = errors.New("not supported for share groups in a cluster yet")
 )
 
 type shareGroups struct {
@@ -42,6 +44,13 @@ type shareGroups struct {
 	// configs are the groups' configs, as stored (share_config.go).
 	configs map[string]ShareConfig
 	groups  map[string]*shareGroup
+	// sessions are, in a cluster, the share sessions this node keeps as the leader of
+	// their partitions, by member (cluster_share.go); on a single node a member's session
+	// is its shareMember's.
+	sessions map[ShareMember]*clusterSession
+	// term is, in a cluster, the coordinator term groups' members joined in: a node that
+	// coordinates again in a later term forgets them (shareCoordinator).
+	term uint64
 }
 
 // shareGroup is one group's members. mu is held across a fetch's or an
@@ -66,7 +75,8 @@ type shareMember struct {
 // shares returns the broker's share groups, loading the configs once.
 func (b *Broker) shares() *shareGroups {
 	b.shareOnce.Do(func() {
-		sg := &shareGroups{b: b, configs: map[string]ShareConfig{}, groups: map[string]*shareGroup{}}
+		sg := &shareGroups{b: b, configs: map[string]ShareConfig{}, groups: map[string]*shareGroup{},
+			sessions: map[ShareMember]*clusterSession{}}
 		if err := sg.load(); err != nil {
 			b.log.Error("share group configs unreadable; using the defaults", "err", err)
 		}
@@ -127,11 +137,12 @@ type ShareHeartbeatResult struct {
 	Err               error
 }
 
-// ShareGroupHeartbeat joins, heartbeats or leaves a share group member.
-func (b *Broker) ShareGroupHeartbeat(req ShareHeartbeatRequest) ShareHeartbeatResult {
-	if b.cluster != nil {
-		b.log.Warn("share group refused: not supported in a cluster", "group", req.Group)
-		return ShareHeartbeatResult{Err: ErrShareInCluster}
+// ShareGroupHeartbeat joins, heartbeats or leaves a share group member. In a cluster only
+// the group coordinator (the controller) serves it; another node answers
+// NotCoordinatorError.
+func (b *Broker) ShareGroupHeartbeat(ctx context.Context, req ShareHeartbeatRequest) ShareHeartbeatResult {
+	if err := b.shareCoordinator(ctx); err != nil {
+		return ShareHeartbeatResult{Err: err}
 	}
 	if !subNameRE.MatchString(req.Group) {
 		return ShareHeartbeatResult{Err: fmt.Errorf("%w: a share group id is a subscription name: 1-120 letters, digits, '.', '_' or '-'", ErrInvalidGroupID)}
@@ -203,7 +214,7 @@ func (b *Broker) shareAssignment(group string, cfg ShareConfig, topics []string)
 		if err != nil {
 			continue // not there (yet): Kafka leaves it out too
 		}
-		if _, _, err := b.subscription(name, group); errors.Is(err, ErrSubscriptionNotFound) {
+		if err := b.hasSubscription(name, group); errors.Is(err, ErrSubscriptionNotFound) {
 			_, err = b.CreateSubscription(SubscriptionSettings{Topic: name, Name: group,
 				FromEarliest: cfg.AutoOffsetReset == "earliest", VisibilityTimeout: cfg.LockDuration})
 			if err != nil && !errors.Is(err, ErrSubscriptionExists) {
@@ -261,6 +272,9 @@ type ShareGroupInfo struct {
 // DescribeShareGroup describes a group: ErrGroupNotFound if it has
 // no members, no config and no subscription (share_list.go).
 func (b *Broker) DescribeShareGroup(group string) (ShareGroupInfo, error) {
+	if err := b.shareCoordinator(context.Background()); err != nil {
+		return ShareGroupInfo{}, err
+	}
 	sg := b.shares()
 	g := sg.group(group, false)
 	if g == nil {
@@ -284,4 +298,38 @@ func (b *Broker) DescribeShareGroup(group string) (ShareGroupInfo, error) {
 		info.State = "Stable"
 	}
 	return info, nil
+}
+
+// hasSubscription reports whether topic has a subscription named name: nil, or
+// ErrSubscriptionNotFound (or why it could not tell). In a cluster it is the catalog's.
+func (b *Broker) hasSubscription(topic, name string) error {
+	if c := b.clusterTopic(topic); c != nil {
+		_, err := c.subscription(topic, name)
+		return err
+	}
+	_, _, err := b.subscription(topic, name)
+	return err
+}
+
+// shareCoordinator returns nil if this node serves share group membership now: always on
+// a single node; in a cluster the group coordinator (CheckCoordinator). A coordinator in
+// a new term first forgets the members of an earlier one, as the consumer groups'
+// coordinator does (cluster_groups.go): they heartbeated another coordinator meanwhile,
+// or none; they get UNKNOWN_MEMBER_ID and join again.
+func (b *Broker) shareCoordinator(ctx context.Context) error {
+	if b.cluster == nil {
+		return nil
+	}
+	if err := b.CheckCoordinator(ctx); err != nil {
+		return err
+	}
+	term, _ := b.cluster.cat.Term()
+	sg := b.shares()
+	sg.mu.Lock()
+	defer sg.mu.Unlock()
+	if sg.term != term {
+		sg.term = term
+		sg.groups = map[string]*shareGroup{}
+	}
+	return nil
 }

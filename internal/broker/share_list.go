@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -20,12 +21,10 @@ type ShareGroupSummary struct {
 	Members int
 }
 
-// ListShareGroups lists every share group, sorted by id. In a cluster,
-// where share groups are refused, there are none.
+// ListShareGroups lists every share group, sorted by id. In a cluster the
+// members are the coordinator's (a node that is not lists none) and the
+// subscriptions the catalog's.
 func (b *Broker) ListShareGroups() []ShareGroupSummary {
-	if b.cluster != nil {
-		return nil
-	}
 	members := map[string]int{}
 	for _, id := range b.shareGroupIDs() {
 		members[id] = 0
@@ -66,6 +65,9 @@ func (b *Broker) shareGroupIDs() []string {
 		ids = append(ids, id)
 	}
 	sg.mu.Unlock()
+	if b.cluster != nil {
+		ids = append(ids, b.cluster.shareSubscriptionNames()...)
+	}
 	for _, t := range b.streams.topicList() {
 		t.mu.RLock()
 		for name := range t.subs {
@@ -84,6 +86,9 @@ func (b *Broker) shareGroupExists(group string) bool {
 	_, configured := sg.configs[group]
 	sg.mu.Unlock()
 	if configured {
+		return true
+	}
+	if b.cluster != nil && slices.Contains(b.cluster.shareSubscriptionNames(), group) {
 		return true
 	}
 	for _, t := range b.streams.topicList() {

@@ -77,6 +77,10 @@ type ShareMember struct{ Group, MemberID string }
 // still owns, releasing their records: as in Kafka, a share session lives
 // on one connection.
 func (b *Broker) ShareConnClosed(conn uint64, members []ShareMember) {
+	if b.cluster != nil {
+		b.clusterShareConnClosed(conn, members) // cluster_share.go
+		return
+	}
 	for _, gm := range members {
 		g := b.shares().group(gm.Group, false)
 		if g == nil {

@@ -10,7 +10,7 @@ import (
 // shareJoin joins member to group over topic and opens its session.
 func (e *env) shareJoin(group, member, topic string) {
 	e.t.Helper()
-	if res := e.b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: group, MemberID: member, Topics: []string{topic}}); res.Err != nil {
+	if res := e.b.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: group, MemberID: member, Topics: []string{topic}}); res.Err != nil {
 		e.t.Fatalf("join %s: %v", member, res.Err)
 	}
 }
@@ -92,7 +92,7 @@ func TestShareRenew(t *testing.T) {
 		t.Fatalf("renew: %v %+v", res.Err, res.Parts)
 	}
 	e.clock.Advance(20 * time.Second) // 40 s after the acquisition, 20 s after the renew
-	e.b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: "g", MemberID: "a", MemberEpoch: 1})
+	e.b.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: "g", MemberID: "a", MemberEpoch: 1})
 	if _, got := e.shareFetch(ShareFetchRequest{Group: "g", MemberID: "b", Add: []SharePartition{sp}}); len(got) != 0 {
 		t.Fatalf("b acquired %v while a's renewed lock holds", got)
 	}
@@ -141,7 +141,7 @@ func TestShareConfigDurable(t *testing.T) {
 func TestShareRefusedInCluster(t *testing.T) {
 	c := newMemCluster(t, 1)
 	b := c.nodes[1].b
-	if res := b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}); !errors.Is(res.Err, ErrShareInCluster) {
+	if res := b.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}); !errors.Is(res.Err, ErrShareInCluster) {
 		t.Fatalf("heartbeat on a cluster node: %v", res.Err)
 	}
 	if res := b.ShareFetch(context.Background(), ShareFetchRequest{Group: "g", MemberID: "m"}); !errors.Is(res.Err, ErrShareInCluster) {
@@ -179,7 +179,7 @@ func TestShareAdminLeavesNoGroupBehind(t *testing.T) {
 	if sg.group("workers", false) == nil {
 		t.Fatal("the group with a member was dropped")
 	}
-	res := e.b.ShareGroupHeartbeat(ShareHeartbeatRequest{Group: "workers", MemberID: "m", MemberEpoch: 1})
+	res := e.b.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: "workers", MemberID: "m", MemberEpoch: 1})
 	if res.Err != nil {
 		t.Fatalf("heartbeat after the admin call: %v", res.Err)
 	}

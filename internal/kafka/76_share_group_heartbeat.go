@@ -31,7 +31,7 @@ func handleShareGroupHeartbeat(ctx context.Context, c *conn, req *kmsg.ShareGrou
 			return msg(resp)
 		}
 	}
-	res := c.s.b.ShareGroupHeartbeat(hr)
+	res := c.s.b.ShareGroupHeartbeat(ctx, hr)
 	if res.Err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(res.Err, nil), errMessage(res.Err)
 		return msg(resp)

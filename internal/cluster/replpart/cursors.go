@@ -306,3 +306,17 @@ func (m *Machine) CursorCounts(sub uint64) (queue.Stats, bool) {
 	}
 	return sc.cur.Counts(), true
 }
+
+// CursorStart is subscription sub's cursor floor here (the lowest offset not yet finished:
+// a share-partition's start offset) and how many records from it to hw are not finished,
+// and whether it has a cursor here.
+func (m *Machine) CursorStart(sub uint64, hw int64) (start, unfinished int64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sc := m.cursors[sub]
+	if sc == nil {
+		return 0, 0, false
+	}
+	f := sc.cur.Floor()
+	return f, sc.cur.Unfinished(f, hw), true
+}
