@@ -202,6 +202,9 @@ func (b *Broker) AlterShareGroupConfig(group string, changes map[string]*string,
 			return err
 		}
 	}
+	if c.DeadLetterQueue != "" && b.cluster != nil {
+		return fmt.Errorf("%w: %s (a share group's dead-letter copies are not built on the replicated cursor)", ErrShareInCluster, ShareDeadLetterKey)
+	}
 	if c.DeadLetterQueue != "" {
 		if _, err := b.queue(c.DeadLetterQueue); err != nil {
 			return invalid(ShareDeadLetterKey, "%v", err)

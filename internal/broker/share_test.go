@@ -136,16 +136,19 @@ func TestShareConfigDurable(t *testing.T) {
 	}
 }
 
-// TestShareRefusedInCluster: a cluster node refuses share groups (their
-// members and acquisitions are one node's, share_groups.go).
-func TestShareRefusedInCluster(t *testing.T) {
+// TestShareAdminRefusedInCluster: what share groups cannot do in a cluster yet (their
+// offsets' changes, a dead-letter queue) is refused with ErrShareInCluster.
+func TestShareAdminRefusedInCluster(t *testing.T) {
 	c := newMemCluster(t, 1)
 	b := c.nodes[1].b
-	if res := b.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}); !errors.Is(res.Err, ErrShareInCluster) {
-		t.Fatalf("heartbeat on a cluster node: %v", res.Err)
+	if err := b.AlterShareGroupOffset("g", "t", 0, 0); !errors.Is(err, ErrShareInCluster) {
+		t.Fatalf("alter offsets on a cluster node: %v", err)
 	}
-	if res := b.ShareFetch(context.Background(), ShareFetchRequest{Group: "g", MemberID: "m"}); !errors.Is(res.Err, ErrShareInCluster) {
-		t.Fatalf("fetch on a cluster node: %v", res.Err)
+	if err := b.AlterShareGroupConfig("d", map[string]*string{ShareDeadLetterKey: ptr("q")}, false); !errors.Is(err, ErrShareInCluster) {
+		t.Fatalf("a share group dead-letter queue on a cluster node: %v", err)
+	}
+	if err := b.DeleteShareGroup("g"); !errors.Is(err, ErrShareInCluster) {
+		t.Fatalf("delete share group on a cluster node: %v", err)
 	}
 }
 

@@ -1,0 +1,229 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// acquiredOf is the offsets a share fetch acquired, with their delivery counts.
+func acquiredOf(res ShareFetchResult) map[SharePartition]map[int64]int16 {
+	out := map[SharePartition]map[int64]int16{}
+	for _, p := range res.Parts {
+		for _, a := range p.Acquired {
+			if out[p.SharePartition] == nil {
+				out[p.SharePartition] = map[int64]int16{}
+			}
+			for o := a.First; o <= a.Last; o++ {
+				out[p.SharePartition][o] = a.DeliveryCount
+			}
+		}
+	}
+	return out
+}
+
+// partErr is a share fetch's error for one partition, fetch or acknowledgement.
+func partErr(res ShareFetchResult, sp SharePartition, ack bool) error {
+	for _, p := range res.Parts {
+		if p.SharePartition == sp {
+			if ack {
+				return p.AckErr
+			}
+			return p.Err
+		}
+	}
+	return nil
+}
+
+// leaderID waits for a live node that leads topic/p, other than not.
+func (c *memCluster) leaderID(topic string, p int32, not multiraft.NodeID) multiraft.NodeID {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, id := range c.ids {
+			if b := c.nodes[id].b; b != nil && id != not {
+				if pl, err := b.PartitionPlacement(topic, p); err == nil && pl.Leader == int32(id) {
+					if h := c.mustPart(b, topic, p).repl.Load(); h != nil {
+						if l, _ := h.part.Leader(); l == id {
+							return id
+						}
+					}
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader of %s/%d but n%d within 30 s", topic, p, not)
+	return 0
+}
+
+func (c *memCluster) mustPart(b *Broker, topic string, p int32) *partitionRT {
+	_, part, err := b.streams.partition(topic, p)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return part
+}
+
+// TestClusterShareGroupFailover: a share group on a three-node cluster. The member joins on
+// the coordinator (the others answer NOT_COORDINATOR), fetches from the partition's leader
+// (another node answers that partition NOT_LEADER), accepts half of what it acquired, and
+// the leader is killed. On the next leader the accepted records are never delivered again;
+// the others are not delivered before their lock runs out, the member's acknowledgement of
+// one through its new session is refused (the session that acquired it died with its node),
+// and once their locks run out they are delivered again with delivery count 2 (the
+// replicated cursor's). Accepting them leaves the share-partition's start at the log's
+// end, and every replica's cursor agrees. On main a cluster node refused share groups.
+func TestClusterShareGroupFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	const lock = 3 * time.Second
+	c := newMemCluster(t, 3)
+	for _, id := range c.ids { // group configs are each node's (docs/cluster.md, "Share groups")
+		if err := c.nodes[id].b.AlterShareGroupConfig("g", map[string]*string{ShareAutoOffsetResetKey: ptr("earliest"),
+			ShareLockDurationKey: ptr(fmt.Sprint(lock.Milliseconds()))}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cid, ctl := c.coordinator()
+	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	join := ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		res := ctl.ShareGroupHeartbeat(context.Background(), join)
+		if res.Err == nil && res.HasAssignment && len(res.Assignment) == 1 && len(res.Assignment[0].Partitions) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("join on the coordinator n%d: %+v", cid, res)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, id := range c.ids {
+		if id == cid {
+			continue
+		}
+		if res := c.nodes[id].b.ShareGroupHeartbeat(context.Background(), join); !errors.Is(res.Err, ErrNotCoordinator) {
+			t.Fatalf("join on n%d (n%d coordinates): %v", id, cid, res.Err)
+		}
+	}
+	if info, err := ctl.DescribeShareGroup("g"); err != nil || len(info.Members) != 1 {
+		t.Fatalf("describe on the coordinator: %+v %v", info, err)
+	}
+	c.produceTo("t", "r", 10) // into t/0
+
+	sp := SharePartition{Topic: "t", Partition: 0}
+	l0 := c.leaderID("t", 0, 0)
+	for _, id := range c.ids {
+		if id != l0 {
+			res := c.nodes[id].b.ShareFetch(context.Background(), ShareFetchRequest{Group: "g", MemberID: "m",
+				Add: []SharePartition{sp}, MaxRecords: 10})
+			if err := partErr(res, sp, false); !errors.Is(err, ErrNotLeader) || res.Err != nil {
+				t.Fatalf("share fetch of t/0 on n%d (n%d leads): %v %v", id, l0, res.Err, err)
+			}
+			break
+		}
+	}
+	lb := c.nodes[l0].b
+	fetch := ShareFetchRequest{Group: "g", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 10, MaxWait: 2 * time.Second}
+	got := map[int64]int16{}
+	for deadline := time.Now().Add(20 * time.Second); len(got) < 10; {
+		res := lb.ShareFetch(context.Background(), fetch)
+		if res.Err != nil {
+			t.Fatalf("share fetch on the leader n%d: %v", l0, res.Err)
+		}
+		for o, n := range acquiredOf(res)[sp] {
+			got[o] = n
+		}
+		fetch.SessionEpoch++
+		fetch.Add = nil
+		if time.Now().After(deadline) {
+			t.Fatalf("acquired %v of 10 records in 20 s", got)
+		}
+	}
+	acquiredAt := time.Now()
+	for o, n := range got {
+		if o < 0 || o > 9 || n != 1 {
+			t.Fatalf("acquired t/0@%d with delivery count %d", o, n)
+		}
+	}
+	ack := ShareFetchRequest{Group: "g", MemberID: "m", SessionEpoch: fetch.SessionEpoch, NoFetch: true, Acknowledge: true,
+		Acks: map[SharePartition][]ShareAckBatch{sp: {{First: 0, Last: 4, Types: []int8{ShareAckAccept}}}}}
+	if res := lb.ShareFetch(context.Background(), ack); res.Err != nil || partErr(res, sp, true) != nil {
+		t.Fatalf("accepting 0-4 on n%d: %v %v", l0, res.Err, partErr(res, sp, true))
+	}
+
+	c.crash(l0, false)
+	l1 := c.leaderID("t", 0, l0)
+	nb := c.nodes[l1].b
+	next := ShareFetchRequest{Group: "g", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 10}
+	res := nb.ShareFetch(context.Background(), next)
+	if res.Err != nil {
+		t.Fatalf("opening a session on the new leader n%d: %v", l1, res.Err)
+	}
+	early := acquiredOf(res)[sp]
+	if time.Since(acquiredAt) < lock-500*time.Millisecond && len(early) > 0 {
+		t.Fatalf("the new leader delivered %v within the old acquisition's lock", early)
+	}
+	next.SessionEpoch, next.Add = 1, nil
+	if len(early) == 0 {
+		stale := ShareFetchRequest{Group: "g", MemberID: "m", SessionEpoch: 1, NoFetch: true, Acknowledge: true,
+			Acks: map[SharePartition][]ShareAckBatch{sp: {{First: 5, Last: 5, Types: []int8{ShareAckAccept}}}}}
+		if res := nb.ShareFetch(context.Background(), stale); !errors.Is(partErr(res, sp, true), ErrShareRecordState) {
+			t.Fatalf("accepting on n%d what the member acquired from n%d: %v %v, want ErrShareRecordState", l1, l0, res.Err, partErr(res, sp, true))
+		}
+		next.SessionEpoch = 2
+	}
+	t.Logf("n%d killed, n%d leads t/0 %v after the acquisition; delivered at once: %v", l0, l1, time.Since(acquiredAt).Round(time.Millisecond), early)
+	again := early
+	next.MaxWait = 2 * time.Second
+	for deadline := time.Now().Add(30 * time.Second); len(again) < 5; {
+		res := nb.ShareFetch(context.Background(), next)
+		if res.Err != nil {
+			t.Fatalf("share fetch on n%d: %v", l1, res.Err)
+		}
+		if again == nil {
+			again = map[int64]int16{}
+		}
+		for o, n := range acquiredOf(res)[sp] {
+			again[o] = n
+		}
+		next.SessionEpoch++
+		if time.Now().After(deadline) {
+			t.Fatalf("redelivered %v of 5-9 in 30 s", again)
+		}
+	}
+	for o, n := range again {
+		if o < 5 || o > 9 {
+			t.Fatalf("t/0@%d delivered again after it was accepted", o)
+		}
+		if n != 2 {
+			t.Fatalf("t/0@%d delivered again with delivery count %d, want 2", o, n)
+		}
+	}
+	accept := ShareFetchRequest{Group: "g", MemberID: "m", SessionEpoch: next.SessionEpoch, NoFetch: true, Acknowledge: true,
+		Acks: map[SharePartition][]ShareAckBatch{sp: {{First: 5, Last: 9, Types: []int8{ShareAckAccept}}}}}
+	if res := nb.ShareFetch(context.Background(), accept); res.Err != nil || partErr(res, sp, true) != nil {
+		t.Fatalf("accepting 5-9 on n%d: %v %v", l1, res.Err, partErr(res, sp, true))
+	}
+	next.SessionEpoch++
+	next.MaxWait = lock + time.Second
+	if res := nb.ShareFetch(context.Background(), next); len(acquiredOf(res)[sp]) > 0 || res.Err != nil {
+		t.Fatalf("after every record was accepted: %v %v", acquiredOf(res), res.Err)
+	}
+	offs, err := nb.ShareGroupOffsets("g", "t")
+	if err != nil || len(offs) != 2 || offs[0].Start != 10 || offs[0].Lag != 0 {
+		t.Fatalf("share group offsets on n%d: %+v %v, want t/0 at 10 with no lag", l1, offs, err)
+	}
+	if ts := nb.ShareGroupTopics("g"); len(ts) != 1 || ts[0] != "t" {
+		t.Fatalf("share group topics: %v", ts)
+	}
+	c.start(l0)
+	c.cursorsAgree(t, "t", 2)
+}
