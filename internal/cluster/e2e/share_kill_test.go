@@ -1,0 +1,198 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// shareSeen is what franz-go share consumers of a test did: which member accepted each
+// value, and how often each was delivered.
+type shareSeen struct {
+	mu        sync.Mutex
+	accepted  map[int]string
+	delivered map[int]int
+	counts    map[int]int32 // the highest delivery count each was delivered with
+}
+
+func (s *shareSeen) n() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.accepted)
+}
+
+// shareConsume runs a franz-go v1.22.3 share consumer (KIP-932) of group on topic through
+// the whole cluster, accepting every record; stop flushes its acknowledgements (reporting
+// whether the broker confirmed them all) and leaves.
+func (c *cluster) shareConsume(t *testing.T, group, topic, name string, seen *shareSeen) (stop func() error) {
+	var ackErrs []error
+	var ackMu sync.Mutex
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ShareMaxRecords(5), kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+			ackMu.Lock()
+			defer ackMu.Unlock()
+			if err := rs.Error(); err != nil {
+				ackErrs = append(ackErrs, err)
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				r.Ack(kgo.AckAccept)
+				v, _ := strconv.Atoi(string(r.Value))
+				seen.mu.Lock()
+				seen.accepted[v] = name
+				seen.delivered[v]++
+				seen.counts[v] = max(seen.counts[v], r.DeliveryCount())
+				seen.mu.Unlock()
+			})
+		}
+	}()
+	return func() error {
+		cancel()
+		<-done
+		fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer fcancel()
+		err := cl.FlushAcks(fctx)
+		cl.Close()
+		ackMu.Lock()
+		defer ackMu.Unlock()
+		if err == nil && len(ackErrs) > 0 {
+			err = ackErrs[0]
+		}
+		return err
+	}
+}
+
+// setShareConfigOn sets a share group's configs on node id: they are each node's
+// (docs/cluster.md, "Share groups").
+func (c *cluster) setShareConfigOn(ctx context.Context, t *testing.T, id int, group string, kv ...string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for i := 0; i < len(kv); i += 2 {
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Value = kv[i], &kv[i+1]
+		res.Configs = append(res.Configs, cfg)
+	}
+	req.Resources = []kmsg.IncrementalAlterConfigsRequestResource{res}
+	for {
+		resp, err := req.RequestWith(ctx, c.nodeClient(t, id))
+		if err == nil {
+			err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+		}
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("share group config on node %d: %v", id, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestShareGroupLeaderKilled: three nodes, a topic of one partition on all three, and
+// franz-go share consumers (KIP-932) of it through the whole cluster: the member joins on
+// the coordinator FindCoordinator names, its ShareFetches go to the partition's leader.
+// The first consumer accepts the first 30 records and flushes its acknowledgements (the
+// broker confirmed them), then the partition's leader is SIGKILLed; a second consumer,
+// re-routed by Metadata to the next leader, accepts every other record, and the new leader
+// is killed too while it consumes. Checked: every record is accepted; none the first
+// consumer's flush confirmed is delivered again; every record is delivered at most twice
+// (once more per kill, for the acknowledgements in flight at it). On main a cluster node
+// answered ShareGroupHeartbeat UNSUPPORTED_VERSION.
+func TestShareGroupLeaderKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three sluice processes")
+	}
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.client())
+	createTopic(ctx, t, adm, "jobs", 1, 3)
+	for id := 1; id <= 3; id++ {
+		c.setShareConfigOn(ctx, t, id, "workers", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "2000")
+	}
+	prod := c.client()
+	produce := func(from, to int) {
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Topic: "jobs", Value: []byte(strconv.Itoa(i))})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce %d-%d: %v", from, to, err)
+		}
+	}
+	waitAccepted := func(seen *shareSeen, n int, what string) {
+		for seen.n() < n {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: %d of %d records accepted", what, seen.n(), n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	produce(0, 30)
+	first := &shareSeen{accepted: map[int]string{}, delivered: map[int]int{}, counts: map[int]int32{}}
+	stop := c.shareConsume(t, "workers", "jobs", "first", first)
+	waitAccepted(first, 30, "first consumer")
+	if err := stop(); err != nil {
+		t.Fatalf("first consumer's acknowledgements: %v", err)
+	}
+	l1 := 0
+	for l1 == 0 && ctx.Err() == nil {
+		l1 = c.leaderOf(ctx, adm, "jobs", 0)
+	}
+	c.kill(l1)
+	t.Logf("first consumer accepted 0-29; killed the leader, node %d", l1)
+	produce(30, 60)
+	second := &shareSeen{accepted: map[int]string{}, delivered: map[int]int{}, counts: map[int]int32{}}
+	stop = c.shareConsume(t, "workers", "jobs", "second", second)
+	waitAccepted(second, 10, "second consumer before the second kill")
+	c.start(l1)
+	l2 := 0
+	for (l2 == 0 || l2 == l1) && ctx.Err() == nil {
+		l2 = c.leaderOf(ctx, adm, "jobs", 0)
+	}
+	c.kill(l2)
+	t.Logf("second consumer accepted %d; killed the next leader, node %d", second.n(), l2)
+	produce(60, 90)
+	waitAccepted(second, 60, "second consumer after the second kill")
+	if err := stop(); err != nil {
+		t.Logf("second consumer's acknowledgements: %v (some were in flight at a kill)", err)
+	}
+	c.start(l2)
+	second.mu.Lock()
+	defer second.mu.Unlock()
+	again := 0
+	for v, n := range second.delivered {
+		switch {
+		case v < 30:
+			t.Fatalf("record %d delivered again after its acceptance was confirmed", v)
+		case n > 2:
+			t.Fatalf("record %d delivered %d times across one kill", v, n)
+		case n > 1:
+			again++
+		}
+	}
+	for v := 30; v < 90; v++ {
+		if second.accepted[v] == "" {
+			t.Fatalf("record %d never accepted", v)
+		}
+	}
+	t.Logf("60 records accepted through two leader kills; %d delivered twice (acknowledgements in flight at the kill)", again)
+}
