@@ -260,10 +260,10 @@ func (c *clusterRT) acquireRound(ctx context.Context, group string, cfg ShareCon
 	for i := 0; i < n && got < limit; i++ {
 		sp := s.parts[(s.next+i)%n]
 		p, h, sub, err := c.shareLeader(sp, group)
-		if errors.Is(err, ErrSubscriptionNotFound) {
-			continue // created through the coordinator, not yet applied here
-		}
 		r := part(sp)
+		if errors.Is(err, ErrSubscriptionNotFound) {
+			continue // created through the coordinator, not yet applied here: nothing yet
+		}
 		if err != nil {
 			r.Err, failed = err, true
 			continue

@@ -12,11 +12,9 @@ import (
 // operations: accept (and a gap) an Ack, release a Nack (an Ack at the delivery limit,
 // which archives it), reject an Ack, renew an Extend. Every offset acknowledged must be
 // held by the session here (ErrShareRecordState otherwise, and nothing is settled); each
-// leaves the session, a renewed one excepted, whatever its proposal's outcome.
+// leaves the session, a renewed one excepted, whatever its proposal's outcome. The batches
+// were checked well formed (ShareFetch).
 func (c *clusterRT) shareSettle(ctx context.Context, group string, cfg ShareConfig, s *shareSession, sp SharePartition, bs []ShareAckBatch) error {
-	if err := checkAckBatches(bs); err != nil {
-		return err
-	}
 	p, h, sub, err := c.shareLeader(sp, group)
 	if err != nil {
 		return err
