@@ -371,8 +371,10 @@ func (c *clusterRT) placement(topic string, p *partitionRT) Placement {
 }
 
 // balanceEvery is how often a node hands back the leadership of partitions whose
-// preferred leader is in sync again (Kafka's auto.leader.rebalance.enable).
-const balanceEvery = 10 * time.Second
+// preferred leader is in sync again (Kafka's auto.leader.rebalance.enable). A variable so
+// a test that moves a leader by hand can keep it where it put it (set before its cluster
+// starts).
+var balanceEvery = 10 * time.Second
 
 // balanceLeaders hands each partition this node leads but does not prefer to its
 // preferred leader (the first replica) once that replica is alive and caught up: after a

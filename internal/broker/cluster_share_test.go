@@ -227,3 +227,109 @@ func TestClusterShareGroupFailover(t *testing.T) {
 	c.start(l0)
 	c.cursorsAgree(t, "t", 2)
 }
+
+// fetchUntil share-fetches on b (the request's epoch advanced each time) until want
+// offsets of sp were acquired, and returns them with their delivery counts.
+func fetchUntil(t *testing.T, b *Broker, req *ShareFetchRequest, sp SharePartition, want int) map[int64]int16 {
+	t.Helper()
+	got := map[int64]int16{}
+	for deadline := time.Now().Add(30 * time.Second); len(got) < want; {
+		res := b.ShareFetch(context.Background(), *req)
+		if res.Err != nil || partErr(res, sp, false) != nil {
+			t.Fatalf("share fetch: %v %v", res.Err, partErr(res, sp, false))
+		}
+		for o, n := range acquiredOf(res)[sp] {
+			got[o] = n
+		}
+		req.SessionEpoch++
+		req.Add = nil
+		if time.Now().After(deadline) {
+			t.Fatalf("acquired %v of %d records in 30 s", got, want)
+		}
+	}
+	return got
+}
+
+// TestClusterShareLeaderMoves: the partition's leadership is handed to another node (no
+// crash) between a member's acquisition and its acknowledgement. The old leader answers
+// the acknowledgement and the next fetch NOT_LEADER for the partition and settles nothing
+// (the records it refused come back after their lock, delivery count 2); what was
+// accepted before the move never comes back.
+func TestClusterShareLeaderMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	const lock = 2 * time.Second
+	was := balanceEvery
+	balanceEvery = time.Hour // the moved leadership stays moved
+	t.Cleanup(func() { balanceEvery = was })
+	c := newMemCluster(t, 3)
+	for _, id := range c.ids {
+		if err := c.nodes[id].b.AlterShareGroupConfig("g", map[string]*string{ShareAutoOffsetResetKey: ptr("earliest"),
+			ShareLockDurationKey: ptr(fmt.Sprint(lock.Milliseconds()))}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ctl := c.coordinator()
+	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	join := ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}
+	if res := ctl.ShareGroupHeartbeat(context.Background(), join); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c.produceTo("t", "r", 6)
+	sp := SharePartition{Topic: "t", Partition: 0}
+	l0 := c.leaderID("t", 0, 0)
+	ob := c.nodes[l0].b
+	req := ShareFetchRequest{Group: "g", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 6, MaxWait: time.Second}
+	if got := fetchUntil(t, ob, &req, sp, 6); len(got) != 6 {
+		t.Fatalf("acquired %v", got)
+	}
+	accept := func(b *Broker, epoch int32, first, last int64) ShareFetchResult {
+		return b.ShareFetch(context.Background(), ShareFetchRequest{Group: "g", MemberID: "m", SessionEpoch: epoch, NoFetch: true,
+			Acknowledge: true, Acks: map[SharePartition][]ShareAckBatch{sp: {{First: first, Last: last, Types: []int8{ShareAckAccept}}}}})
+	}
+	if res := accept(ob, req.SessionEpoch, 0, 1); res.Err != nil || partErr(res, sp, true) != nil {
+		t.Fatalf("accepting 0-1 on the leader: %v %v", res.Err, partErr(res, sp, true))
+	}
+	req.SessionEpoch++
+	to := c.ids[0]
+	if to == l0 {
+		to = c.ids[1]
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if err := ob.TransferLeader("t", 0, int32(to)); err != nil && !errors.Is(err, ErrNotLeader) {
+			t.Logf("transfer: %v", err)
+		}
+		if h := c.mustPart(ob, "t", 0).repl.Load(); h != nil {
+			if l, _ := h.part.Leader(); l != l0 && l != 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leadership never moved")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	res := accept(ob, req.SessionEpoch, 2, 3)
+	if err := partErr(res, sp, true); res.Err != nil || !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("accepting 2-3 on the old leader: %v %v, want NOT_LEADER", res.Err, err)
+	}
+	req.SessionEpoch++
+	req.MaxWait = 0
+	if res := ob.ShareFetch(context.Background(), req); !errors.Is(partErr(res, sp, false), ErrNotLeader) {
+		t.Fatalf("fetch on the old leader: %v %v, want NOT_LEADER", res.Err, partErr(res, sp, false))
+	}
+	nl := c.leaderID("t", 0, l0)
+	next := ShareFetchRequest{Group: "g", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 6, MaxWait: time.Second}
+	again := fetchUntil(t, c.nodes[nl].b, &next, sp, 4)
+	for o, n := range again {
+		if o < 2 || n != 2 {
+			t.Fatalf("after the move t/0@%d delivered with count %d (0-1 accepted, 2-5 held at count 1)", o, n)
+		}
+	}
+	if res := accept(c.nodes[nl].b, next.SessionEpoch, 2, 5); res.Err != nil || partErr(res, sp, true) != nil {
+		t.Fatalf("accepting 2-5 on n%d: %v %v", nl, res.Err, partErr(res, sp, true))
+	}
+}
