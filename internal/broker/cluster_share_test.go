@@ -116,6 +116,13 @@ func TestClusterShareGroupFailover(t *testing.T) {
 	if info, err := ctl.DescribeShareGroup("g"); err != nil || len(info.Members) != 1 {
 		t.Fatalf("describe on the coordinator: %+v %v", info, err)
 	}
+	for _, id := range c.ids {
+		if id != cid {
+			if err := c.nodes[id].b.DeleteShareGroupOffsets("g", "t"); !errors.Is(err, ErrNotCoordinator) {
+				t.Fatalf("delete share group offsets on n%d (n%d coordinates): %v", id, cid, err)
+			}
+		}
+	}
 	c.produceTo("t", "r", 10) // into t/0
 
 	sp := SharePartition{Topic: "t", Partition: 0}

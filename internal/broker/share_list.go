@@ -107,7 +107,7 @@ func (b *Broker) shareGroupExists(group string) bool {
 // name reads too), its config and its epoch. ErrGroupNotFound if there is
 // no such group, ErrGroupNotEmpty while it has members.
 func (b *Broker) DeleteShareGroup(group string) error {
-	if b.cluster == nil && !b.shareGroupExists(group) && b.shares().group(group, false) == nil {
+	if !b.shareGroupExists(group) && b.shares().group(group, false) == nil {
 		return fmt.Errorf("%w: share group %s", ErrGroupNotFound, group)
 	}
 	g, unlock, err := b.lockEmptyShareGroup(group)

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -61,12 +62,13 @@ func (b *Broker) ShareGroupOffsets(group, topic string) ([]SharePartitionOffset,
 // admin operation, and returns what unlocks it. A group it had to create
 // for the lock (an id no member joined since the start) is dropped again
 // on unlock if still memberless, so admin calls naming ids that are not
-// groups leave nothing behind in memory.
+// groups leave nothing behind in memory. In a cluster only the group
+// coordinator knows the members, so only it runs these (NotCoordinatorError
+// elsewhere); it is also the controller, which changes the catalog's
+// subscriptions.
 func (b *Broker) lockEmptyShareGroup(group string) (*shareGroup, func(), error) {
-	if b.cluster != nil {
-		// The offsets' changes would have to be the replicated cursor's, with membership
-		// checked on the coordinator: not built yet (docs/cluster.md, "Share groups").
-		return nil, nil, fmt.Errorf("%w: altering or deleting a share group's offsets, or the group", ErrShareInCluster)
+	if err := b.shareCoordinator(context.Background()); err != nil {
+		return nil, nil, err
 	}
 	sg := b.shares()
 	sg.mu.Lock()
@@ -96,6 +98,11 @@ func (b *Broker) lockEmptyShareGroup(group string) (*shareGroup, func(), error) 
 // the group had no state for gets it, from the log start. Moving the start
 // back is refused: the cursor does not keep what it finished.
 func (b *Broker) AlterShareGroupOffset(group, topic string, partition int32, offset int64) error {
+	if b.cluster != nil {
+		// Moving a replicated cursor's floor needs a cursor operation of the partition's
+		// group that does not exist yet (docs/cluster.md, "Share groups").
+		return fmt.Errorf("%w: altering a share group's offsets", ErrShareInCluster)
+	}
 	_, unlock, err := b.lockEmptyShareGroup(group)
 	if err != nil {
 		return err

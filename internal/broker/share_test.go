@@ -136,19 +136,51 @@ func TestShareConfigDurable(t *testing.T) {
 	}
 }
 
-// TestShareAdminRefusedInCluster: what share groups cannot do in a cluster yet (their
-// offsets' changes, a dead-letter queue) is refused with ErrShareInCluster.
-func TestShareAdminRefusedInCluster(t *testing.T) {
+// TestShareAdminInCluster: on the group coordinator of a cluster a share group's offsets
+// are deleted (its subscription, in the catalog) once it is empty, and so is the group;
+// what share groups cannot do in a cluster yet (moving a start offset, a dead-letter
+// queue) is refused with ErrShareInCluster.
+func TestShareAdminInCluster(t *testing.T) {
 	c := newMemCluster(t, 1)
-	b := c.nodes[1].b
+	_, b := c.coordinator()
+	if _, err := b.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if res := b.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, err := b.GetSubscription("t", "g"); err != nil {
+		t.Fatalf("the join's subscription: %v", err)
+	}
+	if err := b.DeleteShareGroupOffsets("g", "t"); !errors.Is(err, ErrGroupNotEmpty) {
+		t.Fatalf("delete offsets of a group with a member: %v", err)
+	}
+	if res := b.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: "g", MemberID: "m", MemberEpoch: -1}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if err := b.DeleteShareGroupOffsets("g", "t"); err != nil {
+		t.Fatalf("delete offsets of the empty group: %v", err)
+	}
+	if _, err := b.GetSubscription("t", "g"); !errors.Is(err, ErrSubscriptionNotFound) {
+		t.Fatalf("after the delete: %v", err)
+	}
+	if err := b.DeleteShareGroupOffsets("g", "t"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("delete offsets again: %v", err)
+	}
 	if err := b.AlterShareGroupOffset("g", "t", 0, 0); !errors.Is(err, ErrShareInCluster) {
 		t.Fatalf("alter offsets on a cluster node: %v", err)
 	}
 	if err := b.AlterShareGroupConfig("d", map[string]*string{ShareDeadLetterKey: ptr("q")}, false); !errors.Is(err, ErrShareInCluster) {
 		t.Fatalf("a share group dead-letter queue on a cluster node: %v", err)
 	}
-	if err := b.DeleteShareGroup("g"); !errors.Is(err, ErrShareInCluster) {
-		t.Fatalf("delete share group on a cluster node: %v", err)
+	if _, err := b.CreateSubscription(SubscriptionSettings{Topic: "t", Name: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteShareGroup("h"); err != nil {
+		t.Fatalf("delete share group h (a subscription of t): %v", err)
+	}
+	if err := b.DeleteShareGroup("h"); !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("delete share group h again: %v", err)
 	}
 }
 
