@@ -340,3 +340,87 @@ func TestClusterShareLeaderMoves(t *testing.T) {
 		t.Fatalf("accepting 2-5 on n%d: %v %v", nl, res.Err, partErr(res, sp, true))
 	}
 }
+
+// TestClusterShareAckTypes: on a three-node cluster's partition leader, each
+// acknowledgement type is the replicated cursor's operation: a release comes back at once
+// with its count one higher, and at share.delivery.count.limit is archived; a reject never
+// comes back; a renew outlives the lock duration; a record left alone comes back after it.
+func TestClusterShareAckTypes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	const lock = time.Second
+	c := newMemCluster(t, 3)
+	for _, id := range c.ids {
+		if err := c.nodes[id].b.AlterShareGroupConfig("g", map[string]*string{ShareAutoOffsetResetKey: ptr("earliest"),
+			ShareLockDurationKey: ptr(fmt.Sprint(lock.Milliseconds())), ShareDeliveryLimitKey: ptr("2")}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ctl := c.coordinator()
+	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if res := ctl.ShareGroupHeartbeat(context.Background(), ShareHeartbeatRequest{Group: "g", MemberID: "m", Topics: []string{"t"}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c.produceTo("t", "r", 4)
+	sp := SharePartition{Topic: "t", Partition: 0}
+	lb := c.nodes[c.leaderID("t", 0, 0)].b
+	req := ShareFetchRequest{Group: "g", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 4, MaxWait: time.Second}
+	before := time.Now() // no lock of this acquisition runs out before before+lock
+	if got := fetchUntil(t, lb, &req, sp, 4); len(got) != 4 {
+		t.Fatalf("acquired %v", got)
+	}
+	ack := func(first int64, types ...int8) {
+		t.Helper()
+		res := lb.ShareFetch(context.Background(), ShareFetchRequest{Group: "g", MemberID: "m", SessionEpoch: req.SessionEpoch,
+			NoFetch: true, Acks: map[SharePartition][]ShareAckBatch{sp: {{First: first, Last: first + int64(len(types)) - 1, Types: types}}}})
+		req.SessionEpoch++
+		if res.Err != nil || partErr(res, sp, true) != nil {
+			t.Fatalf("acks %v from %d: %v %v", types, first, res.Err, partErr(res, sp, true))
+		}
+	}
+	fetch := func(wait time.Duration) map[int64]int16 {
+		t.Helper()
+		req.MaxWait = wait
+		res := lb.ShareFetch(context.Background(), req)
+		req.SessionEpoch++
+		if res.Err != nil || partErr(res, sp, false) != nil {
+			t.Fatalf("share fetch: %v %v", res.Err, partErr(res, sp, false))
+		}
+		return acquiredOf(res)[sp]
+	}
+	time.Sleep(lock / 2) // so the renewed lock runs out well after the first
+	renewed := time.Now() // offset 2's renewed lock runs out no earlier than renewed+lock
+	ack(0, ShareAckRelease, ShareAckReject, ShareAckRenew)
+	got := fetch(0)
+	if got[0] != 2 {
+		t.Fatalf("after release, reject, renew: %v, want 0 again at count 2", got)
+	}
+	if time.Since(before) < lock-100*time.Millisecond && len(got) != 1 {
+		t.Fatalf("after release, reject, renew: %v delivered within the lock", got)
+	}
+	ack(0, ShareAckRelease) // at the delivery count limit: archived
+	seen := map[int64]int16{}
+	for deadline := time.Now().Add(20 * time.Second); len(seen) < 2; {
+		for o, n := range fetch(300 * time.Millisecond) {
+			switch {
+			case o == 0 || o == 1:
+				t.Fatalf("t/0@%d delivered again (count %d): released at the limit, or rejected", o, n)
+			case o == 2 && time.Now().Before(renewed.Add(lock)):
+				t.Fatal("t/0@2 delivered again within its renewed lock")
+			case n != 2:
+				t.Fatalf("t/0@%d delivered again with count %d, want 2", o, n)
+			}
+			seen[o] = n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redelivered %v of 2-3 in 20 s", seen)
+		}
+	}
+	ack(2, ShareAckAccept, ShareAckAccept)
+	if got := fetch(lock + 500*time.Millisecond); len(got) > 0 {
+		t.Fatalf("after every record was finished: %v", got)
+	}
+}

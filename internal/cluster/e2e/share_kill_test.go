@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -29,9 +31,9 @@ func (s *shareSeen) n() int {
 }
 
 // shareConsume runs a franz-go v1.22.3 share consumer (KIP-932) of group on topic through
-// the whole cluster, accepting every record; stop flushes its acknowledgements (reporting
-// whether the broker confirmed them all) and leaves.
-func (c *cluster) shareConsume(t *testing.T, group, topic, name string, seen *shareSeen) (stop func() error) {
+// the whole cluster, accepting every record, pace after each; stop flushes its
+// acknowledgements (reporting whether the broker confirmed them all) and leaves.
+func (c *cluster) shareConsume(t *testing.T, group, topic, name string, pace time.Duration, seen *shareSeen) (stop func() error) {
 	var ackErrs []error
 	var ackMu sync.Mutex
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.kafka...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
@@ -59,6 +61,7 @@ func (c *cluster) shareConsume(t *testing.T, group, topic, name string, seen *sh
 				seen.delivered[v]++
 				seen.counts[v] = max(seen.counts[v], r.DeliveryCount())
 				seen.mu.Unlock()
+				time.Sleep(pace)
 			})
 		}
 	}()
@@ -148,7 +151,7 @@ func TestShareGroupLeaderKilled(t *testing.T) {
 	}
 	produce(0, 30)
 	first := &shareSeen{accepted: map[int]string{}, delivered: map[int]int{}, counts: map[int]int32{}}
-	stop := c.shareConsume(t, "workers", "jobs", "first", first)
+	stop := c.shareConsume(t, "workers", "jobs", "first", 0, first)
 	waitAccepted(first, 30, "first consumer")
 	if err := stop(); err != nil {
 		t.Fatalf("first consumer's acknowledgements: %v", err)
@@ -161,7 +164,9 @@ func TestShareGroupLeaderKilled(t *testing.T) {
 	t.Logf("first consumer accepted 0-29; killed the leader, node %d", l1)
 	produce(30, 60)
 	second := &shareSeen{accepted: map[int]string{}, delivered: map[int]int{}, counts: map[int]int32{}}
-	stop = c.shareConsume(t, "workers", "jobs", "second", second)
+	// Slow enough that the next kill lands while it holds records and acknowledgements
+	// are in flight.
+	stop = c.shareConsume(t, "workers", "jobs", "second", 30*time.Millisecond, second)
 	waitAccepted(second, 10, "second consumer before the second kill")
 	c.start(l1)
 	l2 := 0
@@ -194,5 +199,6 @@ func TestShareGroupLeaderKilled(t *testing.T) {
 			t.Fatalf("record %d never accepted", v)
 		}
 	}
-	t.Logf("60 records accepted through two leader kills; %d delivered twice (acknowledgements in flight at the kill)", again)
+	t.Logf("60 records accepted through two leader kills; %d delivered twice (held or acknowledgements in flight at the kill), highest delivery count %d",
+		again, slices.Max(slices.Collect(maps.Values(second.counts))))
 }
