@@ -391,7 +391,7 @@ func TestClusterShareAckTypes(t *testing.T) {
 		}
 		return acquiredOf(res)[sp]
 	}
-	time.Sleep(lock / 2) // so the renewed lock runs out well after the first
+	time.Sleep(lock / 2)  // so the renewed lock runs out well after the first
 	renewed := time.Now() // offset 2's renewed lock runs out no earlier than renewed+lock
 	ack(0, ShareAckRelease, ShareAckReject, ShareAckRenew)
 	got := fetch(0)
