@@ -78,6 +78,7 @@ type Command struct {
 //	11 RemoveNode    id(uvarint)
 //	12 MoveReplica   group(uvarint) from(uvarint) to(uvarint)
 //	13 MoveDone      group(uvarint) n(uvarint) {node(uvarint)}...
+//	14 SetGroupConfig name(bytes) settings(bytes)  (groupconfig.go)
 //
 // bytes is a uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -113,6 +114,9 @@ func (c *Command) Encode(b []byte) []byte {
 		b = appendString(b, c.Name)
 	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
 		b = c.encodeMembership(b)
+	case OpSetGroupConfig:
+		b = appendString(b, c.Name)
+		b = appendBytes(b, c.Settings)
 	}
 	return b
 }
@@ -170,6 +174,9 @@ func Decode(b []byte) (Command, error) {
 		c.Settings = d.Bytes(MaxSettings)
 	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
 		c.decodeMembership(&d)
+	case OpSetGroupConfig:
+		c.Name = string(d.Bytes(MaxGroupName))
+		c.Settings = d.Bytes(MaxGroupConfig)
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}

@@ -15,6 +15,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{commandVersion, byte(OpCreateTopic), 0, 0})
 	f.Add((&Command{Op: OpGroupOffsets, Origin: 1, Request: 7, Payload: []byte("offsets")}).Encode(nil))
+	for _, c := range groupConfigCommands() {
+		c.Origin, c.Request = 1, 7
+		f.Add(c.Encode(nil))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {
@@ -45,6 +49,10 @@ func FuzzRestore(f *testing.F) {
 	pending := NewMachine(1)
 	applyAll(f, pending, 1, append(seedCommands(), Command{Op: OpGroupOffsets, Payload: []byte("offsets")}))
 	snap, _ = pending.Snapshot()
+	f.Add(snap)
+	configs := NewMachine(1)
+	applyAll(f, configs, 1, append(seedCommands(), groupConfigCommands()...))
+	snap, _ = configs.Snapshot()
 	f.Add(snap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMachine(1)

@@ -196,6 +196,8 @@ func (s *State) apply(e multiraft.Entry, c *Command) Result {
 		return s.applyQueue(e, c)
 	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
 		return s.applyMembership(c)
+	case OpSetGroupConfig:
+		return s.applyGroupConfig(c)
 	}
 	return Result{} // unreachable: Decode refuses unknown ops
 }

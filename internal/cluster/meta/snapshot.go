@@ -21,6 +21,10 @@ const (
 	// 5 and 6 are 3 and 4 with the membership section after the queues (membership.go).
 	snapVersionMembers        = 5
 	snapVersionMembersPending = 6
+	// 7 and 8 are 5 and 6 with the group configs after the membership (groupconfig.go),
+	// written only while some group has a config.
+	snapVersionConfigs        = 7
+	snapVersionConfigsPending = 8
 )
 
 // Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
@@ -33,10 +37,12 @@ const (
 //	(versions 3 to 6) nqueues(uvarint) {name(bytes) settings(bytes) group(uvarint)
 //	                  created(uvarint) version(uvarint) nreps(uvarint) {node(uvarint)}...}...  by name
 //
-//	(versions 5 and 6) njoined(uvarint) {id(uvarint) addr(bytes)}... nremoved(uvarint) {id(uvarint)}...
+//	(versions 5 to 8) njoined(uvarint) {id(uvarint) addr(bytes)}... nremoved(uvarint) {id(uvarint)}...
 //	                  nmoved(uvarint) {group(uvarint) nold(uvarint) {node(uvarint)}...}...  by id
 //
-// Version 2 (4, 6) is the same as 1 (3) followed by the group-offsets payloads not yet handed
+//	(versions 7 and 8) ngroups(uvarint) {name(bytes) settings(bytes)}...  by name
+//
+// Version 2 (4, 6, 8) is the same as 1 (3, 5, 7) followed by the group-offsets payloads not yet handed
 // to a hook (appendPending): a snapshot taken while the broker was still opening.
 func (m *Machine) Snapshot() ([]byte, error) {
 	pending, err := m.checkpoint()
@@ -45,14 +51,18 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	}
 	b := m.State().encode()
 	if len(pending) > 0 {
-		b[0] = snapVersionMembersPending
+		b[0]++ // the version's pending twin: 5 to 6, 7 to 8
 		b = appendPending(b, pending)
 	}
 	return b, nil
 }
 
 func (s *State) encode() []byte {
-	b := []byte{snapVersionMembers}
+	version := byte(snapVersionMembers)
+	if len(s.GroupConfigs) > 0 {
+		version = snapVersionConfigs
+	}
+	b := []byte{version}
 	b = binary.AppendUvarint(b, s.Index)
 	b = binary.AppendUvarint(b, uint64(s.NextGroup))
 	b = binary.AppendUvarint(b, uint64(len(s.Nodes)))
@@ -93,7 +103,11 @@ func (s *State) encode() []byte {
 			b = binary.AppendUvarint(b, uint64(r))
 		}
 	}
-	return s.encodeMembership(b)
+	b = s.encodeMembership(b)
+	if len(s.GroupConfigs) > 0 {
+		b = s.encodeGroupConfigs(b)
+	}
+	return b
 }
 
 // Restore replaces the catalog by a snapshot's (nil: the empty catalog). Results kept for
@@ -123,7 +137,7 @@ func (m *Machine) Restore(data []byte) error {
 // legal unique topic names, group ids below NextGroup and unique, replicas registered.
 func decodeState(data []byte) (*State, []groupOffsets, error) {
 	version := data[0]
-	if version < snapVersion || version > snapVersionMembersPending {
+	if version < snapVersion || version > snapVersionConfigsPending {
 		return nil, nil, fmt.Errorf("version %d", data[0])
 	}
 	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
@@ -162,8 +176,12 @@ func decodeState(data []byte) (*State, []groupOffsets, error) {
 	if version >= snapVersionMembers {
 		d.membership(s)
 	}
+	if version >= snapVersionConfigs {
+		d.groupConfigs(s)
+	}
 	var pending []groupOffsets
-	if d.Err == nil && (version == snapVersionPending || version == snapVersionQueuesPending || version == snapVersionMembersPending) {
+	if d.Err == nil && (version == snapVersionPending || version == snapVersionQueuesPending ||
+		version == snapVersionMembersPending || version == snapVersionConfigsPending) {
 		pending = d.pending()
 	}
 	d.Done()

@@ -69,6 +69,9 @@ type State struct {
 	// whole on change, like the rest.
 	Joined  map[multiraft.NodeID]string
 	Removed map[multiraft.NodeID]bool
+	// GroupConfigs are groups' configs by group id, the broker's JSON (groupconfig.go);
+	// replaced whole on change.
+	GroupConfigs map[string][]byte
 }
 
 // emptyState is the catalog before any entry.
