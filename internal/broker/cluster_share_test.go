@@ -69,6 +69,29 @@ func (c *memCluster) mustPart(b *Broker, topic string, p int32) *partitionRT {
 	return part
 }
 
+// setShareConfig sets a share group's configs through node via (the catalog's: a follower
+// forwards) and waits until every live node applied them.
+func (c *memCluster) setShareConfig(via multiraft.NodeID, group string, kv ...string) {
+	c.t.Helper()
+	changes := map[string]*string{}
+	for i := 0; i < len(kv); i += 2 {
+		changes[kv[i]] = &kv[i+1]
+	}
+	if err := c.nodes[via].b.AlterShareGroupConfig(group, changes, false); err != nil {
+		c.t.Fatalf("share group config through n%d: %v", via, err)
+	}
+	want := c.nodes[via].b.ShareGroupConfig(group)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, id := range c.ids {
+		for c.nodes[id].b != nil && c.nodes[id].b.ShareGroupConfig(group) != want {
+			if time.Now().After(deadline) {
+				c.t.Fatalf("n%d has %+v, n%d set %+v", id, c.nodes[id].b.ShareGroupConfig(group), via, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 // TestClusterShareGroupFailover: a share group on a three-node cluster. The member joins on
 // the coordinator (the others answer NOT_COORDINATOR), fetches from the partition's leader
 // (another node answers that partition NOT_LEADER), accepts half of what it acquired, and
@@ -84,13 +107,12 @@ func TestClusterShareGroupFailover(t *testing.T) {
 	}
 	const lock = 3 * time.Second
 	c := newMemCluster(t, 3)
-	for _, id := range c.ids { // group configs are each node's (docs/cluster.md, "Share groups")
-		if err := c.nodes[id].b.AlterShareGroupConfig("g", map[string]*string{ShareAutoOffsetResetKey: ptr("earliest"),
-			ShareLockDurationKey: ptr(fmt.Sprint(lock.Milliseconds()))}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cid, ctl := c.coordinator()
+	other := c.ids[0] // a follower of the catalog sets the configs: they are the catalog's
+	if other == cid {
+		other = c.ids[1]
+	}
+	c.setShareConfig(other, "g", ShareAutoOffsetResetKey, "earliest", ShareLockDurationKey, fmt.Sprint(lock.Milliseconds()))
 	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -271,12 +293,7 @@ func TestClusterShareLeaderMoves(t *testing.T) {
 	balanceEvery = time.Hour // the moved leadership stays moved
 	t.Cleanup(func() { balanceEvery = was })
 	c := newMemCluster(t, 3)
-	for _, id := range c.ids {
-		if err := c.nodes[id].b.AlterShareGroupConfig("g", map[string]*string{ShareAutoOffsetResetKey: ptr("earliest"),
-			ShareLockDurationKey: ptr(fmt.Sprint(lock.Milliseconds()))}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.setShareConfig(c.ids[2], "g", ShareAutoOffsetResetKey, "earliest", ShareLockDurationKey, fmt.Sprint(lock.Milliseconds()))
 	_, ctl := c.coordinator()
 	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
 		t.Fatal(err)
@@ -351,12 +368,8 @@ func TestClusterShareAckTypes(t *testing.T) {
 	}
 	const lock = time.Second
 	c := newMemCluster(t, 3)
-	for _, id := range c.ids {
-		if err := c.nodes[id].b.AlterShareGroupConfig("g", map[string]*string{ShareAutoOffsetResetKey: ptr("earliest"),
-			ShareLockDurationKey: ptr(fmt.Sprint(lock.Milliseconds())), ShareDeliveryLimitKey: ptr("2")}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c.setShareConfig(c.ids[0], "g", ShareAutoOffsetResetKey, "earliest", ShareLockDurationKey, fmt.Sprint(lock.Milliseconds()),
+		ShareDeliveryLimitKey, "2")
 	_, ctl := c.coordinator()
 	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
 		t.Fatal(err)

@@ -166,8 +166,13 @@ func (sg *shareGroups) saveLocked(configs map[string]ShareConfig) error {
 	return vfs.WriteFileAtomic(sg.b.opts.FS, sg.b.opts.Dir, shareConfigFile, data)
 }
 
-// ShareGroupConfig returns a group's config (the defaults if none was set).
+// ShareGroupConfig returns a group's config (the defaults if none was set). In a cluster
+// it is the catalog's (cluster_share_config.go).
 func (b *Broker) ShareGroupConfig(group string) ShareConfig {
+	if b.cluster != nil {
+		cfg, _ := b.cluster.shareConfig(group)
+		return cfg
+	}
 	sg := b.shares()
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
@@ -188,6 +193,9 @@ func (b *Broker) AlterShareGroupConfig(group string, changes map[string]*string,
 	if group == "" {
 		return ErrInvalidGroupID
 	}
+	if b.cluster != nil {
+		return b.cluster.alterShareGroupConfig(group, changes, validateOnly) // cluster_share_config.go
+	}
 	sg := b.shares()
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
@@ -201,9 +209,6 @@ func (b *Broker) AlterShareGroupConfig(group string, changes map[string]*string,
 		if err := c.Set(k, changes[k]); err != nil {
 			return err
 		}
-	}
-	if c.DeadLetterQueue != "" && b.cluster != nil {
-		return fmt.Errorf("%w: %s (a share group's dead-letter copies are not built on the replicated cursor)", ErrShareInCluster, ShareDeadLetterKey)
 	}
 	if c.DeadLetterQueue != "" {
 		if _, err := b.queue(c.DeadLetterQueue); err != nil {

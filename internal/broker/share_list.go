@@ -58,6 +58,9 @@ func (b *Broker) ListShareGroups() []ShareGroupSummary {
 // shareGroupIDs is the ids of the groups that exist without members: the
 // configured ones and the names of every subscription.
 func (b *Broker) shareGroupIDs() []string {
+	if b.cluster != nil {
+		return append(b.cluster.shareConfigGroups(), b.cluster.shareSubscriptionNames()...)
+	}
 	sg := b.shares()
 	sg.mu.Lock()
 	ids := make([]string, 0, len(sg.configs))
@@ -65,9 +68,6 @@ func (b *Broker) shareGroupIDs() []string {
 		ids = append(ids, id)
 	}
 	sg.mu.Unlock()
-	if b.cluster != nil {
-		ids = append(ids, b.cluster.shareSubscriptionNames()...)
-	}
 	for _, t := range b.streams.topicList() {
 		t.mu.RLock()
 		for name := range t.subs {
@@ -81,14 +81,15 @@ func (b *Broker) shareGroupIDs() []string {
 // shareGroupExists reports whether a group with no members exists: it has
 // a config or a subscription named after it.
 func (b *Broker) shareGroupExists(group string) bool {
+	if b.cluster != nil {
+		_, configured := b.cluster.shareConfig(group)
+		return configured || slices.Contains(b.cluster.shareSubscriptionNames(), group)
+	}
 	sg := b.shares()
 	sg.mu.Lock()
 	_, configured := sg.configs[group]
 	sg.mu.Unlock()
 	if configured {
-		return true
-	}
-	if b.cluster != nil && slices.Contains(b.cluster.shareSubscriptionNames(), group) {
 		return true
 	}
 	for _, t := range b.streams.topicList() {
@@ -121,6 +122,19 @@ func (b *Broker) DeleteShareGroup(group string) error {
 		}
 	}
 	sg := b.shares()
+	if b.cluster != nil {
+		if _, ok := b.cluster.shareConfig(group); ok {
+			if err := b.cluster.setGroupConfig(group, nil); err != nil {
+				return err
+			}
+		}
+		sg.mu.Lock()
+		if sg.groups[group] == g {
+			delete(sg.groups, group)
+		}
+		sg.mu.Unlock()
+		return nil
+	}
 	sg.mu.Lock()
 	defer sg.mu.Unlock()
 	if _, ok := sg.configs[group]; ok {

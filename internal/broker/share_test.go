@@ -173,6 +173,12 @@ func TestShareAdminInCluster(t *testing.T) {
 	if err := b.AlterShareGroupConfig("d", map[string]*string{ShareDeadLetterKey: ptr("q")}, false); !errors.Is(err, ErrShareInCluster) {
 		t.Fatalf("a share group dead-letter queue on a cluster node: %v", err)
 	}
+	if err := b.AlterShareGroupConfig("h", map[string]*string{ShareDeliveryLimitKey: ptr("3")}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.ShareGroupConfig("h").DeliveryLimit; got != 3 {
+		t.Fatalf("delivery limit %d after setting 3", got)
+	}
 	if _, err := b.CreateSubscription(SubscriptionSettings{Topic: "t", Name: "h"}); err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +187,9 @@ func TestShareAdminInCluster(t *testing.T) {
 	}
 	if err := b.DeleteShareGroup("h"); !errors.Is(err, ErrGroupNotFound) {
 		t.Fatalf("delete share group h again: %v", err)
+	}
+	if got := b.ShareGroupConfig("h"); got != DefaultShareConfig() {
+		t.Fatalf("h's config after its delete: %+v", got)
 	}
 }
 

@@ -81,8 +81,8 @@ func (c *cluster) shareConsume(t *testing.T, group, topic, name string, pace tim
 	}
 }
 
-// setShareConfigOn sets a share group's configs on node id: they are each node's
-// (docs/cluster.md, "Share groups").
+// setShareConfigOn sets a share group's configs through node id: they are the catalog's,
+// so every node serves them (docs/cluster.md, "Share groups").
 func (c *cluster) setShareConfigOn(ctx context.Context, t *testing.T, id int, group string, kv ...string) {
 	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
@@ -115,7 +115,7 @@ func (c *cluster) setShareConfigOn(ctx context.Context, t *testing.T, id int, gr
 // The first consumer accepts the first 30 records and flushes its acknowledgements (the
 // broker confirmed them), then the partition's leader is SIGKILLed; a second consumer,
 // re-routed by Metadata to the next leader, accepts every other record, and the new leader
-// is killed too while it consumes. Checked: every record is accepted; none the first
+// is killed too while it consumes. The group's configs are set through one node. Checked: every record is accepted; none the first
 // consumer's flush confirmed is delivered again; every record is delivered at most twice
 // (once more per kill, for the acknowledgements in flight at it). On main a cluster node
 // answered ShareGroupHeartbeat UNSUPPORTED_VERSION.
@@ -128,9 +128,9 @@ func TestShareGroupLeaderKilled(t *testing.T) {
 	defer cancel()
 	adm := kadm.NewClient(c.client())
 	createTopic(ctx, t, adm, "jobs", 1, 3)
-	for id := 1; id <= 3; id++ {
-		c.setShareConfigOn(ctx, t, id, "workers", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "2000")
-	}
+	// Through one node only: the coordinator (for earliest) and the leaders (for the lock)
+	// read them from the catalog.
+	c.setShareConfigOn(ctx, t, 3, "workers", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "2000")
 	prod := c.client()
 	produce := func(from, to int) {
 		var recs []*kgo.Record
