@@ -86,6 +86,7 @@ func (b *Broker) clusterShareFetch(ctx context.Context, req ShareFetchRequest) S
 	if cfg.DeadLetterQueue != "" {
 		// Copies to a dead-letter queue from a share group's rejects are not built on
 		// the replicated cursor yet; archiving instead would drop what was asked kept.
+		// (AlterShareGroupConfig refuses to set one in a cluster: this is a guard.)
 		return ShareFetchResult{Err: fmt.Errorf("%w: a share group with %s set", ErrShareInCluster, ShareDeadLetterKey)}
 	}
 	sg := b.shares()
