@@ -125,10 +125,18 @@ func handleShareFetch(ctx context.Context, c *conn, req *kmsg.ShareFetchRequest)
 		p.Partition, p.ErrorCode = sp.Partition, code
 		add(r.ids[sp.Topic], p)
 	}
+	endpoints := map[int32]bool{}
 	for _, pr := range res.Parts {
 		p := kmsg.NewShareFetchResponseTopicPartition()
 		p.Partition, p.Records = pr.Partition, pr.Records
 		p.ErrorCode, p.ErrorMessage = errCode(pr.Err, nil), errMessage(pr.Err)
+		if leader, epoch, ep, ok := c.shareLeaderHint(pr.Err, pr.Topic, pr.Partition); ok {
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leader, epoch
+			if !endpoints[leader] {
+				endpoints[leader] = true
+				resp.NodeEndpoints = append(resp.NodeEndpoints, kmsg.ShareFetchResponseNodeEndpoint{NodeID: ep.NodeID, Host: ep.Host, Port: ep.Port})
+			}
+		}
 		p.AcknowledgeErrorCode, p.AcknowledgeErrorMessage = errCode(pr.AckErr, nil), errMessage(pr.AckErr)
 		for _, a := range pr.Acquired {
 			ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()

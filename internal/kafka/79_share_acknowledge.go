@@ -48,10 +48,18 @@ func handleShareAcknowledge(ctx context.Context, c *conn, req *kmsg.ShareAcknowl
 		p.Partition, p.ErrorCode = sp.Partition, code
 		add(r.ids[sp.Topic], p)
 	}
+	endpoints := map[int32]bool{}
 	for _, pr := range res.Parts {
 		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
 		p.Partition = pr.Partition
 		p.ErrorCode, p.ErrorMessage = errCode(pr.AckErr, nil), errMessage(pr.AckErr)
+		if leader, epoch, ep, ok := c.shareLeaderHint(pr.AckErr, pr.Topic, pr.Partition); ok {
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leader, epoch
+			if !endpoints[leader] {
+				endpoints[leader] = true
+				resp.NodeEndpoints = append(resp.NodeEndpoints, kmsg.ShareAcknowledgeResponseNodeEndpoint{NodeID: ep.NodeID, Host: ep.Host, Port: ep.Port})
+			}
+		}
 		add(r.ids[pr.Topic], p)
 	}
 	return msg(resp)

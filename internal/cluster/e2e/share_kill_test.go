@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -160,6 +161,7 @@ func TestShareGroupLeaderKilled(t *testing.T) {
 	for l1 == 0 && ctx.Err() == nil {
 		l1 = c.leaderOf(ctx, adm, "jobs", 0)
 	}
+	c.checkShareLeaderHint(ctx, t, adm, "workers", "jobs", l1)
 	c.kill(l1)
 	t.Logf("first consumer accepted 0-29; killed the leader, node %d", l1)
 	produce(30, 60)
@@ -201,4 +203,43 @@ func TestShareGroupLeaderKilled(t *testing.T) {
 	}
 	t.Logf("60 records accepted through two leader kills; %d delivered twice (held or acknowledgements in flight at the kill), highest delivery count %d",
 		again, slices.Max(slices.Collect(maps.Values(second.counts))))
+}
+
+// checkShareLeaderHint sends a ShareFetch of topic/0 to a node that does not lead it: the
+// partition answers NOT_LEADER_OR_FOLLOWER naming the leader, its epoch and endpoint
+// (KIP-951), so a client moves there without a Metadata round trip.
+func (c *cluster) checkShareLeaderHint(ctx context.Context, t *testing.T, adm *kadm.Client, group, topic string, leader int) {
+	t.Helper()
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := md.Topics[topic]
+	epoch := td.Partitions[0].LeaderEpoch
+	other := leader%3 + 1
+	cl := c.client()
+	req := kmsg.NewPtrShareFetchRequest()
+	member := "leader-hint-probe"
+	req.GroupID, req.MemberID, req.MaxRecords, req.BatchSize = &group, &member, 1, 1
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = td.ID
+	rt.Partitions = []kmsg.ShareFetchRequestTopicPartition{kmsg.NewShareFetchRequestTopicPartition()}
+	req.Topics = []kmsg.ShareFetchRequestTopic{rt}
+	resp, err := req.RequestWith(ctx, cl.Broker(other))
+	if err != nil {
+		t.Fatalf("share fetch on node %d: %v", other, err)
+	}
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("share fetch on node %d: %+v", other, resp)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.NotLeaderForPartition.Code || p.CurrentLeader.LeaderID != int32(leader) || p.CurrentLeader.LeaderEpoch != epoch {
+		t.Fatalf("share fetch of %s/0 on node %d (node %d leads at epoch %d): error %v, current leader %+v", topic, other, leader, epoch,
+			kerr.ErrorForCode(p.ErrorCode), p.CurrentLeader)
+	}
+	if !slices.ContainsFunc(resp.NodeEndpoints, func(e kmsg.ShareFetchResponseNodeEndpoint) bool {
+		return e.NodeID == int32(leader) && fmt.Sprintf("%s:%d", e.Host, e.Port) == c.kafka[leader-1]
+	}) {
+		t.Fatalf("node endpoints %+v lack node %d at %s", resp.NodeEndpoints, leader, c.kafka[leader-1])
+	}
 }
