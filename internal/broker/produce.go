@@ -321,7 +321,8 @@ func batchErr(err error) error {
 }
 
 // appendBatches appends batches the log checked. Batches of idempotent
-// producers go one at a time under the partition's producer lock.
+// producers are checked and placed one run at a time under the partition's
+// producer lock, and synced outside it (appendIdempotent).
 func (b *Broker) appendBatches(ctx context.Context, p *partitionRT, batches storage.Checked) (ProduceBatchesResult, error) {
 	n := batches.Len()
 	if b.cluster != nil {
