@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +54,62 @@ func BenchmarkProduceBatches(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkIdempotentProducers times idempotent producers writing to one
+// partition on the real disk (SyncAlways under b.TempDir), each producer a
+// goroutine sending one-record batches of 1 KiB one after another: the shape
+// of many application instances producing to a topic with few partitions.
+// One op is one batch. With the producer lock held across the sync each
+// producer waited for the one before it; now their batches share syncs.
+//
+//	go test -run '^$' -bench IdempotentProducers -count 6 ./internal/broker/
+func BenchmarkIdempotentProducers(b *testing.B) {
+	for _, producers := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
+			br, err := Open(Options{Dir: b.TempDir(), FS: vfs.Default, Logger: quietLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { br.Close() })
+			if _, err := br.CreateTopic(TopicSettings{Name: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+			value := make([]byte, 1024)
+			pids := make([]batch.Producer, producers)
+			for i := range pids {
+				pid, err := br.InitProducerID("")
+				if err != nil {
+					b.Fatal(err)
+				}
+				pids[i] = batch.Producer{ID: pid.ID, Epoch: pid.Epoch}
+			}
+			b.SetBytes(int64(len(value)))
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i := range pids {
+				n := b.N / producers
+				if i < b.N%producers {
+					n++
+				}
+				wg.Go(func() {
+					p := pids[i]
+					for seq := range int32(n) {
+						p.BaseSequence = seq
+						raw, err := batch.Build([]batch.Record{{Value: value}}, batch.Options{Producer: &p})
+						if err == nil {
+							_, err = br.ProduceBatches(context.Background(), "bench", 0, [][]byte{raw})
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
 		})
 	}
 }
