@@ -134,7 +134,7 @@ func (p Placed) Wait(ctx context.Context) ([]int64, error) {
 	if p.l == nil {
 		return p.offsets, nil
 	}
-	if err := p.l.waitDurable(ctx, p.end, p.gen, p.done); err != nil {
+	if err := p.l.waitDurable(ctx, p.end, p.gen, p.done, false); err != nil {
 		return nil, err
 	}
 	return p.offsets, nil

@@ -353,7 +353,12 @@ func (l *Log) droppedLocked(end, gen int64) error {
 // waitDurable waits until the high watermark reaches end, the log fails, or
 // the batches are dropped. It first waits for its commit group (done), so a
 // publish wakes only the appenders it covered.
-func (l *Log) waitDurable(ctx context.Context, end, gen int64, done chan struct{}) error {
+//
+// closeEnds (WaitDurable's waiters, who did not place the batches and have no
+// commit group to wait for) also returns ErrClosed once the log is closing, so
+// a retry waiting on another request's batch cannot outlive the log; an
+// appender's own wait is as it was.
+func (l *Log) waitDurable(ctx context.Context, end, gen int64, done chan struct{}, closeEnds bool) error {
 	if done != nil {
 		select {
 		case <-done:
@@ -372,6 +377,8 @@ func (l *Log) waitDurable(ctx context.Context, end, gen int64, done chan struct{
 			return nil
 		case failed != nil:
 			return failed
+		case closeEnds && l.closing.Load():
+			return ErrClosed
 		}
 		select {
 		case <-ch:

@@ -51,26 +51,7 @@ func (l *Log) PlaceCheckedAt(epoch int32, c Checked, gen int64) (Placed, error) 
 // at those offsets by then), if the log failed, or when ctx ends (the
 // outcome is then unknown), or if the log closes first (ErrClosed).
 func (l *Log) WaitDurable(ctx context.Context, end, gen int64) error {
-	for {
-		l.stateMu.Lock()
-		hw, ch, failed, dropped := l.hw.Load(), l.hwCh, l.failed, l.droppedLocked(end, gen)
-		l.stateMu.Unlock()
-		switch {
-		case dropped != nil:
-			return dropped
-		case hw >= end:
-			return nil
-		case failed != nil:
-			return failed
-		case l.closing.Load():
-			return ErrClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return l.waitDurable(ctx, end, gen, nil, true)
 }
 
 // PlacedEnd is the offset the next placed batch gets: past everything placed,

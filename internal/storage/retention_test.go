@@ -306,10 +306,10 @@ func TestTruncateWithPendingAppends(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang fails, not blocks CI
 	defer cancel()
-	if err := l.waitDurable(ctx, endA, genA, doneA); err != nil {
+	if err := l.waitDurable(ctx, endA, genA, doneA, false); err != nil {
 		t.Fatalf("kept batch: %v", err)
 	}
-	if err := l.waitDurable(ctx, endB, genB, doneB); !errors.Is(err, ErrTruncated) {
+	if err := l.waitDurable(ctx, endB, genB, doneB, false); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("removed batch: %v", err)
 	}
 	if l.HighWatermark() != endA {
