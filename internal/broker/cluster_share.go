@@ -99,16 +99,7 @@ func (b *Broker) clusterShareFetch(ctx context.Context, req ShareFetchRequest) S
 		return ShareFetchResult{Err: err}
 	}
 	res := ShareFetchResult{LockDuration: cfg.LockDuration}
-	byPart := map[SharePartition]int{}
-	part := func(sp SharePartition) *SharePartitionResult {
-		i, ok := byPart[sp]
-		if !ok {
-			i = len(res.Parts)
-			byPart[sp] = i
-			res.Parts = append(res.Parts, SharePartitionResult{SharePartition: sp})
-		}
-		return &res.Parts[i]
-	}
+	part := resultParts(&res)
 	for _, sp := range sortedParts(req.Acks) {
 		part(sp).AckErr = b.cluster.shareSettle(ctx, req.Group, cfg, s, sp, req.Acks[sp])
 	}

@@ -46,6 +46,16 @@ func newPartitionSyncGate(t *testing.T, efs *vfs.ErrorFS) *partitionSyncGate {
 	return g
 }
 
+// produceHeld produces raw to idem/0 in the background and returns once the
+// sync it waits for is held; the channel gets the produce's error.
+func (g *partitionSyncGate) produceHeld(e *env, raw []byte) <-chan error {
+	g.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := e.produceRaw("idem", 0, raw); done <- err }()
+	<-g.held
+	return done
+}
+
 func isIdemSegment(path string) bool {
 	return strings.Contains(path, "-idem/0/") && strings.HasSuffix(path, ".log")
 }
@@ -76,13 +86,7 @@ func TestIdempotentProducersShareASync(t *testing.T) {
 	prods := e.initProducers(9)
 	gate := newPartitionSyncGate(t, efs)
 
-	gate.armed.Store(true)
-	first := make(chan error, 1)
-	go func() {
-		_, err := e.produceRaw("idem", 0, buildBatch(t, prods[0], "first"))
-		first <- err
-	}()
-	<-gate.held
+	first := gate.produceHeld(e, buildBatch(t, prods[0], "first"))
 
 	var wg sync.WaitGroup
 	var answered atomic.Int32
@@ -162,13 +166,7 @@ func TestIdempotentRetryWaitsForItsOriginal(t *testing.T) {
 	a := buildBatch(t, prod, "a")
 	gate := newPartitionSyncGate(t, efs)
 
-	gate.armed.Store(true)
-	orig := make(chan error, 1)
-	go func() {
-		_, err := e.produceRaw("idem", 0, a)
-		orig <- err
-	}()
-	<-gate.held
+	orig := gate.produceHeld(e, a)
 	retry := make(chan ProduceBatchesResult, 1)
 	go func() {
 		r, err := e.produceRaw("idem", 0, a)
@@ -251,10 +249,7 @@ func TestProducerSnapshotLeavesOutPlacedBatches(t *testing.T) {
 	a := buildBatch(t, prod, "a")
 	gate := newPartitionSyncGate(t, efs)
 
-	gate.armed.Store(true)
-	orig := make(chan error, 1)
-	go func() { _, err := e.produceRaw("idem", 0, a); orig <- err }()
-	<-gate.held
+	orig := gate.produceHeld(e, a)
 	_, prt, err := e.b.streams.partition("idem", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -73,16 +73,7 @@ func (b *Broker) ShareFetch(ctx context.Context, req ShareFetchRequest) ShareFet
 		return ShareFetchResult{Err: err}
 	}
 	res := ShareFetchResult{LockDuration: cfg.LockDuration}
-	byPart := map[SharePartition]int{}
-	part := func(sp SharePartition) *SharePartitionResult {
-		i, ok := byPart[sp]
-		if !ok {
-			i = len(res.Parts)
-			byPart[sp] = i
-			res.Parts = append(res.Parts, SharePartitionResult{SharePartition: sp})
-		}
-		return &res.Parts[i]
-	}
+	part := resultParts(&res)
 	for _, sp := range sortedParts(req.Acks) {
 		acks, err := planAcks(s.held[sp], req.Acks[sp])
 		if err == nil {
@@ -245,4 +236,20 @@ func waitAny(ctx context.Context, wakes []<-chan struct{}, d time.Duration) bool
 	}
 	i, _, _ := reflect.Select(cases)
 	return i >= 1
+}
+
+// resultParts finds a share-partition's part of res for ShareFetch's steps
+// (the single node's and the cluster's), adding it the first time it is
+// asked for. The pointer is good until the next part is added.
+func resultParts(res *ShareFetchResult) func(SharePartition) *SharePartitionResult {
+	at := map[SharePartition]int{}
+	return func(sp SharePartition) *SharePartitionResult {
+		i, ok := at[sp]
+		if !ok {
+			i = len(res.Parts)
+			at[sp] = i
+			res.Parts = append(res.Parts, SharePartitionResult{SharePartition: sp})
+		}
+		return &res.Parts[i]
+	}
 }
