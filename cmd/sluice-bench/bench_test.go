@@ -61,6 +61,13 @@ func TestBenchWorkloads(t *testing.T) {
 			})
 		}
 	}
+	for _, w := range []string{"produce", "queue"} {
+		t.Run("kafka/"+w+"/transactional", func(t *testing.T) {
+			rep := runBench(t, srv, w, "kafka", "--kafka-transactional", "--count", "300", "--duration", "2s", "--in-flight", "8",
+				"--batch", "4", "--size", "100", "--probe-dir", t.TempDir(), "--probe-time", "20ms")
+			checkBenchResult(t, rep, "kafka", w)
+		})
+	}
 	t.Run("native/queue/no-gzip", func(t *testing.T) {
 		rep := runBench(t, srv, "queue", "native", "--gzip=false", "--count", "300", "--duration", "2s", "--in-flight", "8",
 			"--size", "100", "--probe-dir", t.TempDir(), "--probe-time", "20ms")
@@ -150,10 +157,17 @@ func checkBenchResult(t *testing.T, rep benchReport, proto, w string) {
 // workloads define a consumer: it holds up to --prefetch messages received
 // and not yet deleted (here 12: pollers with quotas of 10 and 2), no more,
 // and deleting them makes room for as many again, until the queue is empty.
+// With --sqs-raw-send the messages go in as bare POSTs and come out the same.
 func TestSQSConsumerHoldsPrefetch(t *testing.T) {
+	for _, raw := range []bool{false, true} {
+		t.Run(fmt.Sprintf("raw-send=%v", raw), func(t *testing.T) { testSQSConsumerHoldsPrefetch(t, raw) })
+	}
+}
+
+func testSQSConsumerHoldsPrefetch(t *testing.T, raw bool) {
 	srv := startAllFrontends(t, "never")
 	ctx := t.Context()
-	d, err := newSQSDriver(ctx, "http://"+srv.Addr(server.SQS), 12, nil)
+	d, err := newSQSDriver(ctx, "http://"+srv.Addr(server.SQS), 12, nil, raw)
 	if err != nil {
 		t.Fatal(err)
 	}

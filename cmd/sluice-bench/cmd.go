@@ -40,6 +40,8 @@ type benchFlags struct {
 	gzip           bool
 	unary          bool   // native: unary calls instead of the streams
 	batches        bool   // native: the Publisher sends record batches it built
+	sqsRawSend     bool   // sqs: single sends as bare HTTP POSTs, not through the SDK
+	kafkaTxn       bool   // kafka: every send call is one committed transaction
 	tlsCA          string // PEM CA to trust: connect over TLS
 }
 
@@ -107,6 +109,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.IntVar(&c.Rate, "rate", 5000, "messages per second (latency)")
 	fl.BoolVar(&c.Queue, "queue", false, "produce and consume use a queue instead of a topic (native)")
 	fl.IntVar(&f.kafkaProducers, "kafka-producers", 1, "kafka: producer clients the senders share (sender i uses client i mod N), each an idempotent producer on its own connection")
+	fl.BoolVar(&f.kafkaTxn, "kafka-transactional", false, "kafka: each sender is a transactional producer of its own (transactional id sluice-bench-PID-I) and each send call of --batch records one transaction: begin, produce, commit; latency is the whole transaction's")
 	fl.IntVar(&f.partitions, "partitions", 1, "partitions of the topic (native, kafka)")
 	fl.IntVar(&f.replicas, "replication-factor", 1, "replicas of each partition of the topic (kafka; above 1 needs a cluster)")
 	fl.StringVar(&c.Name, "name", "", "queue or topic to use (default bench-<workload>); it is recreated")
@@ -117,6 +120,7 @@ broker runs on this machine; "" skips the disk probe.`,
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM `file` of the CA to trust: connect over TLS (point --kafka-addr, --sqs-url https://, --server https:// at the TLS listeners)")
 	fl.BoolVar(&f.batches, "native-batches", false, "native: the shared Publisher sends a topic's records as record batches it built (client.PublisherOptions.RecordBatches), which the server stores without decoding each record")
 	fl.BoolVar(&f.unary, "native-unary", false, "native: one unary Produce/Send/SendBatch per send and AckBatch for acks, instead of a shared batching Publisher and acks on the Consume stream")
+	fl.BoolVar(&f.sqsRawSend, "sqs-raw-send", false, "sqs: each single-message SendMessage as a bare HTTP POST of the JSON protocol (no SDK, no signature: for a server without --auth-file), to tell the SDK's CPU from the server's; receives and deletes still go through the SDK")
 	fl.BoolVar(&f.gzip, "gzip", true, "native: accept gzip-compressed responses (the Go client's default)")
 	return cmd
 }
@@ -180,9 +184,13 @@ func (f *benchFlags) driver(ctx context.Context) (load.Driver, error) {
 	case "native":
 		return newNativeDriver(f.server, shape, f.gzip, !f.unary, f.batches), nil
 	case "kafka":
-		return newKafkaDriver(ctx, f.kafkaAddr, shape, f.kafkaSASL, f.kafkaProducers)
+		d, err := newKafkaDriver(ctx, f.kafkaAddr, shape, f.kafkaSASL, f.kafkaProducers)
+		if d != nil {
+			d.transactional = f.kafkaTxn
+		}
+		return d, err
 	case "sqs":
-		return newSQSDriver(ctx, f.sqsURL, f.cfg.Prefetch, shape.tls)
+		return newSQSDriver(ctx, f.sqsURL, f.cfg.Prefetch, shape.tls, f.sqsRawSend)
 	}
 	return nil, fmt.Errorf("--protocol: want native, kafka or sqs, got %q", f.protocol)
 }

@@ -31,6 +31,9 @@ type kafkaDriver struct {
 	prod  *kgo.Client   // prods[0]: the admin calls go through it
 	prods []*kgo.Client // one per --kafka-producers
 	sasl  []kgo.Opt     // authentication and TLS (--tls-ca), for every client
+	// transactional (--kafka-transactional): every sender has its own transactional
+	// producer and each send is a transaction (kafka_txn.go).
+	transactional bool
 }
 
 // kafkaSASL is --kafka-sasl-*: how the clients authenticate, if at all
@@ -147,6 +150,9 @@ func waitLeaders(ctx context.Context, adm *kadm.Client, topic string, partitions
 }
 
 func (d *kafkaDriver) Producer(_ context.Context, name string, _ load.Kind, i int) (load.Producer, error) {
+	if d.transactional {
+		return d.txnProducer(name, i)
+	}
 	return &kafkaProducer{c: d.prods[i%len(d.prods)], topic: name}, nil
 }
 

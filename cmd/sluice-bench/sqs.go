@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -28,9 +31,10 @@ type sqsDriver struct {
 	c        *awssqs.Client
 	url      string // of the queue Prepare made
 	prefetch int    // messages a consumer holds received and not yet deleted
+	raw      *http.Client
 }
 
-func newSQSDriver(ctx context.Context, endpoint string, prefetch int, tc *tls.Config) (*sqsDriver, error) {
+func newSQSDriver(ctx context.Context, endpoint string, prefetch int, tc *tls.Config, rawSend bool) (*sqsDriver, error) {
 	// Keep a connection per message in flight: the default transport keeps
 	// few idle per host, and reconnecting would be what the run measures.
 	// Over TLS, HTTP/1.1 as in clear text (AWS's SQS endpoints speak it),
@@ -56,7 +60,11 @@ func newSQSDriver(ctx context.Context, endpoint string, prefetch int, tc *tls.Co
 		return nil, err
 	}
 	c := awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	return &sqsDriver{c: c, prefetch: prefetch}, nil
+	d := &sqsDriver{c: c, prefetch: prefetch}
+	if rawSend {
+		d.raw = &http.Client{Transport: &http.Transport{MaxIdleConns: 0, MaxIdleConnsPerHost: 1024, TLSClientConfig: tc}}
+	}
+	return d, nil
 }
 
 func (d *sqsDriver) Close() error { return nil }
@@ -81,7 +89,7 @@ func (d *sqsDriver) Prepare(ctx context.Context, name string, _ load.Kind) error
 }
 
 func (d *sqsDriver) Producer(context.Context, string, load.Kind, int) (load.Producer, error) {
-	return &sqsClient{c: d.c, url: d.url}, nil
+	return &sqsClient{c: d.c, url: d.url, raw: d.raw}, nil
 }
 
 func (d *sqsDriver) Consumer(ctx context.Context, _ string, _ load.Kind, _ int) (load.Consumer, error) {
@@ -92,11 +100,15 @@ func (d *sqsDriver) Consumer(ctx context.Context, _ string, _ load.Kind, _ int) 
 type sqsClient struct {
 	c   *awssqs.Client
 	url string
+	raw *http.Client // --sqs-raw-send: single sends without the SDK
 }
 
 func (s *sqsClient) Close() error { return nil }
 
 func (s *sqsClient) Send(ctx context.Context, bodies [][]byte) error {
+	if len(bodies) == 1 && s.raw != nil {
+		return s.rawSend(ctx, bodies[0])
+	}
 	if len(bodies) == 1 {
 		_, err := s.c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: &s.url, MessageBody: aws.String(string(bodies[0]))})
 		return err
@@ -245,6 +257,35 @@ func deleteBatch(ctx context.Context, c *awssqs.Client, url string, msgs []load.
 	}
 	if len(out.Failed) > 0 {
 		return fmt.Errorf("DeleteMessageBatch: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+	}
+	return nil
+}
+
+// rawSend is SendMessage as the JSON protocol's bare POST: what any SQS client must send,
+// without the SDK's middleware, retries and signature, so a run with it tells the server's
+// cost from aws-sdk-go-v2's.
+func (s *sqsClient) rawSend(ctx context.Context, body []byte) error {
+	payload, err := json.Marshal(struct {
+		QueueUrl    string
+		MessageBody string
+	}{s.url, string(body)})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+	req.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
+	resp, err := s.raw.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("SendMessage: HTTP %d: %s", resp.StatusCode, answer)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func init() { subcommands = append(subcommands, newClusterCmd) }
 func newClusterCmd() *cobra.Command {
 	f := &clientFlags{}
 	cmd := newClientGroup("cluster", "A cluster's nodes and who leads each partition (docs/cluster.md)", f)
-	cmd.AddCommand(clusterStatusCmd(f), clusterTransferCmd(f), clusterAddNodeCmd(f), clusterRemoveNodeCmd(f))
+	cmd.AddCommand(clusterStatusCmd(f), clusterTransferCmd(f), clusterAddNodeCmd(f), clusterRemoveNodeCmd(f), clusterReassignCmd(f), clusterElectCmd(f))
 	return cmd
 }
 
@@ -34,9 +34,12 @@ func clusterStatusCmd(f *clientFlags) *cobra.Command {
 		Long: `Show the cluster as the node --server names sees it: every node the catalog
 knows with its addresses and whether it is heard from, the controller (the leader
 of the metadata group), and for each partition that node hosts a replica of: its
-Raft group, leader, term (Kafka's leader epoch), replicas, in-sync replicas (known
-on the leader), and commit and applied index; then each queue it hosts a replica
-of: its leader, term, replicas, commit index and depth (messages not yet deleted).`,
+Raft group, leader, preferred leader (starred when it does not lead: "sluice
+cluster elect" hands it back), term (Kafka's leader epoch), replicas, in-sync
+replicas (known on the leader), commit index, and whether an operator pinned its
+placement (a reassignment); then each queue it hosts a replica of: its leader,
+preferred leader, term, replicas, commit index, depth (messages not yet deleted)
+and pin.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.RunE = runE(f, func(ctx context.Context, cmd *cobra.Command, _ *client.Client, _ []string) error {
@@ -59,20 +62,20 @@ of: its leader, term, replicas, commit index and depth (messages not yet deleted
 		fmt.Fprintln(out)
 		rows = make([][]string, len(st.Partitions))
 		for i, p := range st.Partitions {
-			rows[i] = []string{p.Topic, strconv.Itoa(int(p.Partition)), nodeName(p.Leader), strconv.FormatUint(p.Term, 10),
-				ids(p.Replicas), ids(p.InSync), ids(p.Learners), strconv.FormatUint(p.Commit, 10), strconv.FormatBool(p.Quiesced)}
+			rows[i] = []string{p.Topic, strconv.Itoa(int(p.Partition)), nodeName(p.Leader), preferred(p.Preferred, p.Leader), strconv.FormatUint(p.Term, 10),
+				ids(p.Replicas), ids(p.InSync), ids(p.Learners), strconv.FormatUint(p.Commit, 10), strconv.FormatBool(p.Quiesced), strconv.FormatBool(p.Pinned)}
 		}
-		if err := table(out, []string{"TOPIC", "PARTITION", "LEADER", "TERM", "REPLICAS", "IN-SYNC", "LEARNERS", "COMMIT", "QUIET"}, rows); err != nil {
+		if err := table(out, []string{"TOPIC", "PARTITION", "LEADER", "PREFERRED", "TERM", "REPLICAS", "IN-SYNC", "LEARNERS", "COMMIT", "QUIET", "PINNED"}, rows); err != nil {
 			return err
 		}
 		if len(st.Queues) > 0 {
 			fmt.Fprintln(out)
 			rows = make([][]string, len(st.Queues))
 			for i, q := range st.Queues {
-				rows[i] = []string{q.Queue, nodeName(q.Leader), strconv.FormatUint(q.Term, 10), ids(q.Replicas), ids(q.Learners),
-					strconv.FormatUint(q.Commit, 10), strconv.FormatInt(q.Depth, 10), strconv.FormatBool(q.Quiesced)}
+				rows[i] = []string{q.Queue, nodeName(q.Leader), preferred(q.Preferred, q.Leader), strconv.FormatUint(q.Term, 10), ids(q.Replicas), ids(q.Learners),
+					strconv.FormatUint(q.Commit, 10), strconv.FormatInt(q.Depth, 10), strconv.FormatBool(q.Quiesced), strconv.FormatBool(q.Pinned)}
 			}
-			if err := table(out, []string{"QUEUE", "LEADER", "TERM", "REPLICAS", "LEARNERS", "COMMIT", "DEPTH", "QUIET"}, rows); err != nil {
+			if err := table(out, []string{"QUEUE", "LEADER", "PREFERRED", "TERM", "REPLICAS", "LEARNERS", "COMMIT", "DEPTH", "QUIET", "PINNED"}, rows); err != nil {
 				return err
 			}
 		}
@@ -90,7 +93,9 @@ func clusterTransferCmd(f *clientFlags) *cobra.Command {
 must be an in-sync replica. The command finds the leader from the node --server
 names and asks it directly. Raft starts the transfer at once and gives up after an
 election timeout if the target does not catch up; "sluice cluster status" shows the
-result. Leaders also return to their preferred replica by themselves (every 10 s).`,
+result. Leaders also return to their preferred replica by themselves, every
+--cluster-leader-balance (10 s; 0: never); Kafka's ElectLeaders
+(kafka-leader-election.sh --election-type preferred) does it on request.`,
 		Args: cobra.ExactArgs(2),
 	}
 	cmd.Flags().Int32Var(&to, "to", 0, "the `node` to lead the partition")
@@ -184,6 +189,18 @@ func adminCall(ctx context.Context, f *clientFlags, server, method, path string,
 		return nil
 	}
 	return json.Unmarshal(data, out)
+}
+
+// preferred is the preferred leader's id, starred when it is not the leader: a partition
+// or queue `sluice cluster elect` would hand back.
+func preferred(id, leader int32) string {
+	if id == 0 {
+		return "?"
+	}
+	if id != leader {
+		return strconv.Itoa(int(id)) + "*"
+	}
+	return strconv.Itoa(int(id))
 }
 
 func nodeName(id int32) string {

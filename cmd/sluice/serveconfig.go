@@ -218,6 +218,9 @@ var serveSettings = []serveSetting{
 		func(c *server.Config) *string { return &c.ClusterID }),
 	durationSetting("cluster-tick", "the Raft tick (a `duration`): a leader's loss is noticed in about 10 to 20 ticks",
 		func(c *server.Config) *time.Duration { return &c.ClusterTick }),
+	durationSetting("cluster-leader-balance", "how often a node hands the partitions and queues it leads back to their preferred leaders (a `duration`; "+
+		"Kafka's leader.imbalance.check.interval.seconds; 0: never, as auto.leader.rebalance.enable=false: Kafka's ElectLeaders, kafka-leader-election.sh, does it on request)",
+		func(c *server.Config) *time.Duration { return &c.ClusterLeaderBalance }),
 	durationSetting("transaction-max-timeout", "the longest transaction.timeout.ms a Kafka transactional producer may ask (a `duration`; Kafka's transaction.max.timeout.ms; 0: 15m)",
 		func(c *server.Config) *time.Duration { return &c.TransactionMaxTimeout }),
 	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`)",

@@ -59,3 +59,22 @@ func ParseControlKey(key []byte) (commit bool, err error) {
 		return false, &Error{Reason: fmt.Sprintf("control record type %d is not a transaction marker", t), Err: ErrCorrupt}
 	}
 }
+
+// ParseMarkerEpoch is ParseMarker that also returns the marker's coordinator epoch (its
+// value's int32; a cluster's coordinator puts the transaction's sequence there). A value
+// too short for it is an error.
+func ParseMarkerEpoch(b []byte) (commit bool, coordinatorEpoch int32, err error) {
+	for r, err := range Records(b) {
+		if err != nil {
+			return false, 0, err
+		}
+		if commit, err = ParseControlKey(r.Key); err != nil {
+			return false, 0, err
+		}
+		if len(r.Value) < 6 {
+			return false, 0, corrupt("control value of %d bytes, want 6", len(r.Value))
+		}
+		return commit, int32(binary.BigEndian.Uint32(r.Value[2:6])), nil
+	}
+	return false, 0, corrupt("control batch without a record")
+}

@@ -247,6 +247,7 @@ func Open(opts Options) (_ *Broker, err error) {
 	b.log.Info("broker open", "dir", opts.Dir, "queues", len(b.queues), "sync", opts.Sync.String())
 	if b.cluster != nil {
 		go b.cluster.run()
+		b.cluster.background(b.cluster.txn.loop) // cluster_txn.go
 	}
 	return b, nil
 }

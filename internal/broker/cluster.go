@@ -13,7 +13,8 @@ package broker
 // by the leader from its local log, which holds only committed records.
 //
 // Consumer groups are coordinated by the controller, their committed offsets replicated
-// through the metadata group (cluster_groups.go). Queues are replicated in groups of their
+// through the metadata group (cluster_groups.go); so are Kafka transactions, whose markers
+// each partition's leader writes on the coordinator's request (cluster_txn*.go). Queues are replicated in groups of their
 // own (cluster_queues*.go), a topic's subscriptions in their partitions' groups
 // (cluster_subs*.go).
 
@@ -40,6 +41,11 @@ type ClusterOptions struct {
 	Disk GroupDisk
 	// CollectEvery is how often those groups are looked for (0: DefaultCollectEvery).
 	CollectEvery time.Duration
+	// LeaderBalanceEvery is how often this node hands the partitions and queues it leads
+	// back to their preferred leaders (0: every 10 s; negative: never, then only
+	// ElectPreferredLeader does), as Kafka's auto.leader.rebalance.enable and
+	// leader.imbalance.check.interval.seconds.
+	LeaderBalanceEvery time.Duration
 }
 
 // GroupDisk lists and removes the Raft groups stored on this node (the engine).

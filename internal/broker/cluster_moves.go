@@ -283,12 +283,7 @@ const moveRound = 200 * time.Millisecond
 // move comes to lead it.
 func (c *clusterRT) balanceQueueLeaders() {
 	st := c.meta.State()
-	c.queues.mu.Lock()
-	hosted := make([]*hostedQueue, 0, len(c.queues.hosted))
-	for _, h := range c.queues.hosted {
-		hosted = append(hosted, h)
-	}
-	c.queues.mu.Unlock()
+	hosted := c.hostedQueueList()
 	for _, h := range hosted {
 		cq := st.Queues[h.name]
 		if cq == nil || cq.Group != h.group || cq.Old != nil || len(cq.Replicas) == 0 || cq.Replicas[0] == c.node {

@@ -129,10 +129,18 @@ func (c *clusterRT) existingQueue(cq *meta.Queue, want QueueSettings) (QueueSett
 	return cur, nil
 }
 
+// catalogQueue is queue name as this node's catalog has it, or ErrQueueNotFound.
+func (c *clusterRT) catalogQueue(name string) (*meta.Queue, error) {
+	if cq := c.meta.State().Queues[name]; cq != nil {
+		return cq, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+}
+
 func (c *clusterRT) getQueue(name string) (QueueSettings, error) {
-	cq := c.meta.State().Queues[name]
-	if cq == nil {
-		return QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	cq, err := c.catalogQueue(name)
+	if err != nil {
+		return QueueSettings{}, err
 	}
 	return queueSettingsOf(cq)
 }
@@ -153,13 +161,16 @@ func (c *clusterRT) updateQueue(name string, fn func(*QueueSettings)) (QueueSett
 	if err := c.checkDeadLetterTarget(next); err != nil {
 		return QueueSettings{}, err
 	}
-	if next.Retention != cur.Retention || next.MaxExtension != cur.MaxExtension {
-		return QueueSettings{}, notReplicated("changing MessageRetentionPeriod or the extension limit after creation")
-	}
 	next.ModifiedAt = c.b.now()
 	stored := next
 	stored.ID = 0
-	data, err := json.Marshal(stored)
+	// A change of times reaches the queue's group through its leader's reconciler
+	// (cluster_queues_times.go); the group's creation times stay in the catalog.
+	prev, err := c.catalogQueue(name)
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	data, err := withCreatedTimes(stored, prev.Settings, cur)
 	if err != nil {
 		return QueueSettings{}, err
 	}
@@ -230,9 +241,9 @@ func (c *clusterRT) queueCatalogErr(err error) error {
 // *NotLeaderError naming the leader it believes in (the catalog's preferred leader when
 // this node is no replica).
 func (c *clusterRT) leaderQueue(name string) (*hostedQueue, QueueSettings, error) {
-	cq := c.meta.State().Queues[name]
-	if cq == nil {
-		return nil, QueueSettings{}, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	cq, err := c.catalogQueue(name)
+	if err != nil {
+		return nil, QueueSettings{}, err
 	}
 	s, err := queueSettingsOf(cq)
 	if err != nil {

@@ -160,9 +160,9 @@ func (c *clusterRT) putCopies(ctx context.Context, name string, msgs []replqueue
 	if !errors.As(err, &nl) || nl.Leader == 0 || multiraft.NodeID(nl.Leader) == c.node {
 		return nil, err
 	}
-	cq := c.meta.State().Queues[name]
-	if cq == nil {
-		return nil, fmt.Errorf("%w: %s", ErrQueueNotFound, name)
+	cq, err := c.catalogQueue(name)
+	if err != nil {
+		return nil, err
 	}
 	cmd := replqueue.Command{Op: replqueue.OpPut, Msgs: msgs, Window: window}
 	resp, err := c.host.Request(ctx, multiraft.NodeID(nl.Leader), cq.Group, cmd.Encode(nil))
@@ -174,8 +174,12 @@ func (c *clusterRT) putCopies(ctx context.Context, name string, msgs []replqueue
 
 // ServeRequest answers a peer's Put of copies into this queue (putCopies there) by
 // proposing it in the group, as any client's send is: it changes the queue only through a
-// committed entry. Anything but a Put is refused.
+// committed entry; and a peer's election request (cluster_elect.go). Anything else is
+// refused.
 func (w *wakingMachine) ServeRequest(from multiraft.NodeID, req []byte) ([]byte, error) {
+	if len(req) == 1 && req[0] == electRequestTag && w.elect != nil {
+		return w.elect(context.Background()), nil
+	}
 	cmd, err := replqueue.Decode(req)
 	if err != nil || cmd.Op != replqueue.OpPut {
 		return nil, fmt.Errorf("queue group: request refused (want a Put): %v", err)

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +31,12 @@ type hostedQueue struct {
 	q     *replqueue.Queue
 	// moving: a dead-letter mover runs for this queue (cluster_queues_dlq.go).
 	moving atomic.Bool
+	// configuring: a Configure of the catalog's times is in flight (cluster_queues_times.go).
+	configuring atomic.Bool
+	// times are the catalog's times as decoded from timesOf, the catalog entry they were
+	// read from (guarded by clusterQueues.mu).
+	timesOf *meta.Queue
+	times   replqueue.Times
 }
 
 // wakingMachine is a replqueue.Machine that wakes long polls whenever it applies entries
@@ -42,6 +50,8 @@ type wakingMachine struct {
 	// queue proposes for ServeRequest (a peer's Put of dead-letter copies); set once the
 	// group is hosted.
 	queue atomic.Pointer[replqueue.Queue]
+	// elect answers a peer's election request (cluster_elect.go).
+	elect func(context.Context) []byte
 }
 
 func newWakingMachine(m *replqueue.Machine, log *slog.Logger) *wakingMachine {
@@ -129,14 +139,14 @@ func (c *clusterRT) reconcileQueues() {
 		hosted = append(hosted, h)
 	}
 	c.moveAllDeadLetters(hosted)
+	c.configureQueues(hosted)
 }
 
-// replicatedConfig is the cursor configuration of a queue's replicated state machine. It
-// reads only settings that never change after creation (updateQueue refuses to; FIFO is
-// the queue's kind), so every
-// replica, started at any time, builds the same machine. Receives always name their
-// visibility, so the Visibility here is never used; it is the extension limit only to be
-// valid.
+// replicatedConfig is the cursor configuration of a queue's replicated state machine with
+// s's times. A replica builds its machine with the times the group was created with
+// (createdConfig, cluster_queues_times.go), which later Configure entries change at one
+// place in the log on every replica. Receives always name their visibility, so the
+// Visibility here is never used; it is the extension limit only to be valid.
 func replicatedConfig(s QueueSettings) queue.Config {
 	return queue.Config{Visibility: s.MaxExtension, MaxExtension: s.MaxExtension, Retention: s.Retention, FIFO: s.FIFO}
 }
@@ -146,11 +156,17 @@ func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := replqueue.NewMachine(c.node, replicatedConfig(s))
+	cfg, err := createdConfig(cq, s) // cluster_queues_times.go
+	if err != nil {
+		return nil, err
+	}
+	m, err := replqueue.NewMachine(c.node, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: %w", cq.Name, err)
 	}
 	wm := newWakingMachine(m, c.log.With("queue", cq.Name, "group", cq.Group))
+	name := cq.Name
+	wm.elect = func(ctx context.Context) []byte { return c.serveQueueElect(ctx, name) }
 	// The catalog's replica list bootstraps a group this node never held; one with state
 	// on disk reopens from it (and restores its machine from snapshot and log).
 	// A queue whose replicas moved is never bootstrapped from them: a node new to it
@@ -181,18 +197,24 @@ type QueueReplicaState struct {
 	Applied  uint64  `json:"applied"`
 	Quiesced bool    `json:"quiesced"`
 	Depth    int64   `json:"depth"` // messages not yet deleted, as this replica holds them
+	// Preferred and Pinned: ReplicaState's.
+	Preferred int32 `json:"preferred"`
+	Pinned    bool  `json:"pinned,omitempty"`
+}
+
+// hostedQueueList is the queues this node hosts a replica of now, in no order.
+func (c *clusterRT) hostedQueueList() []*hostedQueue {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	return slices.Collect(maps.Values(c.queues.hosted))
 }
 
 // queueReplicas lists the hosted queues by name, for ClusterStatus.
 func (c *clusterRT) queueReplicas() []QueueReplicaState {
-	c.queues.mu.Lock()
-	hosted := make([]*hostedQueue, 0, len(c.queues.hosted))
-	for _, h := range c.queues.hosted {
-		hosted = append(hosted, h)
-	}
-	c.queues.mu.Unlock()
+	hosted := c.hostedQueueList()
 	slices.SortFunc(hosted, func(a, b *hostedQueue) int { return strings.Compare(a.name, b.name) })
 	out := []QueueReplicaState{}
+	cat := c.meta.State()
 	for _, h := range hosted {
 		st, err := c.host.Status(h.group)
 		if err != nil {
@@ -206,6 +228,9 @@ func (c *clusterRT) queueReplicas() []QueueReplicaState {
 		}
 		for _, v := range st.Learners {
 			qs.Learners = append(qs.Learners, int32(v))
+		}
+		if cq := cat.Queues[h.name]; cq != nil && cq.Group == h.group && len(cq.Replicas) > 0 {
+			qs.Preferred, qs.Pinned = int32(cq.Replicas[0]), cq.Pinned
 		}
 		out = append(out, qs)
 	}

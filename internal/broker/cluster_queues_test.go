@@ -66,9 +66,6 @@ func TestClusterQueueCatalog(t *testing.T) {
 			return nil
 		})
 	}
-	if _, err := l.b.UpdateQueue("jobs", func(s *QueueSettings) { s.Retention = 30 * 24 * time.Hour }); !errors.Is(err, ErrNotReplicated) {
-		t.Errorf("retention change: %v", err)
-	}
 	up, err := l.b.UpdateQueue("jobs", func(s *QueueSettings) { s.VisibilityTimeout = 3 * time.Second })
 	if err != nil || up.VisibilityTimeout != 3*time.Second {
 		t.Fatalf("update: %+v %v", up, err)

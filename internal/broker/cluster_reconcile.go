@@ -31,6 +31,8 @@ type clusterRT struct {
 	// collected is when collectGroups last ran (the run loop's only), every how often.
 	collected    time.Time
 	collectEvery time.Duration
+	// balanceEvery is how often leaders are handed back (negative: never).
+	balanceEvery time.Duration
 	// balanced is the catalog state (immutable, replaced on every change) in which the
 	// metadata leader's last rebalance found nothing to move (the run loop's only):
 	// asking again each second listed and counted every group's placement, a tenth of
@@ -39,15 +41,18 @@ type clusterRT struct {
 
 	// mu serialises reconcile rounds (the background loop and an admin call's own round).
 	mu sync.Mutex
-	// reconciled is the catalog index the last round brought this node to, and inStep
-	// whether that round finished: a round over an unchanged catalog is skipped then
-	// (it would unmarshal every topic's settings each second for nothing).
+	// reconciled is the catalog index (meta.State.CatalogChanged) the last round brought
+	// this node to, and inStep whether that round finished: a round over an unchanged
+	// catalog is skipped then (it would unmarshal every topic's settings each second for
+	// nothing).
 	reconciled uint64
 	inStep     bool
 	// queues are the queue groups hosted here (cluster_queues_host.go).
 	queues clusterQueues
 	// pulls are the partition machines' pull counters, by group (cluster_replica_pull.go).
 	pulls pullRegistry
+	// txn is the transaction coordinator's cluster side (cluster_txn.go).
+	txn *clusterTxn
 	// subNext rotates the partition a replicated subscription's receive starts at; subsMu
 	// makes the controller's subscription changes one at a time (cluster_subs.go).
 	subNext atomic.Uint64
@@ -70,10 +75,14 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 	if every <= 0 {
 		every = DefaultCollectEvery
 	}
+	balance := o.LeaderBalanceEvery
+	if balance == 0 {
+		balance = balanceEvery
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
-		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, stop: make(chan struct{}), done: make(chan struct{}),
-		bgCtx: ctx, bgCancel: cancel}
+		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, balanceEvery: balance, stop: make(chan struct{}), done: make(chan struct{}),
+		bgCtx: ctx, bgCancel: cancel, txn: newClusterTxn(ctx, b, o)}
 }
 
 // run reconciles after every catalog change, and every second anyway (a round that failed
@@ -83,6 +92,7 @@ func (c *clusterRT) run() {
 	balanced := time.Now()
 	for {
 		changed := c.meta.Changed()
+		seen := c.meta.State().CatalogChanged
 		c.reconcile()
 		c.reconcileCursors() // cluster_subs_host.go
 		c.reconcileQueues()
@@ -94,16 +104,34 @@ func (c *clusterRT) run() {
 		if c.membership() { // a replica move is on: its next step comes sooner
 			every = moveRound
 		}
-		if time.Since(balanced) >= balanceEvery {
+		if c.balanceEvery > 0 && time.Since(balanced) >= c.balanceEvery {
 			c.balanceLeaders()
 			c.balanceQueueLeaders() // cluster_moves.go
 			balanced = time.Now()
 		}
+		if !c.waitRound(changed, seen, untilAligned(every)) {
+			return
+		}
+	}
+}
+
+// waitRound waits for the next round: a catalog change after seen, or d; false when the
+// broker closes. A change of transaction records alone (cluster_txn.go) leaves everything
+// the rounds keep in step as it was: no round per step of every transaction.
+func (c *clusterRT) waitRound(changed <-chan struct{}, seen uint64, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
 		case <-c.stop:
-			return
+			return false
+		case <-t.C:
+			return true
 		case <-changed:
-		case <-time.After(untilAligned(every)):
+			changed = c.meta.Changed()
+			if c.meta.State().CatalogChanged != seen {
+				return true
+			}
 		}
 	}
 }
@@ -135,7 +163,7 @@ func (c *clusterRT) reconcile() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.meta.State()
-	if c.inStep && st.Index == c.reconciled {
+	if c.inStep && st.CatalogChanged == c.reconciled { // transaction records alone changed nothing here
 		return
 	}
 	ok := true
@@ -160,7 +188,7 @@ func (c *clusterRT) reconcile() {
 			}
 		}
 	}
-	c.reconciled, c.inStep = st.Index, ok
+	c.reconciled, c.inStep = st.CatalogChanged, ok
 }
 
 func sortedTopicNames(st *meta.State) []string {
@@ -262,11 +290,17 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 	// The catalog's replica list bootstraps a group this node never held; a group
 	// with state on disk reopens from it and the list is not used. A partition whose
 	// replicas moved is never bootstrapped: a node new to it starts empty.
-	if err := c.host.CreateGroup(cp.Group, bootstrapVoters(cp.Replicas, cp.Moved), m); err != nil {
+	// The group's state machine also serves the transaction coordinator's marker requests
+	// (cluster_txn_markers.go).
+	sm := &partitionMachine{Machine: m, b: c.b, p: p}
+	if err := c.host.CreateGroup(cp.Group, bootstrapVoters(cp.Replicas, cp.Moved), sm); err != nil {
 		return fmt.Errorf("partition %s/%d: raft group %d: %w", p.topic, p.index, cp.Group, err)
 	}
-	p.repl.Store(&hostedReplica{part: replpart.NewPartition(c.host, cp.Group, m), sm: m, group: cp.Group,
-		replicas: slices.Clone(cp.Replicas)})
+	part := replpart.NewPartition(c.host, cp.Group, m)
+	// Cursor entries carry the proposer's time: the broker's clock, the one its readiness
+	// checks (CursorReady) and an injected test clock use, not the wall clock.
+	part.SetClock(c.b.now)
+	p.repl.Store(&hostedReplica{part: part, sm: m, group: cp.Group, replicas: slices.Clone(cp.Replicas)})
 	if st, err := c.host.Status(cp.Group); err == nil && st.Term <= 1 && st.Leader == 0 && !cp.Moved &&
 		len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {
 		// A group just bootstrapped (term 1, nobody elected yet): its preferred leader
@@ -371,9 +405,9 @@ func (c *clusterRT) placement(topic string, p *partitionRT) Placement {
 }
 
 // balanceEvery is how often a node hands back the leadership of partitions whose
-// preferred leader is in sync again (Kafka's auto.leader.rebalance.enable). A variable so
-// a test that moves a leader by hand can keep it where it put it (set before its cluster
-// starts).
+// preferred leader is in sync again (Kafka's auto.leader.rebalance.enable) unless
+// ClusterOptions.LeaderBalanceEvery says otherwise. A variable so a test that moves a
+// leader by hand can keep it where it put it (set before its cluster starts).
 var balanceEvery = 10 * time.Second
 
 // balanceLeaders hands each partition this node leads but does not prefer to its

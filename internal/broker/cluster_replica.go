@@ -98,6 +98,15 @@ func (r *replicaLog) appendLocked(epoch int32, hs []batch.Header, checked storag
 			i = j
 			continue
 		}
+		if hs[i].Control() {
+			// A transaction marker, proposed by the partition's leader for the
+			// coordinator (cluster_txn_markers.go): not a producer's batch, no sequence.
+			if err := r.applyMarker(epoch, checked.Batch(i), checked.Slice(i, i+1), &out[i]); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
 		dup, err := p.prod.CheckLocked(hs[i])
 		switch {
 		case err != nil:
@@ -105,6 +114,11 @@ func (r *replicaLog) appendLocked(epoch int32, hs []batch.Header, checked storag
 		case dup != nil:
 			out[i].Base, out[i].Duplicate = dup.Base, true
 		default:
+			if hs[i].Transactional() {
+				// Registered before the append, at the offset it lands at: the last stable
+				// offset never passes an open record, on every replica alike.
+				p.txn.noteOpen(hs[i].ProducerID, p.log.HighWatermark())
+			}
 			offs, err := p.log.AppendChecked(ctx, epoch, checked.Slice(i, i+1))
 			if err != nil {
 				return fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
@@ -206,12 +220,15 @@ func (r *replicaLog) dropUnapplied() error {
 	return nil
 }
 
-// rebuildProducers builds the partition's idempotent-producer state again from its log,
-// after the log was replaced or cut under it.
+// rebuildProducers builds the partition's idempotent-producer state and its transactions
+// (open, aborted, the last marker sequence of each producer) again from its log, after
+// the log was replaced or cut under it.
 func (r *replicaLog) rebuildProducers() {
 	p := r.p
+	logger := r.b.log.With("topic", p.topic, "partition", p.index)
 	p.prod.Reset()
-	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, r.b.log.With("topic", p.topic, "partition", p.index))
+	p.prod.Rebuild(p.log, r.b.opts.FS, p.dir, logger)
+	p.txn.rebuild(p.log, r.b.opts.FS, p.dir, logger)
 }
 
 // appendReplicated is appendBatches in a cluster: the batches are proposed as one entry

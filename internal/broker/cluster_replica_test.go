@@ -18,25 +18,7 @@ import (
 // offset on that replica differed from the others' (TestClusterCompaction
 // under -race: "offset 377 holds k3=375, k5=377 was acknowledged there").
 func TestReplicaPulledPastAppliedIsCut(t *testing.T) {
-	open := func() (*Broker, *replicaLog) {
-		b, err := Open(Options{Dir: "/data", FS: vfs.NewMem(), Logger: quietLogger(), HeadroomBytes: testHeadroom})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		if _, err := b.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
-			t.Fatal(err)
-		}
-		_, p, err := b.streams.partition("t", 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &replicaLog{b: b, p: p, appliedEnd: -1}
-		if err := r.Restore(nil); err != nil {
-			t.Fatal(err)
-		}
-		return b, r
-	}
+	open := func() (*Broker, *replicaLog) { return openReplicaLog(t, vfs.NewMem()) }
 	entry := func(vals ...string) [][]byte {
 		var recs []batch.Record
 		for _, v := range vals {
@@ -82,4 +64,27 @@ func TestReplicaPulledPastAppliedIsCut(t *testing.T) {
 	if strings.Join(s, " ") != "0:a 1:b 2:c 3:d 4:e" {
 		t.Fatalf("follower's log: %v (%d records), want 0:a 1:b 2:c 3:d 4:e", s, len(got))
 	}
+}
+
+// openReplicaLog opens a broker on fsys with topic t (one partition) and returns the
+// partition's replicaLog, restored empty, as a replica's state machine drives it.
+func openReplicaLog(t *testing.T, fsys vfs.FS) (*Broker, *replicaLog) {
+	t.Helper()
+	b, err := Open(Options{Dir: "/data", FS: fsys, Logger: quietLogger(), HeadroomBytes: testHeadroom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := b.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, p, err := b.streams.partition("t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replicaLog{b: b, p: p, appliedEnd: -1}
+	if err := r.Restore(nil); err != nil {
+		t.Fatal(err)
+	}
+	return b, r
 }

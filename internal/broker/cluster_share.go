@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -83,12 +84,6 @@ func (b *Broker) clusterShareFetch(ctx context.Context, req ShareFetchRequest) S
 		return ShareFetchResult{Err: fmt.Errorf("%w: a share group id is a subscription name", ErrInvalidGroupID)}
 	}
 	cfg := b.ShareGroupConfig(req.Group)
-	if cfg.DeadLetterQueue != "" {
-		// Copies to a dead-letter queue from a share group's rejects are not built on
-		// the replicated cursor yet; archiving instead would drop what was asked kept.
-		// (AlterShareGroupConfig refuses to set one in a cluster: this is a guard.)
-		return ShareFetchResult{Err: fmt.Errorf("%w: a share group with %s set", ErrShareInCluster, ShareDeadLetterKey)}
-	}
 	sg := b.shares()
 	key := ShareMember{Group: req.Group, MemberID: req.MemberID}
 	cs := sg.lockSession(key)
@@ -268,7 +263,7 @@ func (c *clusterRT) acquireRound(ctx context.Context, group string, cfg ShareCon
 			r.Err, failed = err, true
 			continue
 		}
-		ds = c.archiveOverLimit(ctx, p, h, sub, cfg.DeliveryLimit, ds)
+		ds = c.archiveOverLimit(ctx, p, h, sub, cfg, ds)
 		if len(ds) == 0 {
 			continue
 		}
@@ -294,19 +289,19 @@ func (c *clusterRT) acquireRound(ctx context.Context, group string, cfg ShareCon
 	return got, failed
 }
 
-// archiveOverLimit acks (archives) the deliveries past the group's delivery count limit
-// (their lock ran out at the limit) and returns the others.
-func (c *clusterRT) archiveOverLimit(ctx context.Context, p *partitionRT, h *hostedReplica, s SubscriptionSettings, limit int, ds []queue.Delivery) []queue.Delivery {
+// archiveOverLimit archives the deliveries past the group's delivery count limit (their
+// lock ran out at the limit) and returns the others.
+func (c *clusterRT) archiveOverLimit(ctx context.Context, p *partitionRT, h *hostedReplica, s SubscriptionSettings, cfg ShareConfig, ds []queue.Delivery) []queue.Delivery {
 	var keep []queue.Delivery
 	var over []string
 	for _, d := range ds {
-		if d.ReceiveCount > limit {
+		if d.ReceiveCount > cfg.DeliveryLimit {
 			over = append(over, d.Receipt)
 			continue
 		}
 		keep = append(keep, d)
 	}
-	for _, err := range c.cursorOps(ctx, h, s.ID, over, replcursor.Op{Kind: replcursor.Ack}) {
+	for _, err := range c.shareArchive(ctx, p, h, s, cfg, over) {
 		if err != nil {
 			// Still in flight: its lock runs out again and the next acquisition retries.
 			c.log.Warn("cluster: archiving a share group's record at its delivery limit", "topic", p.topic,
@@ -315,6 +310,20 @@ func (c *clusterRT) archiveOverLimit(ctx context.Context, p *partitionRT, h *hos
 		}
 	}
 	return keep
+}
+
+// shareArchive finishes deliveries for good (a reject, a release at the delivery limit, a
+// lock that ran out at it): acked, or, with the group's dead-letter queue set, kept among
+// the subscription's dead letters, which the leader then copies there (cluster_subs_dlq.go).
+func (c *clusterRT) shareArchive(ctx context.Context, p *partitionRT, h *hostedReplica, s SubscriptionSettings, cfg ShareConfig, receipts []string) []error {
+	if cfg.DeadLetterQueue == "" {
+		return c.cursorOps(ctx, h, s.ID, receipts, replcursor.Op{Kind: replcursor.Ack})
+	}
+	errs := c.cursorOps(ctx, h, s.ID, receipts, replcursor.Op{Kind: replpart.CursorDeadLetter})
+	if slices.Contains(errs, nil) {
+		c.moveAllSubDeadLetters(p, map[string]SubscriptionSettings{s.Name: s})
+	}
+	return errs
 }
 
 // cursorOps proposes op for each receipt at once (the group commits them together), and
@@ -337,6 +346,8 @@ func (c *clusterRT) cursorOps(ctx context.Context, h *hostedReplica, sub uint64,
 				out[i] = h.part.Nack(rctx, sub, r, op.Delay)
 			case replcursor.Extend:
 				out[i] = h.part.Extend(rctx, sub, r, op.Timeout)
+			case replpart.CursorDeadLetter:
+				out[i] = h.part.DeadLetter(rctx, sub, r)
 			}
 		}()
 	}

@@ -9,8 +9,9 @@ import (
 )
 
 // shareSettle applies a share-partition's acknowledgements as the replicated cursor's
-// operations: accept (and a gap) an Ack, release a Nack (an Ack at the delivery limit,
-// which archives it), reject an Ack, renew an Extend. Every offset acknowledged must be
+// operations: accept (and a gap) an Ack, release a Nack, renew an Extend; reject and a
+// release at the delivery limit archive (shareArchive: an Ack, or a DeadLetter when the
+// group has a dead-letter queue). Every offset acknowledged must be
 // held by the session here (ErrShareRecordState otherwise, and nothing is settled); each
 // leaves the session, a renewed one excepted, whatever its proposal's outcome. The batches
 // were checked well formed (ShareFetch).
@@ -23,14 +24,16 @@ func (c *clusterRT) shareSettle(ctx context.Context, group string, cfg ShareConf
 	if err != nil {
 		return err
 	}
-	var accept, release, renew []string
+	var accept, archive, release, renew []string
 	for _, a := range acks {
 		switch {
 		case a.typ == ShareAckRelease && a.h.count < cfg.DeliveryLimit:
 			release = append(release, a.h.receipt)
 		case a.typ == ShareAckRenew:
 			renew = append(renew, a.h.receipt)
-		default: // gap, accept, reject, or release at the limit: finished for good
+		case a.typ == ShareAckReject, a.typ == ShareAckRelease: // released at the limit
+			archive = append(archive, a.h.receipt)
+		default: // gap, accept: finished for good
 			accept = append(accept, a.h.receipt)
 		}
 		if a.typ != ShareAckRenew {
@@ -39,6 +42,7 @@ func (c *clusterRT) shareSettle(ctx context.Context, group string, cfg ShareConf
 	}
 	var errs []error
 	errs = append(errs, c.cursorOps(ctx, h, sub.ID, accept, replcursor.Op{Kind: replcursor.Ack})...)
+	errs = append(errs, c.shareArchive(ctx, p, h, sub, cfg, archive)...)
 	errs = append(errs, c.cursorOps(ctx, h, sub.ID, release, replcursor.Op{Kind: replcursor.Nack})...)
 	errs = append(errs, c.cursorOps(ctx, h, sub.ID, renew, replcursor.Op{Kind: replcursor.Extend, Timeout: cfg.LockDuration})...)
 	var first error

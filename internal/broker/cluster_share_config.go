@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 )
 
@@ -44,7 +43,10 @@ func (c *clusterRT) alterShareGroupConfig(group string, changes map[string]*stri
 		}
 	}
 	if cfg.DeadLetterQueue != "" {
-		return fmt.Errorf("%w: %s (a share group's dead-letter copies are not built on the replicated cursor)", ErrShareInCluster, ShareDeadLetterKey)
+		// A catalog queue: the copies are Puts into its group (cluster_subs_dlq.go).
+		if _, err := c.getQueue(cfg.DeadLetterQueue); err != nil {
+			return invalid(ShareDeadLetterKey, "%v", err)
+		}
 	}
 	if validateOnly {
 		return nil

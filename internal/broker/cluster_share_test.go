@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -362,6 +363,8 @@ func TestClusterShareLeaderMoves(t *testing.T) {
 // acknowledgement type is the replicated cursor's operation: a release comes back at once
 // with its count one higher, and at share.delivery.count.limit is archived; a reject never
 // comes back; a renew outlives the lock duration; a record left alone comes back after it.
+// The brokers run on an injected clock, which the replicated cursors' entries carry: every
+// lock runs out exactly when the test moves the clock past it.
 func TestClusterShareAckTypes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
@@ -370,9 +373,41 @@ func TestClusterShareAckTypes(t *testing.T) {
 	was := balanceEvery
 	balanceEvery = time.Hour // the leader found below stays the leader (a hand-back failed this test once)
 	t.Cleanup(func() { balanceEvery = was })
-	c := newMemCluster(t, 3)
+	clock := newClock()
+	c := newMemClusterClock(t, 3, 0, clock.Now)
 	c.setShareConfig(c.ids[0], "g", ShareAutoOffsetResetKey, "earliest", ShareLockDurationKey, fmt.Sprint(lock.Milliseconds()),
 		ShareDeliveryLimitKey, "2")
+	member := c.shareMemberHolding4(t)
+	ack, fetch := member.ack, member.fetch
+	clock.Advance(lock / 2) // so the renewed lock runs out half a lock after the others
+	ack(0, ShareAckRelease, ShareAckReject, ShareAckRenew)
+	if got := fetch(0); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("after release, reject, renew: %v, want only 0 again at count 2 (the others' locks hold)", got)
+	}
+	ack(0, ShareAckRelease)                  // at the delivery count limit: archived
+	clock.Advance(lock/2 + time.Millisecond) // offset 3's lock has run out, offset 2's renewed one not
+	if got := fetchSeen(t, fetch, 1); len(got) != 1 || got[3] != 2 {
+		t.Fatalf("after offset 3's lock ran out: %v, want only 3 at count 2", got)
+	}
+	if got := fetch(300 * time.Millisecond); len(got) > 0 {
+		t.Fatalf("within offset 2's renewed lock: %v delivered", got)
+	}
+	clock.Advance(lock / 2) // and now offset 2's renewed lock
+	if got := fetchSeen(t, fetch, 1); len(got) != 1 || got[2] != 2 {
+		t.Fatalf("after offset 2's renewed lock ran out: %v, want only 2 at count 2", got)
+	}
+	ack(2, ShareAckAccept, ShareAckAccept)
+	clock.Advance(2 * lock)
+	if got := fetch(300 * time.Millisecond); len(got) > 0 {
+		t.Fatalf("after every record was finished: %v (0 archived at the limit, 1 rejected)", got)
+	}
+}
+
+// shareMemberHolding4 makes topic t (one partition) with four records, has member m join
+// share group g (configured already) on the coordinator, and returns it holding all four,
+// acquired from the partition's leader.
+func (c *memCluster) shareMemberHolding4(t *testing.T) *testShareMember {
+	t.Helper()
 	_, ctl := c.coordinator()
 	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 1}); err != nil {
 		t.Fatal(err)
@@ -383,60 +418,52 @@ func TestClusterShareAckTypes(t *testing.T) {
 	c.produceTo("t", "r", 4)
 	sp := SharePartition{Topic: "t", Partition: 0}
 	lb := c.nodes[c.leaderID("t", 0, 0)].b
-	req := ShareFetchRequest{Group: "g", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 4, MaxWait: time.Second}
-	before := time.Now() // no lock of this acquisition runs out before before+lock
-	if got := fetchUntil(t, lb, &req, sp, 4); len(got) != 4 {
+	member := &testShareMember{t: t, b: lb, sp: sp,
+		req: ShareFetchRequest{Group: "g", MemberID: "m", Add: []SharePartition{sp}, MaxRecords: 4, MaxWait: time.Second}}
+	if got := fetchUntil(t, lb, &member.req, sp, 4); len(got) != 4 {
 		t.Fatalf("acquired %v", got)
 	}
-	ack := func(first int64, types ...int8) {
-		t.Helper()
-		res := lb.ShareFetch(context.Background(), ShareFetchRequest{Group: "g", MemberID: "m", SessionEpoch: req.SessionEpoch,
-			NoFetch: true, Acks: map[SharePartition][]ShareAckBatch{sp: {{First: first, Last: first + int64(len(types)) - 1, Types: types}}}})
-		req.SessionEpoch++
-		if res.Err != nil || partErr(res, sp, true) != nil {
-			t.Fatalf("acks %v from %d: %v %v", types, first, res.Err, partErr(res, sp, true))
-		}
+	return member
+}
+
+// testShareMember drives one member's share session on a partition's leader: its
+// acknowledgements without a fetch, and fetches that acknowledge nothing; req carries the
+// session's epoch from one call to the next.
+type testShareMember struct {
+	t   *testing.T
+	b   *Broker
+	sp  SharePartition
+	req ShareFetchRequest
+}
+
+func (m *testShareMember) ack(first int64, types ...int8) {
+	m.t.Helper()
+	res := m.b.ShareFetch(context.Background(), ShareFetchRequest{Group: m.req.Group, MemberID: m.req.MemberID, SessionEpoch: m.req.SessionEpoch,
+		NoFetch: true, Acks: map[SharePartition][]ShareAckBatch{m.sp: {{First: first, Last: first + int64(len(types)) - 1, Types: types}}}})
+	m.req.SessionEpoch++
+	if res.Err != nil || partErr(res, m.sp, true) != nil {
+		m.t.Fatalf("acks %v from %d: %v %v", types, first, res.Err, partErr(res, m.sp, true))
 	}
-	fetch := func(wait time.Duration) map[int64]int16 {
-		t.Helper()
-		req.MaxWait = wait
-		res := lb.ShareFetch(context.Background(), req)
-		req.SessionEpoch++
-		if res.Err != nil || partErr(res, sp, false) != nil {
-			t.Fatalf("share fetch: %v %v", res.Err, partErr(res, sp, false))
-		}
-		return acquiredOf(res)[sp]
+}
+
+func (m *testShareMember) fetch(wait time.Duration) map[int64]int16 {
+	m.t.Helper()
+	m.req.MaxWait = wait
+	res := m.b.ShareFetch(context.Background(), m.req)
+	m.req.SessionEpoch++
+	if res.Err != nil || partErr(res, m.sp, false) != nil {
+		m.t.Fatalf("share fetch: %v %v", res.Err, partErr(res, m.sp, false))
 	}
-	time.Sleep(lock / 2)  // so the renewed lock runs out well after the first
-	renewed := time.Now() // offset 2's renewed lock runs out no earlier than renewed+lock
-	ack(0, ShareAckRelease, ShareAckReject, ShareAckRenew)
-	got := fetch(0)
-	if got[0] != 2 {
-		t.Fatalf("after release, reject, renew: %v, want 0 again at count 2", got)
-	}
-	if time.Since(before) < lock-100*time.Millisecond && len(got) != 1 {
-		t.Fatalf("after release, reject, renew: %v delivered within the lock", got)
-	}
-	ack(0, ShareAckRelease) // at the delivery count limit: archived
+	return acquiredOf(res)[m.sp]
+}
+
+// fetchSeen calls fetch until it has seen want records or 10 s passed (a leader long-polls
+// its cursors every 100 ms, so what the clock made ready shows within a poll).
+func fetchSeen(t *testing.T, fetch func(time.Duration) map[int64]int16, want int) map[int64]int16 {
+	t.Helper()
 	seen := map[int64]int16{}
-	for deadline := time.Now().Add(20 * time.Second); len(seen) < 2; {
-		for o, n := range fetch(300 * time.Millisecond) {
-			switch {
-			case o == 0 || o == 1:
-				t.Fatalf("t/0@%d delivered again (count %d): released at the limit, or rejected", o, n)
-			case o == 2 && time.Now().Before(renewed.Add(lock)):
-				t.Fatal("t/0@2 delivered again within its renewed lock")
-			case n != 2:
-				t.Fatalf("t/0@%d delivered again with count %d, want 2", o, n)
-			}
-			seen[o] = n
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redelivered %v of 2-3 in 20 s", seen)
-		}
+	for deadline := time.Now().Add(10 * time.Second); len(seen) < want && time.Now().Before(deadline); {
+		maps.Copy(seen, fetch(300*time.Millisecond))
 	}
-	ack(2, ShareAckAccept, ShareAckAccept)
-	if got := fetch(lock + 500*time.Millisecond); len(got) > 0 {
-		t.Fatalf("after every record was finished: %v", got)
-	}
+	return seen
 }

@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"go.etcd.io/raft/v3"
@@ -37,6 +39,10 @@ type ReplicaState struct {
 	Commit    uint64  `json:"commit"`
 	Applied   uint64  `json:"applied"`
 	Quiesced  bool    `json:"quiesced"`
+	// Preferred is the preferred leader (the catalog's first replica) and Pinned whether
+	// an operator placed the replicas (a reassignment: the rebalance leaves them).
+	Preferred int32 `json:"preferred"`
+	Pinned    bool  `json:"pinned,omitempty"`
 }
 
 // ClusterStatus describes the cluster as this node sees it; ErrNotClustered on a single
@@ -50,6 +56,7 @@ func (b *Broker) ClusterStatus() (ClusterStatus, error) {
 	for _, n := range b.ClusterNodes() {
 		out.Nodes = append(out.Nodes, ClusterNodeState{ClusterNode: n, Alive: c.host.PeerAlive(multiraft.NodeID(n.ID))})
 	}
+	cat := c.meta.State()
 	for _, t := range b.streams.topicList() {
 		_, parts := t.snapshot()
 		for _, p := range parts {
@@ -63,6 +70,11 @@ func (b *Broker) ClusterStatus() (ClusterStatus, error) {
 			}
 			ps := ReplicaState{Topic: p.topic, Partition: p.index, Group: uint64(h.group), Leader: int32(st.Leader),
 				Term: st.Term, Commit: st.Commit, Applied: st.Applied, Quiesced: st.Quiesced}
+			if ct := cat.Topics[p.topic]; ct != nil && int(p.index) < len(ct.Partitions) {
+				if cp := ct.Partitions[p.index]; len(cp.Replicas) > 0 {
+					ps.Preferred, ps.Pinned = int32(cp.Replicas[0]), cp.Pinned
+				}
+			}
 			for _, r := range h.replicas {
 				ps.Replicas = append(ps.Replicas, int32(r))
 			}
@@ -78,13 +90,7 @@ func (b *Broker) ClusterStatus() (ClusterStatus, error) {
 	out.Queues = c.queueReplicas()
 	out.Membership = c.membershipState()
 	slices.SortFunc(out.Partitions, func(a, b ReplicaState) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return out, nil
 }

@@ -86,8 +86,13 @@ func (c *clusterRT) moveSubDeadRound(ctx context.Context, p *partitionRT, h *hos
 		return 0, nil
 	}
 	target := s.DeadLetterQueue
+	if target == "" { // a share group's rejects (cluster_share.go's shareArchive)
+		if cfg, ok := c.shareConfig(s.Name); ok {
+			target = cfg.DeadLetterQueue
+		}
+	}
 	if target == "" {
-		return 0, fmt.Errorf("the redrive policy was removed: %d dead letters wait for a dead-letter queue", len(dead))
+		return 0, fmt.Errorf("neither a redrive policy nor a share group's dead-letter queue: %d dead letters wait for one", len(dead))
 	}
 	ts, err := c.getQueue(target)
 	if err != nil {

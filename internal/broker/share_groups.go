@@ -32,9 +32,6 @@ var (
 	ErrShareSessionNotFound = errors.New("share session not found")
 	ErrShareSessionEpoch    = errors.New("invalid share session epoch")
 	ErrShareRecordState     = errors.New("record is not acquired by this member")
-	// ErrShareInCluster refuses what a share group cannot do in a cluster yet
-	// (docs/cluster.md, "Share groups"): altering its offsets, and a dead-letter queue.
-	ErrShareInCluster = errors.New("not supported for share groups in a cluster yet")
 )
 
 type shareGroups struct {

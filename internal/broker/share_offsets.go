@@ -96,18 +96,17 @@ func (b *Broker) lockEmptyShareGroup(group string) (*shareGroup, func(), error) 
 // AlterShareGroupOffset moves a share-partition's start forward to offset
 // (at most the high watermark), finishing every record below it; a topic
 // the group had no state for gets it, from the log start. Moving the start
-// back is refused: the cursor does not keep what it finished.
+// back is refused: the cursor does not keep what it finished. In a cluster
+// the partition's leader moves its replicated cursor (cluster_share_alter.go).
 func (b *Broker) AlterShareGroupOffset(group, topic string, partition int32, offset int64) error {
-	if b.cluster != nil {
-		// Moving a replicated cursor's floor needs a cursor operation of the partition's
-		// group that does not exist yet (docs/cluster.md, "Share groups").
-		return fmt.Errorf("%w: altering a share group's offsets", ErrShareInCluster)
-	}
 	_, unlock, err := b.lockEmptyShareGroup(group)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if b.cluster != nil {
+		return b.cluster.alterShareStart(group, topic, partition, offset)
+	}
 	_, sub, err := b.subscription(topic, group)
 	if errors.Is(err, ErrSubscriptionNotFound) { // as Kafka, altering initialises the state
 		cfg := b.ShareGroupConfig(group)

@@ -138,8 +138,7 @@ func TestShareConfigDurable(t *testing.T) {
 
 // TestShareAdminInCluster: on the group coordinator of a cluster a share group's offsets
 // are deleted (its subscription, in the catalog) once it is empty, and so is the group;
-// what share groups cannot do in a cluster yet (moving a start offset, a dead-letter
-// queue) is refused with ErrShareInCluster.
+// an alter makes the state it moves; a dead-letter queue must be a queue of the catalog.
 func TestShareAdminInCluster(t *testing.T) {
 	c := newMemCluster(t, 1)
 	_, b := c.coordinator()
@@ -167,10 +166,23 @@ func TestShareAdminInCluster(t *testing.T) {
 	if err := b.DeleteShareGroupOffsets("g", "t"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("delete offsets again: %v", err)
 	}
-	if err := b.AlterShareGroupOffset("g", "t", 0, 0); !errors.Is(err, ErrShareInCluster) {
+	if err := b.AlterShareGroupOffset("g", "t", 0, 1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("alter offsets past the end of an empty partition: %v", err)
+	}
+	if err := b.AlterShareGroupOffset("g", "t", 0, 0); err != nil { // initialises the group's state
 		t.Fatalf("alter offsets on a cluster node: %v", err)
 	}
-	if err := b.AlterShareGroupConfig("d", map[string]*string{ShareDeadLetterKey: ptr("q")}, false); !errors.Is(err, ErrShareInCluster) {
+	if err := b.DeleteShareGroupOffsets("g", "t"); err != nil {
+		t.Fatalf("delete the offsets the alter made: %v", err)
+	}
+	var inv *InvalidArgumentError
+	if err := b.AlterShareGroupConfig("d", map[string]*string{ShareDeadLetterKey: ptr("q")}, false); !errors.As(err, &inv) {
+		t.Fatalf("a share group dead-letter queue that does not exist: %v", err)
+	}
+	if _, err := b.CreateQueue(QueueSettings{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AlterShareGroupConfig("d", map[string]*string{ShareDeadLetterKey: ptr("q")}, false); err != nil {
 		t.Fatalf("a share group dead-letter queue on a cluster node: %v", err)
 	}
 	if err := b.AlterShareGroupConfig("h", map[string]*string{ShareDeliveryLimitKey: ptr("3")}, false); err != nil {

@@ -36,10 +36,9 @@ var (
 	ErrInvalidTxnTimeout  = txn.ErrInvalidTimeout
 	ErrTxnCoordinatorDown = txn.ErrClosed
 	ErrTxnAbortable       = txn.ErrAbortable
-	// ErrTransactionsInCluster: transactional InitProducerId on a cluster
-	// node. The coordinator's state is one node's file, not replicated, so
-	// a failover would lose open transactions: refused rather than unsafe.
-	ErrTransactionsInCluster = errors.New("transactions are not supported in a cluster yet (the transaction coordinator is not replicated): use a single node, or an idempotent producer")
+	// ErrTxnVersionInCluster: a request of KIP-890 part 2 (EndTxn v5, produce v12,
+	// TxnOffsetCommit v5) on a cluster node, which advertises the versions before it.
+	ErrTxnVersionInCluster = errors.New("this transaction request version is not served in a cluster (transaction.version 2 is not finalized there)")
 )
 
 // ParseTxnState reads a state name.
@@ -101,7 +100,8 @@ func (e txnEffects) InitProducer(id string, floor int16) (int64, int16, error) {
 
 // WriteMarkers writes the partitions' markers in parallel: each is a sync
 // of its own log, and the transaction waits for the slowest, not the sum.
-func (e txnEffects) WriteMarkers(pid int64, epoch int16, commit bool, parts []txn.Partition) error {
+func (e txnEffects) WriteMarkers(m txn.Marker, parts []txn.Partition) error {
+	pid, epoch, commit := m.ProducerID, m.Epoch, m.Commit
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for i, tp := range parts {
@@ -157,7 +157,7 @@ func (e txnEffects) CommitOffsets(offsets []txn.Offset) error {
 // coordinator returns the transaction coordinator, or why there is none.
 func (b *Broker) coordinator() (*txn.Coordinator, error) {
 	if b.cluster != nil {
-		return nil, ErrTransactionsInCluster
+		return b.cluster.txn.ready() // the controller's (cluster_txn.go)
 	}
 	if b.streams == nil || b.streams.txn == nil {
 		return nil, ErrTxnCoordinatorDown
@@ -187,7 +187,10 @@ func (b *Broker) AddPartitionsToTxn(id string, pid int64, epoch int16, parts []T
 	errs := make([]error, len(parts))
 	var ok []txn.Partition
 	for i, tp := range parts {
-		if _, _, errs[i] = b.streams.partition(tp.Topic, tp.Partition); errs[i] == nil {
+		if _, _, errs[i] = b.streams.partition(tp.Topic, tp.Partition); errs[i] == nil && b.cluster != nil {
+			errs[i] = b.cluster.txn.replicated(tp)
+		}
+		if errs[i] == nil {
 			ok = append(ok, tp)
 		}
 	}
@@ -220,6 +223,9 @@ func (b *Broker) VerifyTxnPartitions(pid int64, epoch int16, parts []TxnPartitio
 // partition's append still adds and checks its own partition, and answers
 // its own error; partitions that do not exist are left out.
 func (b *Broker) AddTxnPartitionsImplicit(pid int64, epoch int16, parts []TxnPartition) error {
+	if b.cluster != nil {
+		return ErrTxnVersionInCluster
+	}
 	c, err := b.coordinator()
 	if err != nil {
 		return err
@@ -266,9 +272,22 @@ func (b *Broker) addOffsetsToTxn(id string, pid int64, epoch int16, groupID stri
 // (TxnOffsetCommit v5+, KIP-890 part 2) adds the group to the transaction
 // itself, as AddOffsetsToTxn would have.
 func (b *Broker) TxnOffsetCommit(id string, pid int64, epoch int16, req group.CommitRequest, implicit bool) error {
+	if b.cluster != nil && implicit {
+		return ErrTxnVersionInCluster
+	}
 	c, err := b.coordinator()
 	if err != nil {
 		return err
+	}
+	if b.cluster != nil {
+		// The group coordinator is this same controller: ready, its members' generations
+		// those of this term, before the commit is checked against them.
+		ctx, cancel := context.WithTimeout(context.Background(), coordinatorReadyTimeout)
+		err := b.CheckCoordinator(ctx)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	for _, o := range req.Offsets {
 		if _, _, err := b.streams.partition(o.Topic, o.Partition); err != nil {
@@ -311,6 +330,9 @@ func (b *Broker) EndTxn(id string, pid int64, epoch int16, commit bool) error {
 // end of every transaction, and the producer id and epoch to use next
 // are returned.
 func (b *Broker) EndTxnBump(id string, pid int64, epoch int16, commit bool) (TxnProducer, error) {
+	if b.cluster != nil {
+		return TxnProducer{ID: -1, Epoch: -1}, ErrTxnVersionInCluster
+	}
 	c, err := b.coordinator()
 	if err != nil {
 		return TxnProducer{ID: -1, Epoch: -1}, err
@@ -329,9 +351,14 @@ func (b *Broker) DescribeTransactions(ids []string) ([]Transaction, []string, er
 	return found, missing, nil
 }
 
-// ListTransactions lists transactions matching f.
+// ListTransactions lists transactions matching f. In a cluster a node that is not the
+// controller coordinates none, and lists none (Kafka's ListTransactions asks every
+// broker for its own).
 func (b *Broker) ListTransactions(f TxnFilter) ([]Transaction, error) {
 	c, err := b.coordinator()
+	if errors.Is(err, ErrNotCoordinator) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -44,9 +44,17 @@ type txnPartition struct {
 	// appending counts, per producer, transactional batches admitted and
 	// not yet appended (admitTransactional): its marker waits for them.
 	appending map[int64]int
-	settled   *sync.Cond // on mu: inFlight went to 0
-	changed   bool       // since the last snapshot
-	snapAt    int64
+	// seq is, per producer, the sequence of the last marker applied (a cluster's markers
+	// carry one in their coordinator epoch: cluster_txn_apply.go); a marker not above it
+	// is stale and ignored. Derived from the log's markers, kept in the snapshot.
+	seq map[int64]int32
+	// ending is, per producer, the highest sequence of a marker this node (as the
+	// partition's leader) was asked to write: no batch of the producer is admitted on a
+	// view of the records older than it (cluster_txn_verify.go). Memory only.
+	ending  map[int64]int32
+	settled *sync.Cond // on mu: inFlight went to 0
+	changed bool       // since the last snapshot
+	snapAt  int64
 }
 
 // lso is the last stable offset for a log ending at hw. While a marker is
@@ -165,7 +173,8 @@ func (b *Broker) writeMarker(p *partitionRT, pid int64, epoch int16, commit bool
 // and a CRC) written at close and by maintenance, plus a scan of the log
 // after it at open. Body: varint count of open transactions, each varint
 // producer id and first offset; varint count of aborted ones, each
-// producer id, first and last offset. Without a snapshot the whole log is
+// producer id, first and last offset; then, only if any, varint count of
+// producers' last marker sequences, each producer id and sequence. Without a snapshot the whole log is
 // scanned (a partition written before transactions existed: once).
 const (
 	txnSnapshotFile = "txn.snapshot"
@@ -179,14 +188,14 @@ const (
 func (tp *txnPartition) rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	tp.open, tp.aborted, tp.changed = nil, nil, false
+	tp.open, tp.aborted, tp.seq, tp.changed = nil, nil, nil, false
 	start, hw := log.LogStartOffset(), log.HighWatermark()
 	from := start
 	if at, err := tp.loadSnapshotLocked(fsys, dir, hw); err == nil {
 		from = max(at, start)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		logger.Warn("transaction snapshot ignored: scanning the whole log", "err", err)
-		tp.open, tp.aborted = nil, nil
+		tp.open, tp.aborted, tp.seq = nil, nil, nil
 	}
 	tp.scanLocked(log, from, logger)
 	tp.snapAt = hw
@@ -206,6 +215,11 @@ func (tp *txnPartition) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (i
 	}
 	for n := d.Varint(); n > 0 && d.Err == nil; n-- {
 		tp.aborted = append(tp.aborted, AbortedTxn{ProducerID: d.Varint(), FirstOffset: d.Varint(), LastOffset: d.Varint()})
+	}
+	if len(d.B) > 0 { // absent from the snapshots of builds before clusters had markers
+		for n := d.Varint(); n > 0 && d.Err == nil; n-- {
+			tp.noteSeqLocked(d.Varint(), int32(d.Varint()))
+		}
 	}
 	return at, d.Err
 }
@@ -230,8 +244,9 @@ func (tp *txnPartition) scanLocked(log *storage.Log, from int64, logger *slog.Lo
 			if h.Transactional() && h.NextOffset() > from {
 				if !h.Control() {
 					tp.noteOpenLocked(h.ProducerID, h.BaseOffset)
-				} else if commit, err := batch.ParseMarker(raw); err == nil {
+				} else if commit, seq, err := batch.ParseMarkerEpoch(raw); err == nil {
 					tp.noteMarkerLocked(h.ProducerID, commit, h.BaseOffset)
+					tp.noteSeqLocked(h.ProducerID, seq)
 				}
 			}
 			data = data[h.Size():]
@@ -258,6 +273,12 @@ func (tp *txnPartition) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string,
 	body = binary.AppendVarint(body, int64(len(tp.aborted)))
 	for _, a := range tp.aborted {
 		body = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(body, a.ProducerID), a.FirstOffset), a.LastOffset)
+	}
+	if len(tp.seq) > 0 {
+		body = binary.AppendVarint(body, int64(len(tp.seq)))
+		for pid, seq := range tp.seq {
+			body = binary.AppendVarint(binary.AppendVarint(body, pid), int64(seq))
+		}
 	}
 	prevAt, prevChanged := tp.snapAt, tp.changed
 	tp.snapAt, tp.changed = hw, false

@@ -68,6 +68,12 @@ func (b *Broker) admitEach(p *partitionRT, checked storage.Checked, implicit boo
 		if !h.Transactional() {
 			continue
 		}
+		if b.cluster != nil {
+			if err := b.admitClustered(p, h, implicit, admitted); err != nil {
+				return fmt.Errorf("batch %d: %w", i, err)
+			}
+			continue
+		}
 		c, err := b.coordinator()
 		if err != nil {
 			return err
@@ -83,12 +89,7 @@ func (b *Broker) admitEach(p *partitionRT, checked storage.Checked, implicit boo
 			err = c.Verify(h.ProducerID, h.ProducerEpoch, tp)
 		}
 		if err == nil {
-			p.txn.noteOpenLocked(h.ProducerID, p.log.HighWatermark())
-			if p.txn.appending == nil {
-				p.txn.appending = map[int64]int{}
-			}
-			p.txn.appending[h.ProducerID]++
-			*admitted = append(*admitted, h.ProducerID)
+			p.txn.admitLocked(h.ProducerID, p.log.HighWatermark(), admitted)
 		}
 		p.txn.mu.Unlock()
 		if err != nil {
@@ -96,4 +97,16 @@ func (b *Broker) admitEach(p *partitionRT, checked storage.Checked, implicit boo
 		}
 	}
 	return nil
+}
+
+// admitLocked notes pid's transaction open (from hw, if it was not) and one more of its
+// batches on its way into the log, which a marker waits for; admitted collects the
+// producer, for the caller to release once the batch is appended. Called with tp.mu held.
+func (tp *txnPartition) admitLocked(pid, hw int64, admitted *[]int64) {
+	tp.noteOpenLocked(pid, hw)
+	if tp.appending == nil {
+		tp.appending = map[int64]int{}
+	}
+	tp.appending[pid]++
+	*admitted = append(*admitted, pid)
 }

@@ -15,11 +15,8 @@ const coordinatorTypeTxn = 1
 // handleFindCoordinator names this node as every group's coordinator.
 // v4+ (KIP-699) asks for several keys at once and answers each in
 // Coordinators; v0-3 ask for one key and answer at the top level.
-// Transactional ids (key type 1) are coordinated by this node too: on a
-// single node the coordinator is here; on a cluster node too, so that the
-// transactional InitProducerId that follows is refused with an answer the
-// client reports (broker.ErrTransactionsInCluster) rather than a
-// COORDINATOR_NOT_AVAILABLE it would retry forever.
+// Transactional ids (key type 1) are coordinated by this node on a single
+// node; in a cluster by the controller, as groups are (broker/cluster_txn.go).
 func handleFindCoordinator(_ context.Context, c *conn, req *kmsg.FindCoordinatorRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version >= 4 {
@@ -40,6 +37,9 @@ func (c *conn) coordinator(typ int8, key string) (node int32, host string, port 
 	if typ == coordinatorTypeTxn {
 		if !c.mayIdempotent() {
 			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed.Code, nil
+		}
+		if c.s.b.Clustered() {
+			return c.clusterCoordinator() // the controller coordinates transactions too
 		}
 		adv := c.s.advertisedAddr()
 		return c.s.cfg.NodeID, adv.host, adv.port, 0, nil

@@ -44,14 +44,38 @@ func handleApiVersions(_ context.Context, c *conn, req *kmsg.ApiVersionsRequest)
 		}
 	}
 	resp.ApiKeys = apiVersionList()
+	txnVersion := int16(transactionVersion)
+	if c.s.b.Clustered() {
+		resp.ApiKeys, txnVersion = clusterVersions(resp.ApiKeys), clusterTransactionVersion
+	}
 	if req.Version >= 3 {
 		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{
-			{Name: "transaction.version", MinVersion: 0, MaxVersion: transactionVersion}}
+			{Name: "transaction.version", MinVersion: 0, MaxVersion: txnVersion}}
 		resp.FinalizedFeaturesEpoch = featuresEpoch
 		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{
-			{Name: "transaction.version", MinVersionLevel: transactionVersion, MaxVersionLevel: transactionVersion}}
+			{Name: "transaction.version", MinVersionLevel: txnVersion, MaxVersionLevel: txnVersion}}
 	}
 	return msg(resp)
+}
+
+// clusterTransactionVersion is the transaction.version a cluster node announces: KIP-890
+// part 1 (the partition leader verifies a transactional produce), not part 2, whose
+// produce v12 adds its partition through the coordinator, which in a cluster is another
+// node (docs/cluster.md, "Transactions").
+const clusterTransactionVersion = 1
+
+// clusterMaxVersions are the highest versions a cluster node serves of the requests part
+// 2 changed: produce v11, EndTxn v4 and TxnOffsetCommit v4 (a client that sends more
+// anyway is answered UNSUPPORTED_VERSION by the broker).
+var clusterMaxVersions = map[int16]int16{0: 11, 26: 4, 28: 4}
+
+func clusterVersions(keys []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
+	for i, k := range keys {
+		if m, ok := clusterMaxVersions[k.ApiKey]; ok && k.MaxVersion > m {
+			keys[i].MaxVersion = m
+		}
+	}
+	return keys
 }
 
 // apiVersionsUnsupported answers a too-new ApiVersions request in v0 form,

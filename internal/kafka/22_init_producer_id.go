@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,10 +57,8 @@ func handleInitProducerID(_ context.Context, c *conn, req *kmsg.InitProducerIDRe
 // producer id at a new epoch, fencing the previous instance, after its
 // open transaction is aborted (KIP-98); v3+ may name the id and epoch
 // the producer holds (KIP-360), and anything else is PRODUCER_FENCED. An
-// empty id is INVALID_REQUEST, as Kafka answers. On a cluster node the
-// answer is UNSUPPORTED_VERSION (clients treat it as fatal and say so),
-// not COORDINATOR_NOT_AVAILABLE, which they would retry forever; the
-// broker logs why.
+// empty id is INVALID_REQUEST, as Kafka answers. In a cluster only the
+// controller answers; other nodes say NOT_COORDINATOR.
 func initTransactional(c *conn, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) (reply, error) {
 	switch {
 	case *req.TransactionalID == "":
@@ -78,9 +75,6 @@ func initTransactional(c *conn, req *kmsg.InitProducerIDRequest, resp *kmsg.Init
 	timeout := time.Duration(req.TransactionTimeoutMillis) * time.Millisecond
 	id, err := c.s.b.InitTransactionalProducer(*req.TransactionalID, timeout, expect)
 	if err != nil {
-		if errors.Is(err, broker.ErrTransactionsInCluster) {
-			c.s.log.Warn("transactional producer refused", "transactional_id", *req.TransactionalID, "peer", c.peer(), "err", err)
-		}
 		resp.ErrorCode = errCode(err, nil)
 		return msg(resp)
 	}

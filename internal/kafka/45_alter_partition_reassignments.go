@@ -16,11 +16,16 @@ import (
 // exactly [this node] succeeds and changes nothing, any other replica set
 // is INVALID_REPLICA_ASSIGNMENT (no such broker), and cancelling (null
 // replicas) is NO_REASSIGNMENT_IN_PROGRESS. It needs alter on the cluster.
+// A cluster node moves replicas (45_alter_partition_reassignments_cluster.go).
 func handleAlterPartitionReassignments(_ context.Context, c *conn, req *kmsg.AlterPartitionAssignmentsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
 	if !c.may(auth.Alter, auth.Cluster, "") {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return msg(resp)
+	}
+	if c.s.b.Clustered() {
+		clusterReassign(c, req, resp)
 		return msg(resp)
 	}
 	node := c.s.cfg.NodeID
@@ -50,11 +55,14 @@ func handleAlterPartitionReassignments(_ context.Context, c *conn, req *kmsg.Alt
 }
 
 // handleListPartitionReassignments: on one node no reassignment is ever
-// in progress, so the list is empty. It needs describe on the cluster.
+// in progress, so the list is empty; a cluster node lists the partitions
+// moving. It needs describe on the cluster.
 func handleListPartitionReassignments(_ context.Context, c *conn, req *kmsg.ListPartitionReassignmentsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	if !c.may(auth.Describe, auth.Cluster, "") {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	} else if c.s.b.Clustered() {
+		clusterListReassignments(c, req, resp)
 	}
 	return msg(resp)
 }

@@ -2,11 +2,13 @@ package kafka
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/broker"
 )
 
 // handleDescribeShareGroupOffsets reports each share-partition's start
@@ -52,6 +54,9 @@ func handleDescribeShareGroupOffsets(_ context.Context, c *conn, req *kmsg.Descr
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				case err == nil && int(p) < len(offs):
 					rp.StartOffset, rp.Lag, rp.LeaderEpoch = offs[p].Start, offs[p].Lag, 0
+				case err != nil && !errors.Is(err, broker.ErrSubscriptionNotFound):
+					// Not "no state": a failure the client must see rather than a -1.
+					rp.ErrorCode, rp.ErrorMessage = shareOffsetsErrCode(err), errMessage(err)
 				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
@@ -60,4 +65,16 @@ func handleDescribeShareGroupOffsets(_ context.Context, c *conn, req *kmsg.Descr
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return msg(resp)
+}
+
+// shareOffsetsErrCode is a partition's code for a failure to read its state. A node whose
+// catalog does not have the group's subscription yet (a cluster node that became the
+// coordinator a moment ago, or is not it) says NOT_COORDINATOR, which sends the client to
+// find the coordinator again, rather than NOT_CONTROLLER, which this API does not expect.
+func shareOffsetsErrCode(err error) int16 {
+	var nl *broker.NotLeaderError
+	if errors.As(err, &nl) && nl.Catalog {
+		return kerr.NotCoordinator.Code
+	}
+	return errCode(err, nil)
 }

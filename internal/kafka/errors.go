@@ -28,9 +28,8 @@ var errorTable = []struct {
 	{broker.ErrKeyRequired, kerr.InvalidRecord},
 	{broker.ErrTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed},
 	// Transactions (broker/txn.go).
-	{broker.ErrTransactionsInCluster, kerr.UnsupportedVersion},
+	{broker.ErrTxnVersionInCluster, kerr.UnsupportedVersion},
 	{broker.ErrDeleteRecordsCompacted, kerr.PolicyViolation},
-	{broker.ErrShareInCluster, kerr.UnsupportedVersion},
 	{broker.ErrShareSessionNotFound, kerr.ShareSessionNotFound},
 	{broker.ErrShareSessionEpoch, kerr.InvalidShareSessionEpoch},
 	{broker.ErrShareRecordState, kerr.InvalidRecordState},

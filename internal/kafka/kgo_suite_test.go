@@ -2,13 +2,18 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/testproc"
 )
@@ -76,7 +81,8 @@ func TestFranzKgoSuite(t *testing.T) {
 	passed := regexp.MustCompile(`(?m)^\s*--- PASS: (\S+)`).FindAllSubmatch(out, -1)
 	t.Logf("franz-go's kgo tests (-run %q, %d records) in %v: %d passed", run, records, time.Since(start).Round(time.Second), len(passed))
 	if err != nil {
-		t.Fatalf("franz-go's tests failed: %v\n%s", err, tail(out, 200))
+		t.Fatalf("franz-go's tests failed: %v\nwhat ran and how it ended:\n%s\nthe broker afterwards:\n%s\nthe last lines:\n%s",
+			err, outline(out), brokerState(addr), tail(out, 120))
 	}
 	// A pattern matching nothing passes `go test` with "no tests to
 	// run": that would be a silent skip.
@@ -95,6 +101,78 @@ func TestFranzKgoSuite(t *testing.T) {
 		}
 	}
 	proc.Stop()
+}
+
+// brokerState is what the broker holds after a failed run, for the
+// failure's message: each topic's end offsets beside its last stable
+// offsets (a transaction left open shows as LSO < end), every group's
+// committed offsets, and the transactions not complete. A hang leaves
+// them as they were when franz-go's test process died.
+func brokerState(addr string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var b strings.Builder
+	ends, err := adm.ListEndOffsets(ctx)
+	fmt.Fprintf(&b, "end offsets (err %v):\n", err)
+	stable, _ := adm.ListCommittedOffsets(ctx)
+	var lines []string
+	ends.Each(func(o kadm.ListedOffset) {
+		lso, _ := stable.Lookup(o.Topic, o.Partition)
+		lines = append(lines, fmt.Sprintf("  %s/%03d end %d lso %d\n", o.Topic, o.Partition, o.Offset, lso.Offset))
+	})
+	slices.Sort(lines)
+	b.WriteString(strings.Join(lines, ""))
+	groups, err := adm.ListGroups(ctx)
+	fmt.Fprintf(&b, "groups (err %v):\n", err)
+	for _, g := range groups.Sorted() {
+		fmt.Fprintf(&b, "  %s %s %s:", g.Group, g.ProtocolType, g.State)
+		committed, _ := adm.FetchOffsets(ctx, g.Group)
+		committed.Each(func(o kadm.OffsetResponse) {
+			fmt.Fprintf(&b, " %s/%d@%d", o.Topic, o.Partition, o.At)
+		})
+		b.WriteString("\n")
+	}
+	txns, err := adm.ListTransactions(ctx, nil, nil)
+	fmt.Fprintf(&b, "transactions not complete (err %v):\n", err)
+	for _, tx := range txns.Sorted() {
+		if tx.State != "CompleteCommit" && tx.State != "CompleteAbort" && tx.State != "Empty" {
+			fmt.Fprintf(&b, "  %s pid %d %s\n", tx.TxnID, tx.ProducerID, tx.State)
+		}
+	}
+	return b.String()
+}
+
+// outline is what go test printed about the tests themselves: each test
+// started and ended, failures' messages, and a timeout's panic with the
+// tests it found still running. A hang's goroutine dump is thousands of
+// lines; the tail alone does not say which test hung.
+func outline(out []byte) string {
+	var b strings.Builder
+	inTimeout := false
+	for line := range strings.Lines(string(out)) {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "panic: "):
+			inTimeout = true
+			b.WriteString(line)
+		case inTimeout && (trimmed == "running tests:" || strings.HasPrefix(trimmed, "Test")):
+			b.WriteString(line)
+		case inTimeout && trimmed == "":
+			inTimeout = false
+		case strings.HasPrefix(trimmed, "=== RUN"), strings.HasPrefix(trimmed, "--- "),
+			// a test's own message ("txn_test.go:305: saw double offset"),
+			// not a stack frame's file ("/root/go/pkg/mod/…/txn_test.go:213 +0xf76")
+			strings.Contains(trimmed, "_test.go:") && !strings.HasPrefix(trimmed, "/"):
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // tail is the last n lines of out.

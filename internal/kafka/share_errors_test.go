@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -242,5 +243,23 @@ func TestShareSessionEndsWithConnection(t *testing.T) {
 			t.Fatalf("after a's connection closed b acquired %v", got)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestShareOffsetsErrCode: a failure to read a share-partition's state is the partition's
+// error, never a silent "no state" (-1); a node whose catalog lacks the subscription sends
+// the client back to FindCoordinator.
+func TestShareOffsetsErrCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int16
+	}{
+		{&broker.NotLeaderError{What: "the catalog", Catalog: true, Leader: 2}, kerr.NotCoordinator.Code},
+		{fmt.Errorf("read: %w", broker.ErrStorageFailed), kerr.KafkaStorageError.Code},
+		{broker.ErrTopicNotFound, kerr.UnknownTopicOrPartition.Code},
+	} {
+		if got := shareOffsetsErrCode(tc.err); got != tc.want {
+			t.Errorf("%v: code %d, want %d", tc.err, got, tc.want)
+		}
 	}
 }

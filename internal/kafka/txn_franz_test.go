@@ -10,32 +10,21 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/internal/kgotest"
 )
 
 // readAll consumes topic from the start with the isolation level until
-// three polls in a row bring nothing, and returns the values. (Control
-// batches take offsets but yield no records, so a count of records or
-// offsets cannot say when the end is reached.)
+// three polls in a row bring nothing (kgotest.DrainValues), and returns the
+// values.
 func readAll(t *testing.T, n *node, topic string, level kgo.IsolationLevel) []string {
 	t.Helper()
 	cl := n.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(level), kgo.FetchMaxWait(100*time.Millisecond))
 	defer cl.Close()
-	var out []string
-	for empty := 0; empty < 3; {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatal(err)
-		}
-		got := 0
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)); got++ })
-		if got == 0 {
-			empty++
-		} else {
-			empty = 0
-		}
+	out, err := kgotest.DrainValues(context.Background(), cl, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -186,7 +186,7 @@ sluice_storage_write_failing 1
 // A cluster node's Raft host is reported; a single node (Raft says false)
 // reports none of its series rather than zeros that look like a stalled cluster.
 func TestCollectorMapsRaft(t *testing.T) {
-	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2}
+	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, NotPreferred: 4, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2}
 	cluster := true
 	src := SourceFuncs{Raft: func() (RaftStat, bool) { return st, cluster }}
 	want := `
@@ -199,6 +199,9 @@ sluice_raft_groups_awake 3
 # HELP sluice_raft_peers_down Peer nodes this node has not heard from within the node timeout (their groups elect leaders elsewhere).
 # TYPE sluice_raft_peers_down gauge
 sluice_raft_peers_down 1
+# HELP sluice_raft_leaders_not_preferred Partitions and queues this node leads whose preferred leader (their first replica) is another node: what --cluster-leader-balance, Kafka's ElectLeaders or sluice cluster elect hands back (Kafka's PreferredReplicaImbalanceCount, per node).
+# TYPE sluice_raft_leaders_not_preferred gauge
+sluice_raft_leaders_not_preferred 4
 # HELP sluice_raft_transport_messages_total Raft messages sent to peers, inside those batches.
 # TYPE sluice_raft_transport_messages_total counter
 sluice_raft_transport_messages_total 40
@@ -206,7 +209,7 @@ sluice_raft_transport_messages_total 40
 # TYPE sluice_raft_votes_refused_total counter
 sluice_raft_votes_refused_total 2
 `
-	names := []string{"sluice_raft_groups", "sluice_raft_groups_awake", "sluice_raft_peers_down",
+	names := []string{"sluice_raft_groups", "sluice_raft_groups_awake", "sluice_raft_peers_down", "sluice_raft_leaders_not_preferred",
 		"sluice_raft_transport_messages_total", "sluice_raft_votes_refused_total"}
 	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)

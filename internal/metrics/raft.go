@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // counters since it started (multiraft.Stats).
 type RaftStat struct {
 	Groups, Awake, PeersDown          int
+	NotPreferred                      int // groups led here whose preferred leader is another node
 	GroupTicks, Rounds, Syncs, Readys uint64
 	Batches, Messages                 uint64
 	Quiesces, Wakes                   uint64
@@ -43,10 +44,11 @@ var (
 	raftSnapsTaken = desc("raft_snapshots_restored_total", "Snapshots received from a leader and restored.")
 	raftVotesRef   = desc("raft_votes_refused_total", "Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.")
 	raftLostBeats  = desc("raft_lost_log_heartbeats_total", "Heartbeats dropped because they commit past entries this replica no longer holds.")
+	raftNotPref    = desc("raft_leaders_not_preferred", "Partitions and queues this node leads whose preferred leader (their first replica) is another node: what --cluster-leader-balance, Kafka's ElectLeaders or sluice cluster elect hands back (Kafka's PreferredReplicaImbalanceCount, per node).")
 )
 
 var raftDescs = []*prometheus.Desc{raftGroups, raftAwake, raftPeersDown, raftTicks, raftRounds, raftSyncs, raftReadys,
-	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats}
+	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref}
 
 func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge := func(d *prometheus.Desc, v int) {
@@ -58,6 +60,7 @@ func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge(raftGroups, s.Groups)
 	gauge(raftAwake, s.Awake)
 	gauge(raftPeersDown, s.PeersDown)
+	gauge(raftNotPref, s.NotPreferred)
 	counter(raftTicks, s.GroupTicks)
 	counter(raftRounds, s.Rounds)
 	counter(raftSyncs, s.Syncs)

@@ -21,11 +21,41 @@ import (
 // ClusterNodesPath, posted a NodeRequest, admits a node (`sluice cluster add-node`);
 // ClusterNodesPath + "/{id}", deleted, removes one (`sluice cluster remove-node`). Both
 // answer once the catalog recorded the change, from any node.
+//
+// ClusterReassignPath, posted a ReassignRequest, moves a partition's or a queue's replicas
+// (`sluice cluster reassign`), answering once the catalog holds the target, from any node.
+//
+// ClusterElectPath, posted an ElectRequest, makes a partition's or a queue's preferred
+// replica its leader (`sluice cluster elect`), answering once it leads, from any node: 409
+// if it led already, 503 if it is not in sync.
 const (
 	ClusterPath         = "/v1/admin/cluster"
 	ClusterTransferPath = "/v1/admin/cluster/transfer-leader"
 	ClusterNodesPath    = "/v1/admin/cluster/nodes"
+	ClusterReassignPath = "/v1/admin/cluster/reassign"
+	ClusterElectPath    = "/v1/admin/cluster/elect"
 )
+
+// ElectRequest is ClusterElectPath's body: a topic's partition, or a queue.
+type ElectRequest struct {
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition,omitempty"`
+	Queue     string `json:"queue,omitempty"`
+}
+
+// electTimeout bounds an election call: raft drops a transfer after an election timeout.
+const electTimeout = 30 * time.Second
+
+// ReassignRequest is ClusterReassignPath's body: a topic's partition, or a queue, and the
+// replicas it is to have (the first the preferred leader), or Cancel to send a
+// reassignment under way back to the replicas it had.
+type ReassignRequest struct {
+	Topic     string  `json:"topic,omitempty"`
+	Partition int32   `json:"partition,omitempty"`
+	Queue     string  `json:"queue,omitempty"`
+	Replicas  []int32 `json:"replicas,omitempty"`
+	Cancel    bool    `json:"cancel,omitempty"`
+}
 
 // NodeRequest is ClusterNodesPath's body: a node's id and its --cluster-addr.
 type NodeRequest struct {
@@ -88,6 +118,58 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
 	})))
+	s.RegisterHTTP("POST "+ClusterReassignPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req ReassignRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || (req.Topic == "") == (req.Queue == "") ||
+			req.Cancel == (len(req.Replicas) > 0) {
+			msg := "want a JSON body {topic, partition, replicas} or {queue, replicas}, with cancel: true instead of replicas to cancel"
+			if err != nil {
+				msg += ": " + err.Error()
+			}
+			writeJSON(w, http.StatusBadRequest, AdminError{Message: msg})
+			return
+		}
+		var err error
+		switch {
+		case req.Cancel && req.Queue != "":
+			err = b.CancelQueueReassignment(req.Queue)
+		case req.Cancel:
+			err = b.CancelPartitionReassignment(req.Topic, req.Partition)
+		case req.Queue != "":
+			err = b.ReassignQueue(req.Queue, req.Replicas)
+		default:
+			err = b.ReassignPartition(req.Topic, req.Partition, req.Replicas, true)
+		}
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, struct{}{})
+	})))
+	s.RegisterHTTP("POST "+ClusterElectPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req ElectRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || (req.Topic == "") == (req.Queue == "") {
+			msg := "want a JSON body {topic, partition} or {queue}"
+			if err != nil {
+				msg += ": " + err.Error()
+			}
+			writeJSON(w, http.StatusBadRequest, AdminError{Message: msg})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), electTimeout)
+		defer cancel()
+		var err error
+		if req.Queue != "" {
+			err = b.ElectPreferredQueueLeader(ctx, req.Queue)
+		} else {
+			err = b.ElectPreferredLeader(ctx, req.Topic, req.Partition)
+		}
+		if err != nil {
+			writeAdminError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})))
 	s.RegisterHTTP("DELETE "+ClusterNodesPath+"/{id}", api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 32)
 		if err != nil {
@@ -112,8 +194,14 @@ func writeAdminError(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusMisdirectedRequest, AdminError{Message: err.Error(), Leader: nl.Leader})
 	case errors.Is(err, broker.ErrNotClustered):
 		writeJSON(w, http.StatusNotFound, AdminError{Message: err.Error()})
-	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrUnknownPartition):
+	case errors.Is(err, broker.ErrTopicNotFound), errors.Is(err, broker.ErrUnknownPartition), errors.Is(err, broker.ErrQueueNotFound):
 		writeJSON(w, http.StatusNotFound, AdminError{Message: err.Error()})
+	case errors.Is(err, broker.ErrInvalidReplicaAssignment):
+		writeJSON(w, http.StatusBadRequest, AdminError{Message: err.Error()})
+	case errors.Is(err, broker.ErrElectionNotNeeded), errors.Is(err, broker.ErrNoReassignmentInProgress):
+		writeJSON(w, http.StatusConflict, AdminError{Message: err.Error()})
+	case errors.Is(err, broker.ErrPreferredLeaderNotAvailable), errors.Is(err, broker.ErrElectionTimedOut):
+		writeJSON(w, http.StatusServiceUnavailable, AdminError{Message: err.Error()})
 	case errors.As(err, &ia):
 		writeJSON(w, http.StatusBadRequest, AdminError{Message: err.Error()})
 	case errors.Is(err, broker.ErrReplicationUnknown):

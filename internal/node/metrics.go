@@ -31,7 +31,7 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 		},
 		Raft: func() (metrics.RaftStat, bool) {
 			st, ok := b.RaftStats()
-			return metrics.RaftStat{Groups: st.Groups, Awake: st.Awake, PeersDown: st.PeersDown,
+			return metrics.RaftStat{Groups: st.Groups, Awake: st.Awake, PeersDown: st.PeersDown, NotPreferred: b.LeadersNotPreferred(),
 				GroupTicks: st.GroupTicks, Rounds: st.Rounds, Syncs: st.Syncs, Readys: st.Readys,
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,

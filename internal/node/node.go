@@ -127,6 +127,10 @@ func openBroker(s *server.Server, cn *clusterNode) (*broker.Broker, error) {
 		CompactionInterval: cfg.CompactionInterval, SegmentBytes: cfg.SegmentBytes}
 	if cn != nil {
 		o.Cluster = cn.brokerOptions()
+		o.Cluster.LeaderBalanceEvery = cfg.ClusterLeaderBalance
+		if cfg.ClusterLeaderBalance <= 0 {
+			o.Cluster.LeaderBalanceEvery = -1 // never
+		}
 	}
 	return broker.Open(o)
 }

@@ -171,6 +171,10 @@ type Config struct {
 	ClusterAddr  string
 	ClusterPeers string
 	ClusterTick  time.Duration
+	// ClusterLeaderBalance is how often a node hands the partitions and queues it leads
+	// back to their preferred leaders; 0 never (Kafka's auto.leader.rebalance.enable=false),
+	// then Kafka's ElectLeaders does it on request.
+	ClusterLeaderBalance time.Duration
 	// Mutual TLS of the Raft transport (docs/cluster.md, "Transport security"): this
 	// node's certificate (subject CN node-<id>) and key, and the cluster CA every peer's
 	// certificate must chain to; all three or none. Reloaded as --tls-cert is.
@@ -218,7 +222,8 @@ func Defaults() Config {
 
 		TLSReloadInterval: 5 * time.Second,
 
-		ClusterTick: 50 * time.Millisecond,
+		ClusterTick:          50 * time.Millisecond,
+		ClusterLeaderBalance: 10 * time.Second,
 
 		TraceSampleRatio: 1,
 	}

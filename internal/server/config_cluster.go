@@ -83,6 +83,9 @@ func (c Config) validateCluster() error {
 	if c.ClusterTick < time.Millisecond || c.ClusterTick > 10*time.Second {
 		return fmt.Errorf("--cluster-tick: want 1ms to 10s, got %s", c.ClusterTick)
 	}
+	if c.ClusterLeaderBalance < 0 {
+		return fmt.Errorf("--cluster-leader-balance: want 0 (never) or more, got %s", c.ClusterLeaderBalance)
+	}
 	set := 0
 	for _, f := range []string{c.ClusterTLSCert, c.ClusterTLSKey, c.ClusterTLSCA} {
 		if f != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"time"
 )
 
@@ -14,7 +15,9 @@ import (
 // timeout ms, started and updated as Unix ms (0: zero time), then counted
 // lists of partitions (topic, partition), groups, and pending offsets
 // (group, topic, partition, offset, leader epoch, metadata); version 2
-// adds Ended (producer id, epoch: KIP-890 part 2's bump at EndTxn v5).
+// adds Ended (producer id, epoch: KIP-890 part 2's bump at EndTxn v5);
+// version 3 adds Seq after Ended, which may then be none (-1):
+// only a cluster's coordinator counts its transactions (Txn.Seq).
 // Integers are varints, strings a uvarint length and the bytes.
 //
 // A record without an Ended is written as version 1, byte for byte what
@@ -24,7 +27,7 @@ import (
 // torn tail): downgrading past version 2 is not supported.
 const (
 	recordHeader  = 8
-	recordVersion = 2
+	recordVersion = 3
 	// maxRecord bounds one record: a length above it is damage, not a
 	// record to allocate for.
 	maxRecord = 64 << 20
@@ -38,8 +41,11 @@ var errCorrupt = errors.New("corrupt transaction record")
 func encodeRecord(t *Txn) []byte {
 	b := make([]byte, recordHeader, 64+len(t.ID))
 	version := byte(1)
-	if t.Ended.ID >= 0 {
-		version = recordVersion
+	switch {
+	case t.Seq != 0:
+		version = 3
+	case t.Ended.ID >= 0:
+		version = 2
 	}
 	b = append(b, version)
 	b = appendString(b, t.ID)
@@ -71,6 +77,9 @@ func encodeRecord(t *Txn) []byte {
 	if version >= 2 {
 		b = binary.AppendVarint(b, t.Ended.ID)
 		b = binary.AppendVarint(b, int64(t.Ended.Epoch))
+	}
+	if version >= 3 {
+		b = binary.AppendVarint(b, int64(t.Seq))
 	}
 	body := b[recordHeader:]
 	binary.BigEndian.PutUint32(b[0:4], uint32(len(body)))
@@ -121,8 +130,15 @@ func decodeBody(body []byte) (*Txn, error) {
 	if version >= 2 {
 		t.Ended = Producer{ID: d.varint(), Epoch: d.int16()}
 	}
+	if version >= 3 {
+		seq := d.varint()
+		if seq < 0 || seq > math.MaxUint32 {
+			seq, d.err = 0, fmt.Errorf("%w: sequence", errCorrupt)
+		}
+		t.Seq = uint32(seq)
+	}
 	switch {
-	case d.err == nil && version >= 2 && t.Ended.ID < 0:
+	case d.err == nil && version == 2 && t.Ended.ID < 0:
 		return nil, fmt.Errorf("%w: version 2 without an ended producer", errCorrupt)
 	case d.err != nil:
 		return nil, d.err
@@ -233,3 +249,10 @@ func (d *decoder) string() string {
 	d.b = d.b[n:]
 	return s
 }
+
+// EncodeTxn is t's record as transactions.log holds it, without the frame: what a Store
+// keeps (DecodeTxn reads it).
+func EncodeTxn(t *Txn) []byte { return encodeRecord(t)[recordHeader:] }
+
+// DecodeTxn reads a record EncodeTxn wrote.
+func DecodeTxn(b []byte) (*Txn, error) { return decodeBody(b) }

@@ -19,10 +19,10 @@ type Effects interface {
 	// the epoch the coordinator knows (-1: none), which EndTxn v5's bumps
 	// (made in the coordinator's own log, not here) may have moved on.
 	InitProducer(transactionalID string, floor int16) (id int64, epoch int16, err error)
-	// WriteMarkers appends a commit or abort marker of producer id and
-	// epoch to every partition (partitions gone are skipped). Repeated
-	// after a crash: readers must tolerate a marker twice.
-	WriteMarkers(id int64, epoch int16, commit bool, parts []Partition) error
+	// WriteMarkers appends a commit or abort marker m to every partition
+	// (partitions gone are skipped). Repeated after a crash: readers must
+	// tolerate a marker twice.
+	WriteMarkers(m Marker, parts []Partition) error
 	// CommitOffsets applies a committed transaction's offsets to their
 	// groups. Repeated after a crash: setting an offset twice is harmless.
 	CommitOffsets(offsets []Offset) error
@@ -43,6 +43,20 @@ type Config struct {
 	// (its next InitProducerId starts afresh). Default 7 days, Kafka's.
 	IDExpiration time.Duration
 	Effects      Effects
+	// Store, when set, replaces transactions.log (FS and Dir are then unused): every
+	// record is handed to it, and Initial is the state to start from. A cluster's
+	// controller keeps its records in the metadata group so.
+	Store   Store
+	Initial []*Txn
+}
+
+// Store keeps the coordinator's records elsewhere than in its own file.
+type Store interface {
+	// Put makes t the durable state of its id before the coordinator shows it;
+	// called with the coordinator's lock held, one at a time.
+	Put(t *Txn) error
+	// Remove forgets an expired id durably.
+	Remove(id string) error
 }
 
 // Kafka's defaults: transaction.max.timeout.ms, transactional.id.expiration.ms.
@@ -75,9 +89,17 @@ func Open(cfg Config) (*Coordinator, error) {
 	if cfg.IDExpiration <= 0 {
 		cfg.IDExpiration = DefaultIDExpiration
 	}
-	l, txns, err := openLog(cfg.FS, cfg.Dir)
-	if err != nil {
-		return nil, err
+	var l *stateLog
+	txns := map[string]*Txn{}
+	if cfg.Store == nil {
+		var err error
+		if l, txns, err = openLog(cfg.FS, cfg.Dir); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, t := range cfg.Initial {
+			txns[t.ID] = t.clone()
+		}
 	}
 	c := &Coordinator{cfg: cfg, txns: txns, byPID: map[int64]string{}, busy: map[string]bool{}, log: l}
 	for id, t := range txns {
@@ -94,6 +116,9 @@ func (c *Coordinator) Close() error {
 		return nil
 	}
 	c.closed = true
+	if c.log == nil {
+		return nil
+	}
 	return c.log.close()
 }
 
@@ -107,7 +132,13 @@ func (c *Coordinator) persistLocked(t *Txn) error {
 		all = slices.DeleteFunc(all, func(o *Txn) bool { return o.ID == t.ID })
 		return append(all, t)
 	}
-	if err := c.log.put(t, live); err != nil {
+	var err error
+	if c.cfg.Store != nil {
+		err = c.cfg.Store.Put(t.clone())
+	} else {
+		err = c.log.put(t, live)
+	}
+	if err != nil {
 		return err
 	}
 	if old := c.txns[t.ID]; old != nil && old.ProducerID != t.ProducerID {
@@ -229,7 +260,16 @@ func (c *Coordinator) abortLocked(t *Txn, bump bool) error {
 		}
 	}
 	nt.State, nt.Updated = PrepareAbort, c.cfg.Now()
+	c.decidedLocked(nt)
 	return c.persistLocked(nt)
+}
+
+// decidedLocked counts a decision in nt.Seq, for the markers, when the records are a
+// Store's (a cluster's); a single node's log keeps the format older binaries read.
+func (c *Coordinator) decidedLocked(nt *Txn) {
+	if c.cfg.Store != nil {
+		nt.Seq++
+	}
 }
 
 // checkProducerLocked finds the transaction of id and checks that pid and

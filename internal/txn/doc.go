@@ -8,7 +8,9 @@
 // Every change is made durable in a small append-only log in the data
 // directory (transactions.log: records framed with a length and a CRC-32C,
 // each the whole state of one transactional id; a torn tail is cut at open;
-// rewritten when mostly stale) before it is visible or answered.
+// rewritten when mostly stale) before it is visible or answered. In a
+// cluster a Store replaces that file (Config.Store): the controller's
+// records are entries of the metadata group.
 //
 // The coordinator is a state machine with an injected clock. What a
 // transaction does outside it is injected too (Effects): allocating or

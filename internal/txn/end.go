@@ -35,6 +35,7 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) err
 	}
 	nt := t.clone()
 	nt.State, nt.Updated = want, c.cfg.Now()
+	c.decidedLocked(nt)
 	err = c.persistLocked(nt)
 	c.mu.Unlock()
 	if err != nil {
@@ -59,7 +60,7 @@ func (c *Coordinator) finish(id string) error {
 
 	commit := t.State == PrepareCommit
 	pid, epoch := t.marker()
-	err := c.cfg.Effects.WriteMarkers(pid, epoch, commit, t.Partitions)
+	err := c.cfg.Effects.WriteMarkers(Marker{ProducerID: pid, Epoch: epoch, Commit: commit, Seq: t.Seq}, t.Partitions)
 	if err == nil && commit && len(t.Offsets) > 0 {
 		err = c.cfg.Effects.CommitOffsets(t.Offsets)
 	}
@@ -217,7 +218,13 @@ func (c *Coordinator) expireLocked(now time.Time) []string {
 			all := slices.Collect(maps.Values(c.txns))
 			return slices.DeleteFunc(all, func(o *Txn) bool { return o.ID == id })
 		}
-		if c.log.put(gone, live) != nil {
+		var err error
+		if c.cfg.Store != nil {
+			err = c.cfg.Store.Remove(id)
+		} else {
+			err = c.log.put(gone, live)
+		}
+		if err != nil {
 			return out
 		}
 		delete(c.txns, id)

@@ -44,7 +44,8 @@ func (f *fakeEffects) InitProducer(id string, floor int16) (int64, int16, error)
 	return p.ID, p.Epoch, nil
 }
 
-func (f *fakeEffects) WriteMarkers(pid int64, epoch int16, commit bool, parts []Partition) error {
+func (f *fakeEffects) WriteMarkers(m Marker, parts []Partition) error {
+	pid, epoch, commit := m.ProducerID, m.Epoch, m.Commit
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {

@@ -115,7 +115,12 @@ type Txn struct {
 	// -1 if none: its markers name this id (its batches' producer) with
 	// the bumped epoch, and a retry of that EndTxn is answered with the
 	// current producer. Cleared when the next transaction begins.
-	Ended      Producer
+	Ended Producer
+	// Seq counts the transactions of this id that reached a decision (Prepare), when the
+	// coordinator keeps its records in a Store (a cluster); 0 otherwise. Markers carry it:
+	// a partition replica ignores a marker whose Seq is not above the last it applied for
+	// the producer (serial arithmetic: it wraps).
+	Seq        uint32
 	State      State
 	Timeout    time.Duration
 	Partitions []Partition // sorted, no duplicates
@@ -190,4 +195,13 @@ func (t *Txn) marker() (int64, int16) {
 // reset ends a transaction: nothing in it any more.
 func (t *Txn) reset(s State, now time.Time) {
 	t.State, t.Partitions, t.Groups, t.Offsets, t.Started, t.Updated = s, nil, nil, nil, time.Time{}, now
+}
+
+// Marker is what a completion's markers carry: the producer id and epoch (Txn.marker), the
+// decision, and the transaction's Seq.
+type Marker struct {
+	ProducerID int64
+	Epoch      int16
+	Commit     bool
+	Seq        uint32
 }

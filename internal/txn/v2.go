@@ -56,6 +56,7 @@ func (c *Coordinator) EndTxnBump(id string, pid int64, epoch int16, commit bool)
 		nt.reset(CompleteAbort, c.cfg.Now())
 	} else {
 		nt.State, nt.Updated = want, c.cfg.Now()
+		c.decidedLocked(nt)
 	}
 	err = c.persistLocked(nt)
 	c.mu.Unlock()

@@ -61,7 +61,10 @@ func TestFIFOWithDeadLetterQueueLeaderKilled(t *testing.T) {
 	dlqURL = "http://" + c.sqs[via-1] + "/000000000000/dead.fifo"
 	t.Logf("jobs.fifo first led by node %d; clients through node %d", first, via)
 
-	ck := newFIFOChecker()
+	// Enough messages that every round's kill falls while they are sent (a round is about
+	// 5 s, 125 sends): with more kills than that, later rounds waited 30 s for sends that
+	// never came.
+	ck := newFIFOChecker(max(fifoTotal, kills*130))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -106,8 +109,9 @@ func createFIFO(ctx context.Context, t *testing.T, cl *awssqs.Client, name strin
 	}
 }
 
-// 360 messages in 12 groups at about 25 a second (the kills fall while they are sent);
-// each group holds two poison messages, which block it for two visibility timeouts each.
+// 360 messages (at least) in 12 groups at about 25 a second (the kills fall while they are
+// sent); each group of 30 holds two poison messages, which block it for two visibility
+// timeouts each.
 const (
 	fifoGroups = 12
 	fifoTotal  = 360
@@ -117,12 +121,14 @@ const (
 // every 15th is poison (never deleted).
 type fifoChecker struct {
 	mu         sync.Mutex
-	ids        map[string]string // body -> message id of the answered send
-	next       [fifoGroups]int   // per group: the next seq to send
-	done       map[string]string // body -> how it left: deleted, maybe (a delete of unknown outcome)
-	received   map[string]int    // deliveries per body
-	idsSeen    map[string]string // body -> message id delivered
+	ids        map[string]string    // body -> message id of the answered send
+	sentAt     map[string]time.Time // body -> when its send was answered
+	next       [fifoGroups]int      // per group: the next seq to send
+	done       map[string]string    // body -> how it left: deleted, maybe (a delete of unknown outcome)
+	received   map[string]int       // deliveries per body
+	idsSeen    map[string]string    // body -> message id delivered
 	violations []string
+	total      int // messages to send
 	errs       int
 	// lostReceives counts ReceiveMessage calls that failed: one the leader carried out
 	// before it was killed counted a receive of each message it took (SQS counts a receive
@@ -130,8 +136,8 @@ type fifoChecker struct {
 	lostReceives int
 }
 
-func newFIFOChecker() *fifoChecker {
-	return &fifoChecker{ids: map[string]string{}, done: map[string]string{}, received: map[string]int{}, idsSeen: map[string]string{}}
+func newFIFOChecker(total int) *fifoChecker {
+	return &fifoChecker{total: total, ids: map[string]string{}, sentAt: map[string]time.Time{}, done: map[string]string{}, received: map[string]int{}, idsSeen: map[string]string{}}
 }
 
 func poison(seq int) bool { return seq%15 == 7 }
@@ -143,7 +149,7 @@ func (ck *fifoChecker) sentCount() int {
 }
 
 func (ck *fifoChecker) produce(ctx context.Context, cl *awssqs.Client, qurl string, stop <-chan struct{}) {
-	for n := 0; n < fifoTotal; n++ {
+	for n := 0; n < ck.total; n++ {
 		time.Sleep(40 * time.Millisecond)
 		select {
 		case <-stop:
@@ -162,6 +168,7 @@ func (ck *fifoChecker) produce(ctx context.Context, cl *awssqs.Client, qurl stri
 			if err == nil {
 				ck.mu.Lock()
 				ck.ids[body] = aws.ToString(out.MessageId)
+				ck.sentAt[body] = time.Now()
 				ck.next[g]++
 				ck.mu.Unlock()
 				break
@@ -262,14 +269,21 @@ func (ck *fifoChecker) delivered(body, id string) {
 }
 
 // checkResend sends acknowledged deduplication ids again: within the window each is
-// answered with the original message id (the dedup state survived the kills).
+// answered with the original message id (the dedup state survived the kills). Only ids
+// answered less than 4 minutes ago are sent: SQS's window is 5 (a long run's first sends
+// are past it, and a re-send of those is rightly a new message).
 func (ck *fifoChecker) checkResend(ctx context.Context, t *testing.T, cl *awssqs.Client, qurl string) {
 	ck.mu.Lock()
 	bodies := make([]string, 0, len(ck.ids))
 	for b := range ck.ids {
-		bodies = append(bodies, b)
+		if time.Since(ck.sentAt[b]) < 4*time.Minute {
+			bodies = append(bodies, b)
+		}
 	}
 	ck.mu.Unlock()
+	if len(bodies) == 0 {
+		t.Fatal("no acknowledged send within the last 4 minutes to re-send")
+	}
 	for _, body := range bodies[:min(30, len(bodies))] {
 		g, _ := parseBody(body)
 		out, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(qurl), MessageBody: aws.String(body),

@@ -203,6 +203,62 @@ func TestShareGroupLeaderKilled(t *testing.T) {
 	}
 	t.Logf("60 records accepted through two leader kills; %d delivered twice (held or acknowledgements in flight at the kill), highest delivery count %d",
 		again, slices.Max(slices.Collect(maps.Values(second.counts))))
+
+	// AlterShareGroupOffsets once the group is empty, through Kafka: on the coordinator,
+	// which has the partition's leader (itself or another node) move the start. What lies
+	// below it (90-94, never delivered, and anything whose acceptance a kill lost) is never
+	// delivered again; the next consumer starts at 95.
+	produce(90, 100)
+	c.alterShareStart(ctx, t, "workers", "jobs", 0, 95)
+	third := &shareSeen{accepted: map[int]string{}, delivered: map[int]int{}, counts: map[int]int32{}}
+	stop = c.shareConsume(t, "workers", "jobs", "third", 0, third)
+	waitAccepted(third, 5, "third consumer after the start moved to 95")
+	if err := stop(); err != nil {
+		t.Logf("third consumer's acknowledgements: %v", err)
+	}
+	third.mu.Lock()
+	defer third.mu.Unlock()
+	for v := range third.delivered {
+		if v < 95 {
+			t.Fatalf("record %d delivered after the share group's start moved to 95", v)
+		}
+	}
+}
+
+// alterShareStart sends AlterShareGroupOffsets (franz-go routes it to the group's
+// coordinator) until the partition answers without error: the group may still have the
+// members of consumers just stopped (NON_EMPTY_GROUP), and a coordinator may be moving.
+func (c *cluster) alterShareStart(ctx context.Context, t *testing.T, group, topic string, partition int32, start int64) {
+	t.Helper()
+	cl := c.client()
+	defer cl.Close()
+	for {
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = group
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.Partition, rp.StartOffset = partition, start
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil && (len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1) {
+			err = fmt.Errorf("answer for %d topics", len(resp.Topics))
+		}
+		if err == nil {
+			err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+		}
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("AlterShareGroupOffsets %s %s/%d to %d: %v", group, topic, partition, start, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // checkShareLeaderHint sends a ShareFetch of topic/0 to a node that does not lead it: the

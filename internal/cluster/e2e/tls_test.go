@@ -83,8 +83,12 @@ func TestClusterMutualTLS(t *testing.T) {
 	c.procs[2].Addr("http")
 	produce(10)
 	time.Sleep(3 * time.Second) // many Raft heartbeats: node 3 would have the records by now
-	if hw := c.highWatermark(ctx, 3, "secure"); hw != 20 {
-		t.Errorf("node 3 with another CA's certificate has high watermark %d, want 20 (refused, it gets nothing)", hw)
+	// At most 20: a restarted replica knows its log committed only as far as its
+	// durable HardState says, and that commit index is written lazily
+	// (internal/cluster/raftstore): until the leader tells it more, it may show
+	// fewer than the 20 it held. More than 20 would mean it got records.
+	if hw := c.highWatermark(ctx, 3, "secure"); hw < 0 || hw > 20 {
+		t.Errorf("node 3 with another CA's certificate has high watermark %d, want at most 20 (refused, it gets nothing)", hw)
 	}
 	for _, id := range []int{1, 2} {
 		if hw := c.highWatermark(ctx, id, "secure"); hw != 30 {

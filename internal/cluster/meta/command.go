@@ -54,7 +54,8 @@ type Command struct {
 	Partitions int32  // Create: the count; AddPartitions: the new total
 	RF         int32  // CreateTopic, CreateQueue: the replication factor (<= 0: the default)
 	Settings   []byte // Create, Update (empty: none)
-	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier)
+	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier); SetTxn: the record
+	Term       uint64 // SetTxn: the term of the coordinator that proposed it
 
 	Addr     string             // AddNode: the node's Raft transport address
 	Group    multiraft.GroupID  // MoveReplica, MoveDone
@@ -79,6 +80,7 @@ type Command struct {
 //	12 MoveReplica   group(uvarint) from(uvarint) to(uvarint)
 //	13 MoveDone      group(uvarint) n(uvarint) {node(uvarint)}...
 //	14 SetGroupConfig name(bytes) settings(bytes)  (groupconfig.go)
+//	15 SetTxn        name(bytes) term(uvarint) record(bytes)  (txns.go)
 //
 // bytes is a uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -112,11 +114,15 @@ func (c *Command) Encode(b []byte) []byte {
 		b = appendBytes(b, c.Settings)
 	case OpDeleteQueue:
 		b = appendString(b, c.Name)
-	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
+	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone, OpReassign, OpCancelReassign:
 		b = c.encodeMembership(b)
 	case OpSetGroupConfig:
 		b = appendString(b, c.Name)
 		b = appendBytes(b, c.Settings)
+	case OpSetTxn:
+		b = appendString(b, c.Name)
+		b = binary.AppendUvarint(b, c.Term)
+		b = appendBytes(b, c.Payload)
 	}
 	return b
 }
@@ -172,11 +178,15 @@ func Decode(b []byte) (Command, error) {
 	case OpUpdateQueue:
 		c.Name = string(d.Bytes(MaxQueueName))
 		c.Settings = d.Bytes(MaxSettings)
-	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
+	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone, OpReassign, OpCancelReassign:
 		c.decodeMembership(&d)
 	case OpSetGroupConfig:
 		c.Name = string(d.Bytes(MaxGroupName))
 		c.Settings = d.Bytes(MaxGroupConfig)
+	case OpSetTxn:
+		c.Name = string(d.Bytes(MaxTxnID))
+		c.Term = d.Uvarint()
+		c.Payload = d.Bytes(MaxTxnRecord)
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}

@@ -15,9 +15,14 @@
 // are not part of State or of the catalog's snapshot (only those applied before the hook
 // was set ride in it), so once they flow the metadata log is never compacted.
 //
+// And Kafka transactions' coordinator records (OpSetTxn, txns.go): the broker's encoding of
+// one transactional id's state, opaque here, kept in State.Txns and its snapshot, each
+// with the index that set it, and refused at apply when proposed in another term than the
+// entry's (a deposed coordinator's write).
+//
 // It must never import the broker, a front-end, the server or the node (deps_test.go),
-// read a clock or a random source in apply, interpret a topic's settings or a group-offsets
-// payload, or mutate a State it has handed out: a State is an immutable value, replaced
+// read a clock or a random source in apply, interpret a topic's settings, a group-offsets
+// payload or a transaction record, or mutate a State it has handed out: a State is an immutable value, replaced
 // whole on every change.
 // See docs/cluster.md, "Catalog".
 package meta

@@ -15,7 +15,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{commandVersion, byte(OpCreateTopic), 0, 0})
 	f.Add((&Command{Op: OpGroupOffsets, Origin: 1, Request: 7, Payload: []byte("offsets")}).Encode(nil))
-	for _, c := range groupConfigCommands() {
+	for _, c := range append(groupConfigCommands(), pinCommands()...) {
 		c.Origin, c.Request = 1, 7
 		f.Add(c.Encode(nil))
 	}
@@ -53,6 +53,10 @@ func FuzzRestore(f *testing.F) {
 	configs := NewMachine(1)
 	applyAll(f, configs, 1, append(seedCommands(), groupConfigCommands()...))
 	snap, _ = configs.Snapshot()
+	f.Add(snap)
+	pins := NewMachine(1)
+	applyAll(f, pins, 1, append(seedCommands(), pinCommands()...))
+	snap, _ = pins.Snapshot()
 	f.Add(snap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMachine(1)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"reflect"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -26,34 +25,14 @@ func groupConfigCommands() []Command {
 // config, so older builds still read it; 7 once one has) and the rest applies on top.
 func TestGroupConfigsApplyAndSnapshot(t *testing.T) {
 	cmds := append(seedCommands(), groupConfigCommands()...)
-	full := NewMachine(1)
-	applyAll(t, full, 1, cmds)
-	want := full.State()
+	want := checkSnapshotCuts(t, cmds, len(seedCommands()), func(s *State) byte {
+		if len(s.GroupConfigs) > 0 {
+			return snapVersionConfigs
+		}
+		return snapVersionMembers
+	})
 	if len(want.GroupConfigs) != 1 || !bytes.Equal(want.GroupConfigs["workers"], []byte(`{"lock_duration":2000000000}`)) {
 		t.Fatalf("group configs after the history: %q", want.GroupConfigs)
-	}
-	for cut := len(seedCommands()); cut <= len(cmds); cut++ {
-		part := NewMachine(1)
-		applyAll(t, part, 1, cmds[:cut])
-		snap, err := part.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if wantV := byte(snapVersionMembers); len(part.State().GroupConfigs) > 0 && snap[0] != snapVersionConfigs ||
-			len(part.State().GroupConfigs) == 0 && snap[0] != wantV {
-			t.Fatalf("cut %d: snapshot version %d with %d group configs", cut, snap[0], len(part.State().GroupConfigs))
-		}
-		restored := NewMachine(1)
-		if err := restored.Restore(snap); err != nil {
-			t.Fatalf("cut %d: %v", cut, err)
-		}
-		if !reflect.DeepEqual(restored.State(), part.State()) {
-			t.Fatalf("cut %d: restored\n%+v\nsnapshotted\n%+v", cut, restored.State(), part.State())
-		}
-		applyAll(t, restored, uint64(cut)+1, cmds[cut:])
-		if !reflect.DeepEqual(restored.State(), want) {
-			t.Fatalf("cut %d: restored + tail\n%+v\napplied all\n%+v", cut, restored.State(), want)
-		}
 	}
 	// The pending twin: 8.
 	pending := NewMachine(1)

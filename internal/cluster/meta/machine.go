@@ -17,7 +17,8 @@ type Result struct {
 	// Queue: CreateQueue, UpdateQueue: the queue after the change; a CreateQueue refused
 	// with ErrQueueExists: the queue that exists (SQS's CreateQueue is idempotent).
 	Queue *Queue
-	Err   error // the catalog refused the command (ErrTopicExists, ErrUnknownTopic, ...)
+	Err   error  // the catalog refused the command (ErrTopicExists, ErrUnknownTopic, ...)
+	Index uint64 // SetTxn: the entry's index, the record's (txns.go)
 }
 
 // maxResults bounds the results kept for proposals whose caller gave up waiting.
@@ -103,6 +104,9 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 		} else {
 			r = s.apply(e, &c)
 			s.Index, catalog = e.Index, true
+			if c.Op != OpSetTxn {
+				s.CatalogChanged = e.Index
+			}
 		}
 		if c.Origin == m.node {
 			r.Request = c.Request
@@ -194,10 +198,12 @@ func (s *State) apply(e multiraft.Entry, c *Command) Result {
 		return Result{Topic: &nt}
 	case OpCreateQueue, OpDeleteQueue, OpUpdateQueue:
 		return s.applyQueue(e, c)
-	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone:
+	case OpAddNode, OpRemoveNode, OpMoveReplica, OpMoveDone, OpReassign, OpCancelReassign:
 		return s.applyMembership(c)
 	case OpSetGroupConfig:
 		return s.applyGroupConfig(c)
+	case OpSetTxn:
+		return s.applyTxn(e.Index, e.Term, c)
 	}
 	return Result{} // unreachable: Decode refuses unknown ops
 }

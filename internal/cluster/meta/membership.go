@@ -63,6 +63,8 @@ type GroupPlacement struct {
 	Replicas []multiraft.NodeID
 	Old      []multiraft.NodeID // non-nil while a move is in progress
 	Moved    bool
+	Pinned   bool               // placed by an operator: Rebalance never moves it
+	Original []multiraft.NodeID // Partition.Original
 }
 
 // What names the group for people: "topic/partition" or "queue NAME".
@@ -82,13 +84,13 @@ func (s *State) placements(movingOnly bool) []GroupPlacement {
 	for name, t := range s.Topics {
 		for i, p := range t.Partitions {
 			if !movingOnly || p.Old != nil {
-				out = append(out, GroupPlacement{Group: p.Group, Topic: name, Index: i, Replicas: p.Replicas, Old: p.Old, Moved: p.Moved})
+				out = append(out, GroupPlacement{Group: p.Group, Topic: name, Index: i, Replicas: p.Replicas, Old: p.Old, Moved: p.Moved, Pinned: p.Pinned, Original: p.Original})
 			}
 		}
 	}
 	for name, q := range s.Queues {
 		if !movingOnly || q.Old != nil {
-			out = append(out, GroupPlacement{Group: q.Group, Queue: name, Replicas: q.Replicas, Old: q.Old, Moved: q.Moved})
+			out = append(out, GroupPlacement{Group: q.Group, Queue: name, Replicas: q.Replicas, Old: q.Old, Moved: q.Moved, Pinned: q.Pinned, Original: q.Original})
 		}
 	}
 	slices.SortFunc(out, func(a, b GroupPlacement) int { return cmpID(a.Group, b.Group) })
@@ -121,8 +123,10 @@ func (s *State) Holds(n multiraft.NodeID) bool {
 }
 
 // setReplicas replaces group id's replicas by reps, remembering the hosting set until the
-// move is over (Old is the union of what the group may still have in its configuration).
-func (s *State) setReplicas(id multiraft.GroupID, reps []multiraft.NodeID) bool {
+// move is over (Old is the union of what the group may still have in its configuration),
+// pinned or not (Partition.Pinned), with original as the replicas a reassignment started
+// from (Partition.Original; nil for other moves).
+func (s *State) setReplicas(id multiraft.GroupID, reps []multiraft.NodeID, pinned bool, original []multiraft.NodeID) bool {
 	old := func(cur, prev []multiraft.NodeID) []multiraft.NodeID {
 		o := slices.Clone(prev)
 		for _, r := range cur {
@@ -139,7 +143,7 @@ func (s *State) setReplicas(id multiraft.GroupID, reps []multiraft.NodeID) bool 
 			}
 			nt := *t
 			nt.Partitions = slices.Clone(t.Partitions)
-			nt.Partitions[i] = Partition{Group: id, Replicas: reps, Old: old(p.Replicas, p.Old), Moved: true}
+			nt.Partitions[i] = Partition{Group: id, Replicas: reps, Old: old(p.Replicas, p.Old), Moved: true, Pinned: pinned, Original: original}
 			s.Topics[name] = &nt
 			return true
 		}
@@ -147,7 +151,7 @@ func (s *State) setReplicas(id multiraft.GroupID, reps []multiraft.NodeID) bool 
 	for name, q := range s.Queues {
 		if q.Group == id {
 			nq := *q
-			nq.Replicas, nq.Old, nq.Moved = reps, old(q.Replicas, q.Old), true
+			nq.Replicas, nq.Old, nq.Moved, nq.Pinned, nq.Original = reps, old(q.Replicas, q.Old), true, pinned, original
 			s.Queues[name] = &nq
 			return true
 		}
@@ -162,7 +166,7 @@ func (s *State) moveDone(id multiraft.GroupID, reps []multiraft.NodeID) Result {
 			if p.Group == id && p.Old != nil && slices.Equal(p.Replicas, reps) {
 				nt := *t
 				nt.Partitions = slices.Clone(t.Partitions)
-				nt.Partitions[i].Old = nil
+				nt.Partitions[i].Old, nt.Partitions[i].Original = nil, nil
 				s.Topics[name] = &nt
 			}
 		}
@@ -170,7 +174,7 @@ func (s *State) moveDone(id multiraft.GroupID, reps []multiraft.NodeID) Result {
 	for name, q := range s.Queues {
 		if q.Group == id && q.Old != nil && slices.Equal(q.Replicas, reps) {
 			nq := *q
-			nq.Old = nil
+			nq.Old, nq.Original = nil, nil
 			s.Queues[name] = &nq
 		}
 	}
@@ -186,6 +190,10 @@ func (s *State) applyMembership(c *Command) Result {
 		return s.removeNode(c.Node.ID)
 	case OpMoveReplica:
 		return s.moveReplica(c.Group, c.From, c.To)
+	case OpReassign:
+		return s.reassign(c.Group, c.Replicas) // reassign.go
+	case OpCancelReassign:
+		return s.cancelReassign(c.Group)
 	default: // OpMoveDone
 		return s.moveDone(c.Group, c.Replicas)
 	}
@@ -260,7 +268,7 @@ func (s *State) removeNode(id multiraft.NodeID) Result {
 		moves = append(moves, move{g.Group, reps})
 	}
 	for _, m := range moves {
-		s.setReplicas(m.g, m.reps)
+		s.setReplicas(m.g, m.reps, false, nil)
 	}
 	s.Removed = maps.Clone(s.Removed)
 	if s.Removed == nil {
@@ -301,6 +309,8 @@ func (s *State) moveReplica(id multiraft.GroupID, from, to multiraft.NodeID) Res
 		return Result{Err: fmt.Errorf("%w: no group %d", ErrMove, id)}
 	case g.Old != nil:
 		return Result{Err: fmt.Errorf("%w: %s is moving already", ErrMove, g.What())}
+	case g.Pinned: // a rebalance planned before an operator's reassignment applied
+		return Result{Err: fmt.Errorf("%w: %s was placed by an operator", ErrMove, g.What())}
 	case !slices.Contains(g.Replicas, from):
 		return Result{Err: fmt.Errorf("%w: node %d holds no replica of %s", ErrMove, from, g.What())}
 	case !toOK || s.Removed[to] || slices.Contains(g.Replicas, to):
@@ -308,7 +318,7 @@ func (s *State) moveReplica(id multiraft.GroupID, from, to multiraft.NodeID) Res
 	}
 	reps := slices.Clone(g.Replicas)
 	reps[slices.Index(reps, from)] = to
-	s.setReplicas(id, reps)
+	s.setReplicas(id, reps, false, nil)
 	return Result{}
 }
 
@@ -321,8 +331,8 @@ func (s *State) Moving() []GroupPlacement {
 }
 
 // Rebalance proposes at most one move that narrows the spread of replica counts over the
-// members, if it is wider than one: a replica of a group that movable accepts moves from
-// the most loaded member to the least loaded one that lacks it. ok is false when the
+// members, if it is wider than one: a replica of a group that movable accepts, and no
+// operator pinned, moves from the most loaded member to the least loaded one that lacks it. ok is false when the
 // spread is at most one, or nothing can move.
 func (s *State) Rebalance(movable func(GroupPlacement) bool) (g multiraft.GroupID, from, to multiraft.NodeID, ok bool) {
 	load := s.replicaCounts()
@@ -336,7 +346,7 @@ func (s *State) Rebalance(movable func(GroupPlacement) bool) (g multiraft.GroupI
 		for j := len(ids) - 1; j >= 0 && load[hi]-load[ids[j]] > 1; j-- {
 			lo := ids[j]
 			for _, gp := range s.Groups() {
-				if gp.Old == nil && slices.Contains(gp.Replicas, hi) && !slices.Contains(gp.Replicas, lo) && movable(gp) {
+				if gp.Old == nil && !gp.Pinned && slices.Contains(gp.Replicas, hi) && !slices.Contains(gp.Replicas, lo) && movable(gp) {
 					return gp.Group, hi, lo, true
 				}
 			}

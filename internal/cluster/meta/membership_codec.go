@@ -19,7 +19,9 @@ func (c *Command) encodeMembership(b []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(c.Group))
 		b = binary.AppendUvarint(b, uint64(c.From))
 		b = binary.AppendUvarint(b, uint64(c.To))
-	case OpMoveDone:
+	case OpCancelReassign:
+		b = binary.AppendUvarint(b, uint64(c.Group))
+	case OpMoveDone, OpReassign:
 		b = binary.AppendUvarint(b, uint64(c.Group))
 		b = appendNodes(b, c.Replicas)
 	}
@@ -37,7 +39,9 @@ func (c *Command) decodeMembership(d *decoder) {
 		c.Group = multiraft.GroupID(d.Uvarint())
 		c.From = multiraft.NodeID(d.Uvarint())
 		c.To = multiraft.NodeID(d.Uvarint())
-	case OpMoveDone:
+	case OpCancelReassign:
+		c.Group = multiraft.GroupID(d.Uvarint())
+	case OpMoveDone, OpReassign:
 		c.Group = multiraft.GroupID(d.Uvarint())
 		c.Replicas = d.nodes()
 	}

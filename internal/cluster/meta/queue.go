@@ -21,6 +21,8 @@ type Queue struct {
 	Replicas []multiraft.NodeID // first one is the preferred leader
 	Old      []multiraft.NodeID // while a move is in progress (Partition.Old)
 	Moved    bool               // Partition.Moved
+	Pinned   bool               // Partition.Pinned
+	Original []multiraft.NodeID // Partition.Original
 	Created  uint64             // the log index of the CreateQueue
 	Version  uint64             // the log index of the last change to this queue
 }

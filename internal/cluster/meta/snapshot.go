@@ -25,6 +25,16 @@ const (
 	// written only while some group has a config.
 	snapVersionConfigs        = 7
 	snapVersionConfigsPending = 8
+	// 9 and 10 are 7 and 8 with the transactions after the group configs (txns.go; the
+	// group configs section is then always written, empty or not), written only while some
+	// transactional id has a record.
+	snapVersionTxns        = 9
+	snapVersionTxnsPending = 10
+	// 11 and 12 are 9 and 10 with the pinned groups and the reassignments' original
+	// replicas after the transactions (reassign.go; both sections before them then always
+	// written), only while some group is pinned or being reassigned.
+	snapVersionPins        = 11
+	snapVersionPinsPending = 12
 )
 
 // Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
@@ -40,9 +50,14 @@ const (
 //	(versions 5 to 8) njoined(uvarint) {id(uvarint) addr(bytes)}... nremoved(uvarint) {id(uvarint)}...
 //	                  nmoved(uvarint) {group(uvarint) nold(uvarint) {node(uvarint)}...}...  by id
 //
-//	(versions 7 and 8) ngroups(uvarint) {name(bytes) settings(bytes)}...  by name
+//	(versions 7 to 10) ngroups(uvarint) {name(bytes) settings(bytes)}...  by name
 //
-// Version 2 (4, 6, 8) is the same as 1 (3, 5, 7) followed by the group-offsets payloads not yet handed
+//	(versions 9 to 12) ntxns(uvarint) {id(bytes) index(uvarint) record(bytes)}...  by id
+//
+//	(versions 11 and 12) npinned(uvarint) {group(uvarint)}...  by id
+//	                     noriginal(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...  by id
+//
+// Version 2 (4, 6, 8, 10, 12) is the same as 1 (3, 5, 7, 9, 11) followed by the group-offsets payloads not yet handed
 // to a hook (appendPending): a snapshot taken while the broker was still opening.
 func (m *Machine) Snapshot() ([]byte, error) {
 	pending, err := m.checkpoint()
@@ -59,7 +74,13 @@ func (m *Machine) Snapshot() ([]byte, error) {
 
 func (s *State) encode() []byte {
 	version := byte(snapVersionMembers)
-	if len(s.GroupConfigs) > 0 {
+	pinned, originals := s.pinnedGroups(), s.reassigning()
+	switch {
+	case len(pinned) > 0 || len(originals) > 0:
+		version = snapVersionPins
+	case len(s.Txns) > 0:
+		version = snapVersionTxns
+	case len(s.GroupConfigs) > 0:
 		version = snapVersionConfigs
 	}
 	b := []byte{version}
@@ -104,8 +125,19 @@ func (s *State) encode() []byte {
 		}
 	}
 	b = s.encodeMembership(b)
-	if len(s.GroupConfigs) > 0 {
+	if version >= snapVersionConfigs {
 		b = s.encodeGroupConfigs(b)
+	}
+	if version >= snapVersionTxns {
+		b = s.encodeTxns(b)
+	}
+	if version >= snapVersionPins {
+		b = appendGroups(b, pinned)
+		b = binary.AppendUvarint(b, uint64(len(originals)))
+		for _, g := range originals {
+			b = binary.AppendUvarint(b, uint64(g.Group))
+			b = appendNodes(b, g.Original)
+		}
 	}
 	return b
 }
@@ -137,12 +169,13 @@ func (m *Machine) Restore(data []byte) error {
 // legal unique topic names, group ids below NextGroup and unique, replicas registered.
 func decodeState(data []byte) (*State, []groupOffsets, error) {
 	version := data[0]
-	if version < snapVersion || version > snapVersionConfigsPending {
+	if version < snapVersion || version > snapVersionPinsPending {
 		return nil, nil, fmt.Errorf("version %d", data[0])
 	}
 	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
 	s := emptyState()
 	s.Index = d.Uvarint()
+	s.CatalogChanged = s.Index // not in the snapshot: at most one round more for a watcher
 	s.NextGroup = multiraft.GroupID(d.Uvarint())
 	if d.Err == nil && s.NextGroup < FirstDataGroup {
 		d.Fail("next group %d", s.NextGroup)
@@ -179,9 +212,16 @@ func decodeState(data []byte) (*State, []groupOffsets, error) {
 	if version >= snapVersionConfigs {
 		d.groupConfigs(s)
 	}
+	if version >= snapVersionTxns {
+		d.txns(s)
+	}
+	if version >= snapVersionPins {
+		d.pins(s)
+	}
 	var pending []groupOffsets
 	if d.Err == nil && (version == snapVersionPending || version == snapVersionQueuesPending ||
-		version == snapVersionMembersPending || version == snapVersionConfigsPending) {
+		version == snapVersionMembersPending || version == snapVersionConfigsPending || version == snapVersionTxnsPending ||
+		version == snapVersionPinsPending) {
 		pending = d.pending()
 	}
 	d.Done()

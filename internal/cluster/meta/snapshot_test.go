@@ -40,9 +40,11 @@ func seedCommands() []Command {
 		{Op: OpMoveReplica, Group: 13, From: 2, To: 4},               // moving already
 		{Op: OpMoveDone, Group: 13, Replicas: []multiraft.NodeID{9}}, // not its replicas: nothing
 		{Op: OpRemoveNode, Node: Node{ID: 3}},
-		{Op: OpRegisterNode, Node: Node{ID: 3, KafkaAddr: "n3:9092"}}, // removed
-		{Op: OpAddNode, Node: Node{ID: 3}, Addr: "n3:7100"},           // removed
-		{Op: OpRemoveNode, Node: Node{ID: 9}},                         // unknown
+		{Op: OpRegisterNode, Node: Node{ID: 3, KafkaAddr: "n3:9092"}},   // removed
+		{Op: OpAddNode, Node: Node{ID: 3}, Addr: "n3:7100"},             // removed
+		{Op: OpRemoveNode, Node: Node{ID: 9}},                           // unknown
+		{Op: OpReassign, Group: 13, Replicas: []multiraft.NodeID{2, 3}}, // node 3 removed
+		{Op: OpReassign, Group: 1, Replicas: []multiraft.NodeID{4, 2}},  // (reassign.go): no group 1
 	}
 }
 
@@ -136,4 +138,49 @@ func TestRestoreRefusesInconsistentSnapshot(t *testing.T) {
 			t.Errorf("%s: restored", name)
 		}
 	}
+}
+
+// checkSnapshotCuts applies cmds in one go, and again with a snapshot at every cut from
+// the first on: each snapshot has the version wantVersion gives for the state it holds,
+// restores to that state (its CatalogChanged at the snapshot's index, as a restore sets
+// it), and with the commands after the cut applied on top ends where cmds in one go end.
+// It returns that state.
+func checkSnapshotCuts(t *testing.T, cmds []Command, first int, wantVersion func(*State) byte) *State {
+	t.Helper()
+	full := NewMachine(1)
+	applyAll(t, full, 1, cmds)
+	want := full.State()
+	for cut := first; cut <= len(cmds); cut++ {
+		part := NewMachine(1)
+		applyAll(t, part, 1, cmds[:cut])
+		snap, err := part.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := wantVersion(part.State()); snap[0] != v {
+			t.Fatalf("cut %d: snapshot version %d, want %d", cut, snap[0], v)
+		}
+		restored := NewMachine(1)
+		if err := restored.Restore(snap); err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		if got := restored.State().CatalogChanged; got != part.State().Index {
+			t.Fatalf("cut %d: restored catalog changed at %d, want the snapshot's index %d", cut, got, part.State().Index)
+		}
+		if !reflect.DeepEqual(sameCatalogChanged(restored.State(), part.State()), part.State()) {
+			t.Fatalf("cut %d: restored\n%+v\nsnapshotted\n%+v", cut, restored.State(), part.State())
+		}
+		applyAll(t, restored, uint64(cut)+1, cmds[cut:])
+		if !reflect.DeepEqual(sameCatalogChanged(restored.State(), want), want) {
+			t.Fatalf("cut %d: restored + tail\n%+v\napplied all\n%+v", cut, restored.State(), want)
+		}
+	}
+	return want
+}
+
+// sameCatalogChanged is s with ref's CatalogChanged, which a restore does not keep.
+func sameCatalogChanged(s, ref *State) *State {
+	c := *s
+	c.CatalogChanged = ref.CatalogChanged
+	return &c
 }

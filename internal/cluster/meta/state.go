@@ -32,6 +32,14 @@ type Partition struct {
 	// Moved: the group's replicas changed since it was created, so Replicas are no
 	// longer its initial voters and no node may bootstrap it with them.
 	Moved bool
+	// Pinned: an operator placed the replicas (OpReassign), so the rebalancer leaves them
+	// be (Kafka never moves replicas by itself). Removing a node re-places its replicas
+	// anyway, and unpins what it re-placed.
+	Pinned bool
+	// Original, while a reassignment moves the group, is the replicas it had before the
+	// reassignment (kept when another replaces it; nil for a removal's or a rebalance's
+	// move): what cancelling goes back to (OpCancelReassign).
+	Original []multiraft.NodeID
 }
 
 // Topic is one topic of the catalog. A *Topic handed out is never modified: a change makes
@@ -59,11 +67,15 @@ func (t *Topic) ReplicationFactor() int {
 // State is the catalog as of an applied index. It is an immutable value: apply builds a new
 // one and never mutates one handed out, so readers need no lock; they must not modify it.
 type State struct {
-	Index     uint64 // last applied index
-	Nodes     []Node // sorted by ID
-	Topics    map[string]*Topic
-	Queues    map[string]*Queue // queue.go
-	NextGroup multiraft.GroupID
+	Index uint64 // last applied index
+	// CatalogChanged is the index of the last entry applied that was not a transaction
+	// record (txns.go): a watcher of topics, queues and nodes need not look again while
+	// it stays. A restored snapshot sets it to its Index.
+	CatalogChanged uint64
+	Nodes          []Node // sorted by ID
+	Topics         map[string]*Topic
+	Queues         map[string]*Queue // queue.go
+	NextGroup      multiraft.GroupID
 	// Joined are the nodes added with AddNode, with their Raft transport address;
 	// Removed the nodes removed, never admitted again (membership.go). Both replaced
 	// whole on change, like the rest.
@@ -72,6 +84,9 @@ type State struct {
 	// GroupConfigs are groups' configs by group id, the broker's JSON (groupconfig.go);
 	// replaced whole on change.
 	GroupConfigs map[string][]byte
+	// Txns are Kafka transactions' coordinator records by transactional id (txns.go);
+	// replaced whole on change.
+	Txns map[string]TxnRecord
 }
 
 // emptyState is the catalog before any entry.

@@ -53,6 +53,9 @@ type GroupStatus struct {
 	// the leader's up to its commit index and whose node is alive: Kafka's ISR. nil on a
 	// follower, which does not know.
 	InSync []NodeID
+	// Transferring, on the leader only, is the node a leadership transfer under way goes
+	// to (0: none); raft drops a transfer not done within an election timeout.
+	Transferring NodeID
 }
 
 // Status returns group id's status on this node.
@@ -65,7 +68,8 @@ func (h *Host) Status(id GroupID) (GroupStatus, error) {
 	}
 	bs := g.rn.BasicStatus()
 	st := GroupStatus{Group: id, Leader: NodeID(bs.Lead), Role: bs.RaftState, Term: bs.Term,
-		Commit: bs.Commit, Applied: bs.Applied, Quiesced: g.quiesced, Removed: g.removed, Blank: g.blank}
+		Commit: bs.Commit, Applied: bs.Applied, Quiesced: g.quiesced, Removed: g.removed, Blank: g.blank,
+		Transferring: NodeID(bs.LeadTransferee)}
 	for _, v := range g.cs.Voters {
 		st.Voters = append(st.Voters, NodeID(v))
 	}

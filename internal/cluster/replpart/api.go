@@ -57,6 +57,7 @@ type Partition struct {
 func NewPartition(h *multiraft.Host, g multiraft.GroupID, m *Machine) *Partition {
 	p := &Partition{host: h, group: g, sm: m}
 	p.seq.Store(rand.Uint64() >> 1)
+	m.api.Store(p)
 	return p
 }
 

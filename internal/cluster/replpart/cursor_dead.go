@@ -70,6 +70,36 @@ func (sc *subCursor) receiveLimited(rl RecordLog, now time.Time, op replcursor.O
 	return CursorResult{Deliveries: out}, nil
 }
 
+// deadLetter finishes the delivery receipt names and keeps it among the dead letters, with
+// the receives it had (the one it is dead-lettered from included). A receipt that is not
+// current is the proposer's refusal (queue.ErrReceiptStale, ErrReceiptInvalid), as an Ack's.
+func (sc *subCursor) deadLetter(now time.Time, receipt string) (CursorResult, error) {
+	evs, err := sc.cur.DeadLetter(now, receipt, "")
+	if f := sc.cur.Fault(); f != nil {
+		return CursorResult{}, fmt.Errorf("cursor fault: %w", f)
+	}
+	if err != nil {
+		return CursorResult{Err: err}, nil
+	}
+	for _, ev := range evs {
+		if d, ok := ev.(queue.DeadLettered); ok {
+			if sc.dead == nil {
+				sc.dead = map[int64]int{}
+			}
+			sc.dead[d.Offset] = d.Count
+		}
+	}
+	return CursorResult{}, nil
+}
+
+// DeadLetter finishes the delivery a receipt names and keeps its record among the
+// subscription's dead letters (DeadLetters), for the leader to copy: as Ack, but the record
+// is kept for a dead-letter queue.
+func (p *Partition) DeadLetter(ctx context.Context, sub uint64, receipt string) error {
+	_, err := p.cursor(ctx, CursorEntry{Sub: sub, Kind: CursorDeadLetter, Op: replcursor.Op{Receipt: receipt}})
+	return err
+}
+
 // deadDone drops dead letters whose copies are committed; offsets it does not hold (done
 // already, by an earlier leader's entry) are ignored.
 func (sc *subCursor) deadDone(offs []int64) {

@@ -115,3 +115,47 @@ func TestSnapshotKeepsDeadLetters(t *testing.T) {
 		}
 	}
 }
+
+// TestCursorDeadLetterByReceipt: a DeadLetter entry finishes the delivery its receipt
+// names and keeps it among the dead letters on every replica, with the receives it had; a
+// stale receipt is refused and keeps nothing; the new leader after a kill has the dead
+// letter, and a DeadDone drops it.
+func TestCursorDeadLetterByReceipt(t *testing.T) {
+	c := newCluster(t, 23, 3)
+	c.appendN(0, 3)
+	l := c.elect()
+	if _, err := c.cursorAt(l, createAt(testSub, true)); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.cursorAt(l, receiveOf(testSub, 2))
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("receive: %v %v", offsets(ds), err)
+	}
+	deadOf := func(r string) CursorEntry {
+		return CursorEntry{Sub: testSub, Kind: CursorDeadLetter, Op: replcursor.Op{Receipt: r}}
+	}
+	if _, err := c.cursorAt(l, deadOf(ds[1].Receipt)); err != nil {
+		t.Fatalf("dead letter of offset 1: %v", err)
+	}
+	if _, err := c.cursorAt(l, deadOf(ds[1].Receipt)); !errors.Is(err, queue.ErrReceiptStale) {
+		t.Fatalf("dead letter again: %v, want ErrReceiptStale", err)
+	}
+	if _, err := c.cursorAt(l, ackOf(testSub, ds[0].Receipt)); err != nil {
+		t.Fatal(err)
+	}
+	c.cursorsAgree()
+	c.kill(l)
+	nl := c.elect(l)
+	if got := c.nodes[nl].sm.DeadLetters(testSub, 10); fmt.Sprint(got) != "[{1 1}]" {
+		t.Fatalf("dead letters on the new leader: %v, want offset 1 with 1 receive", got)
+	}
+	if more, err := c.cursorAt(nl, receiveOf(testSub, 10)); err != nil || fmt.Sprint(offsets(more)) != "[2]" {
+		t.Fatalf("receive after: %v %v, want only 2 (0 acked, 1 dead)", offsets(more), err)
+	}
+	if _, err := c.cursorAt(nl, CursorEntry{Sub: testSub, Kind: CursorDeadDone, Offsets: []int64{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.nodes[nl].sm.DeadCount(testSub); n != 0 {
+		t.Fatalf("%d dead letters after DeadDone", n)
+	}
+}

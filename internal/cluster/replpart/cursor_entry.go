@@ -25,6 +25,13 @@ const (
 	CursorReceiveLimited replcursor.Kind = 7
 	// CursorDeadDone drops dead letters whose copy in the dead-letter queue is committed.
 	CursorDeadDone replcursor.Kind = 8
+	// CursorSkipTo moves the cursor's start forward to To, finishing every record below it
+	// (cursor_skip.go): a Kafka share group's AlterShareGroupOffsets.
+	CursorSkipTo replcursor.Kind = 9
+	// CursorDeadLetter finishes the delivery a receipt names (Op.Receipt) and keeps it
+	// among the cursor's dead letters, for its copy to a dead-letter queue: a Kafka share
+	// group's reject, or release at its delivery limit, with a dead-letter queue set.
+	CursorDeadLetter replcursor.Kind = 10
 )
 
 // Limits of the dead-letter entries.
@@ -54,6 +61,7 @@ type CursorEntry struct {
 	Config  CursorConfig  // Create
 	Limit   int           // ReceiveLimited: 1..MaxReceiveLimit
 	Offsets []int64       // DeadDone: 1..MaxDeadDone
+	To      int64         // SkipTo: the new start, >= 0
 }
 
 // Encode appends e's encoding to b:
@@ -63,6 +71,8 @@ type CursorEntry struct {
 //	Delete   nothing
 //	ReceiveLimited  a Receive's fields, then limit(uvarint)
 //	DeadDone count(uvarint) {offset(uvarint)}...
+//	SkipTo   to(uvarint)
+//	DeadLetter  an Ack's fields (the receipt)
 //	others   replcursor.Op's fields
 func (e *CursorEntry) Encode(b []byte) []byte {
 	b = append(b, cursorVersion)
@@ -85,6 +95,12 @@ func (e *CursorEntry) Encode(b []byte) []byte {
 		for _, off := range e.Offsets {
 			b = binary.AppendUvarint(b, uint64(off))
 		}
+	case CursorSkipTo:
+		b = binary.AppendUvarint(b, uint64(e.To))
+	case CursorDeadLetter:
+		op := e.Op
+		op.Kind = replcursor.Ack
+		b = op.Append(b)
 	default:
 		op := e.Op
 		op.Kind = e.Kind
@@ -151,6 +167,14 @@ func decodeCursor(b []byte) (CursorEntry, error) {
 			}
 			e.Offsets = append(e.Offsets, int64(off))
 		}
+	case e.Kind == CursorSkipTo:
+		to := d.Uvarint()
+		if d.Err == nil && to > math.MaxInt64 {
+			d.Fail("skip to offset %d", to)
+		}
+		e.To = int64(to)
+	case e.Kind == CursorDeadLetter:
+		e.Op = replcursor.Read(&d, replcursor.Ack)
 	case replcursor.Known(e.Kind):
 		e.Op = replcursor.Read(&d, e.Kind)
 	default:
@@ -216,6 +240,18 @@ func checkCursorEntry(e *CursorEntry) error {
 	case CursorDeadDone:
 		if len(e.Offsets) == 0 || len(e.Offsets) > MaxDeadDone || slices.Min(e.Offsets) < 0 {
 			return fmt.Errorf("%w: %d dead letters done", ErrBadAppend, len(e.Offsets))
+		}
+		return nil
+	case CursorSkipTo:
+		if e.To < 0 {
+			return fmt.Errorf("%w: skip to offset %d", ErrBadAppend, e.To)
+		}
+		return nil
+	case CursorDeadLetter:
+		op := e.Op
+		op.Kind = replcursor.Ack
+		if !op.Check() {
+			return fmt.Errorf("%w: dead letter %+v", ErrBadAppend, op)
 		}
 		return nil
 	}

@@ -24,6 +24,8 @@ func FuzzDecodeCursor(f *testing.F) {
 		{Sub: 3, Kind: replcursor.Extend, Op: replcursor.Op{Receipt: "r", Timeout: 1}},
 		{Sub: 3, Kind: CursorReceiveLimited, Op: replcursor.Op{Max: 10, Timeout: time.Second}, Limit: 3},
 		{Sub: 3, Kind: CursorDeadDone, Offsets: []int64{0, 7, 1 << 40}},
+		{Sub: 3, Kind: CursorSkipTo, To: 1 << 40},
+		{Sub: 3, Kind: CursorDeadLetter, Op: replcursor.Op{Receipt: "r"}},
 	} {
 		f.Add(e.Encode(nil))
 	}

@@ -114,6 +114,10 @@ func (m *Machine) runCursor(ce *CursorEntry) (CursorResult, error) {
 	case CursorDeadDone:
 		sc.deadDone(ce.Offsets)
 		return CursorResult{}, nil
+	case CursorSkipTo:
+		return sc.skipTo(rl, ce.To)
+	case CursorDeadLetter:
+		return sc.deadLetter(now, ce.Op.Receipt)
 	}
 	if ce.Kind == replcursor.Receive {
 		if err := fill(sc, rl, now); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
@@ -81,6 +82,10 @@ type Machine struct {
 	cursors       map[uint64]*subCursor
 	clock         replcursor.Clock
 	cursorResults replcursor.Results[CursorResult]
+
+	// api is the Partition over this machine, through which a peer's request proposes
+	// (cursor_skip.go); nil until NewPartition.
+	api atomic.Pointer[Partition]
 }
 
 var (

@@ -50,17 +50,9 @@ func decodePullRequest(b []byte) (pullRequest, error) {
 	if len(b) < 2 || b[0] != pullVersion || b[1] != pullKind {
 		return r, fmt.Errorf("%w: header", ErrBadPull)
 	}
-	b = b[2:]
-	var v [3]uint64
-	for i := range v {
-		x, n := binary.Uvarint(b)
-		if n <= 0 {
-			return r, fmt.Errorf("%w: field %d", ErrBadPull, i)
-		}
-		v[i], b = x, b[n:]
-	}
-	if len(b) > 0 {
-		return r, fmt.Errorf("%w: %d trailing bytes", ErrBadPull, len(b))
+	v, err := uvarints(b[2:], 3, ErrBadPull)
+	if err != nil {
+		return r, err
 	}
 	if v[0] > math.MaxInt64 || v[1] > math.MaxInt64 || v[0] >= v[1] {
 		return r, fmt.Errorf("%w: range %d..%d", ErrBadPull, v[0], v[1])

@@ -197,9 +197,13 @@ func (m *Machine) pullChunk(ctx context.Context, p multiraft.NodeID, cur, to int
 	return r.Next, nil
 }
 
-// ServeRequest answers a peer's pull from the local log (multiraft.RequestServer). It runs
-// on the transport's goroutines, beside the Ready loop: it only reads the log.
+// ServeRequest answers a peer's pull from the local log, or proposes a peer's cursor skip
+// (cursor_skip.go) when this node leads (multiraft.RequestServer). It runs on the
+// transport's goroutines, beside the Ready loop: it only reads the log, or proposes.
 func (m *Machine) ServeRequest(from multiraft.NodeID, req []byte) ([]byte, error) {
+	if len(req) >= 2 && req[0] == pullVersion && req[1] == skipKind {
+		return m.serveSkip(req)
+	}
 	r, err := decodePullRequest(req)
 	if err != nil {
 		return nil, err

@@ -30,6 +30,9 @@ const (
 	OpDeadDone Op = 8
 	// OpPurge finishes every message sent so far.
 	OpPurge Op = 9
+	// OpConfigure changes the queue's times (visibility, extension limit, retention) from
+	// its place in the log on (configure.go).
+	OpConfigure Op = 10
 )
 
 // Limits of a decoded command: a decoder never allocates past them on any input.
@@ -68,6 +71,7 @@ type Command struct {
 	Window      time.Duration // Put: how long a deduplication key is remembered
 	MaxReceives int           // ReceiveLimited: the receive limit (1..queue.MaxReceivesLimit)
 	Offsets     []int64       // DeadDone
+	Times       Times         // Configure
 }
 
 // Encode appends c's encoding to b.
@@ -82,6 +86,7 @@ type Command struct {
 //	ReceiveLimited max(uvarint) visibility(varint ns) maxReceives(uvarint)
 //	DeadDone n(uvarint) {offset(uvarint)}...
 //	Purge    (nothing)
+//	Configure visibility(varint ns) maxExtension(varint ns) retention(varint ns)
 //
 // bytes is uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {

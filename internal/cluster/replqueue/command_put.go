@@ -86,6 +86,10 @@ func (c *Command) encodeMore(b []byte) []byte {
 			b = binary.AppendUvarint(b, uint64(off))
 		}
 	case OpPurge:
+	case OpConfigure:
+		for _, t := range []time.Duration{c.Times.Visibility, c.Times.MaxExtension, c.Times.Retention} {
+			b = binary.AppendVarint(b, int64(t))
+		}
 	}
 	return b
 }
@@ -127,6 +131,8 @@ func (c *Command) decodeMore(d *decoder) bool {
 			c.Offsets = append(c.Offsets, int64(off))
 		}
 	case OpPurge:
+	case OpConfigure:
+		c.Times = Times{Visibility: d.duration(), MaxExtension: d.duration(), Retention: d.duration()}
 	default:
 		return false
 	}

@@ -21,6 +21,7 @@ func seedCommands() []Command {
 		{Op: OpReceiveLimited, Origin: 1, Request: 7, Now: now, Max: 3, Timeout: time.Second, MaxReceives: 2},
 		{Op: OpDeadDone, Origin: 1, Request: 8, Now: now, Offsets: []int64{0}},
 		{Op: OpPurge, Origin: 1, Request: 9, Now: now},
+		{Op: OpConfigure, Origin: 1, Request: 10, Now: now, Times: Times{Visibility: time.Minute, MaxExtension: time.Hour, Retention: 2 * time.Hour}},
 	}
 }
 

@@ -64,8 +64,9 @@ func (s *stored) message(off int64) Message {
 // Machine is one queue's replicated state: a queue.Cursor driven only by committed
 // commands, plus the bodies of messages not yet finished. It is a multiraft.StateMachine.
 type Machine struct {
-	node uint64
-	cfg  queue.Config
+	node    uint64
+	initial queue.Config // the times the queue was created with: a replay from the start begins with them
+	cfg     queue.Config // as of the last applied entry (configure.go)
 
 	mu      sync.Mutex // the host applies; API callers take results
 	cur     *queue.Cursor
@@ -89,7 +90,7 @@ func NewMachine(node multiraft.NodeID, cfg queue.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{node: uint64(node), cfg: cur.Config(), cur: cur, msgs: map[int64]*stored{},
+	return &Machine{node: uint64(node), initial: cur.Config(), cfg: cur.Config(), cur: cur, msgs: map[int64]*stored{},
 		dead: map[int64]*deadLetter{}, dedup: newDedupState()}, nil
 }
 
@@ -151,6 +152,8 @@ func (m *Machine) apply(c *Command) Result {
 		}
 	case OpPurge:
 		m.forget(m.cur.Purge(now, m.next))
+	case OpConfigure:
+		r.Err = m.configure(now, c.Times)
 	default: // Ack, Nack, Extend: the cursor commands replpart's subscriptions share
 		_, evs, err := replcursor.Run(m.cur, now, replcursor.Op{Kind: replcursor.Kind(c.Op), Max: c.Max,
 			Timeout: c.Timeout, Delay: c.Delay, Receipt: c.Receipt})

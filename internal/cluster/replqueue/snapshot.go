@@ -12,8 +12,9 @@ import (
 )
 
 // snapVersion 2 adds each message's group and dedup id, the dead letters and the
-// deduplication keys; version 1 (none of them) is still restored.
-const snapVersion = 2
+// deduplication keys; version 3 the queue's times (configure.go). Versions 1 (none of
+// them) and 2 are still restored, with the times the queue was created with.
+const snapVersion = 3
 
 // Snapshot encodes the state: the cursor's own snapshot and the body of every message not
 // yet finished (not a pointer into the retained log: the host compacts the Raft log below
@@ -25,8 +26,10 @@ const snapVersion = 2
 //	                group(bytes) dedup(bytes)}...                        by offset
 //	ndead(uvarint) {offset(uvarint) count(uvarint) message as above}... by offset
 //	nkeys(uvarint) {key(bytes) offset(uvarint) until(varint)}...        by insertion
+//	visibility(varint ns) maxExtension(varint ns) retention(varint ns)    version 3
 //
-// (version 1 ends after the messages, which have no group nor dedup.)
+// (version 1 ends after the messages, which have no group nor dedup; version 2 after the
+// keys.)
 func (m *Machine) Snapshot() ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -62,6 +65,10 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		b = appendBytes(b, []byte(k.key))
 		b = binary.AppendUvarint(b, uint64(m.dedup.keys[k.key].off))
 		b = binary.AppendVarint(b, k.until)
+	}
+	t := timesOf(m.cfg)
+	for _, v := range []time.Duration{t.Visibility, t.MaxExtension, t.Retention} {
+		b = binary.AppendVarint(b, int64(v))
 	}
 	return b, nil
 }
@@ -104,16 +111,17 @@ func (m *Machine) Restore(data []byte) error {
 	defer m.mu.Unlock()
 	m.results.Reset()
 	if len(data) == 0 {
-		cur, err := queue.New(m.cfg)
+		cur, err := queue.New(m.initial)
 		if err != nil {
 			return err
 		}
+		m.cfg = cur.Config()
 		m.cur, m.msgs, m.next, m.now, m.applied = cur, map[int64]*stored{}, 0, 0, 0
 		m.dead, m.dedup = map[int64]*deadLetter{}, newDedupState()
 		return nil
 	}
 	version := data[0]
-	if version != 1 && version != snapVersion {
+	if version < 1 || version > snapVersion {
 		return fmt.Errorf("replqueue: snapshot version %d", data[0])
 	}
 	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
@@ -138,14 +146,19 @@ func (m *Machine) Restore(data []byte) error {
 	if version >= 2 {
 		d.restoreV2(dead, &dedup, int64(next), uint64(len(data)))
 	}
+	cfg := m.initial
+	if version >= 3 {
+		cfg = Times{Visibility: d.duration(), MaxExtension: d.duration(), Retention: d.duration()}.on(cfg)
+	}
 	d.Done()
 	if d.Err != nil {
 		return fmt.Errorf("replqueue: snapshot: %w", d.Err)
 	}
-	cur, err := queue.Restore(m.cfg, curSnap)
+	cur, err := queue.Restore(cfg, curSnap)
 	if err != nil {
 		return fmt.Errorf("replqueue: snapshot: %w", err)
 	}
+	m.cfg = cur.Config()
 	m.cur, m.msgs, m.next, m.now, m.applied = cur, msgs, int64(next), now, applied
 	m.dead, m.dedup = dead, dedup
 	m.fill(time.Unix(0, now).UTC())

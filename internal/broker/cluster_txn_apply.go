@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/cluster/replpart"
+	"github.com/sluice-mq/sluice/internal/storage"
+)
+
+// Transactions in a replicated partition, on every replica (docs/cluster.md,
+// "Transactions"): apply registers each transactional batch as its producer's open
+// transaction before appending it, and applies markers, so each replica derives its open
+// and aborted transactions (the last stable offset, the aborted index) from the
+// replicated log alone, and a new leader serves read_committed readers as the old one did.
+
+// applyMarker appends one transaction marker and notes it: the producer's open
+// transaction here ends (aborted ones are indexed).
+func (r *replicaLog) applyMarker(epoch int32, raw []byte, one storage.Checked, out *replpart.BatchResult) error {
+	p := r.p
+	h, _ := batch.ParseHeader(raw)
+	commit, seq, err := batch.ParseMarkerEpoch(raw)
+	if err != nil {
+		out.Err = err // the same bytes everywhere: refused alike
+		return nil
+	}
+	tp := &p.txn
+	tp.mu.Lock()
+	if last, ok := tp.seq[h.ProducerID]; ok && !seqAfter(seq, last) {
+		// Stale: the marker of a transaction whose marker this replica applied (or of an
+		// older one), proposed again on an old view. Applying it could end the
+		// producer's next transaction. Not appended, on every replica alike.
+		tp.mu.Unlock()
+		out.Base, out.Duplicate = -1, true
+		return nil
+	}
+	tp.inFlight++
+	tp.mu.Unlock()
+	offs, err := p.log.AppendChecked(context.Background(), epoch, one)
+	tp.mu.Lock()
+	tp.inFlight--
+	if err == nil {
+		tp.noteMarkerLocked(h.ProducerID, commit, offs[0])
+		tp.noteSeqLocked(h.ProducerID, seq)
+	}
+	if tp.inFlight == 0 {
+		tp.cond().Broadcast()
+	}
+	tp.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	out.Base = offs[0]
+	return nil
+}
+
+// noteOpen registers pid's open transaction at offset at, unless one is open.
+func (tp *txnPartition) noteOpen(pid, at int64) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.noteOpenLocked(pid, at)
+}
+
+// seqAfter reports whether marker sequence a comes after b. Sequences count a producer's
+// transactions (txn.Txn.Seq) and wrap: serial arithmetic, as TCP's, holds while the two
+// are less than 2^31 transactions apart, and a stale marker is at most a few behind (a
+// deposed controller's or a delayed request's, seconds old).
+func seqAfter(a, b int32) bool { return a-b > 0 }
+
+// noteSeqLocked records seq as pid's last marker sequence, if after the one recorded.
+func (tp *txnPartition) noteSeqLocked(pid int64, seq int32) {
+	if last, ok := tp.seq[pid]; ok && !seqAfter(seq, last) {
+		return
+	}
+	if tp.seq == nil {
+		tp.seq = map[int64]int32{}
+	}
+	tp.seq[pid] = seq
+	tp.changed = true
+}
