@@ -52,9 +52,13 @@ type Config struct {
 
 // Store keeps the coordinator's records elsewhere than in its own file.
 type Store interface {
-	// Put makes t the durable state of its id before the coordinator shows it;
-	// called with the coordinator's lock held, one at a time.
-	Put(t *Txn) error
+	// Put starts making t the durable state of its id, and returns a wait
+	// that returns once it is, or why it will not be. Put is called with
+	// the coordinator's lock held, one record at a time, in order: records
+	// must become durable in that order (a later one may stand without an
+	// earlier one that failed: each is its id's whole state). The wait is
+	// called without the lock, by any goroutine, any number of times.
+	Put(t *Txn) (wait func() error, err error)
 	// Remove forgets an expired id durably.
 	Remove(id string) error
 }
@@ -75,6 +79,11 @@ type Coordinator struct {
 	busy   map[string]bool // completion running, outside mu
 	log    *stateLog
 	closed bool
+	// pending waits until each id's last record is durable: an answer
+	// about id waits for it (unlockSettled), since the state a request
+	// sees may have been written, not yet made durable, by another (a
+	// retry, Tick).
+	pending map[string]func() error
 }
 
 // Open reads dir's transactions.log. Transactions caught between Prepare
@@ -101,7 +110,7 @@ func Open(cfg Config) (*Coordinator, error) {
 			txns[t.ID] = t.clone()
 		}
 	}
-	c := &Coordinator{cfg: cfg, txns: txns, byPID: map[int64]string{}, busy: map[string]bool{}, log: l}
+	c := &Coordinator{cfg: cfg, txns: txns, byPID: map[int64]string{}, busy: map[string]bool{}, log: l, pending: map[string]func() error{}}
 	for id, t := range txns {
 		c.byPID[t.ProducerID] = id
 	}
@@ -122,7 +131,12 @@ func (c *Coordinator) Close() error {
 	return c.log.close()
 }
 
-// persistLocked makes t the durable state of its id, then the visible one.
+// persistLocked makes t the state of its id: its record is written (or
+// proposed, with a Store) and the wait for it to be durable is left to
+// whoever answers a request about the id (unlockSettled), so that
+// concurrent transactions share syncs (or Raft rounds): nothing is told to
+// a client, nor done outside the coordinator (markers, offsets), before
+// the state it follows from is durable.
 func (c *Coordinator) persistLocked(t *Txn) error {
 	if c.closed {
 		return ErrClosed
@@ -132,20 +146,39 @@ func (c *Coordinator) persistLocked(t *Txn) error {
 		all = slices.DeleteFunc(all, func(o *Txn) bool { return o.ID == t.ID })
 		return append(all, t)
 	}
-	var err error
 	if c.cfg.Store != nil {
-		err = c.cfg.Store.Put(t.clone())
+		wait, err := c.cfg.Store.Put(t.clone())
+		if err != nil {
+			return err
+		}
+		c.pending[t.ID] = wait
 	} else {
-		err = c.log.put(t, live)
-	}
-	if err != nil {
-		return err
+		seq, err := c.log.put(t, live)
+		if err != nil {
+			return err
+		}
+		l := c.log
+		c.pending[t.ID] = func() error { return l.waitDurable(seq) }
 	}
 	if old := c.txns[t.ID]; old != nil && old.ProducerID != t.ProducerID {
 		delete(c.byPID, old.ProducerID)
 	}
 	c.txns[t.ID], c.byPID[t.ProducerID] = t, t.ID
 	return nil
+}
+
+// unlockSettled releases mu, which the caller holds, and then waits until
+// id's last record is durable: err, the answer worked out under the lock,
+// is given only then (or the log's failure instead of a success).
+func (c *Coordinator) unlockSettled(id string, err error) error {
+	wait := c.pending[id]
+	c.mu.Unlock()
+	if wait != nil {
+		if werr := wait(); err == nil {
+			err = werr
+		}
+	}
+	return err
 }
 
 // Producer is the id and epoch a request carries; ID -1 for none.
@@ -166,8 +199,7 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, expect Pr
 	t := c.txns[id]
 	if t != nil {
 		if err := c.checkExpect(t, expect); err != nil {
-			c.mu.Unlock()
-			return Producer{}, err
+			return Producer{}, c.unlockSettled(id, err)
 		}
 		if c.busy[id] || t.State.preparing() {
 			c.mu.Unlock()
@@ -186,7 +218,16 @@ func (c *Coordinator) InitProducerID(id string, timeout time.Duration, expect Pr
 			return c.setTimeout(id, timeout)
 		}
 	}
-	defer c.mu.Unlock()
+	p, err := c.initLocked(id, t, timeout)
+	if err = c.unlockSettled(id, err); err != nil {
+		return Producer{}, err
+	}
+	return p, nil
+}
+
+// initLocked gives id (whose transaction t, if any, is not open) its
+// producer id at a new epoch.
+func (c *Coordinator) initLocked(id string, t *Txn, timeout time.Duration) (Producer, error) {
 	if c.closed {
 		return Producer{}, ErrClosed
 	}
@@ -228,9 +269,9 @@ func (c *Coordinator) checkExpect(t *Txn, expect Producer) error {
 
 // setTimeout stores the timeout of a re-initialised id after its open
 // transaction was aborted, and answers its (already bumped) epoch.
-func (c *Coordinator) setTimeout(id string, timeout time.Duration) (Producer, error) {
+func (c *Coordinator) setTimeout(id string, timeout time.Duration) (_ Producer, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() { err = c.unlockSettled(id, err) }()
 	t := c.txns[id]
 	if t.State != CompleteAbort {
 		return Producer{}, ErrConcurrent // another request moved it on
@@ -317,9 +358,9 @@ func (c *Coordinator) begin(t *Txn) *Txn {
 
 // AddPartitions adds partitions to the producer's transaction, starting
 // one if none is open (AddPartitionsToTxn).
-func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []Partition) error {
+func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, parts []Partition) (err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() { err = c.unlockSettled(id, err) }()
 	t, err := c.checkProducerLocked(id, pid, epoch)
 	if err != nil {
 		return err
@@ -346,9 +387,9 @@ func (c *Coordinator) AddGroupAbortable(id string, pid int64, epoch int16, group
 	return c.addGroup(id, pid, epoch, group, true)
 }
 
-func (c *Coordinator) addGroup(id string, pid int64, epoch int16, group string, abortable bool) error {
+func (c *Coordinator) addGroup(id string, pid int64, epoch int16, group string, abortable bool) (err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() { err = c.unlockSettled(id, err) }()
 	t, err := c.checkLocked(id, pid, epoch, abortable)
 	if err != nil {
 		return err
@@ -375,9 +416,9 @@ func (c *Coordinator) CommitOffsetsImplicit(id string, pid int64, epoch int16, o
 	return c.commitOffsets(id, pid, epoch, offsets, true)
 }
 
-func (c *Coordinator) commitOffsets(id string, pid int64, epoch int16, offsets []Offset, implicit bool) error {
+func (c *Coordinator) commitOffsets(id string, pid int64, epoch int16, offsets []Offset, implicit bool) (err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() { err = c.unlockSettled(id, err) }()
 	t, err := c.checkLocked(id, pid, epoch, implicit)
 	if err != nil {
 		return err

@@ -18,8 +18,7 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) err
 	c.mu.Lock()
 	t, err := c.checkProducerLocked(id, pid, epoch)
 	if err != nil {
-		c.mu.Unlock()
-		return err
+		return c.unlockSettled(id, err)
 	}
 	want := PrepareAbort
 	if commit {
@@ -27,20 +26,18 @@ func (c *Coordinator) EndTxn(id string, pid int64, epoch int16, commit bool) err
 	}
 	switch {
 	case t.State == CompleteCommit && commit, t.State == CompleteAbort && !commit:
-		c.mu.Unlock()
-		return nil
+		return c.unlockSettled(id, nil)
 	case t.State != Ongoing:
-		c.mu.Unlock()
-		return fmt.Errorf("%w: %s is %v, cannot go to %v", ErrInvalidState, id, t.State, want)
+		return c.unlockSettled(id, fmt.Errorf("%w: %s is %v, cannot go to %v", ErrInvalidState, id, t.State, want))
 	}
 	nt := t.clone()
 	nt.State, nt.Updated = want, c.cfg.Now()
 	c.decidedLocked(nt)
-	err = c.persistLocked(nt)
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.unlockSettled(id, c.persistLocked(nt)); err != nil {
 		return err
 	}
+	// The answer waits for the markers but not for the Complete record's
+	// sync: a crash before it finishes the transaction again at open.
 	_ = c.finish(id) // failed: Tick retries; the decision stands
 	return nil
 }
@@ -56,8 +53,19 @@ func (c *Coordinator) finish(id string) error {
 	}
 	c.busy[id] = true
 	t = t.clone()
+	wait := c.pending[id]
 	c.mu.Unlock()
 
+	// The decision is durable before anything outside the coordinator
+	// acts on it (EndTxn waited already; Tick's timeout aborts did not).
+	if wait != nil {
+		if err := wait(); err != nil {
+			c.mu.Lock()
+			delete(c.busy, id)
+			c.mu.Unlock()
+			return err
+		}
+	}
 	commit := t.State == PrepareCommit
 	pid, epoch := t.marker()
 	err := c.cfg.Effects.WriteMarkers(Marker{ProducerID: pid, Epoch: epoch, Commit: commit, Seq: t.Seq}, t.Partitions)
@@ -118,9 +126,9 @@ func (c *Coordinator) Tick() int {
 // Verify is KIP-890's check of a transactional produce: the producer's
 // epoch is its transactional id's current one and the partition was added
 // to its open transaction.
-func (c *Coordinator) Verify(pid int64, epoch int16, p Partition) error {
+func (c *Coordinator) Verify(pid int64, epoch int16, p Partition) (err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() { err = c.unlockSettled(c.byPID[pid], err) }()
 	t, err := c.byProducerLocked(pid)
 	if err != nil {
 		return err
@@ -222,13 +230,15 @@ func (c *Coordinator) expireLocked(now time.Time) []string {
 		if c.cfg.Store != nil {
 			err = c.cfg.Store.Remove(id)
 		} else {
-			err = c.log.put(gone, live)
+			// Not waited for: lost in a crash, the id is forgotten again.
+			_, err = c.log.put(gone, live)
 		}
 		if err != nil {
 			return out
 		}
 		delete(c.txns, id)
 		delete(c.byPID, t.ProducerID)
+		delete(c.pending, id)
 		out = append(out, id)
 	}
 	return out

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -17,14 +19,27 @@ const LogFile = "transactions.log"
 // expired); no producer id is negative.
 const removed = -1
 
-// stateLog is transactions.log open for appending. Not safe for
-// concurrent use: the coordinator's lock serialises it.
+// stateLog is transactions.log open for appending. put and rewrite are
+// called with the coordinator's lock held, one at a time; waitDurable is
+// called without it, by any number of goroutines: it is the log's group
+// commit. A put writes its record (write(2), no sync) and returns its
+// sequence number; an answer that depends on it waits until a sync began
+// after the write. One sync runs at a time, and it covers every record
+// written before it began, so the records of transactions that reach the
+// coordinator together share one fdatasync (a single lock held across each
+// sync allowed one record per sync: about 2,000 records/s on this
+// machine's disk, 700 transactions/s).
 type stateLog struct {
 	fs      vfs.FS
 	dir     string
+	records int           // records in the file; the coordinator's lock guards it
+	written atomic.Uint64 // records put since open: the last put's sequence number
+
+	syncMu  sync.Mutex // one sync at a time; held (with the coordinator's lock) to swap f
 	f       vfs.File
-	records int   // records in the file
-	failed  error // a write or sync failed: nothing more is written
+	durable uint64 // every record up to this sequence number is synced
+
+	failed atomic.Pointer[error] // a write or sync failed: nothing more is written
 }
 
 // openLog reads every intact record, keeping the last per transactional
@@ -79,56 +94,107 @@ func openLog(fsys vfs.FS, dir string) (*stateLog, map[string]*Txn, error) {
 	return l, txns, nil
 }
 
-// put appends t's new state and syncs it. When the file holds mostly
-// stale records it is rewritten first with live (t's new state included).
-func (l *stateLog) put(t *Txn, live func() []*Txn) error {
-	if l.failed != nil {
-		return l.failed
+// put appends t's new state, unsynced, and returns its sequence number
+// for waitDurable. When the file holds mostly stale records it is
+// rewritten instead with live (t's new state included), durably.
+func (l *stateLog) put(t *Txn, live func() []*Txn) (uint64, error) {
+	if err := l.err(); err != nil {
+		return 0, err
 	}
 	if all := live(); l.records > 4*len(all)+256 {
 		return l.rewrite(all)
 	}
+	// f is only swapped under the coordinator's lock, which the caller
+	// holds: no need for syncMu to write to it.
 	if _, err := l.f.Write(encodeRecord(t)); err != nil {
-		return l.fail(err)
-	}
-	if err := l.f.Sync(); err != nil {
-		return l.fail(err)
+		return 0, l.fail(err)
 	}
 	l.records++
-	return nil
+	return l.written.Add(1), nil
 }
 
 // rewrite replaces the file with one record per live transactional id:
-// after a crash it holds either the old records or the new ones.
-func (l *stateLog) rewrite(all []*Txn) error {
+// after a crash it holds either the old records or the new ones. The new
+// file is synced before it replaces the old, so it makes every record put
+// so far durable (live holds their states, whether synced or not).
+func (l *stateLog) rewrite(all []*Txn) (uint64, error) {
 	slices.SortFunc(all, func(a, b *Txn) int { return compareString(a.ID, b.ID) })
 	var buf []byte
 	for _, t := range all {
 		buf = append(buf, encodeRecord(t)...)
 	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	if err := vfs.WriteFileAtomic(l.fs, l.dir, LogFile, buf); err != nil {
-		return l.fail(err)
+		return 0, l.fail(err)
 	}
 	l.f.Close()
 	f, err := l.fs.OpenAppend(filepath.Join(l.dir, LogFile))
 	if err != nil {
-		return l.fail(err)
+		l.f = nil
+		return 0, l.fail(err)
 	}
 	l.f, l.records = f, len(all)
+	seq := l.written.Add(1)
+	l.durable = seq
+	return seq, nil
+}
+
+// waitDurable returns once the record with sequence number seq is synced,
+// syncing every record written so far if no sync that began after it did.
+func (l *stateLog) waitDurable(seq uint64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if seq <= l.durable {
+		return nil
+	}
+	if err := l.err(); err != nil {
+		return err
+	}
+	// Every record up to upto is written (written moves after the write),
+	// so the sync below covers them all.
+	upto := l.written.Load()
+	if err := l.f.Sync(); err != nil {
+		return l.fail(err)
+	}
+	l.durable = upto
+	return nil
+}
+
+func (l *stateLog) err() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
 
 func (l *stateLog) fail(err error) error {
-	l.failed = fmt.Errorf("%w: transactions.log: %v", ErrClosed, err)
-	return l.failed
+	failed := fmt.Errorf("%w: transactions.log: %v", ErrClosed, err)
+	if l.failed.CompareAndSwap(nil, &failed) {
+		return failed
+	}
+	return l.err()
 }
 
+// close syncs what was put (a clean shutdown leaves nothing to lose) and
+// closes the file; waitDurable fails afterwards.
 func (l *stateLog) close() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	if l.f == nil {
 		return nil
 	}
-	err := l.f.Close()
+	var err error
+	if l.err() == nil && l.durable < l.written.Load() {
+		if err = l.f.Sync(); err == nil {
+			l.durable = l.written.Load()
+		}
+	}
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
 	l.f = nil
+	l.fail(errors.New("closed"))
 	return err
 }
 

@@ -9,17 +9,21 @@ import (
 )
 
 // memStore is a Store keeping encoded records, as the cluster's metadata group does.
+// fail refuses a Put at once (a proposal dropped); waitFail accepts it and fails its
+// wait (a commit whose outcome is unknown), keeping the record (it may well commit).
 type memStore struct {
-	recs map[string][]byte
-	fail error
+	recs     map[string][]byte
+	fail     error
+	waitFail error
 }
 
-func (s *memStore) Put(t *Txn) error {
+func (s *memStore) Put(t *Txn) (func() error, error) {
 	if s.fail != nil {
-		return s.fail
+		return nil, s.fail
 	}
 	s.recs[t.ID] = EncodeTxn(t)
-	return nil
+	err := s.waitFail
+	return func() error { return err }, nil
 }
 
 func (s *memStore) Remove(id string) error {
@@ -67,6 +71,16 @@ func TestStoreReplacesTheLog(t *testing.T) {
 		t.Fatalf("a change its store refused is shown: %+v", got[0])
 	}
 	st.fail = nil
+	// A change proposed but not known to be committed is not answered as done, and a
+	// request that sees it waits for it too.
+	st.waitFail = errors.New("outcome unknown")
+	if err := c.AddGroup("etl", p.ID, p.Epoch, "g"); err == nil {
+		t.Fatal("a change whose commit failed was answered as done")
+	}
+	st.waitFail = nil
+	if err := c.AddGroup("etl", p.ID, p.Epoch, "g"); err == nil {
+		t.Fatal("a request that saw a change whose commit failed was answered as done")
+	}
 	fx.fail = errors.New("partition leader away")
 	if err := c.EndTxn("etl", p.ID, p.Epoch, true); err != nil {
 		t.Fatal(err)

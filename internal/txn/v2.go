@@ -29,8 +29,7 @@ func (c *Coordinator) EndTxnBump(id string, pid int64, epoch int16, commit bool)
 	t, err := c.endableLocked(id, pid, epoch, commit)
 	if err != nil || t == nil {
 		cur := c.current(id)
-		c.mu.Unlock()
-		return cur, err
+		return cur, c.unlockSettled(id, err)
 	}
 	want := PrepareAbort
 	if commit {
@@ -41,14 +40,12 @@ func (c *Coordinator) EndTxnBump(id string, pid int64, epoch int16, commit bool)
 	case !commit: // nothing open: an abort bumps only
 		want = CompleteAbort
 	default:
-		c.mu.Unlock()
-		return Producer{}, fmt.Errorf("%w: %s is %v, nothing to commit", ErrInvalidState, id, t.State)
+		return Producer{}, c.unlockSettled(id, fmt.Errorf("%w: %s is %v, nothing to commit", ErrInvalidState, id, t.State))
 	}
 	nt := t.clone()
 	npid, nepoch, err := c.bump(t)
 	if err != nil {
-		c.mu.Unlock()
-		return Producer{}, err
+		return Producer{}, c.unlockSettled(id, err)
 	}
 	nt.Ended = Producer{ID: t.ProducerID, Epoch: t.Epoch}
 	nt.ProducerID, nt.Epoch, nt.LastEpoch = npid, nepoch, -1
@@ -58,9 +55,7 @@ func (c *Coordinator) EndTxnBump(id string, pid int64, epoch int16, commit bool)
 		nt.State, nt.Updated = want, c.cfg.Now()
 		c.decidedLocked(nt)
 	}
-	err = c.persistLocked(nt)
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.unlockSettled(id, c.persistLocked(nt)); err != nil {
 		return Producer{}, err
 	}
 	_ = c.finish(id) // failed: Tick retries; the decision stands
@@ -141,9 +136,9 @@ func (c *Coordinator) AddImplicit(pid int64, epoch int16, p Partition) error {
 // request in one durable write, done before the request's partitions are
 // appended (each of which then finds its partition added): one sync per
 // request rather than one per partition.
-func (c *Coordinator) AddImplicitAll(pid int64, epoch int16, parts []Partition) error {
+func (c *Coordinator) AddImplicitAll(pid int64, epoch int16, parts []Partition) (err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() { err = c.unlockSettled(c.byPID[pid], err) }()
 	t, err := c.byProducerLocked(pid)
 	if err != nil {
 		return err

@@ -119,12 +119,29 @@ func (d *decoder) txns(s *State) {
 // only (a follower answers *NotLeaderError, as ErrNotLeader): only the controller
 // coordinates transactions. ErrStaleTxnCoordinator if the term moved on.
 func (c *Catalog) PutTxn(ctx context.Context, term uint64, id string, record []byte) (uint64, error) {
+	wait, err := c.PutTxnAsync(term, id, record)
+	if err != nil {
+		return 0, err
+	}
+	return wait(ctx)
+}
+
+// PutTxnAsync is PutTxn that returns once the entry is proposed: wait returns the index it
+// was applied at once applied here (call it once). Entries proposed one after another are
+// applied in that order, or a suffix of them not at all.
+func (c *Catalog) PutTxnAsync(term uint64, id string, record []byte) (wait func(context.Context) (uint64, error), err error) {
 	if id == "" || len(id) > MaxTxnID {
-		return 0, fmt.Errorf("meta: invalid transactional id %q", id)
+		return nil, fmt.Errorf("meta: invalid transactional id %q", id)
 	}
 	if len(record) > MaxTxnRecord {
-		return 0, fmt.Errorf("meta: transaction record of %d bytes (max %d)", len(record), MaxTxnRecord)
+		return nil, fmt.Errorf("meta: transaction record of %d bytes (max %d)", len(record), MaxTxnRecord)
 	}
-	r, err := c.do(ctx, Command{Op: OpSetTxn, Name: id, Term: term, Payload: record})
-	return r.Index, err
+	w, err := c.doAsync(Command{Op: OpSetTxn, Name: id, Term: term, Payload: record})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (uint64, error) {
+		r, err := w(ctx)
+		return r.Index, err
+	}, nil
 }
