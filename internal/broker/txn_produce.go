@@ -81,17 +81,21 @@ func (b *Broker) admitEach(p *partitionRT, checked storage.Checked, implicit boo
 		if h.ProducerID < 0 {
 			return fmt.Errorf("batch %d: %w: a transactional batch without a producer id", i, ErrInvalidTxnState)
 		}
+		// The check and the note that the batch is on its way are one step under the
+		// partition's lock: a marker of this transaction takes that lock only after the
+		// decision, which the check would have refused, so it finds the batch counted
+		// and waits for its append. The wait for the coordinator's record to be durable
+		// is outside the lock: other producers' batches do not queue behind its sync.
 		p.txn.mu.Lock()
 		tp := TxnPartition{Topic: p.topic, Partition: p.index}
-		if implicit {
-			err = c.AddImplicit(h.ProducerID, h.ProducerEpoch, tp)
-		} else {
-			err = c.Verify(h.ProducerID, h.ProducerEpoch, tp)
-		}
+		settle, err := c.CheckProduce(h.ProducerID, h.ProducerEpoch, []TxnPartition{tp}, implicit)
 		if err == nil {
 			p.txn.admitLocked(h.ProducerID, p.log.HighWatermark(), admitted)
 		}
 		p.txn.mu.Unlock()
+		if werr := settle(); err == nil {
+			err = werr
+		}
 		if err != nil {
 			return fmt.Errorf("batch %d: %w", i, err)
 		}

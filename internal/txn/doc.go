@@ -8,9 +8,13 @@
 // Every change is made durable in a small append-only log in the data
 // directory (transactions.log: records framed with a length and a CRC-32C,
 // each the whole state of one transactional id; a torn tail is cut at open;
-// rewritten when mostly stale) before it is visible or answered. In a
-// cluster a Store replaces that file (Config.Store): the controller's
-// records are entries of the metadata group.
+// rewritten when mostly stale) before it is answered or acted on. The
+// records are group committed: one is written under the coordinator's lock
+// and made visible at once, and every answer about its id waits, outside
+// the lock, for a sync that covers it, so transactions running at once
+// share fdatasyncs (log.go). In a cluster a Store replaces that file
+// (Config.Store): the controller's records are entries of the metadata
+// group, proposed under the lock and awaited outside it the same way.
 //
 // The coordinator is a state machine with an injected clock. What a
 // transaction does outside it is injected too (Effects): allocating or

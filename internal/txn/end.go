@@ -126,9 +126,45 @@ func (c *Coordinator) Tick() int {
 // Verify is KIP-890's check of a transactional produce: the producer's
 // epoch is its transactional id's current one and the partition was added
 // to its open transaction.
-func (c *Coordinator) Verify(pid int64, epoch int16, p Partition) (err error) {
+func (c *Coordinator) Verify(pid int64, epoch int16, p Partition) error {
+	return settled(c.CheckProduce(pid, epoch, []Partition{p}, false))
+}
+
+// CheckProduce is Verify of every partition in parts (implicit false) or
+// AddImplicitAll (true) without their wait: the check, and the implicit
+// add, are made under the coordinator's lock, and settle returns once the
+// state they saw or made is durable (or why it will not be). The broker
+// notes the batch as on its way into the partition (so that no marker of
+// the transaction passes it) between the two, without holding its
+// partition's lock across a sync, and appends the batch only once settled.
+func (c *Coordinator) CheckProduce(pid int64, epoch int16, parts []Partition, implicit bool) (settle func() error, err error) {
 	c.mu.Lock()
-	defer func() { err = c.unlockSettled(c.byPID[pid], err) }()
+	if implicit {
+		err = c.addImplicitLocked(pid, epoch, parts)
+	} else {
+		for _, p := range parts {
+			if err = c.verifyLocked(pid, epoch, p); err != nil {
+				break
+			}
+		}
+	}
+	wait := c.pending[c.byPID[pid]]
+	c.mu.Unlock()
+	if wait == nil {
+		return func() error { return nil }, err
+	}
+	return wait, err
+}
+
+// settled is what a CheckProduce's answer is once settled.
+func settled(settle func() error, err error) error {
+	if werr := settle(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+func (c *Coordinator) verifyLocked(pid int64, epoch int16, p Partition) error {
 	t, err := c.byProducerLocked(pid)
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ type stateLog struct {
 
 	syncMu  sync.Mutex // one sync at a time; held (with the coordinator's lock) to swap f
 	f       vfs.File
-	durable uint64 // every record up to this sequence number is synced
+	durable atomic.Uint64 // every record up to this sequence number is synced; moved under syncMu
 
 	failed atomic.Pointer[error] // a write or sync failed: nothing more is written
 }
@@ -136,16 +136,19 @@ func (l *stateLog) rewrite(all []*Txn) (uint64, error) {
 	}
 	l.f, l.records = f, len(all)
 	seq := l.written.Add(1)
-	l.durable = seq
+	l.durable.Store(seq)
 	return seq, nil
 }
 
 // waitDurable returns once the record with sequence number seq is synced,
 // syncing every record written so far if no sync that began after it did.
 func (l *stateLog) waitDurable(seq uint64) error {
+	if seq <= l.durable.Load() {
+		return nil // without queueing behind a sync of later records
+	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
-	if seq <= l.durable {
+	if seq <= l.durable.Load() {
 		return nil
 	}
 	if err := l.err(); err != nil {
@@ -157,7 +160,7 @@ func (l *stateLog) waitDurable(seq uint64) error {
 	if err := l.f.Sync(); err != nil {
 		return l.fail(err)
 	}
-	l.durable = upto
+	l.durable.Store(upto)
 	return nil
 }
 
@@ -185,9 +188,9 @@ func (l *stateLog) close() error {
 		return nil
 	}
 	var err error
-	if l.err() == nil && l.durable < l.written.Load() {
+	if upto := l.written.Load(); l.err() == nil && l.durable.Load() < upto {
 		if err = l.f.Sync(); err == nil {
-			l.durable = l.written.Load()
+			l.durable.Store(upto)
 		}
 	}
 	if cerr := l.f.Close(); err == nil {

@@ -136,9 +136,11 @@ func (c *Coordinator) AddImplicit(pid int64, epoch int16, p Partition) error {
 // request in one durable write, done before the request's partitions are
 // appended (each of which then finds its partition added): one sync per
 // request rather than one per partition.
-func (c *Coordinator) AddImplicitAll(pid int64, epoch int16, parts []Partition) (err error) {
-	c.mu.Lock()
-	defer func() { err = c.unlockSettled(c.byPID[pid], err) }()
+func (c *Coordinator) AddImplicitAll(pid int64, epoch int16, parts []Partition) error {
+	return settled(c.CheckProduce(pid, epoch, parts, true))
+}
+
+func (c *Coordinator) addImplicitLocked(pid int64, epoch int16, parts []Partition) error {
 	t, err := c.byProducerLocked(pid)
 	if err != nil {
 		return err
