@@ -176,22 +176,31 @@ type metaTxnStore struct {
 
 // Put proposes the record and returns at once: the coordinator waits for the commit
 // outside its lock, so the records of transactions running at once share Raft rounds
-// (one metadata-group append and fsync for many) rather than each waiting its turn.
+// (one metadata-group append and fsync for many) rather than each waiting its turn. The
+// commit is awaited here, by a goroutine of its own, whether or not the coordinator ever
+// asks (it does not for a Complete record): the catalog keeps a result only until 1,024
+// newer ones pushed it out, and a wait that came later would find its outcome unknown.
 func (s *metaTxnStore) Put(t *txn.Txn) (func() error, error) {
 	wait, err := s.ct.cat.PutTxnAsync(s.term, t.ID, txn.EncodeTxn(t))
 	if err != nil {
 		s.ct.invalidate(s.term)
 		return nil, s.ct.mapErr(err)
 	}
-	return sync.OnceValue(func() error {
+	done := make(chan struct{})
+	var werr error
+	go func() {
+		defer close(done)
 		ctx, cancel := context.WithTimeout(s.ct.ctx, txnPutTimeout)
 		defer cancel()
 		if _, err := wait(ctx); err != nil {
 			s.ct.invalidate(s.term)
-			return s.ct.mapErr(err)
+			werr = s.ct.mapErr(err)
 		}
-		return nil
-	}), nil
+	}()
+	return func() error {
+		<-done
+		return werr
+	}, nil
 }
 
 func (s *metaTxnStore) Remove(id string) error {
