@@ -155,6 +155,25 @@ func (c *clusterRT) reassign(g multiraft.GroupID, replicas []int32) error {
 	return nil
 }
 
+// ConfirmedPartitionReassignments is PartitionReassignments as Kafka's controller answers
+// ListPartitionReassignments: only on the controller (elsewhere a *NotLeaderError of the
+// catalog: NOT_CONTROLLER, and the client asks the controller), and after a barrier entry
+// proposed once the call began has committed, so that the list holds every reassignment
+// acknowledged before it (this node's catalog may lag the cluster's, and a controller cut
+// off from the others may have been replaced) and none a completed move ended.
+func (b *Broker) ConfirmedPartitionReassignments(ctx context.Context) ([]Reassignment, error) {
+	c := b.cluster
+	if c == nil {
+		return nil, ErrNotClustered
+	}
+	ctx, cancel := context.WithTimeout(ctx, coordinatorReadyTimeout)
+	defer cancel()
+	if err := c.cat.ProposeGroupOffsets(ctx, nil); err != nil {
+		return nil, c.catalogErr(err)
+	}
+	return b.PartitionReassignments()
+}
+
 // PartitionReassignments lists the partitions moving, as this node's catalog has them
 // (a rebalance's and a node removal's moves too), by topic and partition.
 func (b *Broker) PartitionReassignments() ([]Reassignment, error) {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -168,6 +169,26 @@ func TestClusterReassignReplacesStuckMove(t *testing.T) {
 	if err != nil || len(rs) != 1 || !slices.Equal(rs[0].Adding, []int32{int32(down)}) {
 		t.Fatalf("listed moving: %+v %v, want s/0 adding n%d", rs, err, down)
 	}
+	// Kafka's listing is the controller's, after a barrier: whichever node answers it has
+	// the move acknowledged above, and the others send the client to the controller.
+	c.eventually(t, "the controller lists s/0 moving", func() error {
+		listed := 0
+		for _, id := range []multiraft.NodeID{a, b} {
+			rs, err := c.nodes[id].b.ConfirmedPartitionReassignments(context.Background())
+			var nl *NotLeaderError
+			switch {
+			case errors.As(err, &nl) && nl.Catalog:
+			case err != nil || len(rs) != 1 || !slices.Equal(rs[0].Adding, []int32{int32(down)}):
+				t.Fatalf("n%d's confirmed listing: %+v %v, want s/0 adding n%d", id, rs, err, down)
+			default:
+				listed++
+			}
+		}
+		if listed != 1 {
+			return fmt.Errorf("%d nodes answered as the controller", listed)
+		}
+		return nil
+	})
 	target := []int32{int32(b), int32(a)}
 	if err := c.via(b, func(br *Broker) error { return br.ReassignPartition("s", 0, target, false) }); err != nil {
 		t.Fatalf("replacing the stuck move: %v", err)

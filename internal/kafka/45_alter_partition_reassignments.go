@@ -57,12 +57,12 @@ func handleAlterPartitionReassignments(_ context.Context, c *conn, req *kmsg.Alt
 // handleListPartitionReassignments: on one node no reassignment is ever
 // in progress, so the list is empty; a cluster node lists the partitions
 // moving. It needs describe on the cluster.
-func handleListPartitionReassignments(_ context.Context, c *conn, req *kmsg.ListPartitionReassignmentsRequest) (reply, error) {
+func handleListPartitionReassignments(ctx context.Context, c *conn, req *kmsg.ListPartitionReassignmentsRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	if !c.may(auth.Describe, auth.Cluster, "") {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	} else if c.s.b.Clustered() {
-		clusterListReassignments(c, req, resp)
+		clusterListReassignments(ctx, c, req, resp)
 	}
 	return msg(resp)
 }

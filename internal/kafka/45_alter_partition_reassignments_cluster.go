@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,7 +13,9 @@ import (
 // On a cluster node AlterPartitionReassignments moves partitions' replicas
 // (broker.ReassignPartition: the catalog records the target, the partition's
 // leader moves its Raft group there) and ListPartitionReassignments lists
-// the partitions moving. A partition already moving gets the new target
+// the partitions moving, on the controller only (NOT_CONTROLLER elsewhere, as
+// Kafka's brokers answer), after a barrier: every move acknowledged before
+// the request is listed. A partition already moving gets the new target
 // instead, as in Kafka (KIP-455); cancelling (null replicas) sends a
 // reassignment under way back to the replicas it had before it
 // (NO_REASSIGNMENT_IN_PROGRESS when none is: a move for a node's removal or
@@ -54,8 +57,8 @@ func reassignErrCode(err error) int16 {
 	return errCode(err, kerr.InvalidReplicaAssignment)
 }
 
-func clusterListReassignments(c *conn, req *kmsg.ListPartitionReassignmentsRequest, resp *kmsg.ListPartitionReassignmentsResponse) {
-	rs, err := c.s.b.PartitionReassignments()
+func clusterListReassignments(ctx context.Context, c *conn, req *kmsg.ListPartitionReassignmentsRequest, resp *kmsg.ListPartitionReassignmentsResponse) {
+	rs, err := c.s.b.ConfirmedPartitionReassignments(ctx)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err, nil), errMessage(err)
 		return
