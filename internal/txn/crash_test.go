@@ -89,15 +89,7 @@ func TestCrashAtEveryWrite(t *testing.T) {
 	for k := 1; ; k += step {
 		mem := newMem(t)
 		efs := vfs.NewErrorFS(mem)
-		n := 0
-		efs.Inject(vfs.Fault{Op: vfs.OpAny, Count: 1, ShortWrite: 3, Match: func(op vfs.Op, _ string) bool {
-			switch op {
-			case vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir, vfs.OpCreate, vfs.OpTruncate:
-				n++
-				return n == k
-			}
-			return false
-		}})
+		failKth(efs, k)
 		ck := &clock{t: time.Unix(1000, 0)}
 		fx := &fakeEffects{}
 		c, err := Open(Config{FS: efs, Dir: "/data", Now: ck.now, Effects: fx, MaxTimeout: time.Minute})

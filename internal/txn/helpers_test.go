@@ -91,3 +91,21 @@ func newMem(t *testing.T) *vfs.MemFS {
 	}
 	return m
 }
+
+// failKth makes the k-th write, sync, rename, directory sync, create or
+// truncate through efs fail, a write half done (3 bytes of it), whichever
+// goroutine makes it.
+func failKth(efs *vfs.ErrorFS, k int) {
+	var mu sync.Mutex
+	n := 0
+	efs.Inject(vfs.Fault{Op: vfs.OpAny, Count: 1, ShortWrite: 3, Match: func(op vfs.Op, _ string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch op {
+		case vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpSyncDir, vfs.OpCreate, vfs.OpTruncate:
+			n++
+			return n == k
+		}
+		return false
+	}})
+}
