@@ -165,6 +165,16 @@ func (b *Broker) coordinator() (*txn.Coordinator, error) {
 	return b.streams.txn, nil
 }
 
+// TxnLogStats reports a single node's transaction coordinator log
+// (transactions.log); false on a cluster node or before the coordinator
+// is open.
+func (b *Broker) TxnLogStats() (txn.LogStats, bool) {
+	if b.cluster != nil || b.streams == nil || b.streams.txn == nil {
+		return txn.LogStats{}, false
+	}
+	return b.streams.txn.LogStats()
+}
+
 // InitTransactionalProducer is InitProducerId with a transactional id:
 // the id's producer id at a new epoch, fencing the previous instance and
 // aborting what it left open. expect (ID -1: none) is KIP-360's re-init.

@@ -222,3 +222,26 @@ sluice_raft_votes_refused_total 2
 		t.Fatalf("single node: %d Raft series, want none", n)
 	}
 }
+
+// A single node's transaction log is reported; a cluster node (Txn says
+// false: its coordinator keeps no file) reports none of its series.
+func TestCollectorMapsTxnLog(t *testing.T) {
+	single := true
+	src := SourceFuncs{Txn: func() (TxnStat, bool) { return TxnStat{Records: 448, Syncs: 47}, single }}
+	want := `
+# HELP sluice_txn_log_records_total Records the Kafka transaction coordinator wrote to transactions.log (one per step of a transaction).
+# TYPE sluice_txn_log_records_total counter
+sluice_txn_log_records_total 448
+# HELP sluice_txn_log_syncs_total fdatasyncs of transactions.log; txn_log_records_total over this is how many records each sync made durable (the group commit of transactions running at once).
+# TYPE sluice_txn_log_syncs_total counter
+sluice_txn_log_syncs_total 47
+`
+	names := []string{"sluice_txn_log_records_total", "sluice_txn_log_syncs_total"}
+	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	single = false
+	if n := testutil.CollectAndCount(NewCollector(src), names...); n != 0 {
+		t.Fatalf("cluster node: %d transaction log series, want none", n)
+	}
+}

@@ -70,6 +70,8 @@ type SourceFuncs struct {
 	Compaction func() CompactionStats
 	// Raft, if set, reports the node's Raft host (RaftSource); false: none (a single node).
 	Raft func() (RaftStat, bool)
+	// Txn, if set, reports the transaction coordinator's log (TxnSource); false: none.
+	Txn func() (TxnStat, bool)
 }
 
 func (f SourceFuncs) QueueStats() []QueueStat { return call(f.Queues) }
@@ -133,6 +135,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range raftDescs {
 		ch <- d
 	}
+	for _, d := range txnDescs {
+		ch <- d
+	}
 }
 
 // Collect snapshots the source and emits one sample per stat.
@@ -161,6 +166,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if rs, ok := c.src.(RaftSource); ok {
 		if st, ok := rs.RaftStats(); ok {
 			collectRaft(ch, st)
+		}
+	}
+	if ts, ok := c.src.(TxnSource); ok {
+		if st, ok := ts.TxnStats(); ok {
+			collectTxn(ch, st)
 		}
 	}
 }

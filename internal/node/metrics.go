@@ -36,6 +36,10 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,
 				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats}, ok
+		},
+		Txn: func() (metrics.TxnStat, bool) {
+			st, ok := b.TxnLogStats()
+			return metrics.TxnStat{Records: st.Records, Syncs: st.Syncs}, ok
 		}}
 }
 

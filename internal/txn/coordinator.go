@@ -181,6 +181,22 @@ func (c *Coordinator) unlockSettled(id string, err error) error {
 	return err
 }
 
+// LogStats counts transactions.log's records and syncs since it was opened:
+// Records over Syncs is how many records each fdatasync made durable (the
+// group commit of transactions running at once).
+type LogStats struct {
+	Records, Syncs uint64
+}
+
+// LogStats reports transactions.log's counters; false with a Store (a
+// cluster's coordinator keeps no file).
+func (c *Coordinator) LogStats() (LogStats, bool) {
+	if c.log == nil {
+		return LogStats{}, false
+	}
+	return LogStats{Records: c.log.written.Load(), Syncs: c.log.syncs.Load()}, true
+}
+
 // Producer is the id and epoch a request carries; ID -1 for none.
 type Producer struct {
 	ID    int64

@@ -34,6 +34,7 @@ type stateLog struct {
 	dir     string
 	records int           // records in the file; the coordinator's lock guards it
 	written atomic.Uint64 // records put since open: the last put's sequence number
+	syncs   atomic.Uint64 // syncs since open, a rewrite's included (LogStats)
 
 	syncMu  sync.Mutex // one sync at a time; held (with the coordinator's lock) to swap f
 	f       vfs.File
@@ -135,6 +136,7 @@ func (l *stateLog) rewrite(all []*Txn) (uint64, error) {
 		return 0, l.fail(err)
 	}
 	l.f, l.records = f, len(all)
+	l.syncs.Add(1)
 	seq := l.written.Add(1)
 	l.durable.Store(seq)
 	return seq, nil
@@ -157,6 +159,7 @@ func (l *stateLog) waitDurable(seq uint64) error {
 	// Every record up to upto is written (written moves after the write),
 	// so the sync below covers them all.
 	upto := l.written.Load()
+	l.syncs.Add(1)
 	if err := l.f.Sync(); err != nil {
 		return l.fail(err)
 	}
@@ -189,6 +192,7 @@ func (l *stateLog) close() error {
 	}
 	var err error
 	if upto := l.written.Load(); l.err() == nil && l.durable.Load() < upto {
+		l.syncs.Add(1)
 		if err = l.f.Sync(); err == nil {
 			l.durable.Store(upto)
 		}
