@@ -25,6 +25,12 @@ type Config struct {
 	Incarnation string
 	// Consumer configures KIP-848 consumer groups.
 	Consumer ConsumerConfig
+	// DurableMembership returns classic groups' membership as
+	// EventGroupMembers records and makes a group Stable only once its
+	// record is Stored (membership.go). A cluster sets it, so a new
+	// coordinator keeps the members; a single node does not (its members
+	// rejoin after a restart, which costs a rebalance and no writes).
+	DurableMembership bool
 }
 
 func (c Config) withDefaults() Config {
@@ -215,6 +221,7 @@ func (c *Coordinator) Tick(now time.Time) Output {
 		if g.cg != nil {
 			out.merge(c.tickConsumer(g, now))
 		}
+		c.noteMembership(g, &out)
 		if !g.busy() && len(g.offsets) == 0 {
 			// Nothing durable and nobody waiting: forget it, as Kafka
 			// drops empty groups without offsets, so abandoned first
@@ -257,6 +264,7 @@ func (c *Coordinator) SetPartitions(now time.Time, topic string, n int32) Output
 			g.cg.epoch++ // the next heartbeat computes a target with the new partitions
 		}
 	}
+	c.noteAllMemberships(&out)
 	return out
 }
 

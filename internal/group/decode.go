@@ -86,9 +86,15 @@ func UnmarshalEvent(data []byte) (Event, error) {
 	}
 	ev := Event{Type: EventType(d.byte())}
 	ev.Group = d.string("group")
-	if ev.Type == EventGroupProtocol {
+	if ev.Type == EventGroupProtocol || ev.Type == EventGroupMembers {
 		ev.ProtocolType = d.string("protocol type")
 		ev.Mode = AssignMode(d.byte())
+	}
+	if ev.Type == EventGroupMembers {
+		if version != eventVersion {
+			return Event{}, fmt.Errorf("%w: version %d for a membership record", ErrCorruptEvent, version)
+		}
+		ev.Members = d.members()
 	}
 	if ev.Type == EventOffsetsCommitted || ev.Type == EventOffsetsDeleted {
 		ev.Time = time.UnixMilli(d.varint(math.MinInt64/2, math.MaxInt64/2, "time"))

@@ -23,24 +23,31 @@ const (
 	// itself the same after a restart (Kafka keeps it in GroupMetadata);
 	// mode ConsumerProtocol makes it a KIP-848 consumer group again.
 	EventGroupProtocol EventType = 4
+	// EventGroupMembers records a classic group's membership
+	// (Config.DurableMembership only; membership.go): replaying it
+	// replaces the group's generation, state and members.
+	EventGroupMembers EventType = 5
 )
 
-// Event is a change that must survive a broker restart. Only committed
-// offsets and their deletion, a group's protocol type, and group deletion,
-// are events: membership, generations and assignments are deliberately not
-// journaled. After a restart every group
-// is Empty; Kafka clients get ErrUnknownMember or ErrIllegalGeneration,
-// rejoin, and resume from their committed offsets. Journaling membership
-// would buy nothing but a shorter pause, at the cost of a write per
-// heartbeat-driven change.
+// Event is a change that must survive a broker restart: committed offsets
+// and their deletion, a group's protocol type, and group deletion; and,
+// with Config.DurableMembership, a classic group's membership. Without it
+// (a single node) membership, generations and assignments are not
+// journaled: after a restart every group is Empty; Kafka clients get
+// ErrUnknownMember or ErrIllegalGeneration, rejoin, and resume from their
+// committed offsets, which costs one rebalance and saves a write per
+// membership change. A cluster records them, so a coordinator's failover
+// does not cost every group a rebalance.
 type Event struct {
 	Type    EventType
 	Group   string
 	Time    time.Time         // commit or deletion time (ms); not for EventGroupDeleted
 	Offsets []CommittedOffset // EventOffsetsCommitted, EventOffsetsDeleted
 
-	ProtocolType string     // EventGroupProtocol: "consumer" for Kafka consumers
-	Mode         AssignMode // EventGroupProtocol
+	ProtocolType string     // EventGroupProtocol, EventGroupMembers: "consumer" for Kafka consumers
+	Mode         AssignMode // EventGroupProtocol, EventGroupMembers
+
+	Members *Membership // EventGroupMembers
 }
 
 // Apply replays ev into c, as at start-up from the journal. Replaying an
@@ -73,6 +80,11 @@ func (c *Coordinator) Apply(ev Event) error {
 		case ev.Mode != ConsumerProtocol:
 			g.cg = nil
 		}
+	case EventGroupMembers:
+		if g := c.groups[ev.Group]; g != nil && g.cg != nil && len(g.cg.members) > 0 {
+			break // a consumer group with members now: the record is of an older life
+		}
+		c.applyMembers(ev)
 	}
 	return nil
 }
@@ -92,8 +104,11 @@ func (ev Event) validate() error {
 	if ev.Group == "" {
 		return fmt.Errorf("%w: empty group", ErrCorruptEvent)
 	}
-	if ev.Type != EventGroupProtocol && (ev.ProtocolType != "" || ev.Mode != 0) {
+	if ev.Type != EventGroupProtocol && ev.Type != EventGroupMembers && (ev.ProtocolType != "" || ev.Mode != 0) {
 		return fmt.Errorf("%w: protocol in a type %d event", ErrCorruptEvent, ev.Type)
+	}
+	if (ev.Type == EventGroupMembers) != (ev.Members != nil) {
+		return fmt.Errorf("%w: members in a type %d event", ErrCorruptEvent, ev.Type)
 	}
 	switch ev.Type {
 	case EventGroupDeleted:
@@ -104,6 +119,11 @@ func (ev Event) validate() error {
 		if len(ev.Offsets) > 0 || ev.ProtocolType == "" || ev.Mode > ConsumerProtocol {
 			return fmt.Errorf("%w: protocol %q mode %d", ErrCorruptEvent, ev.ProtocolType, ev.Mode)
 		}
+	case EventGroupMembers:
+		if len(ev.Offsets) > 0 || !ev.Time.IsZero() {
+			return fmt.Errorf("%w: offsets in a membership record", ErrCorruptEvent)
+		}
+		return ev.validateMembers()
 	case EventOffsetsCommitted, EventOffsetsDeleted:
 		for _, o := range ev.Offsets {
 			if o.Topic == "" || o.Partition < 0 || o.Offset < MinCommitOffset {
@@ -156,6 +176,8 @@ func (ev Event) MarshalBinary() ([]byte, error) {
 		return b, nil
 	case EventGroupProtocol:
 		return append(appendString(b, ev.ProtocolType), byte(ev.Mode)), nil
+	case EventGroupMembers:
+		return appendMembers(append(appendString(b, ev.ProtocolType), byte(ev.Mode)), ev.Members), nil
 	}
 	b = binary.AppendVarint(b, ev.Time.UnixMilli())
 	b = binary.AppendUvarint(b, uint64(len(ev.Offsets)))

@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -31,6 +32,19 @@ func sampleEvents() []Event {
 		{Type: EventOffsetsCommitted, Group: "before-1970", Time: time.UnixMilli(-5), Offsets: []CommittedOffset{
 			{Topic: "t", Partition: 1, Committed: Committed{Offset: 1, CommitTime: time.UnixMilli(-5)}},
 		}},
+		{Type: EventGroupMembers, Group: "g", ProtocolType: "consumer", Mode: LeaderAssigns, Members: &Membership{
+			Generation: 7, State: Stable, Protocol: "cooperative-sticky", Leader: "m-2",
+			Members: []MemberRecord{
+				{ID: "m-2", InstanceID: "pod-0", ClientID: "c", ClientHost: "/127.0.0.1", SessionTimeout: 45 * time.Second,
+					RebalanceTimeout: time.Minute, Protocols: []Protocol{{Name: "cooperative-sticky", Metadata: []byte{0, 1}}, {Name: "range"}},
+					Topics: []string{"orders"}, Assignment: []byte{0, 3, 0}},
+				{ID: "m-3", SessionTimeout: 6 * time.Second},
+			}}},
+		{Type: EventGroupMembers, Group: "native", ProtocolType: "sluice", Mode: BrokerAssigns, Members: &Membership{
+			Generation: 2, State: Stable, Protocol: "range", Leader: "a",
+			Members: []MemberRecord{{ID: "a", Topics: []string{"t"}, Partitions: []TopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}},
+		}},
+		{Type: EventGroupMembers, Group: "emptied", ProtocolType: "consumer", Members: &Membership{Generation: 9, State: Empty}},
 	}
 }
 
@@ -62,7 +76,7 @@ func TestEventRoundTrip(t *testing.T) {
 // eventsEqual compares times with Equal (locations differ after decoding).
 func eventsEqual(a, b Event) bool {
 	if a.Type != b.Type || a.Group != b.Group || !a.Time.Equal(b.Time) || len(a.Offsets) != len(b.Offsets) ||
-		a.ProtocolType != b.ProtocolType || a.Mode != b.Mode {
+		a.ProtocolType != b.ProtocolType || a.Mode != b.Mode || fmt.Sprint(a.Members) != fmt.Sprint(b.Members) {
 		return false
 	}
 	for i := range a.Offsets {

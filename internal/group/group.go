@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// member is one joined member. Membership lives only in memory: after a
-// broker restart every group comes back Empty and Kafka clients, told
-// ErrUnknownMember, rejoin.
+// member is one joined member. Membership lives only in memory unless
+// Config.DurableMembership (membership.go): then after a restart every
+// group comes back Empty and Kafka clients, told ErrUnknownMember, rejoin.
 type member struct {
 	id, instanceID       string
 	clientID, clientHost string
@@ -75,6 +75,12 @@ type group struct {
 	// cg is set while the group is a KIP-848 consumer group: then the
 	// classic fields above stay empty (a group is one type at a time).
 	cg *consumerGroup
+	// storing: the group's Stable record is on its way to disk
+	// (Config.DurableMembership); it stays CompletingRebalance, its joins
+	// and syncs waiting, until Stored. recorded is what its last record
+	// (written or replayed) held. See membership.go.
+	storing  bool
+	recorded recordState
 }
 
 // busy reports whether the group has members of either type.

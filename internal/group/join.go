@@ -11,6 +11,12 @@ import (
 // rebalance); otherwise a later call's Output carries it, once every
 // member has joined or the rebalance timeout passed (see Tick).
 func (c *Coordinator) Join(now time.Time, req JoinRequest) (Ticket, Output) {
+	t, out := c.join(now, req)
+	c.noteMembership(c.groups[req.Group], &out)
+	return t, out
+}
+
+func (c *Coordinator) join(now time.Time, req JoinRequest) (Ticket, Output) {
 	t := c.ticket()
 	if req.RebalanceTimeout <= 0 {
 		req.RebalanceTimeout = req.SessionTimeout

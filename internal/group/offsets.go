@@ -210,7 +210,8 @@ func (c *Coordinator) ResetOffsets(now time.Time, group string, offsets []Offset
 	return Output{Events: []Event{ev}}, nil
 }
 
-// Snapshot returns events that rebuild every group's committed offsets,
+// Snapshot returns events that rebuild every group's committed offsets (and,
+// with Config.DurableMembership, the membership of each classic group that has members),
 // so the broker can replace a long journal with them. Offsets are grouped
 // by group and commit time (an event carries one time).
 func (c *Coordinator) Snapshot() []Event {
@@ -228,6 +229,9 @@ func (c *Coordinator) Snapshot() []Event {
 				cur = &evs[len(evs)-1]
 			}
 			cur.Offsets = append(cur.Offsets, o)
+		}
+		if g := c.groups[id]; c.cfg.DurableMembership && g.cg == nil && len(g.members) > 0 {
+			evs = append(evs, g.membersEvent())
 		}
 	}
 	return evs

@@ -21,6 +21,7 @@ type sim struct {
 	gen     map[string]int32  // member id -> generation it last joined
 	counts  map[string]int32  // topic -> partitions
 	lastGen int32
+	durable *durableSim // set by newDurableSim (membership_test.go)
 }
 
 var simTopics = []string{"a", "b", "c"}
@@ -54,10 +55,19 @@ func (s *sim) deliver(out Output) {
 		}
 	}
 	for _, r := range out.Joins {
+		if s.durable != nil && r.Err == nil && s.mode == BrokerAssigns {
+			s.durable.assigned(r.MemberID, r.Generation)
+		}
 		answer(r.Ticket, r.Err, r.MemberID, r.Generation)
 	}
 	for _, r := range out.Syncs {
+		if s.durable != nil && r.Err == nil {
+			s.durable.assigned(s.open[r.Ticket], s.gen[s.open[r.Ticket]])
+		}
 		answer(r.Ticket, r.Err, "", 0)
+	}
+	if s.durable != nil {
+		s.durable.pending = append(s.durable.pending, out.Events...)
 	}
 }
 

@@ -18,6 +18,7 @@ func (c *Coordinator) prepareRebalance(g *group, now time.Time) Output {
 			m.syncTicket, m.lastSeen = 0, now
 		}
 	}
+	g.storing = false // a record not yet durable is of a generation abandoned now
 	g.rebalanceDeadline = now.Add(maxRebalanceTimeout(g))
 	g.joinNotBefore = time.Time{}
 	if g.state == Empty && c.cfg.InitialRebalanceDelay > 0 {
@@ -67,6 +68,13 @@ func (c *Coordinator) completeJoin(g *group, now time.Time) Output {
 		m.lastSeen = now
 	}
 	g.rebalanceDeadline = now.Add(maxRebalanceTimeout(g))
+	if g.mode == BrokerAssigns && c.cfg.DurableMembership {
+		// The joins wait for the record of the assignment (Stored).
+		c.assignPartitions(g)
+		g.setState(CompletingRebalance, &out)
+		g.store()
+		return out
+	}
 	if g.mode == BrokerAssigns {
 		c.assignPartitions(g)
 		g.setState(Stable, &out)
@@ -157,7 +165,7 @@ func (c *Coordinator) tickGroup(g *group, now time.Time) Output {
 		// look unsynced too.
 		var drop []string
 		for _, m := range g.sortedMembers() {
-			if m.syncTicket == 0 {
+			if m.syncTicket == 0 && m.joinTicket == 0 { // a join held while storing waits too
 				drop = append(drop, m.id)
 			}
 		}

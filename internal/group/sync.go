@@ -7,6 +7,12 @@ import "time"
 // answered when the leader's Sync arrives (in that call's Output), or with
 // ErrRebalanceInProgress if the generation is abandoned first.
 func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
+	t, out := c.sync(now, req)
+	c.noteMembership(c.groups[req.Group], &out)
+	return t, out
+}
+
+func (c *Coordinator) sync(now time.Time, req SyncRequest) (Ticket, Output) {
 	t := c.ticket()
 	fail := func(err error) Output { return Output{Syncs: []SyncResult{{Ticket: t, Err: err}}} }
 	g := c.groups[req.Group]
@@ -27,11 +33,15 @@ func (c *Coordinator) Sync(now time.Time, req SyncRequest) (Ticket, Output) {
 		out.Syncs = append(out.Syncs, SyncResult{Ticket: m.syncTicket, Err: ErrRebalanceInProgress})
 	}
 	m.syncTicket = t
-	if m.id != g.leader {
-		return t, out
+	if m.id != g.leader || g.storing {
+		return t, out // the leader's assignment, or its record, is on its way
 	}
 	for _, o := range g.members {
 		o.assignment = req.Assignments[o.id] // members the leader left out get nothing
+	}
+	if c.cfg.DurableMembership {
+		g.store() // Stable, and the syncs answered, once Stored
+		return t, out
 	}
 	g.setState(Stable, &out)
 	for _, o := range g.sortedMembers() {
@@ -109,6 +119,7 @@ func (c *Coordinator) Heartbeat(now time.Time, req HeartbeatRequest) error {
 func (c *Coordinator) Leave(now time.Time, group string, refs []MemberRef) (errs []error, out Output) {
 	g := c.groups[group]
 	errs = make([]error, len(refs))
+	defer func() { c.noteMembership(g, &out) }()
 	for i, r := range refs {
 		if g == nil {
 			errs[i] = ErrUnknownMember

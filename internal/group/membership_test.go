@@ -1,0 +1,197 @@
+package group
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// durableSim is the random simulation of property_test.go with
+// Config.DurableMembership, a log that makes the emitted events durable
+// some steps later (Stored then called for each Stable record, as the
+// broker does once its entry commits), and coordinator failovers: a new
+// coordinator replayed from the durable events only, every open ticket
+// lost with the old one.
+type durableSim struct {
+	pending   []Event // emitted, not durable yet
+	failovers int
+	log       []Event          // durable
+	shadow    *Coordinator     // log replayed, one event at a time
+	held      map[string]int32 // member -> generation of its last assignment answered
+}
+
+func (d *durableSim) assigned(member string, gen int32) { d.held[member] = gen }
+
+func newDurableSim(t *testing.T, seed uint64, mode AssignMode) *sim {
+	s := newSim(t, seed, mode)
+	s.c = New(Config{DurableMembership: true, Incarnation: "0"})
+	s.durable = &durableSim{held: map[string]int32{}, shadow: New(Config{DurableMembership: true})}
+	for topic, n := range s.counts {
+		s.setPartitions(topic, n)
+	}
+	return s
+}
+
+// advance makes every pending event durable and reports the Stable
+// records Stored.
+func (s *sim) advance() {
+	for len(s.durable.pending) > 0 {
+		evs := s.durable.pending
+		s.durable.pending = nil
+		s.durable.log = append(s.durable.log, evs...)
+		for _, ev := range evs {
+			replayOne(s.t, s.durable.shadow, ev)
+		}
+		for _, ev := range evs {
+			if ev.Type == EventGroupMembers && ev.Members.State == Stable {
+				s.deliver(s.c.Stored(s.now, ev.Group, ev.Members.Generation))
+			}
+		}
+	}
+	s.compareReplayed()
+}
+
+// compareReplayed checks that a coordinator replayed from the durable
+// events has the live one's membership (called with nothing pending, so
+// only a group still storing may differ: it is recorded as Stable).
+func (s *sim) compareReplayed() {
+	s.t.Helper()
+	live, _ := s.c.Describe("g")
+	got, _ := s.durable.shadow.Describe("g")
+	if live.State == Empty || live.State == Dead {
+		if got.State != Empty && got.State != Dead || len(got.Members) > 0 {
+			s.t.Fatalf("live group %s, replayed %s with %d members", live.State, got.State, len(got.Members))
+		}
+		return
+	}
+	if g := s.c.groups["g"]; g.storing {
+		live.State = Stable
+	}
+	same := live.Generation == got.Generation && live.State == got.State && live.Leader == got.Leader &&
+		live.Protocol == got.Protocol && len(live.Members) == len(got.Members)
+	for i := 0; same && i < len(live.Members); i++ {
+		a, b := live.Members[i], got.Members[i]
+		same = a.MemberID == b.MemberID && a.InstanceID == b.InstanceID && string(a.Assignment) == string(b.Assignment) &&
+			fmt.Sprint(a.Partitions) == fmt.Sprint(b.Partitions)
+		// A member rejoining during a rebalance may change its protocols; the
+		// record of the generation that forms has them (they are re-sent anyway).
+		same = same && (live.State == PreparingRebalance || string(a.Metadata) == string(b.Metadata))
+	}
+	if !same {
+		s.t.Fatalf("replayed membership differs:\n live %+v\n replayed %+v", live, got)
+	}
+}
+
+// failover replaces the coordinator with one replayed from the durable
+// events, and checks that every member holding an assignment of the old
+// coordinator's generation is in the new one at that generation (Stable,
+// or rebalancing after it).
+func (s *sim) failover() {
+	s.t.Helper()
+	s.durable.failovers++ // a new incarnation: member ids are never handed out twice
+	c := replayedWith(s.t, Config{DurableMembership: true, Incarnation: fmt.Sprint(s.durable.failovers)}, s.durable.log)
+	for topic, n := range s.counts {
+		c.KnowPartitions(topic, n)
+	}
+	old := s.c.groups["g"]
+	if g := c.groups["g"]; old != nil {
+		for id := range old.members {
+			if gen, ok := s.durable.held[id]; !ok || gen != old.generation || (old.state != Stable && old.state != PreparingRebalance) {
+				continue // it holds no assignment of the old coordinator's current generation
+			}
+			if inst := old.members[id].instanceID; inst != "" && g != nil && g.static[inst] != "" && g.generation == old.generation {
+				// A static member's new id, answered at once with the old id's
+				// assignment: the new coordinator knows the old id, which nobody
+				// else uses, and the new one rejoins (UNKNOWN_MEMBER_ID).
+				continue
+			}
+			if g == nil || g.generation != old.generation || g.members[id] == nil || (g.state != Stable && g.state != PreparingRebalance) {
+				s.t.Fatalf("member %s was answered its assignment of generation %d; the new coordinator has %+v", id, old.generation, g)
+			}
+		}
+	}
+	s.c = c
+	s.durable.pending = nil
+	clear(s.open) // the answers were lost with the old coordinator: the clients retry
+	s.deliver(c.Resume(s.now))
+	s.lastGen = 0
+	if info, ok := c.Describe("g"); ok {
+		s.lastGen = info.Generation
+	}
+}
+
+// TestDurableMembershipFailover: random joins, syncs, leaves, partition
+// changes and ticks against a coordinator with DurableMembership, with
+// failovers to a coordinator replayed from what was durable. After every
+// advance the replayed membership equals the live one; at every failover
+// no member holds an assignment the new coordinator does not know; and
+// the usual invariants (one owner per partition, every ticket answered
+// once) hold throughout, across the failovers.
+func TestDurableMembershipFailover(t *testing.T) {
+	for _, mode := range []AssignMode{BrokerAssigns, LeaderAssigns} {
+		for seed := range uint64(40) {
+			t.Run(fmt.Sprintf("mode%d/seed%d", mode, seed), func(t *testing.T) {
+				s := newDurableSim(t, seed, mode)
+				failovers := 0
+				for range 400 {
+					s.step()
+					switch r := s.rng.IntN(20); {
+					case r < 6:
+						s.advance()
+					case r == 6:
+						s.failover()
+						failovers++
+					}
+				}
+				s.settleDurable()
+				if failovers == 0 {
+					t.Fatal("no failover drawn")
+				}
+			})
+		}
+	}
+}
+
+// settleDurable is settle with the log advancing, so Stable records are
+// Stored and their tickets answered.
+func (s *sim) settleDurable() {
+	for _, id := range s.ids {
+		s.join(id)
+	}
+	for range 20 {
+		s.advance()
+		if len(s.open) == 0 {
+			return
+		}
+		s.now = s.now.Add(30 * time.Second)
+		s.deliver(s.c.Tick(s.now))
+		s.check()
+	}
+	s.t.Fatalf("tickets never answered: %v", s.open)
+}
+
+// replayedWith is replayed (event_test.go) with a configuration.
+func replayedWith(t *testing.T, cfg Config, evs []Event) *Coordinator {
+	t.Helper()
+	c := New(cfg)
+	for _, ev := range evs {
+		replayOne(t, c, ev)
+	}
+	return c
+}
+
+// replayOne applies ev to c through its encoding, as a journal replays it.
+func replayOne(t *testing.T, c *Coordinator, ev Event) {
+	t.Helper()
+	raw, err := ev.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := UnmarshalEvent(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(dec); err != nil {
+		t.Fatal(err)
+	}
+}
