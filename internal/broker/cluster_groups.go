@@ -97,7 +97,7 @@ func (b *Broker) openClusterGroups(o *ClusterOptions) error {
 func newClusterGroups(g *groupRT, cat *meta.Catalog) *clusterGroups {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	c := &clusterGroups{g: g, cat: cat, journaled: group.New(group.Config{})}
+	c := &clusterGroups{g: g, cat: cat, journaled: group.New(group.Config{DurableMembership: true})}
 	for _, ev := range g.coord.Snapshot() {
 		_ = c.journaled.Apply(ev) // the coordinator's own events: valid
 	}
@@ -164,6 +164,16 @@ func (c *clusterGroups) ready(ctx context.Context) error {
 	return nil
 }
 
+// serving reports whether this node coordinates groups in the metadata group's current
+// term (ready was called in it and no proposal failed since).
+func (c *clusterGroups) serving() bool {
+	if c.cat == nil { // a test's hook without a metadata group
+		return false
+	}
+	term, leader := c.cat.Term()
+	return leader && c.readyTerm.Load() == term
+}
+
 func (c *clusterGroups) notCoordinator() error {
 	return &NotCoordinatorError{Coordinator: int32(c.cat.Leader())}
 }
@@ -215,28 +225,53 @@ func (g *groupRT) persistLocked(ctx context.Context, out group.Output) func() er
 	if len(evs) == 0 {
 		return func() error { return nil }
 	}
-	payload, err := encodeGroupEvents(evs)
+	wait, err := g.cl.propose(evs)
 	if err != nil {
-		return g.cl.uncommitted(err)
-	}
-	wait, err := g.cl.cat.ProposeGroupOffsetsAsync(payload)
-	if err != nil {
-		return g.cl.uncommitted(err)
+		err = g.cl.uncommittedLocked(err)
+		return func() error { return err }
 	}
 	return func() error {
 		if err := wait(ctx); err != nil {
-			return g.cl.uncommitted(err)()
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.cl.uncommittedLocked(err)
 		}
 		return nil
 	}
 }
 
+// propose puts one entry carrying evs in the metadata log (called with g.mu held, so
+// entries follow the order the coordinator applied them in).
+func (c *clusterGroups) propose(evs []group.Event) (func(context.Context) error, error) {
+	payload, err := encodeGroupEvents(evs)
+	if err != nil {
+		return nil, err
+	}
+	return c.cat.ProposeGroupOffsetsAsync(payload)
+}
+
 // uncommitted answers a change that was not committed (or may not be): memory holds it,
-// the metadata group may not, so the coordinator is rebuilt before it serves again.
-func (c *clusterGroups) uncommitted(err error) func() error {
+// the metadata group may not, so the coordinator is rebuilt before it serves again. The
+// joins and syncs waiting (a Stable generation's, until its record applies) hear the
+// error now rather than at the rebuild: Kafka clients find the coordinator and retry.
+// Called with g.mu held.
+func (c *clusterGroups) uncommittedLocked(err error) error {
 	c.readyTerm.Store(0)
 	err = c.mapErr(err)
-	return func() error { return err }
+	c.g.failWaitersLocked(err)
+	return err
+}
+
+// splitMembership separates membership records from the other events.
+func splitMembership(evs []group.Event) (members, rest []group.Event) {
+	for _, ev := range evs {
+		if ev.Type == group.EventGroupMembers {
+			members = append(members, ev)
+		} else {
+			rest = append(rest, ev)
+		}
+	}
+	return members, rest
 }
 
 // ApplyGroupOffsets applies one committed entry's events to this node's coordinator and
@@ -254,7 +289,17 @@ func (c *clusterGroups) ApplyGroupOffsets(index uint64, payload []byte) error {
 	if g.closed {
 		return ErrClosed
 	}
+	members, _ := splitMembership(evs)
+	serving := len(members) > 0 && c.serving()
 	for _, ev := range evs {
+		if ev.Type == group.EventGroupMembers && serving {
+			// Proposed here: memory holds it and maybe more since. A Stable
+			// generation's record now answers the syncs and joins it held.
+			if ev.Members.State == group.Stable {
+				g.dispatchLocked(g.coord.Stored(g.s.b.now(), ev.Group, ev.Members.Generation))
+			}
+			continue
+		}
 		if err := g.coord.Apply(ev); err != nil {
 			return err
 		}

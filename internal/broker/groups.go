@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -56,7 +57,10 @@ func openGroups(s *streams) (*groupRT, error) {
 	err := b.openMachine(&g.machine, "the group coordinator", dir, b.log.With("journal", "groups"), machineHooks{
 		fresh: func() (func(), error) {
 			old := g.coord
-			g.coord = group.New(group.Config{Incarnation: incarnation(), Consumer: b.opts.ConsumerGroups})
+			// In a cluster, membership is recorded too (group.Config.DurableMembership), so a
+			// new controller keeps every group's members (cluster_groups.go).
+			g.coord = group.New(group.Config{Incarnation: incarnation(), Consumer: b.opts.ConsumerGroups,
+				DurableMembership: b.cluster != nil})
 			return func() { g.coord = old }, nil
 		},
 		loader: journal.Loader{
@@ -165,15 +169,31 @@ func (g *groupRT) dispatchLocked(out group.Output) <-chan error {
 }
 
 // reloadedLocked runs after the coordinator was rebuilt from its journal
-// (see machine): the new coordinator has no members, so pending joins and
-// syncs will never complete, and their waiters hear now and rejoin. Called
-// with mu held.
+// (see machine): the new coordinator has no tickets, so pending joins and
+// syncs will never complete, and their waiters hear now and rejoin. In a
+// cluster it has the members recorded, whose sessions start now; a single
+// node's has none. Called with mu held.
 func (g *groupRT) reloadedLocked() {
 	g.failWaitersLocked(group.ErrUnknownMember)
+	now := g.s.b.now()
 	for _, t := range g.s.topicList() {
 		_, parts := t.snapshot()
-		g.coord.SetPartitions(g.s.b.now(), t.name, int32(len(parts)))
+		if g.s.b.cluster == nil {
+			g.coord.SetPartitions(now, t.name, int32(len(parts)))
+		} else {
+			g.coord.KnowPartitions(t.name, int32(len(parts))) // restored groups keep their generation
+		}
 	}
+	out := g.coord.Resume(now)
+	if members, _ := splitMembership(out.Events); len(members) > 0 && g.cl != nil {
+		// A native group assigned again for a changed partition count; its record
+		// commits with the next entry or is replaced by the next one, so nobody waits.
+		if _, err := g.cl.propose(members); err != nil {
+			g.logger.Warn("group membership record not proposed", "err", err)
+		}
+	}
+	out.Events = nil
+	g.dispatchLocked(out)
 }
 
 // run calls Tick at the coordinator's next deadline (at most a second
@@ -203,17 +223,27 @@ func (g *groupRT) run() {
 
 // tick expires sessions and ends rebalances that ran out of time. After a
 // journal failure it is what rebuilds an idle coordinator.
+//
+// In a cluster only the serving coordinator ticks: another node's members
+// are the log's, not sessions it keeps (it is rebuilt before it serves),
+// and their expiry must not reach its journal without the metadata group.
 func (g *groupRT) tick() {
 	if err := g.lockChecked(); err != nil {
 		g.logger.Warn("group tick", "err", err)
 		return
 	}
-	out := g.coord.Tick(g.s.b.now())
-	ch := g.dispatchLocked(out)
+	if g.s.b.cluster != nil && (g.cl == nil || !g.cl.serving()) {
+		g.maintainLocked()
+		g.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), coordinatorReadyTimeout)
+	defer cancel()
+	durable := g.persistLocked(ctx, g.coord.Tick(g.s.b.now()))
 	g.maintainLocked()
 	g.mu.Unlock()
-	if err := g.wait(ch); err != nil {
-		g.s.b.log.Warn("group tick journal failed", "err", err)
+	if err := durable(); err != nil {
+		g.s.b.log.Warn("group tick not durable", "err", err)
 	}
 }
 
@@ -236,9 +266,23 @@ func (g *groupRT) offsetTopics() []string {
 
 // setPartitions tells the coordinator a topic's partition count (0: gone);
 // subscribed groups rebalance.
+//
+// In a cluster every node does this as it applies the catalog, and journals
+// the offsets of a deleted topic itself; only the serving coordinator
+// proposes the membership records (the rebalances) it causes.
 func (g *groupRT) setPartitions(topic string, n int32) {
 	g.lockForRead() // a partition count must reach the coordinator, whatever the disk does
-	ch := g.dispatchLocked(g.coord.SetPartitions(g.s.b.now(), topic, n))
+	out := g.coord.SetPartitions(g.s.b.now(), topic, n)
+	if g.s.b.cluster != nil {
+		var members []group.Event
+		members, out.Events = splitMembership(out.Events)
+		if len(members) > 0 && g.cl != nil && g.cl.serving() {
+			if _, err := g.cl.propose(members); err != nil {
+				g.cl.uncommittedLocked(err)
+			}
+		}
+	}
+	ch := g.dispatchLocked(out)
 	g.mu.Unlock()
 	_ = g.wait(ch)
 }

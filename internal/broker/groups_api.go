@@ -82,9 +82,9 @@ func (b *Broker) SyncGroup(ctx context.Context, req group.SyncRequest) (group.Sy
 	}
 	t, out := g.coord.Sync(b.now(), req)
 	g.syncs[t] = ch
-	jch := g.dispatchLocked(out)
+	durable := g.persistLocked(ctx, out) // in a cluster the leader's: the group's record
 	g.mu.Unlock()
-	if err := g.wait(jch); err != nil {
+	if err := durable(); err != nil {
 		return group.SyncResult{}, err
 	}
 	select {
@@ -130,9 +130,11 @@ func (b *Broker) LeaveGroup(groupID string, refs []group.MemberRef) ([]error, er
 		return nil, err
 	}
 	errs, out := g.coord.Leave(b.now(), groupID, refs)
-	jch := g.dispatchLocked(out)
+	ctx, cancel := context.WithTimeout(context.Background(), coordinatorReadyTimeout)
+	defer cancel()
+	durable := g.persistLocked(ctx, out) // in a cluster: the record without the members who left
 	g.mu.Unlock()
-	return errs, g.wait(jch)
+	return errs, durable()
 }
 
 // CommitOffsets commits offsets, fenced by member and generation (see
