@@ -3,18 +3,20 @@ package broker
 // Consumer groups in a cluster (docs/cluster.md, "Consumer groups").
 //
 // One node coordinates every group: the controller (the metadata group's leader), which
-// FindCoordinator names. Membership (join, sync, heartbeat) lives in its memory only. Every
-// change of committed offsets (a commit, a reset, an offset deletion, a group deletion, and
-// a group's protocol type) is proposed by it to the metadata group as one opaque
-// meta.OpGroupOffsets command (the coordinator's events, encoded below), and the call
-// answers once that entry is committed and applied here. Every node applies the entry to
+// FindCoordinator names. Sessions (heartbeats) live in its memory only. Every change of
+// committed offsets (a commit, a reset, an offset deletion, a group deletion, and a group's
+// protocol type) and of a classic group's membership (group.Config.DurableMembership) is
+// proposed by it to the metadata group as one opaque meta.OpGroupOffsets command (the
+// coordinator's events, encoded below), and the call answers once that entry is committed
+// and applied here; a Stable generation's syncs are answered when its record applies
+// (group.Coordinator.Stored). Every node applies the entry to
 // its own coordinator and journals it (clusterGroups.ApplyGroupOffsets), so whichever node
 // becomes controller already holds the offsets. A node that is not the controller answers
 // every group request with NotCoordinatorError (Kafka's NOT_COORDINATOR): members never
 // split across two coordinators. A node that becomes controller first commits a barrier
 // (so it has applied everything committed before its term) and rebuilds its coordinator
-// from its journal (so no member or generation of an earlier term survives): members
-// rejoin, as they do after a Kafka coordinator moves.
+// from its journal: the recorded members and generations survive, with fresh sessions
+// (group.Coordinator.Resume), and nothing applied ahead of a commit does.
 
 import (
 	"context"

@@ -22,8 +22,9 @@ import (
 //
 // On disk, under Dir/groups/: journal/ (group events, a storage log) and
 // snapshot (every committed offset as of a journal offset, so the journal
-// can be trimmed). Only offsets and deletions are durable; after a restart
-// every group is Empty and members rejoin (see package group).
+// can be trimmed). On a single node only offsets and deletions are durable;
+// after a restart every group is Empty and members rejoin (see package
+// group). In a cluster classic groups' membership is too.
 type groupRT struct {
 	machine
 	s *streams

@@ -59,7 +59,8 @@
 // id is fenced (ErrFencedInstanceID). In a Stable group, with unchanged
 // protocols and not the leader, it inherits the assignment without a
 // rebalance. Unlike Kafka, a static member that misses a rebalance is
-// dropped like a dynamic one; static members are not journaled either.
+// dropped like a dynamic one; static members are journaled only with
+// the rest of the membership (Config.DurableMembership).
 //
 // # Assignment
 //
@@ -95,16 +96,21 @@
 //
 // # Durability
 //
-// Only committed offsets (and their deletion), a group's protocol type
-// and assignment mode (set when its first member joins), and group
-// deletion survive a restart; they are returned as Events, encoded as
-// below, and replayed with Apply. Snapshot returns the events that rebuild the current offsets,
-// for journal compaction. Membership, generations and assignments are not
-// journaled: after a restart every group is Empty, members get
-// ErrUnknownMember (or ErrIllegalGeneration), rejoin and resume from their
-// committed offsets, which costs one rebalance and saves a journal write
-// for every membership change. Member ids include Config.Incarnation so an
-// id from before a restart is never reissued.
+// Committed offsets (and their deletion), a group's protocol type and
+// assignment mode (set when its first member joins), and group deletion
+// survive a restart; they are returned as Events, encoded as below, and
+// replayed with Apply. Snapshot returns the events that rebuild the
+// current offsets, for journal compaction. By default membership,
+// generations and assignments are not journaled: after a restart every
+// group is Empty, members get ErrUnknownMember (or ErrIllegalGeneration),
+// rejoin and resume from their committed offsets, which costs one
+// rebalance and saves a journal write for every membership change. With
+// Config.DurableMembership (a cluster, whose coordinator moves) a classic
+// group's membership is an EventGroupMembers record too, a group becomes
+// Stable only once its record is Stored, and a replayed coordinator keeps
+// the members (Resume): see membership.go, and membership_codec.go for
+// the record's encoding (event type 5, version 1). Member ids include
+// Config.Incarnation so an id from before a restart is never reissued.
 //
 // Event encoding (varint and uvarint as in encoding/binary; string =
 // uvarint length then bytes):

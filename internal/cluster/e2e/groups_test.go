@@ -45,6 +45,8 @@ func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
 	go pr.run(ctx)
 
 	m := startMember(ctx, t, c, group, topic)
+	m.waitProgress(ctx, t, 1)
+	memberID := describeMember(ctx, t, c, group)
 	for round := range kills {
 		m.waitProgress(ctx, t, 300)
 		ctl := c.controller(ctx)
@@ -59,11 +61,18 @@ func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
 		m.waitProgress(ctx, t, 300) // consumed and committed again, through the new coordinator
 		t.Logf("round %d: killed node %d (the controller); the member's first commit accepted after %v, 300 more records processed and committed after %v",
 			round, ctl, firstCommit, time.Since(killed))
+		// The new controller kept the member: the same member id, never UNKNOWN_MEMBER_ID
+		// (which makes franz-go drop its id and join as a new member). franz-go may still
+		// rejoin under its id when a heartbeat cannot dial the dead node.
+		if id := describeMember(ctx, t, c, group); id != memberID {
+			t.Fatalf("round %d: the group's member is %q after the controller's kill, %q before: the new controller did not keep it", round, id, memberID)
+		}
 		gone = append(gone, c.procs[ctl-1])
 		c.start(ctl)
 		c.procs[ctl-1].Addr("kafka")
 	}
 	acked := pr.stop()
+	taken := m.taken.Load() // before close, whose leave revokes everything
 	// Everything acknowledged must be processed now; the member drains the rest.
 	deadline := time.Now().Add(45 * time.Second)
 	for m.missing(acked) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -73,9 +82,33 @@ func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
 	missing, redelivered, processed := m.missing(acked), m.redeliveries(), m.processed.Load()
 	t.Logf("acknowledged %d records; processed %d deliveries, %d redelivered; %d commits failed and were retried",
 		total(acked), processed, redelivered, m.commitErrs.Load())
+	t.Logf("the member's partitions were taken from it (revoked or lost) %d times in %d controller kills", taken, kills)
 	if missing > 0 {
 		t.Fatalf("%d acknowledged records were never processed: skipped after a coordinator failover", missing)
 	}
+}
+
+// describeMember returns the id of the group's one member, once it has one and is Stable.
+// Each try is a new client: one that found a coordinator keeps asking it while it is dead.
+func describeMember(ctx context.Context, t *testing.T, c *cluster, group string) string {
+	t.Helper()
+	last := ""
+	for ctx.Err() == nil {
+		cl := c.client()
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		gs, err := kadm.NewClient(cl).DescribeGroups(dctx, group)
+		cancel()
+		cl.Close()
+		if err == nil {
+			if g, ok := gs[group]; ok && g.Err == nil && g.State == "Stable" && len(g.Members) == 1 {
+				return g.Members[0].MemberID
+			}
+		}
+		last = fmt.Sprintf("%v %+v", err, gs)
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("group %s never Stable with one member: %v; last: %s", group, ctx.Err(), last)
+	return ""
 }
 
 // keepLogs writes every node's log to $SLUICE_E2E_LOGS/n<id>.log when the test fails
@@ -241,6 +274,7 @@ type member struct {
 	processed  atomic.Int64
 	commits    atomic.Int64 // successful commits
 	commitErrs atomic.Int64
+	taken      atomic.Int64 // partitions revoked or lost: the member rebalanced
 	cancel     context.CancelFunc
 	done       chan struct{}
 }
@@ -250,9 +284,15 @@ func startMember(ctx context.Context, t *testing.T, c *cluster, group, topic str
 	for i := range m.seen {
 		m.seen[i] = map[int]int{}
 	}
+	taken := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+		if len(lost) > 0 {
+			m.taken.Add(1)
+		}
+	}
 	m.cl = c.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(6*time.Second),
-		kgo.HeartbeatInterval(500*time.Millisecond), kgo.FetchMaxPartitionBytes(16<<10))
+		kgo.HeartbeatInterval(500*time.Millisecond), kgo.FetchMaxPartitionBytes(16<<10),
+		kgo.OnPartitionsRevoked(taken), kgo.OnPartitionsLost(taken))
 	if dir := os.Getenv("SLUICE_E2E_LOGS"); dir != "" {
 		f, err := os.Create(filepath.Join(dir, "member.log"))
 		if err == nil {
@@ -261,6 +301,7 @@ func startMember(ctx context.Context, t *testing.T, c *cluster, group, topic str
 			m.cl = c.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(6*time.Second),
 				kgo.HeartbeatInterval(500*time.Millisecond), kgo.FetchMaxPartitionBytes(16<<10),
+				kgo.OnPartitionsRevoked(taken), kgo.OnPartitionsLost(taken),
 				kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, nil)))
 		}
 	}
