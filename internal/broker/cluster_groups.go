@@ -166,6 +166,15 @@ func (c *clusterGroups) ready(ctx context.Context) error {
 	return nil
 }
 
+// leads reports whether this node leads the metadata group (ready or not).
+func (c *clusterGroups) leads() bool {
+	if c.cat == nil {
+		return false
+	}
+	_, leader := c.cat.Term()
+	return leader
+}
+
 // serving reports whether this node coordinates groups in the metadata group's current
 // term (ready was called in it and no proposal failed since).
 func (c *clusterGroups) serving() bool {

@@ -59,7 +59,10 @@ func openGroups(s *streams) (*groupRT, error) {
 		fresh: func() (func(), error) {
 			old := g.coord
 			// In a cluster, membership is recorded too (group.Config.DurableMembership), so a
-			// new controller keeps every group's members (cluster_groups.go).
+			// new controller keeps every classic group's members (cluster_groups.go). A
+			// single node does not: its restart often comes with its clients' (one
+			// machine), and a recorded member that is gone would hold up every new
+			// member's join until its session expired.
 			g.coord = group.New(group.Config{Incarnation: incarnation(), Consumer: b.opts.ConsumerGroups,
 				DurableMembership: b.cluster != nil})
 			return func() { g.coord = old }, nil
@@ -176,24 +179,36 @@ func (g *groupRT) dispatchLocked(out group.Output) <-chan error {
 // node's has none. Called with mu held.
 func (g *groupRT) reloadedLocked() {
 	g.failWaitersLocked(group.ErrUnknownMember)
-	now := g.s.b.now()
+	g.resumeLocked()
+}
+
+// resume is resumeLocked for a coordinator just loaded at open.
+func (g *groupRT) resume() {
+	g.lockForRead()
+	defer g.mu.Unlock()
+	g.resumeLocked()
+}
+
+// resumeLocked gives a coordinator rebuilt from its journal the partition counts without
+// rebalancing (its recorded groups were formed with them) and starts the recorded
+// members' sessions now; a native group whose topic's count changed meanwhile rebalances.
+// Called with mu held.
+func (g *groupRT) resumeLocked() {
 	for _, t := range g.s.topicList() {
 		_, parts := t.snapshot()
-		if g.s.b.cluster == nil {
-			g.coord.SetPartitions(now, t.name, int32(len(parts)))
-		} else {
-			g.coord.KnowPartitions(t.name, int32(len(parts))) // restored groups keep their generation
-		}
+		g.coord.KnowPartitions(t.name, int32(len(parts)))
 	}
-	out := g.coord.Resume(now)
-	if members, _ := splitMembership(out.Events); len(members) > 0 && g.cl != nil {
-		// A native group assigned again for a changed partition count; its record
-		// commits with the next entry or is replaced by the next one, so nobody waits.
-		if _, err := g.cl.propose(members); err != nil {
-			g.logger.Warn("group membership record not proposed", "err", err)
+	out := g.coord.Resume(g.s.b.now())
+	if g.s.b.cluster != nil {
+		if members, _ := splitMembership(out.Events); len(members) > 0 && g.cl != nil && g.cl.leads() {
+			// The controller getting ready (ready, reset). Its record commits, or the
+			// group's next record replaces it: nobody waits.
+			if _, err := g.cl.propose(members); err != nil {
+				g.logger.Warn("group membership record not proposed", "err", err)
+			}
 		}
+		out.Events = nil
 	}
-	out.Events = nil
 	g.dispatchLocked(out)
 }
 

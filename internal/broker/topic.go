@@ -117,9 +117,7 @@ func openStreams(b *Broker, data catalogData) (*streams, error) {
 		s.close()
 		return nil, err
 	}
-	for name, t := range s.topics {
-		s.groups.setPartitions(name, int32(len(t.parts)))
-	}
+	s.groups.resume() // the recorded members keep their generation: no rebalance at open
 	if b.cluster == nil {
 		if err := s.openTxn(); err != nil {
 			s.close()
