@@ -113,6 +113,10 @@ func (c *Coordinator) joinKnown(g *group, now time.Time, req JoinRequest, t Tick
 	case g.state == PreparingRebalance:
 		updateMember(m, req, t)
 		out.merge(c.maybeCompleteJoin(g, now))
+	case same && g.storing:
+		// The generation's record is on its way (durable membership): the
+		// answer, which may carry the assignment, waits for Stored.
+		m.joinTicket = t
 	case same && (g.state == CompletingRebalance || (g.state == Stable && id != g.leader)):
 		// Nothing changed: this is a retry of a join whose answer was lost.
 		out.Joins = append(out.Joins, g.joinResult(m, t))

@@ -2,6 +2,8 @@ package group
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -129,7 +131,7 @@ func (s *sim) failover() {
 // once) hold throughout, across the failovers.
 func TestDurableMembershipFailover(t *testing.T) {
 	for _, mode := range []AssignMode{BrokerAssigns, LeaderAssigns} {
-		for seed := range uint64(40) {
+		for seed := range uint64(envSeeds(40)) {
 			t.Run(fmt.Sprintf("mode%d/seed%d", mode, seed), func(t *testing.T) {
 				s := newDurableSim(t, seed, mode)
 				failovers := 0
@@ -194,4 +196,38 @@ func replayOne(t *testing.T, c *Coordinator, ev Event) {
 	if err := c.Apply(dec); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzDurableMembership runs the durable simulation from fuzzed seeds: no
+// sequence of operations, advances and failovers may panic, answer a
+// ticket twice, give a partition two owners, or leave a member holding an
+// assignment the next coordinator does not know.
+func FuzzDurableMembership(f *testing.F) {
+	f.Add(uint64(1), uint16(300), false)
+	f.Add(uint64(9), uint16(500), true)
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint16, broker bool) {
+		mode := LeaderAssigns
+		if broker {
+			mode = BrokerAssigns
+		}
+		s := newDurableSim(t, seed, mode)
+		for range steps % 800 {
+			s.step()
+			switch r := s.rng.IntN(20); {
+			case r < 6:
+				s.advance()
+			case r == 6:
+				s.failover()
+			}
+		}
+		s.settleDurable()
+	})
+}
+
+// envSeeds is SLUICE_GROUP_SEEDS, or def: a longer run by hand.
+func envSeeds(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_GROUP_SEEDS")); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
