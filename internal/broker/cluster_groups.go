@@ -273,10 +273,11 @@ func (c *clusterGroups) uncommittedLocked(err error) error {
 	return err
 }
 
-// splitMembership separates membership records from the other events.
+// splitMembership separates membership records (classic and consumer groups') from the
+// other events.
 func splitMembership(evs []group.Event) (members, rest []group.Event) {
 	for _, ev := range evs {
-		if ev.Type == group.EventGroupMembers {
+		if ev.Membership() {
 			members = append(members, ev)
 		} else {
 			rest = append(rest, ev)
@@ -303,10 +304,10 @@ func (c *clusterGroups) ApplyGroupOffsets(index uint64, payload []byte) error {
 	members, _ := splitMembership(evs)
 	serving := len(members) > 0 && c.serving()
 	for _, ev := range evs {
-		if ev.Type == group.EventGroupMembers && serving {
+		if ev.Membership() && serving {
 			// Proposed here: memory holds it and maybe more since. A Stable
 			// generation's record now answers the syncs and joins it held.
-			if ev.Members.State == group.Stable {
+			if ev.Members != nil && ev.Members.State == group.Stable {
 				g.dispatchLocked(g.coord.Stored(g.s.b.now(), ev.Group, ev.Members.Generation))
 			}
 			continue

@@ -13,9 +13,10 @@ import (
 // three-node cluster lives on the controller, as classic groups do. Its
 // member's commit at its epoch is replicated; the other nodes answer its
 // heartbeat NOT_COORDINATOR; when the controller loses power the next one
-// knows no member (membership is soft state), so the member's heartbeat is
-// UNKNOWN_MEMBER_ID, it rejoins with epoch 0 and gets every partition, and
-// the committed offset is still there.
+// has the group's record: the member's heartbeat at its epoch is accepted
+// with its partitions unchanged, it commits at that epoch, and the
+// committed offset is still there. (Before consumer groups were recorded
+// the heartbeat was UNKNOWN_MEMBER_ID and the member rejoined at epoch 0.)
 func TestClusterConsumerGroupOnController(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
@@ -57,15 +58,22 @@ func TestClusterConsumerGroupOnController(t *testing.T) {
 	}
 	c.crash(id, true)
 	_, nb := c.coordinator()
-	if r := nb.ConsumerGroupHeartbeat(context.Background(), hb); !errors.Is(r.Err, group.ErrUnknownMember) {
-		t.Fatalf("heartbeat on the new coordinator: %+v", r)
+	hb.Owned = res.Assignment
+	if r := nb.ConsumerGroupHeartbeat(context.Background(), hb); r.Err != nil || r.MemberEpoch != res.MemberEpoch ||
+		(r.HasAssignment && (len(r.Assignment) != 1 || len(r.Assignment[0].Partitions) != 2)) {
+		t.Fatalf("heartbeat at epoch %d on the new coordinator: %+v", res.MemberEpoch, r)
 	}
-	join.MemberEpoch, join.Owned = 0, []group.TopicPartitions{}
-	if r := nb.ConsumerGroupHeartbeat(context.Background(), join); r.Err != nil || len(r.Assignment) != 1 || len(r.Assignment[0].Partitions) != 2 {
-		t.Fatalf("rejoin on the new coordinator: %+v", r)
+	errs, err = nb.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", MemberID: "m", Generation: res.MemberEpoch,
+		Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: 7, LeaderEpoch: -1}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("commit at the member's epoch on the new coordinator: %v %v", err, errs)
 	}
 	if got, ok := nb.FetchOffset("g", "t", 1); !ok || got.Offset != 42 {
 		t.Fatalf("the new coordinator has t/1 at %+v %v, committed 42", got, ok)
+	}
+	info, _ := nb.DescribeGroup("g")
+	if info.Type != group.TypeConsumer || len(info.Members) != 1 || info.Members[0].MemberEpoch != res.MemberEpoch {
+		t.Fatalf("the new coordinator describes %+v", info)
 	}
 	c.start(id)
 }

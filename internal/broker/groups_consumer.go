@@ -7,10 +7,11 @@ import (
 )
 
 // KIP-848 consumer groups: the heartbeat is their one membership call.
-// Like classic membership it lives in the coordinator's memory only (on
-// the controller in a cluster, cluster_groups.go), so it is neither
-// journaled nor proposed; their offsets go through CommitOffsets as any
-// group's do.
+// On a single node their membership lives in the coordinator's memory
+// only, like classic membership; in a cluster a heartbeat that changes it
+// returns the group's record, proposed with the answer waiting for its
+// commit (cluster_groups.go), so a new controller keeps the members.
+// Their offsets go through CommitOffsets as any group's do.
 
 // ConsumerGroupHeartbeat joins, heartbeats, reconciles or leaves a member
 // of a consumer group; errors (group's sentinels, or a
@@ -27,8 +28,9 @@ func (b *Broker) ConsumerGroupHeartbeat(ctx context.Context, req group.ConsumerH
 		return group.ConsumerHeartbeatResult{Err: err, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
 	}
 	res, out := g.coord.ConsumerHeartbeat(b.now(), req)
-	// Re-arms the ticker (a session moved); the only durable event is the
-	// group's type when a heartbeat makes the group, answered once stored.
+	// Re-arms the ticker (a session moved); the durable events (the group's
+	// type when a heartbeat makes the group; in a cluster, the group's
+	// record when it changed) are answered once stored.
 	durable := g.persistLocked(ctx, out)
 	g.mu.Unlock()
 	for _, r := range out.Removed {

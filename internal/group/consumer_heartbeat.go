@@ -13,6 +13,12 @@ import (
 // member that will come back). Errors are in the result; Output reports
 // removed members.
 func (c *Coordinator) ConsumerHeartbeat(now time.Time, req ConsumerHeartbeatRequest) (ConsumerHeartbeatResult, Output) {
+	res, out := c.consumerHeartbeat(now, req)
+	c.noteMembership(c.groups[req.Group], &out)
+	return res, out
+}
+
+func (c *Coordinator) consumerHeartbeat(now time.Time, req ConsumerHeartbeatRequest) (ConsumerHeartbeatResult, Output) {
 	res, out := ConsumerHeartbeatResult{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}, Output{}
 	fail := func(err error) (ConsumerHeartbeatResult, Output) {
 		res.Err = err

@@ -24,6 +24,7 @@ type csim struct {
 	clients map[string]*simClient
 	counts  map[string]int32
 	next    int
+	shadow  *Coordinator // durable mode (consumer_record_test.go): every event replayed, in order
 }
 
 type simClient struct {
@@ -122,6 +123,11 @@ func (s *csim) beat(cl *simClient, prompt bool) {
 // removed forgets clients the coordinator fenced: they are told at their
 // next heartbeat or commit, and until then hold nothing the group honours.
 func (s *csim) removed(out Output) {
+	if s.shadow != nil {
+		for _, ev := range out.Events {
+			replayOne(s.t, s.shadow, ev)
+		}
+	}
 	for _, r := range out.Removed {
 		delete(s.clients, r.MemberID)
 	}
@@ -152,7 +158,7 @@ func (s *csim) step() {
 	case r < 26:
 		t := []string{"a", "b"}[s.rng.IntN(2)]
 		s.counts[t] = min(s.counts[t]+int32(1+s.rng.IntN(3)), 20)
-		s.c.SetPartitions(s.now, t, s.counts[t])
+		s.removed(s.c.SetPartitions(s.now, t, s.counts[t]))
 	case r < 40:
 		s.now = s.now.Add(time.Duration(1+s.rng.IntN(3)) * time.Second)
 		for _, cl := range s.clients { // live clients heartbeat in time

@@ -96,6 +96,13 @@ func UnmarshalEvent(data []byte) (Event, error) {
 		}
 		ev.Members = d.members()
 	}
+	if ev.Type == EventConsumerMembers && d.err == nil {
+		if version != eventVersion {
+			return Event{}, fmt.Errorf("%w: version %d for a consumer record", ErrCorruptEvent, version)
+		}
+		ev.Consumer = &ConsumerMembership{raw: append([]byte(nil), d.b...)}
+		d.b = nil
+	}
 	if ev.Type == EventOffsetsCommitted || ev.Type == EventOffsetsDeleted {
 		ev.Time = time.UnixMilli(d.varint(math.MinInt64/2, math.MaxInt64/2, "time"))
 		n := d.uvarint(uint64(len(d.b)/minOffsetSize), "offset count")

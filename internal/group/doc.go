@@ -92,7 +92,8 @@
 // (the member's rebalance timeout) expire in Tick. Commits are fenced by
 // member epoch (ErrStaleMemberEpoch; an older epoch only for partitions
 // held since then). Consumer-group membership is soft state like classic
-// membership, and so is the group's type.
+// membership unless Config.DurableMembership (see Durability); the
+// group's type is durable (EventGroupProtocol).
 //
 // # Durability
 //
@@ -109,7 +110,9 @@
 // group's membership is an EventGroupMembers record too, a group becomes
 // Stable only once its record is Stored, and a replayed coordinator keeps
 // the members (Resume): see membership.go, and membership_codec.go for
-// the record's encoding (event type 5, version 1). Member ids include
+// the record's encoding (event type 5, version 1). A KIP-848 consumer
+// group's state is an EventConsumerMembers record (type 6, version 1,
+// consumer_record.go), written whenever a call changed it. Member ids include
 // Config.Incarnation so an id from before a restart is never reissued.
 //
 // Event encoding (varint and uvarint as in encoding/binary; string =

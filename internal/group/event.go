@@ -27,7 +27,16 @@ const (
 	// (Config.DurableMembership only; membership.go): replaying it
 	// replaces the group's generation, state and members.
 	EventGroupMembers EventType = 5
+	// EventConsumerMembers records a KIP-848 consumer group's state
+	// (Config.DurableMembership only; consumer_record.go).
+	EventConsumerMembers EventType = 6
 )
+
+// Membership reports whether ev records a group's membership (either
+// kind): in a cluster the coordinator that proposed it already holds it.
+func (ev Event) Membership() bool {
+	return ev.Type == EventGroupMembers || ev.Type == EventConsumerMembers
+}
 
 // Event is a change that must survive a broker restart: committed offsets
 // and their deletion, a group's protocol type, and group deletion; and,
@@ -47,7 +56,8 @@ type Event struct {
 	ProtocolType string     // EventGroupProtocol, EventGroupMembers: "consumer" for Kafka consumers
 	Mode         AssignMode // EventGroupProtocol, EventGroupMembers
 
-	Members *Membership // EventGroupMembers
+	Members  *Membership         // EventGroupMembers
+	Consumer *ConsumerMembership // EventConsumerMembers
 }
 
 // Apply replays ev into c, as at start-up from the journal. Replaying an
@@ -85,6 +95,11 @@ func (c *Coordinator) Apply(ev Event) error {
 			break // a consumer group with members now: the record is of an older life
 		}
 		c.applyMembers(ev)
+	case EventConsumerMembers:
+		if g := c.groups[ev.Group]; g != nil && g.cg == nil && len(g.members) > 0 {
+			break // a classic group with members now: the record is of an older life
+		}
+		return c.applyConsumer(ev)
 	}
 	return nil
 }
@@ -107,7 +122,7 @@ func (ev Event) validate() error {
 	if ev.Type != EventGroupProtocol && ev.Type != EventGroupMembers && (ev.ProtocolType != "" || ev.Mode != 0) {
 		return fmt.Errorf("%w: protocol in a type %d event", ErrCorruptEvent, ev.Type)
 	}
-	if (ev.Type == EventGroupMembers) != (ev.Members != nil) {
+	if (ev.Type == EventGroupMembers) != (ev.Members != nil) || (ev.Type == EventConsumerMembers) != (ev.Consumer != nil) {
 		return fmt.Errorf("%w: members in a type %d event", ErrCorruptEvent, ev.Type)
 	}
 	switch ev.Type {
@@ -124,6 +139,12 @@ func (ev Event) validate() error {
 			return fmt.Errorf("%w: offsets in a membership record", ErrCorruptEvent)
 		}
 		return ev.validateMembers()
+	case EventConsumerMembers:
+		if len(ev.Offsets) > 0 || !ev.Time.IsZero() || ev.ProtocolType != "" || ev.Mode != 0 {
+			return fmt.Errorf("%w: offsets or protocol in a consumer record", ErrCorruptEvent)
+		}
+		_, err := decodeConsumer(ev.Consumer.raw)
+		return err
 	case EventOffsetsCommitted, EventOffsetsDeleted:
 		for _, o := range ev.Offsets {
 			if o.Topic == "" || o.Partition < 0 || o.Offset < MinCommitOffset {
@@ -178,6 +199,8 @@ func (ev Event) MarshalBinary() ([]byte, error) {
 		return append(appendString(b, ev.ProtocolType), byte(ev.Mode)), nil
 	case EventGroupMembers:
 		return appendMembers(append(appendString(b, ev.ProtocolType), byte(ev.Mode)), ev.Members), nil
+	case EventConsumerMembers:
+		return append(b, ev.Consumer.raw...), nil
 	}
 	b = binary.AppendVarint(b, ev.Time.UnixMilli())
 	b = binary.AppendUvarint(b, uint64(len(ev.Offsets)))

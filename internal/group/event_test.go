@@ -45,7 +45,25 @@ func sampleEvents() []Event {
 			Members: []MemberRecord{{ID: "a", Topics: []string{"t"}, Partitions: []TopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}},
 		}},
 		{Type: EventGroupMembers, Group: "emptied", ProtocolType: "consumer", Members: &Membership{Generation: 9, State: Empty}},
+		{Type: EventConsumerMembers, Group: "kip848", Consumer: &ConsumerMembership{raw: appendConsumer(nil, sampleConsumerGroup())}},
+		{Type: EventConsumerMembers, Group: "kip848-left", Consumer: &ConsumerMembership{raw: appendConsumer(nil, newConsumerGroup())}},
 	}
+}
+
+// sampleConsumerGroup is a consumer group mid-reconciliation: one member
+// revoking a partition the other waits for.
+func sampleConsumerGroup() *consumerGroup {
+	cg := newConsumerGroup()
+	cg.epoch, cg.assignmentEpoch, cg.assignor = 5, 5, AssignorUniform
+	a := &cmember{id: "a", instanceID: "pod-0", rackID: "r1", clientID: "c", clientHost: "/10.0.0.1", epoch: 4, prevEpoch: 3,
+		state: memberUnrevoked, assigned: map[topicPartition]int32{{"t", 0}: 2}, revoking: tpSet{{"t", 1}: true},
+		topics: []string{"t"}, assignor: AssignorUniform, rebalanceTimeout: 30 * time.Second, seq: 1}
+	b := &cmember{id: "b", epoch: 5, state: memberUnreleased, assigned: map[topicPartition]int32{{"u", 3}: 5},
+		regex: "u.*", topics: []string{}, seq: 2}
+	cg.members = map[string]*cmember{"a": a, "b": b}
+	cg.target = map[string]tpSet{"a": {{"t", 0}: true}, "b": {{"t", 1}: true, {"u", 3}: true}}
+	cg.seq = 2
+	return cg
 }
 
 func TestEventRoundTrip(t *testing.T) {

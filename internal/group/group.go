@@ -79,8 +79,9 @@ type group struct {
 	// (Config.DurableMembership); it stays CompletingRebalance, its joins
 	// and syncs waiting, until Stored. recorded is what its last record
 	// (written or replayed) held. See membership.go.
-	storing  bool
-	recorded recordState
+	storing    bool
+	recorded   recordState
+	recordedCG []byte // a consumer group's last record (consumer_record.go)
 }
 
 // busy reports whether the group has members of either type.

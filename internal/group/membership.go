@@ -98,7 +98,11 @@ func (g *group) membersEvent() Event {
 // noteMembership appends g's record to out if g's membership changed
 // since the last record (Config.DurableMembership only; classic groups).
 func (c *Coordinator) noteMembership(g *group, out *Output) {
-	if !c.cfg.DurableMembership || g == nil || g.cg != nil || c.groups[g.id] != g {
+	if !c.cfg.DurableMembership || g == nil || c.groups[g.id] != g {
+		return
+	}
+	if g.cg != nil {
+		c.noteConsumer(g, out)
 		return
 	}
 	key := g.recordKey()
@@ -158,7 +162,7 @@ func (c *Coordinator) Stored(now time.Time, group string, generation int32) Outp
 func (c *Coordinator) applyMembers(ev Event) {
 	g := c.getOrCreate(ev.Group)
 	ms := ev.Members
-	g.cg = nil
+	g.cg, g.recordedCG = nil, nil
 	g.protocolType, g.mode = ev.ProtocolType, ev.Mode
 	g.generation, g.state, g.protocol, g.leader = ms.Generation, ms.State, ms.Protocol, ms.Leader
 	g.storing = false
@@ -190,6 +194,9 @@ func (c *Coordinator) Resume(now time.Time) Output {
 	var out Output
 	for _, id := range sortedKeys(c.groups) {
 		g := c.groups[id]
+		if g.cg != nil {
+			resumeConsumer(g.cg, now)
+		}
 		for _, m := range g.members {
 			if m.lastSeen.IsZero() {
 				m.lastSeen = now
