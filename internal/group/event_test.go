@@ -208,19 +208,5 @@ func TestSnapshotRebuildsOffsets(t *testing.T) {
 // as a restart replays the journal.
 func replayed(t *testing.T, evs []Event) *Coordinator {
 	t.Helper()
-	c := New(Config{})
-	for _, ev := range evs {
-		raw, err := ev.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec, err := UnmarshalEvent(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Apply(dec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c
+	return replayedWith(t, Config{}, evs)
 }

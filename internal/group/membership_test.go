@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // durableSim is the random simulation of property_test.go with
@@ -133,43 +132,12 @@ func TestDurableMembershipFailover(t *testing.T) {
 	for _, mode := range []AssignMode{BrokerAssigns, LeaderAssigns} {
 		for seed := range uint64(envSeeds(40)) {
 			t.Run(fmt.Sprintf("mode%d/seed%d", mode, seed), func(t *testing.T) {
-				s := newDurableSim(t, seed, mode)
-				failovers := 0
-				for range 400 {
-					s.step()
-					switch r := s.rng.IntN(20); {
-					case r < 6:
-						s.advance()
-					case r == 6:
-						s.failover()
-						failovers++
-					}
-				}
-				s.settleDurable()
-				if failovers == 0 {
+				if s := newDurableSim(t, seed, mode); s.runDurable(400) == 0 {
 					t.Fatal("no failover drawn")
 				}
 			})
 		}
 	}
-}
-
-// settleDurable is settle with the log advancing, so Stable records are
-// Stored and their tickets answered.
-func (s *sim) settleDurable() {
-	for _, id := range s.ids {
-		s.join(id)
-	}
-	for range 20 {
-		s.advance()
-		if len(s.open) == 0 {
-			return
-		}
-		s.now = s.now.Add(30 * time.Second)
-		s.deliver(s.c.Tick(s.now))
-		s.check()
-	}
-	s.t.Fatalf("tickets never answered: %v", s.open)
 }
 
 // replayedWith is replayed (event_test.go) with a configuration.
@@ -210,18 +178,25 @@ func FuzzDurableMembership(f *testing.F) {
 		if broker {
 			mode = BrokerAssigns
 		}
-		s := newDurableSim(t, seed, mode)
-		for range steps % 800 {
-			s.step()
-			switch r := s.rng.IntN(20); {
-			case r < 6:
-				s.advance()
-			case r == 6:
-				s.failover()
-			}
-		}
-		s.settleDurable()
+		newDurableSim(t, seed, mode).runDurable(int(steps % 800))
 	})
+}
+
+// runDurable takes steps random steps, making the log durable now and
+// then and failing over now and then, settles, and returns the failovers.
+func (s *sim) runDurable(steps int) (failovers int) {
+	for range steps {
+		s.step()
+		switch r := s.rng.IntN(20); {
+		case r < 6:
+			s.advance()
+		case r == 6:
+			s.failover()
+			failovers++
+		}
+	}
+	s.settle()
+	return failovers
 }
 
 // envSeeds is SLUICE_GROUP_SEEDS, or def: a longer run by hand.

@@ -222,6 +222,9 @@ func (s *sim) settle() {
 		s.join(id)
 	}
 	for range 20 {
+		if s.durable != nil {
+			s.advance() // Stable records Stored: their tickets answered
+		}
 		if len(s.open) == 0 {
 			return
 		}
