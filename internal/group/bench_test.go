@@ -75,3 +75,55 @@ func BenchmarkRebalance10x100(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConsumerRecordBytes measures what durable membership writes
+// for a KIP-848 group: one op is one member joining a group of n over
+// one topic of 200 partitions, then every member heartbeating promptly
+// until the group is Stable again. Reported: the records' bytes and count
+// per op (what a cluster's metadata log grows by).
+func BenchmarkConsumerRecordBytes(b *testing.B) {
+	for _, n := range []int{10, 50} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			var bytes, records int
+			for b.Loop() {
+				c := New(Config{DurableMembership: true})
+				c.SetPartitions(epoch, "t", 200)
+				clients := map[string]*cclient{}
+				var evs []Event
+				for i := range n {
+					id := fmt.Sprintf("member-%04d", i)
+					res, out := c.ConsumerHeartbeat(epoch, joinReq(id, "t"))
+					evs = append(evs[:0], out.Events...)
+					clients[id] = &cclient{id: id, epoch: res.MemberEpoch, owned: fromList(res.Assignment)}
+					for moved := true; moved; {
+						moved = false
+						for _, id := range sortedKeys(clients) {
+							cl := clients[id]
+							res, out := c.ConsumerHeartbeat(epoch, ConsumerHeartbeatRequest{Group: "g", MemberID: id,
+								MemberEpoch: cl.epoch, RebalanceTimeout: -1, Owned: toList(cl.owned)})
+							if res.Err != nil {
+								b.Fatal(res.Err)
+							}
+							evs = append(evs, out.Events...)
+							if res.HasAssignment || res.MemberEpoch != cl.epoch {
+								moved = moved || !sameKeys(cl.owned, fromList(res.Assignment)) || res.MemberEpoch != cl.epoch
+								cl.epoch, cl.owned = res.MemberEpoch, fromList(res.Assignment)
+							}
+						}
+					}
+					if i == n-1 {
+						for _, ev := range evs {
+							if ev.Type == EventConsumerMembers {
+								raw, _ := ev.MarshalBinary()
+								bytes += len(raw)
+								records++
+							}
+						}
+					}
+				}
+			}
+			b.ReportMetric(float64(bytes)/float64(b.N), "record-B/join")
+			b.ReportMetric(float64(records)/float64(b.N), "records/join")
+		})
+	}
+}

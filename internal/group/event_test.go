@@ -45,8 +45,11 @@ func sampleEvents() []Event {
 			Members: []MemberRecord{{ID: "a", Topics: []string{"t"}, Partitions: []TopicPartitions{{Topic: "t", Partitions: []int32{0, 2}}}}},
 		}},
 		{Type: EventGroupMembers, Group: "emptied", ProtocolType: "consumer", Members: &Membership{Generation: 9, State: Empty}},
-		{Type: EventConsumerMembers, Group: "kip848", Consumer: &ConsumerMembership{raw: appendConsumer(nil, sampleConsumerGroup())}},
-		{Type: EventConsumerMembers, Group: "kip848-left", Consumer: &ConsumerMembership{raw: appendConsumer(nil, newConsumerGroup())}},
+		fullConsumerEvent("kip848", sampleConsumerGroup()),
+		fullConsumerEvent("kip848-left", newConsumerGroup()),
+		{Type: EventConsumerMembers, Group: "kip848", Consumer: &ConsumerMembership{raw: consumerRecord{
+			header: appendConsumerHeader(nil, sampleConsumerGroup()), removed: []string{"a", "z"},
+			members: [][]byte{appendConsumerMember(nil, sampleConsumerGroup().members["b"], nil)}}.append(nil)}},
 	}
 }
 

@@ -81,7 +81,7 @@ type group struct {
 	// (written or replayed) held. See membership.go.
 	storing    bool
 	recorded   recordState
-	recordedCG []byte // a consumer group's last record (consumer_record.go)
+	recordedCG *consumerRecorded // what a consumer group's records hold (consumer_record.go)
 }
 
 // busy reports whether the group has members of either type.

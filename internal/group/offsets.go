@@ -233,7 +233,7 @@ func (c *Coordinator) Snapshot() []Event {
 		if g := c.groups[id]; c.cfg.DurableMembership && g.cg == nil && len(g.members) > 0 {
 			evs = append(evs, g.membersEvent())
 		} else if c.cfg.DurableMembership && g.cg != nil && len(g.cg.members) > 0 {
-			evs = append(evs, Event{Type: EventConsumerMembers, Group: id, Consumer: &ConsumerMembership{raw: appendConsumer(nil, g.cg)}})
+			evs = append(evs, fullConsumerEvent(id, g.cg))
 		}
 	}
 	return evs
