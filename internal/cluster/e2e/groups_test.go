@@ -26,11 +26,26 @@ import (
 // member to "latest", past the records it had not processed yet), and redeliveries are
 // counted (the records processed after the last commit a failover reached).
 func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
+	groupKills(t, false)
+}
+
+// TestConsumerGroupKIP848SurvivesControllerKills is the same with a KIP-848 member
+// (franz-go's server-side balancer, group.protocol=consumer): the controller records the
+// consumer group's state, so after each kill the member heartbeats on at its epoch and never
+// loses its partitions (before, the next controller answered UNKNOWN_MEMBER_ID and the
+// member lost them and joined again at epoch 0).
+func TestConsumerGroupKIP848SurvivesControllerKills(t *testing.T) {
+	groupKills(t, true)
+}
+
+func groupKills(t *testing.T, kip848 bool) {
 	if testing.Short() {
 		t.Skip("runs three sluice processes")
 	}
 	kills := envInt("SLUICE_CLUSTER_KILLS", 3)
-	c := startCluster(t, 3)
+	// KIP-848 members heartbeat every second here (Kafka's default is 5 s), so a kill is
+	// noticed as soon as a classic member notices it.
+	c := startCluster(t, 3, "--group-consumer-heartbeat-interval=1s")
 	var gone []*testproc.Proc // the runs of killed nodes, for keepLogs
 	c.keepLogs(&gone)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(90+kills*25)*time.Second)
@@ -44,9 +59,12 @@ func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
 	pr.produce(ctx, t, 2000) // per partition: a backlog the member cannot drain before the kills
 	go pr.run(ctx)
 
-	m := startMember(ctx, t, c, group, topic)
+	m := startMember(ctx, t, c, group, topic, kip848)
 	m.waitProgress(ctx, t, 1)
-	memberID := describeMember(ctx, t, c, group)
+	memberID := ""
+	if !kip848 {
+		memberID = describeMember(ctx, t, c, group)
+	}
 	for round := range kills {
 		m.waitProgress(ctx, t, 300)
 		ctl := c.controller(ctx)
@@ -63,9 +81,12 @@ func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
 			round, ctl, firstCommit, time.Since(killed))
 		// The new controller kept the member: the same member id, never UNKNOWN_MEMBER_ID
 		// (which makes franz-go drop its id and join as a new member). franz-go may still
-		// rejoin under its id when a heartbeat cannot dial the dead node.
-		if id := describeMember(ctx, t, c, group); id != memberID {
-			t.Fatalf("round %d: the group's member is %q after the controller's kill, %q before: the new controller did not keep it", round, id, memberID)
+		// rejoin under its id when a heartbeat cannot dial the dead node. (A KIP-848 member
+		// keeps the id it made either way: the partitions it lost are checked below.)
+		if !kip848 {
+			if id := describeMember(ctx, t, c, group); id != memberID {
+				t.Fatalf("round %d: the group's member is %q after the controller's kill, %q before: the new controller did not keep it", round, id, memberID)
+			}
 		}
 		gone = append(gone, c.procs[ctl-1])
 		c.start(ctl)
@@ -85,6 +106,9 @@ func TestConsumerGroupSurvivesControllerKills(t *testing.T) {
 	t.Logf("the member's partitions were taken from it (revoked or lost) %d times in %d controller kills", taken, kills)
 	if missing > 0 {
 		t.Fatalf("%d acknowledged records were never processed: skipped after a coordinator failover", missing)
+	}
+	if kip848 && taken > 0 {
+		t.Fatalf("the KIP-848 member lost its partitions %d times in %d controller kills: the new controllers did not keep it", taken, kills)
 	}
 }
 
@@ -279,7 +303,7 @@ type member struct {
 	done       chan struct{}
 }
 
-func startMember(ctx context.Context, t *testing.T, c *cluster, group, topic string) *member {
+func startMember(ctx context.Context, t *testing.T, c *cluster, group, topic string, kip848 bool) *member {
 	m := &member{seen: make([]map[int]int, 3), done: make(chan struct{})}
 	for i := range m.seen {
 		m.seen[i] = map[int]int{}
@@ -289,22 +313,20 @@ func startMember(ctx context.Context, t *testing.T, c *cluster, group, topic str
 			m.taken.Add(1)
 		}
 	}
-	m.cl = c.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(6*time.Second),
-		kgo.HeartbeatInterval(500*time.Millisecond), kgo.FetchMaxPartitionBytes(16<<10),
-		kgo.OnPartitionsRevoked(taken), kgo.OnPartitionsLost(taken))
+	opts := []kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(6 * time.Second),
+		kgo.HeartbeatInterval(500 * time.Millisecond), kgo.FetchMaxPartitionBytes(16 << 10),
+		kgo.OnPartitionsRevoked(taken), kgo.OnPartitionsLost(taken)}
+	if kip848 {
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	}
 	if dir := os.Getenv("SLUICE_E2E_LOGS"); dir != "" {
-		f, err := os.Create(filepath.Join(dir, "member.log"))
-		if err == nil {
+		if f, err := os.Create(filepath.Join(dir, "member.log")); err == nil {
 			t.Cleanup(func() { f.Close() })
-			m.cl.Close()
-			m.cl = c.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-				kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(6*time.Second),
-				kgo.HeartbeatInterval(500*time.Millisecond), kgo.FetchMaxPartitionBytes(16<<10),
-				kgo.OnPartitionsRevoked(taken), kgo.OnPartitionsLost(taken),
-				kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, nil)))
+			opts = append(opts, kgo.WithLogger(kgo.BasicLogger(f, kgo.LogLevelInfo, nil)))
 		}
 	}
+	m.cl = c.client(opts...)
 	ctx, m.cancel = context.WithCancel(ctx)
 	go m.run(ctx, t)
 	return m
