@@ -217,11 +217,16 @@ func (c *Coordinator) Tick(now time.Time) Output {
 	var out Output
 	for _, id := range sortedKeys(c.groups) {
 		g := c.groups[id]
-		out.merge(c.tickGroup(g, now))
+		gout := c.tickGroup(g, now)
 		if g.cg != nil {
-			out.merge(c.tickConsumer(g, now))
+			gout.merge(c.tickConsumer(g, now))
 		}
-		c.noteMembership(g, &out)
+		if len(gout.Removed)+len(gout.Transitions) > 0 {
+			// Time changes membership only by removing members or ending a
+			// rebalance: a tick that did neither has nothing to record.
+			c.noteMembership(g, &gout)
+		}
+		out.merge(gout)
 		if !g.busy() && len(g.offsets) == 0 {
 			// Nothing durable and nobody waiting: forget it, as Kafka
 			// drops empty groups without offsets, so abandoned first
