@@ -33,6 +33,21 @@ func (c *memCluster) coordinator() (multiraft.NodeID, *Broker) {
 	return 0, nil
 }
 
+// newGroupCluster starts three brokers of a cluster in one process with a topic "t" of 2
+// partitions, and returns the cluster and its group coordinator (skipped with -short).
+func newGroupCluster(t *testing.T) (*memCluster, multiraft.NodeID, *Broker) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	c := newMemCluster(t, 3)
+	id, ctl := c.coordinator()
+	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	return c, id, ctl
+}
+
 // TestClusterGroupOffsetsSurviveControllerPowerCuts: three brokers of a cluster in one
 // process (metadata snapshots every 25 entries, so the group journal's checkpoint runs),
 // a group's offsets committed on the coordinator, whose node then loses power; the next
@@ -40,14 +55,7 @@ func (c *memCluster) coordinator() (multiraft.NodeID, *Broker) {
 // refuse group calls with NotCoordinatorError, and at the end every node, the ones that
 // lost power included, holds the last acknowledged offsets.
 func TestClusterGroupOffsetsSurviveControllerPowerCuts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a three-node cluster")
-	}
-	c := newMemCluster(t, 3)
-	_, ctl := c.coordinator()
-	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := newGroupCluster(t)
 	acked := map[int32]int64{}
 	commit := func(off int64) {
 		t.Helper()

@@ -18,14 +18,7 @@ import (
 // committed offset is still there. (Before consumer groups were recorded
 // the heartbeat was UNKNOWN_MEMBER_ID and the member rejoined at epoch 0.)
 func TestClusterConsumerGroupOnController(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a three-node cluster")
-	}
-	c := newMemCluster(t, 3)
-	id, ctl := c.coordinator()
-	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
+	c, id, ctl := newGroupCluster(t)
 	join := group.ConsumerHeartbeatRequest{Group: "g", MemberID: "m", RebalanceTimeout: time.Minute,
 		Topics: []string{"t"}, Owned: []group.TopicPartitions{}}
 	var res group.ConsumerHeartbeatResult

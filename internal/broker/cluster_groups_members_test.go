@@ -33,14 +33,7 @@ func retryCoordinator[T any](c *memCluster, call func(*Broker) (T, error)) (T, e
 // hears REBALANCE_IN_PROGRESS, and its rejoin alone forms the next generation. Before
 // membership was recorded, every heartbeat after a power cut was UNKNOWN_MEMBER_ID.
 func TestClusterGroupMembersSurviveControllerPowerCuts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a three-node cluster")
-	}
-	c := newMemCluster(t, 3)
-	_, ctl := c.coordinator()
-	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := newGroupCluster(t)
 	ctx := context.Background()
 	join := func(id string) group.JoinResult {
 		t.Helper()
