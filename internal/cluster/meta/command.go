@@ -56,6 +56,7 @@ type Command struct {
 	Settings   []byte // Create, Update (empty: none)
 	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier); SetTxn: the record
 	Term       uint64 // SetTxn: the term of the coordinator that proposed it
+	Level      int    // SetFeatureLevel (features.go)
 
 	Addr     string             // AddNode: the node's Raft transport address
 	Group    multiraft.GroupID  // MoveReplica, MoveDone
@@ -81,6 +82,8 @@ type Command struct {
 //	13 MoveDone      group(uvarint) n(uvarint) {node(uvarint)}...
 //	14 SetGroupConfig name(bytes) settings(bytes)  (groupconfig.go)
 //	15 SetTxn        name(bytes) term(uvarint) record(bytes)  (txns.go)
+//	16 Reassign, 17 CancelReassign  (reassign.go)
+//	18 SetFeatureLevel level(uvarint)  (features.go)
 //
 // bytes is a uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -123,6 +126,8 @@ func (c *Command) Encode(b []byte) []byte {
 		b = appendString(b, c.Name)
 		b = binary.AppendUvarint(b, c.Term)
 		b = appendBytes(b, c.Payload)
+	case OpSetFeatureLevel:
+		b = binary.AppendUvarint(b, uint64(c.Level))
 	}
 	return b
 }
@@ -187,6 +192,12 @@ func Decode(b []byte) (Command, error) {
 		c.Name = string(d.Bytes(MaxTxnID))
 		c.Term = d.Uvarint()
 		c.Payload = d.Bytes(MaxTxnRecord)
+	case OpSetFeatureLevel:
+		if l := d.Uvarint(); l <= maxLevelEncoded {
+			c.Level = int(l)
+		} else {
+			d.Fail("feature level %d", l)
+		}
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}

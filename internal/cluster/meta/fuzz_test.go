@@ -1,8 +1,11 @@
 package meta
 
 import (
+	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
 
 // FuzzDecode: no input panics the decoder, and what it accepts encodes back to a command
@@ -15,7 +18,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{commandVersion, byte(OpCreateTopic), 0, 0})
 	f.Add((&Command{Op: OpGroupOffsets, Origin: 1, Request: 7, Payload: []byte("offsets")}).Encode(nil))
-	for _, c := range append(groupConfigCommands(), pinCommands()...) {
+	for _, c := range append(append(groupConfigCommands(), pinCommands()...), levelCommands()...) {
 		c.Origin, c.Request = 1, 7
 		f.Add(c.Encode(nil))
 	}
@@ -31,9 +34,16 @@ func FuzzDecode(f *testing.F) {
 		if !reflect.DeepEqual(again, c) {
 			t.Fatalf("round trip changed the command:\n%+v\n%+v", c, again)
 		}
-		// Whatever decodes, applies without an apply error (refusals are results).
+		// Whatever decodes, applies without an apply error (refusals are results), but
+		// for a feature level this binary does not read, which stops the group.
 		m := NewMachine(1)
 		applyAll(t, m, 1, seedCommands()[:4])
+		if c.Op == OpSetFeatureLevel && c.Level > MaxFeatureLevel {
+			if err := m.Apply([]multiraft.Entry{{Index: 5, Term: 2, Data: b}}); !errors.Is(err, ErrFeatureLevel) {
+				t.Fatalf("level %d applied: %v", c.Level, err)
+			}
+			return
+		}
 		applyAll(t, m, 5, []Command{c})
 	})
 }
@@ -57,6 +67,10 @@ func FuzzRestore(f *testing.F) {
 	pins := NewMachine(1)
 	applyAll(f, pins, 1, append(seedCommands(), pinCommands()...))
 	snap, _ = pins.Snapshot()
+	f.Add(snap)
+	levels := NewMachine(1)
+	applyAll(f, levels, 1, append(seedCommands(), levelCommands()...))
+	snap, _ = levels.Snapshot()
 	f.Add(snap)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMachine(1)

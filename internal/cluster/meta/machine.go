@@ -41,6 +41,8 @@ type Machine struct {
 	hook    GroupOffsets
 	pending []groupOffsets // applied before a hook was set, oldest first
 	offsets bool           // a hook was set or a group-offsets entry applied: keep the log
+	// advertised is the feature level this node tells the leader it reads (features.go).
+	advertised atomic.Int64
 	// lastApplied is the index of the last entry applied (Apply's thread only): what a
 	// snapshot's offsets payload is as of (membership_offsets.go).
 	lastApplied uint64
@@ -55,6 +57,7 @@ var (
 func NewMachine(node multiraft.NodeID) *Machine {
 	m := &Machine{node: uint64(node), changed: make(chan struct{}), results: map[uint64]Result{}}
 	m.state.Store(emptyState())
+	m.advertised.Store(MaxFeatureLevel)
 	return m
 }
 
@@ -96,6 +99,11 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 		c, err := Decode(e.Data)
 		if err != nil {
 			return fmt.Errorf("meta: entry %d: %w", e.Index, err)
+		}
+		if c.Op == OpSetFeatureLevel {
+			if err := checkLevel(c.Level); err != nil {
+				return fmt.Errorf("meta: entry %d: %w", e.Index, err)
+			}
 		}
 		var r Result
 		if c.Op == OpGroupOffsets {
@@ -204,6 +212,8 @@ func (s *State) apply(e multiraft.Entry, c *Command) Result {
 		return s.applyGroupConfig(c)
 	case OpSetTxn:
 		return s.applyTxn(e.Index, e.Term, c)
+	case OpSetFeatureLevel:
+		return s.setFeatureLevel(c.Level)
 	}
 	return Result{} // unreachable: Decode refuses unknown ops
 }

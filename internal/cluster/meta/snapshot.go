@@ -35,6 +35,11 @@ const (
 	// written), only while some group is pinned or being reassigned.
 	snapVersionPins        = 11
 	snapVersionPinsPending = 12
+	// 13 and 14 are 11 and 12 with the feature level after the reassignments' originals
+	// (features.go; every section before it then written), only once the level was raised:
+	// a catalog at LevelBase is read by binaries from before levels existed.
+	snapVersionLevel        = 13
+	snapVersionLevelPending = 14
 )
 
 // Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
@@ -54,10 +59,12 @@ const (
 //
 //	(versions 9 to 12) ntxns(uvarint) {id(bytes) index(uvarint) record(bytes)}...  by id
 //
-//	(versions 11 and 12) npinned(uvarint) {group(uvarint)}...  by id
-//	                     noriginal(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...  by id
+//	(versions 11 to 14) npinned(uvarint) {group(uvarint)}...  by id
+//	                    noriginal(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...  by id
 //
-// Version 2 (4, 6, 8, 10, 12) is the same as 1 (3, 5, 7, 9, 11) followed by the group-offsets payloads not yet handed
+//	(versions 13 and 14) level(uvarint)
+//
+// Version 2 (4, 6, 8, 10, 12, 14) is the same as 1 (3, 5, 7, 9, 11, 13) followed by the group-offsets payloads not yet handed
 // to a hook (appendPending): a snapshot taken while the broker was still opening.
 func (m *Machine) Snapshot() ([]byte, error) {
 	pending, err := m.checkpoint()
@@ -76,6 +83,8 @@ func (s *State) encode() []byte {
 	version := byte(snapVersionMembers)
 	pinned, originals := s.pinnedGroups(), s.reassigning()
 	switch {
+	case s.Level > LevelBase:
+		version = snapVersionLevel
 	case len(pinned) > 0 || len(originals) > 0:
 		version = snapVersionPins
 	case len(s.Txns) > 0:
@@ -139,6 +148,9 @@ func (s *State) encode() []byte {
 			b = appendNodes(b, g.Original)
 		}
 	}
+	if version >= snapVersionLevel {
+		b = binary.AppendUvarint(b, uint64(s.Level))
+	}
 	return b
 }
 
@@ -169,7 +181,7 @@ func (m *Machine) Restore(data []byte) error {
 // legal unique topic names, group ids below NextGroup and unique, replicas registered.
 func decodeState(data []byte) (*State, []groupOffsets, error) {
 	version := data[0]
-	if version < snapVersion || version > snapVersionPinsPending {
+	if version < snapVersion || version > snapVersionLevelPending {
 		return nil, nil, fmt.Errorf("version %d", data[0])
 	}
 	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
@@ -218,10 +230,11 @@ func decodeState(data []byte) (*State, []groupOffsets, error) {
 	if version >= snapVersionPins {
 		d.pins(s)
 	}
+	if version >= snapVersionLevel {
+		d.level(s)
+	}
 	var pending []groupOffsets
-	if d.Err == nil && (version == snapVersionPending || version == snapVersionQueuesPending ||
-		version == snapVersionMembersPending || version == snapVersionConfigsPending || version == snapVersionTxnsPending ||
-		version == snapVersionPinsPending) {
+	if d.Err == nil && version%2 == 0 { // every pending twin is even (snapVersionPending, ...)
 		pending = d.pending()
 	}
 	d.Done()

@@ -87,6 +87,9 @@ type State struct {
 	// Txns are Kafka transactions' coordinator records by transactional id (txns.go);
 	// replaced whole on change.
 	Txns map[string]TxnRecord
+	// Level is the feature level committed (features.go; 0: never raised, LevelBase).
+	// Read it with FeatureLevel.
+	Level int
 }
 
 // emptyState is the catalog before any entry.

@@ -1,0 +1,141 @@
+package meta
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// levelCommands raise the level, then try to lower it (nothing changes).
+func levelCommands() []Command {
+	return []Command{
+		{Op: OpSetFeatureLevel, Level: LevelGroupMembers},
+		{Op: OpSetFeatureLevel, Level: LevelBase},
+		{Op: OpSetFeatureLevel, Level: 0},
+	}
+}
+
+// TestFeatureLevelApplyAndSnapshot: a level only goes up; a catalog at LevelBase snapshots
+// in a version binaries from before levels read (11 at most), a raised one in 13 (14 with
+// offsets pending), and both restore to the same state.
+func TestFeatureLevelApplyAndSnapshot(t *testing.T) {
+	m := NewMachine(1)
+	applyAll(t, m, 1, seedCommands())
+	if got := m.State().FeatureLevel(); got != LevelBase {
+		t.Fatalf("a new catalog is at level %d, want %d", got, LevelBase)
+	}
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap[0] > snapVersionPins {
+		t.Fatalf("a catalog at the base level snapshots as version %d: an older binary could not read it", snap[0])
+	}
+	from := uint64(len(seedCommands()) + 1)
+	applyAll(t, m, from, levelCommands())
+	if got := m.State().FeatureLevel(); got != LevelGroupMembers {
+		t.Fatalf("level %d after raising to %d and asking for lower ones", got, LevelGroupMembers)
+	}
+	for _, pending := range []bool{false, true} {
+		if pending {
+			applyAll(t, m, from+10, []Command{{Op: OpGroupOffsets, Payload: []byte("offsets")}})
+		}
+		snap, err := m.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := byte(snapVersionLevel)
+		if pending {
+			want = snapVersionLevelPending
+		}
+		if snap[0] != want {
+			t.Fatalf("pending=%v: snapshot version %d, want %d", pending, snap[0], want)
+		}
+		r := NewMachine(2)
+		if err := r.Restore(snap); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.State(), m.State()) {
+			t.Fatalf("pending=%v: the restored catalog differs:\n%+v\n%+v", pending, r.State(), m.State())
+		}
+	}
+}
+
+// TestFeatureLevelAboveBinaryStops: an entry or a snapshot raising the level past what this
+// binary reads stops the group with ErrFeatureLevel (what an operator must see), and
+// changes nothing.
+func TestFeatureLevelAboveBinaryStops(t *testing.T) {
+	m := NewMachine(1)
+	applyAll(t, m, 1, seedCommands()[:4])
+	before := m.State()
+	c := Command{Op: OpSetFeatureLevel, Level: MaxFeatureLevel + 1, Origin: 9, Request: 1}
+	err := m.Apply([]multiraft.Entry{{Index: 5, Term: 2, Data: c.Encode(nil)}})
+	if !errors.Is(err, ErrFeatureLevel) {
+		t.Fatalf("applying level %d: %v, want ErrFeatureLevel", c.Level, err)
+	}
+	if m.State() != before {
+		t.Fatal("a refused level changed the catalog")
+	}
+
+	// A snapshot of a newer binary's catalog: this binary's at level 2, the level patched.
+	applyAll(t, m, 5, levelCommands()[:1])
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap[len(snap)-1] != LevelGroupMembers {
+		t.Fatalf("the level is not the snapshot's last byte: %x", snap[len(snap)-8:])
+	}
+	snap[len(snap)-1] = MaxFeatureLevel + 1
+	if err := NewMachine(2).Restore(snap); !errors.Is(err, ErrFeatureLevel) {
+		t.Fatalf("restoring level %d: %v, want ErrFeatureLevel", MaxFeatureLevel+1, err)
+	}
+	// Level 1 is never written in a snapshot: a forged one is malformed.
+	snap[len(snap)-1] = LevelBase
+	if err := NewMachine(2).Restore(snap); !errors.Is(err, ErrBadCommand) {
+		t.Fatalf("restoring an explicit base level: %v, want ErrBadCommand", err)
+	}
+}
+
+// TestAdvertisedFeatureLevel: the level a node answers its peers with is this binary's
+// unless held lower, never below the base nor above the binary's.
+func TestAdvertisedFeatureLevel(t *testing.T) {
+	m := NewMachine(1)
+	tests := []struct{ set, want int }{
+		{-1, MaxFeatureLevel}, // not set: the binary's
+		{LevelBase, LevelBase},
+		{0, LevelBase},
+		{MaxFeatureLevel + 5, MaxFeatureLevel},
+		{MaxFeatureLevel, MaxFeatureLevel},
+	}
+	for _, tt := range tests {
+		if tt.set >= 0 {
+			m.AdvertiseFeatureLevel(tt.set)
+		}
+		got, err := m.ServeRequest(2, []byte{requestFeatureLevel})
+		if err != nil || len(got) != 1 || int(got[0]) != tt.want {
+			t.Errorf("advertise %d: answered %x, %v; want level %d", tt.set, got, err, tt.want)
+		}
+	}
+	for _, req := range [][]byte{nil, {0}, {requestFeatureLevel, 0}} {
+		if _, err := m.ServeRequest(2, req); err == nil {
+			t.Errorf("request %x answered", req)
+		}
+	}
+}
+
+// TestFeatureLevelMembers: registered members and added nodes not registered yet; never a
+// removed node.
+func TestFeatureLevelMembers(t *testing.T) {
+	m := NewMachine(1)
+	applyAll(t, m, 1, seedCommands()) // nodes 1, 2, 4 members; 3 removed
+	applyAll(t, m, 100, []Command{{Op: OpAddNode, Node: Node{ID: 7}, Addr: "n7:7100"}})
+	got := m.State().FeatureLevelMembers()
+	slices.Sort(got)
+	if want := []multiraft.NodeID{1, 2, 4, 7}; !slices.Equal(got, want) {
+		t.Fatalf("members that must read a level: %v, want %v", got, want)
+	}
+}
