@@ -126,6 +126,21 @@ func (c *Coordinator) noteAllMemberships(out *Output) {
 	}
 }
 
+// RecordMemberships turns Config.DurableMembership on in a running
+// coordinator (a cluster whose every node came to read the records) and
+// returns the record of every group that has members, so that a
+// coordinator replayed from the log from now on keeps the groups formed
+// before. Once on, it returns nothing.
+func (c *Coordinator) RecordMemberships() Output {
+	var out Output
+	if c.cfg.DurableMembership {
+		return out
+	}
+	c.cfg.DurableMembership = true
+	c.noteAllMemberships(&out)
+	return out
+}
+
 // store starts storing g's assignment (durable mode): the group stays
 // CompletingRebalance, with every join and sync waiting, until Stored.
 func (g *group) store() {
