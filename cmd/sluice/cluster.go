@@ -33,7 +33,9 @@ func clusterStatusCmd(f *clientFlags) *cobra.Command {
 		Short: "The nodes, the controller, and every partition and queue the node hosts with its leader, term and replicas",
 		Long: `Show the cluster as the node --server names sees it: every node the catalog
 knows with its addresses and whether it is heard from, the controller (the leader
-of the metadata group), and for each partition that node hosts a replica of: its
+of the metadata group), the cluster's feature level (which kinds of record the
+logs may hold: it rises once every node reads the next one; the controller lists
+the nodes holding it back), and for each partition that node hosts a replica of: its
 Raft group, leader, preferred leader (starred when it does not lead: "sluice
 cluster elect" hands it back), term (Kafka's leader epoch), replicas, in-sync
 replicas (known on the leader), commit index, and whether an operator pinned its
@@ -51,7 +53,10 @@ and pin.`,
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(st)
 		}
 		out := cmd.OutOrStdout()
-		fmt.Fprintf(out, "node %d; controller %s\n", st.Node, nodeName(st.Controller))
+		fmt.Fprintf(out, "node %d; controller %s; feature level %d (this node reads %d)\n", st.Node, nodeName(st.Controller), st.FeatureLevel, st.ReadsFeatureLevel)
+		if len(st.FeatureLevelHeldBy) > 0 {
+			fmt.Fprintf(out, "feature level held by: %s\n", strings.Join(st.FeatureLevelHeldBy, ", "))
+		}
 		rows := make([][]string, len(st.Nodes))
 		for i, n := range st.Nodes {
 			rows[i] = []string{strconv.Itoa(int(n.ID)), strconv.FormatBool(n.Alive), n.KafkaAddr, n.HTTPAddr, n.SQSAddr}

@@ -213,6 +213,19 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
+	{
+		name: "cluster-max-feature-level",
+		usage: "the newest feature `level` this node lets the cluster use (0: all this binary reads); the cluster's level rises only " +
+			"when every node reads it, and never falls: hold it on one node during a rolling upgrade you may roll back (docs/cluster.md, \"Upgrades\")",
+		get: func(c *server.Config) string { return strconv.Itoa(c.ClusterMaxFeatureLevel) },
+		set: func(c *server.Config, v string) (err error) {
+			c.ClusterMaxFeatureLevel, err = strconv.Atoi(v)
+			if err == nil && c.ClusterMaxFeatureLevel < 0 {
+				err = fmt.Errorf("a level is 0 or more")
+			}
+			return err
+		},
+	},
 	setting("cluster-id", "the cluster's `id`, told to Kafka clients and checked in every node-to-node handshake "+
 		"(default: a single node's derived from its data directory, stable across restarts; a cluster's \"sluice\": give every node the same)",
 		func(c *server.Config) *string { return &c.ClusterID }),

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/group"
 )
@@ -41,6 +42,7 @@ func newGroupCluster(t *testing.T) (*memCluster, multiraft.NodeID, *Broker) {
 		t.Skip("runs a three-node cluster")
 	}
 	c := newMemCluster(t, 3)
+	c.featureLevelIs(meta.MaxFeatureLevel) // membership records on: every node reads them
 	id, ctl := c.coordinator()
 	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
 		t.Fatal(err)

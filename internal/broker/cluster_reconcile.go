@@ -57,6 +57,12 @@ type clusterRT struct {
 	// makes the controller's subscription changes one at a time (cluster_subs.go).
 	subNext atomic.Uint64
 	subsMu  sync.Mutex
+	// featureAsking is set while the metadata leader asks the members what feature level
+	// they read; featureBehind is the members the last round found reading less than this
+	// binary (nil: none, or not the leader), for the log and ClusterStatus
+	// (cluster_features.go).
+	featureAsking atomic.Bool
+	featureBehind atomic.Pointer[[]string]
 
 	stop chan struct{}
 	done chan struct{}
@@ -96,6 +102,7 @@ func (c *clusterRT) run() {
 		c.reconcile()
 		c.reconcileCursors() // cluster_subs_host.go
 		c.reconcileQueues()
+		c.featureRound() // cluster_features.go
 		if time.Since(c.collected) >= c.collectEvery {
 			c.collectGroups() // cluster_gc.go
 			c.collected = time.Now()

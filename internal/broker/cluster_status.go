@@ -18,6 +18,13 @@ type ClusterStatus struct {
 	Partitions []ReplicaState      `json:"partitions"` // the partitions this node hosts
 	Queues     []QueueReplicaState `json:"queues"`     // the queues this node hosts (cluster_queues_host.go)
 	Membership MembershipState     `json:"membership"` // cluster_members.go
+	// FeatureLevel is the catalog's (meta/features.go); ReadsFeatureLevel the level this
+	// node tells the controller it reads (its binary's, or --cluster-max-feature-level).
+	FeatureLevel      int `json:"feature_level"`
+	ReadsFeatureLevel int `json:"reads_feature_level"`
+	// FeatureLevelHeldBy, on the controller, are the members that read less than its
+	// binary, as its last round of questions found them: what an upgrade still has to do.
+	FeatureLevelHeldBy []string `json:"feature_level_held_by,omitempty"`
 }
 
 // ClusterNodeState is one node as this node sees it.
@@ -89,6 +96,10 @@ func (b *Broker) ClusterStatus() (ClusterStatus, error) {
 	}
 	out.Queues = c.queueReplicas()
 	out.Membership = c.membershipState()
+	out.FeatureLevel, out.ReadsFeatureLevel = cat.FeatureLevel(), c.meta.AdvertisedFeatureLevel()
+	if held := c.featureBehind.Load(); held != nil && c.cat.Leader() == c.node {
+		out.FeatureLevelHeldBy = *held
+	}
 	slices.SortFunc(out.Partitions, func(a, b ReplicaState) int {
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})

@@ -32,6 +32,9 @@ type memCluster struct {
 	segmentBytes int64
 	// now is the brokers' Options.Now (nil: time.Now); the hosts tick on real timers.
 	now func() time.Time
+	// advertise is the feature level a node tells the others it reads (missing: its
+	// binary's), as --cluster-max-feature-level sets it (cluster_features_test.go).
+	advertise map[multiraft.NodeID]int
 }
 
 type memNode struct {
@@ -78,7 +81,13 @@ func newMemClusterSegments(t *testing.T, n int, segmentBytes int64) *memCluster 
 // newMemClusterClock is newMemClusterSegments with brokers on the clock now (the
 // retention tests' fake one).
 func newMemClusterClock(t *testing.T, n int, segmentBytes int64, now func() time.Time) *memCluster {
-	c := &memCluster{t: t, net: memnet.NewLive(1), nodes: map[multiraft.NodeID]*memNode{}, segmentBytes: segmentBytes, now: now}
+	return startMemCluster(&memCluster{t: t, segmentBytes: segmentBytes, now: now}, n)
+}
+
+// startMemCluster starts n nodes configured as c says.
+func startMemCluster(c *memCluster, n int) *memCluster {
+	t := c.t
+	c.net, c.nodes = memnet.NewLive(1), map[multiraft.NodeID]*memNode{}
 	for i := 1; i <= n; i++ {
 		c.ids = append(c.ids, multiraft.NodeID(i))
 	}
@@ -115,6 +124,9 @@ func (c *memCluster) start(id multiraft.NodeID) {
 		c.t.Fatal(err)
 	}
 	m := meta.NewMachine(id)
+	if l, ok := c.advertise[id]; ok {
+		m.AdvertiseFeatureLevel(l)
+	}
 	var voters []multiraft.NodeID
 	if eng.Fresh() {
 		voters = c.ids

@@ -59,12 +59,13 @@ func openGroups(s *streams) (*groupRT, error) {
 		fresh: func() (func(), error) {
 			old := g.coord
 			// In a cluster, membership is recorded too (group.Config.DurableMembership), so a
-			// new controller keeps every classic group's members (cluster_groups.go). A
-			// single node does not: its restart often comes with its clients' (one
-			// machine), and a recorded member that is gone would hold up every new
-			// member's join until its session expired.
+			// new controller keeps every group's members (cluster_groups.go), once every
+			// node reads the records (cluster_features.go; until then the reconcile loop
+			// turns them on). A single node does not: its restart often comes with its
+			// clients' (one machine), and a recorded member that is gone would hold up
+			// every new member's join until its session expired.
 			g.coord = group.New(group.Config{Incarnation: incarnation(), Consumer: b.opts.ConsumerGroups,
-				DurableMembership: b.cluster != nil})
+				DurableMembership: b.cluster.recordsMembership()})
 			return func() { g.coord = old }, nil
 		},
 		loader: journal.Loader{

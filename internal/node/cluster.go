@@ -115,6 +115,9 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	}
 	go tr.Serve(ln, host)
 	c := &clusterNode{log: log, self: self, eng: eng, tr: tr, host: host, meta: meta.NewMachine(self), ran: make(chan struct{})}
+	if cfg.ClusterMaxFeatureLevel > 0 {
+		c.meta.AdvertiseFeatureLevel(cfg.ClusterMaxFeatureLevel)
+	}
 	// The metadata group is bootstrapped by every node of the first start with the
 	// same voters; afterwards it reopens from the Raft directory.
 	// A node joining a running cluster (--cluster-join) starts it empty: the metadata

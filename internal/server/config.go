@@ -183,6 +183,10 @@ type Config struct {
 	// cluster its peers name (`sluice cluster add-node`), instead of bootstrapping a new
 	// one with them. Ignored once the node has state.
 	ClusterJoin bool
+	// ClusterMaxFeatureLevel caps the feature level this node tells the controller it
+	// reads (0: all its binary reads): set on one node, it holds the cluster at that level,
+	// so every node may still go back to the older binary (docs/cluster.md, "Upgrades").
+	ClusterMaxFeatureLevel int
 	// ClusterID names the cluster to Kafka clients (Metadata, DescribeCluster) and, on a
 	// cluster node, in every node-to-node handshake (a node of another cluster is
 	// refused). "": on a single node an id derived from its data directory's key, stable
