@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -68,4 +69,45 @@ func Main(m *testing.M) int {
 	shared.dir = dir
 	shared.mu.Unlock()
 	return m.Run()
+}
+
+// BuildAt compiles cmd/sluice as it was at commit, a revision of the git repository the
+// test runs in, into dir, and returns the binary's path: an older sluice, for an upgrade
+// test. It fails the test when the repository's history lacks commit (a shallow clone):
+// such a test cannot run without it.
+func BuildAt(t testing.TB, dir, commit string) string {
+	t.Helper()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("BuildAt %s: not in a git repository: %v", commit, err)
+	}
+	src := filepath.Join(dir, "src-"+commit)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := exec.Command("git", "-C", strings.TrimSpace(string(top)), "archive", "--format=tar", commit)
+	untar := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	untar.Stdin = pipe
+	var archiveErr strings.Builder
+	archive.Stderr = &archiveErr
+	if err := untar.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := archive.Run(); err != nil {
+		t.Fatalf("git archive %s (the test needs the repository's full history): %v\n%s", commit, err, archiveErr.String())
+	}
+	if err := untar.Wait(); err != nil {
+		t.Fatalf("untar %s: %v", commit, err)
+	}
+	bin := filepath.Join(dir, "sluice-"+commit)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build at %s: %v\n%s", commit, err, out)
+	}
+	return bin
 }

@@ -32,6 +32,8 @@ type cluster struct {
 	flags []string // more flags for every node
 	// nodeFlags, when set, gives node id more flags of its own (its certificate, say).
 	nodeFlags func(id int) []string
+	// nodeBins, when set, is node i+1's binary where not "" (a rolling upgrade), else bin.
+	nodeBins []string
 	// nodePeers, when set, is node i+1's own --cluster-peers (peers behind proxies).
 	nodePeers []string
 	// links[from-1][to-1] is the proxy node from dials to reach node to (nil on the
@@ -66,7 +68,12 @@ func startClusterWith(t *testing.T, n int, proxied bool, flags ...string) *clust
 
 // startClusterEach is startClusterWith with flags of each node's own.
 func startClusterEach(t *testing.T, n int, proxied bool, nodeFlags func(id int) []string, flags ...string) *cluster {
-	c := &cluster{t: t, bin: testproc.Build(t, t.TempDir()), flags: flags, nodeFlags: nodeFlags}
+	return startClusterOf(&cluster{t: t, bin: testproc.Build(t, t.TempDir()), flags: flags, nodeFlags: nodeFlags}, n, proxied)
+}
+
+// startClusterOf starts n nodes of c as its fields say (t, bin, flags, nodeFlags, nodeBins).
+func startClusterOf(c *cluster, n int, proxied bool) *cluster {
+	t := c.t
 	var peers []string
 	for i := range n {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)))
@@ -120,7 +127,11 @@ func (c *cluster) start(id int) {
 	if c.nodeFlags != nil {
 		args = append(args, c.nodeFlags(id)...)
 	}
-	c.procs[i] = testproc.Serve(c.t, c.bin, args...)
+	bin := c.bin
+	if i < len(c.nodeBins) && c.nodeBins[i] != "" {
+		bin = c.nodeBins[i]
+	}
+	c.procs[i] = testproc.Serve(c.t, bin, args...)
 }
 
 func (c *cluster) kill(id int) { c.procs[id-1].Kill() }

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/testproc"
+)
+
+// beforeFeatureLevels is the last commit whose binary neither writes consumer-group
+// membership records nor knows feature levels: its metadata group stops at the first
+// record it cannot decode, which is what a rolling upgrade must never show it.
+const beforeFeatureLevels = "43bc9d312c26503f819584fb3543f35d70e1f635"
+
+// TestRollingUpgradeFromBeforeFeatureLevels: three nodes of an older sluice (built from
+// beforeFeatureLevels) with a producer and a classic consumer-group member at work, upgraded
+// one node at a time (SIGTERM, the new binary on the same data directory), the controller
+// made a new node while old ones still run, and a second group formed on it: a coordinator
+// that could write membership records. After every step every node, old ones included, still
+// applies the metadata log (it learns a topic created then), and the feature level stays
+// at the base until the last node runs the new binary; then it rises on every node, and a
+// kill of the controller keeps the group's member (the records are on). Nothing
+// acknowledged is lost, through all of it.
+func TestRollingUpgradeFromBeforeFeatureLevels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three sluice processes of two builds")
+	}
+	dir := t.TempDir()
+	old := testproc.BuildAt(t, dir, beforeFeatureLevels)
+	c := startClusterOf(&cluster{t: t, bin: testproc.Build(t, dir), nodeBins: []string{old, old, old}}, 3, false)
+	var gone []*testproc.Proc
+	c.keepLogs(&gone)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(c.client())
+	const topic, group, parts = "events", "workers", 3
+	createTopic(ctx, t, adm, topic, parts, 3)
+	commitStart(ctx, t, adm, group, topic, parts)
+	pr := newProducer(c, topic, parts)
+	pr.produce(ctx, t, 500)
+	go pr.run(ctx)
+	m := startMember(ctx, t, c, group, topic, false)
+	m.waitProgress(ctx, t, 100)
+
+	for id := 1; id <= 3; id++ {
+		gone = append(gone, c.procs[id-1])
+		c.procs[id-1].Stop()
+		c.nodeBins[id-1] = ""
+		c.start(id)
+		c.procs[id-1].Addr("kafka")
+		if id == 1 {
+			// Make the new node the controller (every group's coordinator) while both old
+			// ones run: restart whichever old node leads until it is node 1.
+			for try := 0; ; try++ {
+				ctl := c.controller(ctx)
+				if ctl == 0 {
+					t.Fatal("no controller named by a majority of the nodes: their metadata groups stopped?")
+				}
+				if ctl == 1 {
+					break
+				}
+				if try == 8 {
+					t.Fatalf("node 1 never became the controller in %d restarts of the old one", try)
+				}
+				gone = append(gone, c.procs[ctl-1])
+				c.procs[ctl-1].Stop()
+				c.start(ctl)
+				c.procs[ctl-1].Addr("kafka")
+			}
+		}
+		m.waitProgress(ctx, t, 100) // the group rejoined and commits, on whichever coordinator
+		// A membership change under the controller of this step (node 1, new, at the
+		// first): a second group forms and is left. A record of it would stop every old
+		// node's metadata group, which the probe topic below would show.
+		probeGroup := fmt.Sprintf("probe-%d", id)
+		pm := startMember(ctx, t, c, probeGroup, topic, false)
+		describeMember(ctx, t, c, probeGroup)
+		pm.close()
+		probe := fmt.Sprintf("after-%d", id)
+		createTopic(ctx, t, adm, probe, 1, 3)
+		everyNodeKnows(ctx, t, c, probe)
+		if id < 3 {
+			for n := 1; n <= id; n++ {
+				st := c.awaitStatus(ctx, t, n, "a new node's status", func(broker.ClusterStatus) bool { return true })
+				if st.FeatureLevel != meta.LevelBase {
+					t.Fatalf("node %d upgraded of 3: node %d is at feature level %d, want %d while old nodes run", id, n, st.FeatureLevel, meta.LevelBase)
+				}
+			}
+		}
+		t.Logf("node %d runs the new binary; every node applies the metadata log", id)
+	}
+	for n := 1; n <= 3; n++ {
+		c.awaitStatus(ctx, t, n, "the feature level risen", func(st broker.ClusterStatus) bool {
+			return st.FeatureLevel == meta.MaxFeatureLevel
+		})
+	}
+	// The records are on: the group formed before the rise survives a controller kill.
+	m.waitProgress(ctx, t, 100)
+	memberID := describeMember(ctx, t, c, group)
+	ctl := c.controller(ctx)
+	if ctl == 0 {
+		t.Fatal("no controller named by a majority of the nodes")
+	}
+	gone = append(gone, c.procs[ctl-1])
+	c.kill(ctl)
+	m.waitProgress(ctx, t, 100)
+	if got := describeMember(ctx, t, c, group); got != memberID {
+		t.Fatalf("after the controller's kill at feature level %d the member is %q, was %q: the group was not recorded", meta.MaxFeatureLevel, got, memberID)
+	}
+	c.start(ctl)
+
+	acked := pr.stop()
+	deadline := time.Now().Add(45 * time.Second)
+	for m.missing(acked) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+	}
+	m.close()
+	t.Logf("acknowledged %d records; processed %d deliveries, %d redelivered", total(acked), m.processed.Load(), m.redeliveries())
+	if missing := m.missing(acked); missing > 0 {
+		t.Fatalf("%d acknowledged records were never processed", missing)
+	}
+}
+
+// everyNodeKnows waits until every node, asked on its own, lists topic with a leader for
+// each partition: each node answers Metadata from the catalog it applied, so a node whose
+// metadata group stopped never does.
+func everyNodeKnows(ctx context.Context, t *testing.T, c *cluster, topic string) {
+	t.Helper()
+	for id := 1; id <= len(c.procs); id++ {
+		var last string
+		for {
+			mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			md, err := kadm.NewClient(c.nodeClient(t, id)).Metadata(mctx, topic)
+			cancel()
+			if err == nil {
+				if td, ok := md.Topics[topic]; ok && td.Err == nil && len(td.Partitions) > 0 {
+					break
+				}
+				last = fmt.Sprintf("%+v", md.Topics[topic])
+			} else {
+				last = err.Error()
+			}
+			if ctx.Err() != nil {
+				logs := strings.Split(c.procs[id-1].Logs(), "\n")
+				t.Fatalf("node %d never learned topic %s: its metadata group stopped? last: %s\nits log's end:\n%s",
+					id, topic, last, strings.Join(logs[max(0, len(logs)-30):], "\n"))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
