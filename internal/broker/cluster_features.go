@@ -113,3 +113,12 @@ func (g *groupRT) recordMemberships() {
 		g.cl.uncommittedLocked(err)
 	}
 }
+
+// FeatureLevels returns the catalog's feature level and the one this node says it reads
+// (0, 0 on a single node).
+func (b *Broker) FeatureLevels() (level, reads int) {
+	if b.cluster == nil {
+		return 0, 0
+	}
+	return b.cluster.meta.State().FeatureLevel(), b.cluster.meta.AdvertisedFeatureLevel()
+}

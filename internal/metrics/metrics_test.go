@@ -186,7 +186,8 @@ sluice_storage_write_failing 1
 // A cluster node's Raft host is reported; a single node (Raft says false)
 // reports none of its series rather than zeros that look like a stalled cluster.
 func TestCollectorMapsRaft(t *testing.T) {
-	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, NotPreferred: 4, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2}
+	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, NotPreferred: 4, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2,
+		FeatureLevel: 1, ReadsFeatureLevel: 2}
 	cluster := true
 	src := SourceFuncs{Raft: func() (RaftStat, bool) { return st, cluster }}
 	want := `
@@ -208,9 +209,15 @@ sluice_raft_transport_messages_total 40
 # HELP sluice_raft_votes_refused_total Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.
 # TYPE sluice_raft_votes_refused_total counter
 sluice_raft_votes_refused_total 2
+# HELP sluice_cluster_feature_level The cluster's feature level: which kinds of entry its logs may hold (docs/cluster.md, "Upgrades"). It rises once every node reads the next one; below sluice_cluster_reads_feature_level on every node, some node holds it back.
+# TYPE sluice_cluster_feature_level gauge
+sluice_cluster_feature_level 1
+# HELP sluice_cluster_reads_feature_level The feature level this node tells the controller it reads: its binary's, or --cluster-max-feature-level.
+# TYPE sluice_cluster_reads_feature_level gauge
+sluice_cluster_reads_feature_level 2
 `
 	names := []string{"sluice_raft_groups", "sluice_raft_groups_awake", "sluice_raft_peers_down", "sluice_raft_leaders_not_preferred",
-		"sluice_raft_transport_messages_total", "sluice_raft_votes_refused_total"}
+		"sluice_raft_transport_messages_total", "sluice_raft_votes_refused_total", "sluice_cluster_feature_level", "sluice_cluster_reads_feature_level"}
 	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,9 @@ type RaftStat struct {
 	Quiesces, Wakes                   uint64
 	SnapshotsSent, SnapshotsRestored  uint64
 	VotesRefused, LostLogBeats        uint64
+	// FeatureLevel is the cluster's (docs/cluster.md, "Upgrades"), ReadsFeatureLevel
+	// what this node tells the controller it reads.
+	FeatureLevel, ReadsFeatureLevel int
 }
 
 // RaftSource is a Source that also reports a cluster node's Raft host;
@@ -44,11 +47,13 @@ var (
 	raftSnapsTaken = desc("raft_snapshots_restored_total", "Snapshots received from a leader and restored.")
 	raftVotesRef   = desc("raft_votes_refused_total", "Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.")
 	raftLostBeats  = desc("raft_lost_log_heartbeats_total", "Heartbeats dropped because they commit past entries this replica no longer holds.")
+	raftFeature    = desc("cluster_feature_level", "The cluster's feature level: which kinds of entry its logs may hold (docs/cluster.md, \"Upgrades\"). It rises once every node reads the next one; below sluice_cluster_reads_feature_level on every node, some node holds it back.")
+	raftReadsLevel = desc("cluster_reads_feature_level", "The feature level this node tells the controller it reads: its binary's, or --cluster-max-feature-level.")
 	raftNotPref    = desc("raft_leaders_not_preferred", "Partitions and queues this node leads whose preferred leader (their first replica) is another node: what --cluster-leader-balance, Kafka's ElectLeaders or sluice cluster elect hands back (Kafka's PreferredReplicaImbalanceCount, per node).")
 )
 
 var raftDescs = []*prometheus.Desc{raftGroups, raftAwake, raftPeersDown, raftTicks, raftRounds, raftSyncs, raftReadys,
-	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref}
+	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref, raftFeature, raftReadsLevel}
 
 func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge := func(d *prometheus.Desc, v int) {
@@ -61,6 +66,8 @@ func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge(raftAwake, s.Awake)
 	gauge(raftPeersDown, s.PeersDown)
 	gauge(raftNotPref, s.NotPreferred)
+	gauge(raftFeature, s.FeatureLevel)
+	gauge(raftReadsLevel, s.ReadsFeatureLevel)
 	counter(raftTicks, s.GroupTicks)
 	counter(raftRounds, s.Rounds)
 	counter(raftSyncs, s.Syncs)

@@ -31,11 +31,13 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 		},
 		Raft: func() (metrics.RaftStat, bool) {
 			st, ok := b.RaftStats()
+			level, reads := b.FeatureLevels()
 			return metrics.RaftStat{Groups: st.Groups, Awake: st.Awake, PeersDown: st.PeersDown, NotPreferred: b.LeadersNotPreferred(),
 				GroupTicks: st.GroupTicks, Rounds: st.Rounds, Syncs: st.Syncs, Readys: st.Readys,
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,
-				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats}, ok
+				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats,
+				FeatureLevel: level, ReadsFeatureLevel: reads}, ok
 		},
 		Txn: func() (metrics.TxnStat, bool) {
 			st, ok := b.TxnLogStats()

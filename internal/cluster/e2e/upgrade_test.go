@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -55,34 +56,36 @@ func TestRollingUpgradeFromBeforeFeatureLevels(t *testing.T) {
 		c.nodeBins[id-1] = ""
 		c.start(id)
 		c.procs[id-1].Addr("kafka")
-		if id == 1 {
-			// Make the new node the controller (every group's coordinator) while both old
-			// ones run: restart whichever old node leads until it is node 1.
-			for try := 0; ; try++ {
-				ctl := c.controller(ctx)
-				if ctl == 0 {
-					t.Fatal("no controller named by a majority of the nodes: their metadata groups stopped?")
-				}
-				if ctl == 1 {
-					break
-				}
-				if try == 8 {
-					t.Fatalf("node 1 never became the controller in %d restarts of the old one", try)
-				}
+		m.waitProgress(ctx, t, 100) // the group rejoined and commits, on whichever coordinator
+		// A membership change under a controller of the new build while old nodes run: a
+		// second group forms and is left. A record of it would stop every old node's
+		// metadata group, which the probe topic below shows. At the first step the
+		// controller is made node 1 (restarting whichever old node leads), and the
+		// probe group must have been coordinated by it.
+		probeGroup := fmt.Sprintf("probe-%d", id)
+		for try := 0; ; try++ {
+			if try == 16 {
+				t.Fatalf("step %d: node 1 never coordinated the probe group in %d tries", id, try)
+			}
+			ctl := agreedController(ctx, t, c, 0)
+			if id == 1 && ctl != 1 {
+				t.Logf("step %d, try %d: the controller is node %d (old): restarting it", id, try, ctl)
 				gone = append(gone, c.procs[ctl-1])
 				c.procs[ctl-1].Stop()
+				agreedController(ctx, t, c, ctl) // the other two elected one of them
 				c.start(ctl)
 				c.procs[ctl-1].Addr("kafka")
+				continue
 			}
+			pm := startMember(ctx, t, c, probeGroup, topic, false)
+			describeMember(ctx, t, c, probeGroup)
+			pm.close()
+			coord, after := coordinatorOf(ctx, t, c, probeGroup), agreedController(ctx, t, c, 0)
+			if id != 1 || coord == 1 && after == 1 {
+				break
+			}
+			t.Logf("step %d, try %d: the probe group's coordinator was %d, the controller %d then %d", id, try, coord, ctl, after)
 		}
-		m.waitProgress(ctx, t, 100) // the group rejoined and commits, on whichever coordinator
-		// A membership change under the controller of this step (node 1, new, at the
-		// first): a second group forms and is left. A record of it would stop every old
-		// node's metadata group, which the probe topic below would show.
-		probeGroup := fmt.Sprintf("probe-%d", id)
-		pm := startMember(ctx, t, c, probeGroup, topic, false)
-		describeMember(ctx, t, c, probeGroup)
-		pm.close()
 		probe := fmt.Sprintf("after-%d", id)
 		createTopic(ctx, t, adm, probe, 1, 3)
 		everyNodeKnows(ctx, t, c, probe)
@@ -104,10 +107,7 @@ func TestRollingUpgradeFromBeforeFeatureLevels(t *testing.T) {
 	// The records are on: the group formed before the rise survives a controller kill.
 	m.waitProgress(ctx, t, 100)
 	memberID := describeMember(ctx, t, c, group)
-	ctl := c.controller(ctx)
-	if ctl == 0 {
-		t.Fatal("no controller named by a majority of the nodes")
-	}
+	ctl := agreedController(ctx, t, c, 0)
 	gone = append(gone, c.procs[ctl-1])
 	c.kill(ctl)
 	m.waitProgress(ctx, t, 100)
@@ -128,11 +128,59 @@ func TestRollingUpgradeFromBeforeFeatureLevels(t *testing.T) {
 	}
 }
 
+// agreedController waits (30 s at most, or the test fails with every node's status) until
+// every node but down (0: none) names one controller in its own status, other than down,
+// and returns it. (Kafka Metadata through a client may be answered by any node, a dead one
+// included.)
+func agreedController(ctx context.Context, t *testing.T, c *cluster, down int) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		named := map[int32]bool{}
+		for n := 1; n <= len(c.procs); n++ {
+			if n == down {
+				continue
+			}
+			var st broker.ClusterStatus
+			out, err := c.cliErr(n, "cluster", "status", "-o", "json")
+			if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+				st.Controller = 0
+			}
+			named[st.Controller] = true
+		}
+		if len(named) == 1 && !named[0] && !named[int32(down)] {
+			for ctl := range named {
+				return int(ctl)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for n := 1; n <= len(c.procs); n++ {
+		o, err := c.cliErr(n, "cluster", "status")
+		t.Logf("node %d's status (%v):\n%s", n, err, o)
+	}
+	t.Fatalf("the nodes (but %d) named no one controller for 30 s", down)
+	return 0
+}
+
+// coordinatorOf asks node 1 which node coordinates group (0: no answer).
+func coordinatorOf(ctx context.Context, t *testing.T, c *cluster, group string) int {
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r, ok := kadm.NewClient(c.nodeClient(t, 1)).FindGroupCoordinators(fctx, group)[group]
+	if !ok || r.Err != nil {
+		return 0
+	}
+	return int(r.NodeID)
+}
+
 // everyNodeKnows waits until every node, asked on its own, lists topic with a leader for
 // each partition: each node answers Metadata from the catalog it applied, so a node whose
 // metadata group stopped never does.
 func everyNodeKnows(ctx context.Context, t *testing.T, c *cluster, topic string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	for id := 1; id <= len(c.procs); id++ {
 		var last string
 		for {
