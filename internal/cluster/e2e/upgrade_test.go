@@ -50,12 +50,14 @@ func TestRollingUpgradeFromBeforeFeatureLevels(t *testing.T) {
 	m := startMember(ctx, t, c, group, topic, false)
 	m.waitProgress(ctx, t, 100)
 
+	var lastReady time.Time
 	for id := 1; id <= 3; id++ {
 		gone = append(gone, c.procs[id-1])
 		c.procs[id-1].Stop()
 		c.nodeBins[id-1] = ""
 		c.start(id)
 		c.procs[id-1].Addr("kafka")
+		lastReady = time.Now()
 		m.waitProgress(ctx, t, 100) // the group rejoined and commits, on whichever coordinator
 		// A membership change under a controller of the new build while old nodes run: a
 		// second group forms and is left. A record of it would stop every old node's
@@ -104,6 +106,8 @@ func TestRollingUpgradeFromBeforeFeatureLevels(t *testing.T) {
 			return st.FeatureLevel == meta.MaxFeatureLevel
 		})
 	}
+	t.Logf("feature level %d on every node %v after the last node's new binary was ready (its checks included)",
+		meta.MaxFeatureLevel, time.Since(lastReady).Round(time.Millisecond))
 	// The records are on: the group formed before the rise survives a controller kill.
 	m.waitProgress(ctx, t, 100)
 	memberID := describeMember(ctx, t, c, group)
