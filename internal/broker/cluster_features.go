@@ -38,6 +38,10 @@ func (c *clusterRT) featureRound() {
 	// node registering again) while some member reads less: one small request to each,
 	// which costs nothing beside the heartbeats, and a member upgraded is seen at once.
 	st := c.meta.State()
+	if reads := c.meta.AdvertisedFeatureLevel(); reads < st.FeatureLevel() && !c.featureCapNoted.Swap(true) {
+		c.log.Warn("cluster: --cluster-max-feature-level is below the cluster's feature level, which never falls: this node reads it all the same",
+			"level", st.FeatureLevel(), "max_feature_level", reads)
+	}
 	if st.FeatureLevel() >= meta.MaxFeatureLevel || c.cat.Leader() != c.node || c.featureAsking.Load() {
 		if st.FeatureLevel() >= meta.MaxFeatureLevel {
 			c.featureBehind.Store(nil)

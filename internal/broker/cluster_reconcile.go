@@ -63,6 +63,8 @@ type clusterRT struct {
 	// (cluster_features.go).
 	featureAsking atomic.Bool
 	featureBehind atomic.Pointer[[]string]
+	// featureCapNoted: the log said once that this node's cap is below the level.
+	featureCapNoted atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}

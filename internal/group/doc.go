@@ -112,7 +112,10 @@
 // the members (Resume): see membership.go, and membership_codec.go for
 // the record's encoding (event type 5, version 1). A KIP-848 consumer
 // group's state is an EventConsumerMembers record (type 6, version 1,
-// consumer_record.go), written whenever a call changed it. Member ids include
+// consumer_record.go), written whenever a call changed it. A running
+// coordinator turns the records on with RecordMemberships (a cluster does,
+// once every node reads them), which records every group it has then.
+// Member ids include
 // Config.Incarnation so an id from before a restart is never reissued.
 //
 // Event encoding (varint and uvarint as in encoding/binary; string =
