@@ -57,9 +57,10 @@ func (c *clusterRT) featureRound() {
 	}
 }
 
-// raiseFeatureLevel asks every member of st (and of the metadata group) what level it reads and commits the lowest
-// answer if it is above st's level. A member that cannot answer (down, or a binary from
-// before feature levels) holds the level where it is; the log says which one.
+// raiseFeatureLevel asks every member of st (and of the metadata group) what level it
+// reads and commits the lowest answer if it is above st's level. A member that cannot
+// answer (down, or a binary from before feature levels) holds the level where it is; the
+// log says which one.
 func (c *clusterRT) raiseFeatureLevel(ctx context.Context, st *meta.State) {
 	ctx, cancel := context.WithTimeout(ctx, featureAskTimeout)
 	defer cancel()
@@ -105,7 +106,9 @@ func (c *clusterRT) raiseFeatureLevel(ctx context.Context, st *meta.State) {
 
 // recordMemberships turns the coordinator's membership records on (once every node reads
 // them; a no-op after that), and on the serving controller proposes every group's record,
-// so a controller change from now on keeps the groups formed before.
+// so a controller change from now on keeps the groups formed before. Nobody waits for it,
+// as for resumeLocked's: an entry of this term that never commits means the term ended,
+// and the coordinator is rebuilt from the log before it serves again.
 func (g *groupRT) recordMemberships() {
 	g.lockForRead()
 	defer g.mu.Unlock()
