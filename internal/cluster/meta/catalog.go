@@ -102,6 +102,9 @@ const ForwardRetry = 250 * time.Millisecond
 // or one of its sends was applied as a refusal (returned). Only idempotent commands may
 // come here: a command may be applied more than once.
 func (c *Catalog) forward(ctx context.Context, cmd Command, applied func(*State) bool) error {
+	if err := c.checkOpLevel(&cmd); err != nil {
+		return err
+	}
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	var sent []uint64 // the request numbers of every send: any of them may be applied
@@ -275,6 +278,9 @@ func (c *Catalog) do(ctx context.Context, cmd Command) (Result, error) {
 
 // doAsync proposes cmd; the function it returns waits for this node to apply it.
 func (c *Catalog) doAsync(cmd Command) (func(context.Context) (Result, error), error) {
+	if err := c.checkOpLevel(&cmd); err != nil {
+		return nil, err
+	}
 	cmd.Origin = uint64(c.host.Node())
 	cmd.Request = c.seq.Add(1)
 	p, err := c.host.ProposeAsync(Group, cmd.Encode(nil))

@@ -50,6 +50,31 @@ const (
 // changes nothing). Only the metadata leader proposes it, once every member reads Level.
 const OpSetFeatureLevel Op = 18
 
+// opLevels is the feature level that admits each op: the catalog proposes none above the
+// level it is at (checkOpLevel). A new op must be listed here (TestEveryOpHasALevel), at a
+// new level when an older build cannot decode it.
+var opLevels = map[Op]int{
+	OpRegisterNode: LevelBase, OpCreateTopic: LevelBase, OpDeleteTopic: LevelBase,
+	OpAddPartitions: LevelBase, OpUpdateTopic: LevelBase, OpGroupOffsets: LevelBase,
+	OpCreateQueue: LevelBase, OpDeleteQueue: LevelBase, OpUpdateQueue: LevelBase,
+	OpAddNode: LevelBase, OpRemoveNode: LevelBase, OpMoveReplica: LevelBase, OpMoveDone: LevelBase,
+	OpSetGroupConfig: LevelBase, OpSetTxn: LevelBase, OpReassign: LevelBase, OpCancelReassign: LevelBase,
+	// Proposed only once every member reads the level it sets, which is at least this.
+	OpSetFeatureLevel: LevelGroupMembers,
+}
+
+// checkOpLevel refuses to propose cmd while the catalog's level does not admit its op: an
+// older member would stop on it. OpSetFeatureLevel is what raises the level, so it is
+// admitted below its own.
+func (c *Catalog) checkOpLevel(cmd *Command) error {
+	need, at := opLevels[cmd.Op], c.sm.State().FeatureLevel()
+	if cmd.Op == OpSetFeatureLevel || need <= at {
+		return nil
+	}
+	return fmt.Errorf("%w %d is needed for this change, and the cluster is at %d: some node runs an older sluice (sluice cluster status on the controller names it)",
+		ErrFeatureLevel, need, at)
+}
+
 // maxLevelEncoded bounds a decoded level (a level is a small counter).
 const maxLevelEncoded = 1 << 15
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -137,5 +138,41 @@ func TestFeatureLevelMembers(t *testing.T) {
 	slices.Sort(got)
 	if want := []multiraft.NodeID{1, 2, 4, 7}; !slices.Equal(got, want) {
 		t.Fatalf("members that must read a level: %v, want %v", got, want)
+	}
+}
+
+// TestEveryOpHasALevel: every op Decode knows has a feature level, and no other does, so a
+// new op cannot be added without deciding which level admits it.
+func TestEveryOpHasALevel(t *testing.T) {
+	for op := range 256 {
+		_, err := Decode([]byte{commandVersion, byte(op), 0, 0})
+		known := err == nil || !strings.Contains(err.Error(), "unknown op")
+		if _, listed := opLevels[Op(op)]; known != listed {
+			t.Errorf("op %d: Decode knows it %v, opLevels lists it %v", op, known, listed)
+		}
+		if l := opLevels[Op(op)]; l > MaxFeatureLevel {
+			t.Errorf("op %d at level %d, above what this binary reads (%d)", op, l, MaxFeatureLevel)
+		}
+	}
+}
+
+// TestProposalWaitsForItsLevel: an op above the catalog's level is refused before it is
+// proposed (ErrFeatureLevel), and admitted once the level rises; OpSetFeatureLevel is
+// admitted below its own level.
+func TestProposalWaitsForItsLevel(t *testing.T) {
+	saved := opLevels[OpUpdateTopic]
+	opLevels[OpUpdateTopic] = LevelGroupMembers // as a newer op would be
+	defer func() { opLevels[OpUpdateTopic] = saved }()
+	m := NewMachine(1)
+	c := &Catalog{sm: m}
+	if err := c.checkOpLevel(&Command{Op: OpUpdateTopic}); !errors.Is(err, ErrFeatureLevel) {
+		t.Fatalf("an op of level %d at level %d: %v, want ErrFeatureLevel", LevelGroupMembers, LevelBase, err)
+	}
+	if err := c.checkOpLevel(&Command{Op: OpSetFeatureLevel, Level: LevelGroupMembers}); err != nil {
+		t.Fatalf("raising the level refused: %v", err)
+	}
+	applyAll(t, m, 1, levelCommands()[:1])
+	if err := c.checkOpLevel(&Command{Op: OpUpdateTopic}); err != nil {
+		t.Fatalf("the op at its level: %v", err)
 	}
 }
