@@ -11,11 +11,36 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/group"
 )
+
+// groupEventLevels is the feature level that admits each group event type in the metadata
+// log (inside meta.OpGroupOffsets). A new type must be listed (TestEveryGroupEventHasALevel),
+// at a new level when an older build cannot decode it.
+var groupEventLevels = map[group.EventType]int{
+	group.EventOffsetsCommitted: meta.LevelBase, group.EventGroupDeleted: meta.LevelBase,
+	group.EventOffsetsDeleted: meta.LevelBase, group.EventGroupProtocol: meta.LevelBase,
+	group.EventGroupMembers: meta.LevelGroupMembers, group.EventConsumerMembers: meta.LevelGroupMembers,
+}
+
+// groupEventsLevel is the level evs need: the highest of their types' (a type not listed
+// needs more than any level, so it is never proposed).
+func groupEventsLevel(evs []group.Event) int {
+	level := meta.LevelBase
+	for _, ev := range evs {
+		l, ok := groupEventLevels[ev.Type]
+		if !ok {
+			return math.MaxInt
+		}
+		level = max(level, l)
+	}
+	return level
+}
 
 // featureAskTimeout bounds one round of questions (a member down answers nothing).
 const featureAskTimeout = 2 * time.Second

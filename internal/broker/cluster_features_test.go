@@ -119,3 +119,22 @@ func TestClusterFeatureLevelWaitsForEveryNode(t *testing.T) {
 		t.Fatalf("at level %d, the member's heartbeat after a power cut of its coordinator: %v", meta.MaxFeatureLevel, err)
 	}
 }
+
+// TestEveryGroupEventHasALevel: every group event type this build writes has the feature
+// level that admits it in the metadata log, one this binary reads; membership records
+// need LevelGroupMembers, so a cluster below it refuses them before they are proposed.
+func TestEveryGroupEventHasALevel(t *testing.T) {
+	for _, typ := range group.EventTypes() {
+		l, ok := groupEventLevels[typ]
+		if !ok || l < meta.LevelBase || l > meta.MaxFeatureLevel {
+			t.Errorf("group event type %d: level %d (listed %v)", typ, l, ok)
+		}
+	}
+	members := []group.Event{{Type: group.EventOffsetsCommitted}, {Type: group.EventGroupMembers}}
+	if got := groupEventsLevel(members); got != meta.LevelGroupMembers {
+		t.Errorf("offsets and a membership record need level %d, want %d", got, meta.LevelGroupMembers)
+	}
+	if got := groupEventsLevel([]group.Event{{Type: 99}}); got <= meta.MaxFeatureLevel {
+		t.Errorf("an unlisted type needs level %d: it could be proposed", got)
+	}
+}

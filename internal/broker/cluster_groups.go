@@ -258,7 +258,7 @@ func (c *clusterGroups) propose(evs []group.Event) (func(context.Context) error,
 	if err != nil {
 		return nil, err
 	}
-	return c.cat.ProposeGroupOffsetsAsync(payload)
+	return c.cat.ProposeGroupOffsetsAsync(payload, groupEventsLevel(evs))
 }
 
 // uncommitted answers a change that was not committed (or may not be): memory holds it,

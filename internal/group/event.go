@@ -32,6 +32,14 @@ const (
 	EventConsumerMembers EventType = 6
 )
 
+// EventTypes lists every event type this build encodes and decodes, oldest
+// first. A cluster writes a type only at the feature level that admits it
+// (the broker's table, which a test keeps complete against this list).
+func EventTypes() []EventType {
+	return []EventType{EventOffsetsCommitted, EventGroupDeleted, EventOffsetsDeleted, EventGroupProtocol,
+		EventGroupMembers, EventConsumerMembers}
+}
+
 // Membership reports whether ev records a group's membership (either
 // kind): in a cluster the coordinator that proposed it already holds it.
 func (ev Event) Membership() bool {

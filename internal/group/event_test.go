@@ -213,3 +213,19 @@ func replayed(t *testing.T, evs []Event) *Coordinator {
 	t.Helper()
 	return replayedWith(t, Config{}, evs)
 }
+
+// TestEventTypesListed: EventTypes lists exactly the types validate knows, so a new type
+// cannot be added without the list (and the cluster's feature-level table) hearing of it.
+func TestEventTypesListed(t *testing.T) {
+	listed := map[EventType]bool{}
+	for _, typ := range EventTypes() {
+		listed[typ] = true
+	}
+	for typ := range 256 {
+		err := Event{Type: EventType(typ), Group: "g"}.validate()
+		known := err == nil || !strings.Contains(err.Error(), "unknown type")
+		if known != listed[EventType(typ)] {
+			t.Errorf("type %d: validate knows it %v, EventTypes lists it %v", typ, known, listed[EventType(typ)])
+		}
+	}
+}

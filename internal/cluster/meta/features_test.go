@@ -158,7 +158,8 @@ func TestEveryOpHasALevel(t *testing.T) {
 
 // TestProposalWaitsForItsLevel: an op above the catalog's level is refused before it is
 // proposed (ErrFeatureLevel), and admitted once the level rises; OpSetFeatureLevel is
-// admitted below its own level.
+// admitted below its own level. Group records the caller says need a higher level are
+// refused too.
 func TestProposalWaitsForItsLevel(t *testing.T) {
 	saved := opLevels[OpUpdateTopic]
 	opLevels[OpUpdateTopic] = LevelGroupMembers // as a newer op would be
@@ -170,6 +171,9 @@ func TestProposalWaitsForItsLevel(t *testing.T) {
 	}
 	if err := c.checkOpLevel(&Command{Op: OpSetFeatureLevel, Level: LevelGroupMembers}); err != nil {
 		t.Fatalf("raising the level refused: %v", err)
+	}
+	if _, err := c.ProposeGroupOffsetsAsync([]byte("records"), LevelGroupMembers); !errors.Is(err, ErrFeatureLevel) {
+		t.Fatalf("group records of level %d at level %d: %v, want ErrFeatureLevel", LevelGroupMembers, LevelBase, err)
 	}
 	applyAll(t, m, 1, levelCommands()[:1])
 	if err := c.checkOpLevel(&Command{Op: OpUpdateTopic}); err != nil {

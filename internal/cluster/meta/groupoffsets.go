@@ -164,10 +164,16 @@ func (c *Catalog) ProposeGroupOffsets(ctx context.Context, payload []byte) error
 
 // ProposeGroupOffsetsAsync is ProposeGroupOffsets without the wait: the entry takes its
 // place in the log now (so a caller that proposes under its own lock orders its entries),
-// and the function it returns waits for it to be applied here.
-func (c *Catalog) ProposeGroupOffsetsAsync(payload []byte) (func(context.Context) error, error) {
+// and the function it returns waits for it to be applied here. level is the feature level
+// the payload's contents need (features.go; the broker knows which of its records need
+// what): above the catalog's, the payload is refused (ErrFeatureLevel), for an older
+// member would stop on it.
+func (c *Catalog) ProposeGroupOffsetsAsync(payload []byte, level int) (func(context.Context) error, error) {
 	if len(payload) > MaxGroupOffsets {
 		return nil, fmt.Errorf("meta: group offsets of %d bytes (max %d)", len(payload), MaxGroupOffsets)
+	}
+	if at := c.sm.State().FeatureLevel(); level > at {
+		return nil, fmt.Errorf("%w %d is needed for these group records, and the cluster is at %d", ErrFeatureLevel, level, at)
 	}
 	wait, err := c.doAsync(Command{Op: OpGroupOffsets, Payload: payload})
 	if err != nil {
