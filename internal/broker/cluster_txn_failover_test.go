@@ -69,9 +69,14 @@ func TestClusterTxnControllerFailsBeforeMarkers(t *testing.T) {
 			if commit {
 				wantState = txn.CompleteCommit
 			}
-			if d := e.describe("etl"); d.State != wantState || d.ProducerID != p.pid.ID || d.Epoch != p.pid.Epoch {
-				t.Fatalf("the new controller describes %+v, want %v of producer %+v", d, wantState, p.pid)
-			}
+			// The markers are all written (settled); the coordinator's record of the end
+			// commits just after, as Kafka's CompleteAbort/CompleteCommit follows the markers.
+			e.c.eventually(t, fmt.Sprintf("the new controller describes %v", wantState), func() error {
+				if d := e.describe("etl"); d.State != wantState || d.ProducerID != p.pid.ID || d.Epoch != p.pid.Epoch {
+					return fmt.Errorf("it describes %+v, want %v of producer %+v", d, wantState, p.pid)
+				}
+				return nil
+			})
 
 			// A new instance of the producer fences the old one.
 			zombie := *p

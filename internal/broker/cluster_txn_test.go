@@ -262,7 +262,11 @@ func TestClusterTxnCommitAndAbort(t *testing.T) {
 	if got := e.settled(3); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("read_committed: %v, want %v", got, want)
 	}
-	if d := e.describe("etl"); d.State != txn.CompleteCommit || d.ProducerID != p.pid.ID {
-		t.Fatalf("described: %+v", d)
-	}
+	// EndTxn answers once the decision is durable; the record of the end follows the markers.
+	e.c.eventually(t, "the transaction described CompleteCommit", func() error {
+		if d := e.describe("etl"); d.State != txn.CompleteCommit || d.ProducerID != p.pid.ID {
+			return fmt.Errorf("described: %+v", d)
+		}
+		return nil
+	})
 }
