@@ -54,9 +54,11 @@ func (c *clusterRT) recordsMembership() bool {
 // featureRound is the reconcile loop's step for feature levels: turn on what the catalog's
 // level admits, and on the metadata leader, raise the level when every member reads more.
 func (c *clusterRT) featureRound() {
-	if c.recordsMembership() {
+	if !c.membershipsOn.Load() && c.recordsMembership() {
+		// Once: a coordinator made after this (a rebuild) reads the level itself.
 		if g, err := c.b.groups(); err == nil {
 			g.recordMemberships()
+			c.membershipsOn.Store(true)
 		}
 	}
 	// Asked every round (each second, and at each catalog change such as a restarted
