@@ -208,3 +208,39 @@ func everyNodeKnows(ctx context.Context, t *testing.T, c *cluster, topic string)
 		}
 	}
 }
+
+// TestFeatureLevelHeldByOneNode: --cluster-max-feature-level on one node holds a cluster of
+// new binaries at that level (the controller's status names the node), and restarting that
+// node without it lets the level rise on every node.
+func TestFeatureLevelHeldByOneNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three sluice processes")
+	}
+	hold := true
+	c := startClusterEach(t, 3, false, func(id int) []string {
+		if id == 3 && hold {
+			return []string{"--cluster-max-feature-level", "1"}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ctl := agreedController(ctx, t, c, 0)
+	st := c.awaitStatus(ctx, t, ctl, "the controller naming node 3 as holding the level", func(st broker.ClusterStatus) bool {
+		return len(st.FeatureLevelHeldBy) == 1 && strings.HasPrefix(st.FeatureLevelHeldBy[0], "node 3 (level 1)")
+	})
+	for n := 1; n <= 3; n++ {
+		st = c.awaitStatus(ctx, t, n, "a status", func(broker.ClusterStatus) bool { return true })
+		if st.FeatureLevel != meta.LevelBase {
+			t.Fatalf("node %d at feature level %d while node 3 holds it at %d", n, st.FeatureLevel, meta.LevelBase)
+		}
+	}
+	c.procs[2].Stop()
+	hold = false
+	c.start(3)
+	for n := 1; n <= 3; n++ {
+		c.awaitStatus(ctx, t, n, "the level risen once node 3 no longer holds it", func(st broker.ClusterStatus) bool {
+			return st.FeatureLevel == meta.MaxFeatureLevel && st.ReadsFeatureLevel == meta.MaxFeatureLevel
+		})
+	}
+}
