@@ -162,3 +162,48 @@ func (p *Proc) Kill() {
 	p.exited = true
 	p.mu.Unlock()
 }
+
+// Stacks ends the process with SIGQUIT, on which the Go runtime prints every goroutine's
+// stack to stderr before it exits, and returns that dump (empty if the process had ended
+// already or printed none within 10 s). For a test that failed on a process that stopped
+// making progress: which goroutine waits on what.
+func (p *Proc) Stacks() string {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	if exited || p.cmd.Process.Signal(syscall.SIGQUIT) != nil {
+		return ""
+	}
+	select {
+	case <-p.done:
+		_ = p.cmd.Wait()
+		p.mu.Lock()
+		p.exited = true
+		p.mu.Unlock()
+	case <-time.After(10 * time.Second):
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, l := range p.logs {
+		if strings.HasPrefix(l, "SIGQUIT") {
+			return strings.Join(p.logs[i:], "\n")
+		}
+	}
+	return ""
+}
+
+// Goroutines returns the goroutines of a Stacks dump whose stack mentions any of frames
+// (a function name such as "broker.(*clusterRT).run"), blank-line separated as the runtime
+// prints them.
+func Goroutines(dump string, frames ...string) string {
+	var keep []string
+	for _, g := range strings.Split(dump, "\n\n") {
+		for _, f := range frames {
+			if strings.Contains(g, f) {
+				keep = append(keep, g)
+				break
+			}
+		}
+	}
+	return strings.Join(keep, "\n\n")
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/testproc"
 )
 
 // TestMembershipUnderLoad (docs/cluster.md, "Add a node", "Remove a node", "Replace a node
@@ -203,9 +204,25 @@ func (c *cluster) awaitStatus(ctx context.Context, t *testing.T, id int, what st
 					t.Logf("status of node %d:\n%s", i+1, o)
 				}
 			}
+			c.logStacks(t, "broker.(*clusterRT)")
 			t.Fatalf("%s: never seen from node %d; last status %+v (%v)", what, id, st, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// logStacks ends every running node with SIGQUIT and logs its goroutines whose stacks
+// mention any of frames: what a node that stopped making progress waits on. For a test
+// about to fail.
+func (c *cluster) logStacks(t *testing.T, frames ...string) {
+	t.Helper()
+	for i, p := range c.procs {
+		if p == nil {
+			continue
+		}
+		if g := testproc.Goroutines(p.Stacks(), frames...); g != "" {
+			t.Logf("node %d goroutines in %v:\n%s", i+1, frames, g)
+		}
 	}
 }
 
