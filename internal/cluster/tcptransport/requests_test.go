@@ -104,6 +104,68 @@ func TestRequests(t *testing.T) {
 	}
 }
 
+// TestPeerChangeWithKeptRequestConnection: SetPeer (a moved address) and RemovePeer return
+// while the peer keeps an idle request connection (both once deadlocked on the transport's
+// lock, stopping the broker's reconcile loop for good after the metadata leader had asked
+// a node something and the node was then removed), and the kept connection is closed.
+func TestPeerChangeWithKeptRequestConnection(t *testing.T) {
+	server, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: "127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = server.Close() })
+	first, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Serve(first, answerer{newRecorder()})
+	client, err := New(Config{Node: 2, ClusterID: "c1", Peers: map[multiraft.NodeID]string{1: first.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wedged := false // a deadlocked client would block its Close too: left to the process's end
+	t.Cleanup(func() {
+		if !wedged {
+			_ = client.Close()
+		}
+	})
+	ask := func(what string) {
+		t.Helper()
+		if _, err := client.Request(context.Background(), 1, 9, []byte("echo")); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	within := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { defer close(done); f() }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			wedged = true
+			t.Fatalf("%s did not return within 5s (deadlocked?)", what)
+		}
+	}
+	ask("first request")
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Serve(other, answerer{newRecorder()}) // node 1 moved to a second address
+	within("SetPeer to a new address", func() { _ = client.SetPeer(1, other.Addr().String()) })
+	ask("request after the move")
+	within("RemovePeer", func() { client.RemovePeer(1) })
+	if _, err := client.Request(context.Background(), 1, 9, []byte("echo")); err == nil {
+		t.Fatal("a request to a removed peer went through")
+	}
+	client.mu.Lock()
+	kept := len(client.conns)
+	client.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("%d connections still tracked after the peer was removed", kept)
+	}
+}
+
 // TestRequestRefused: a dialler of another cluster is refused at the handshake, as on the
 // raft stream, and its request fails without reaching the handler.
 func TestRequestRefused(t *testing.T) {

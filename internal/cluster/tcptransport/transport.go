@@ -152,20 +152,23 @@ func (t *Transport) SetPeer(id multiraft.NodeID, addr string) error {
 		return fmt.Errorf("tcptransport: peer id %d is 0 or this node", id)
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return net.ErrClosed
 	}
 	old := *t.peers.Load()
-	if p := old[id]; p != nil {
-		if p.addr == addr {
-			return nil
-		}
-		p.stop()
+	moved := old[id]
+	if moved != nil && moved.addr == addr {
+		t.mu.Unlock()
+		return nil
 	}
 	peers := maps.Clone(old)
 	peers[id] = t.startPeer(id, addr)
 	t.peers.Store(&peers)
+	t.mu.Unlock()
+	if moved != nil {
+		moved.stop() // outside t.mu: it untracks its kept request connections, which takes t.mu
+	}
 	return nil
 }
 
@@ -173,19 +176,23 @@ func (t *Transport) SetPeer(id multiraft.NodeID, addr string) error {
 // to it are dropped, its connections closed, and new ones from it refused.
 func (t *Transport) RemovePeer(id multiraft.NodeID) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	old := *t.peers.Load()
 	p := old[id]
 	if p == nil {
+		t.mu.Unlock()
 		return
 	}
-	p.stop()
 	peers := maps.Clone(old)
 	delete(peers, id)
 	t.peers.Store(&peers)
 	if c := t.inbound[id]; c != nil {
 		_ = c.Close()
 	}
+	t.mu.Unlock()
+	// Outside t.mu: stop untracks the peer's kept request connections, which takes t.mu
+	// (under it, the first RemovePeer of a peer asked something deadlocked the caller, the
+	// broker's reconcile loop, for good).
+	p.stop()
 }
 
 // Send queues b for its destination and returns at once; it drops b (and counts it) if
