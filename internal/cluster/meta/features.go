@@ -41,9 +41,13 @@ const (
 	// EventGroupMembers and EventConsumerMembers inside OpGroupOffsets) and
 	// OpSetFeatureLevel itself.
 	LevelGroupMembers = 2
+	// LevelGroupState adds metadata snapshots that carry the whole consumer-group state
+	// (snapshot version 15, groupstate.go), which a node restoring one puts in place of
+	// its own; from then on the metadata log is compacted behind its snapshots.
+	LevelGroupState = 3
 
 	// MaxFeatureLevel is the newest level this binary reads.
-	MaxFeatureLevel = LevelGroupMembers
+	MaxFeatureLevel = LevelGroupState
 )
 
 // OpSetFeatureLevel raises the catalog's feature level to Level (a lower or equal level

@@ -72,6 +72,11 @@ func FuzzRestore(f *testing.F) {
 	applyAll(f, levels, 1, append(seedCommands(), levelCommands()...))
 	snap, _ = levels.Snapshot()
 	f.Add(snap)
+	complete := NewMachine(1) // a complete group state (version 15), its hook's payloads waiting
+	applyAll(f, complete, 1, append(seedCommands(), Command{Op: OpSetFeatureLevel, Level: LevelGroupState}))
+	base := complete.State().encode()
+	base[0] = snapVersionGroupState
+	f.Add(appendGroupState(base, groupState{index: 99, payloads: [][]byte{[]byte("set a=1"), []byte("set b=2")}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := NewMachine(1)
 		if err := m.Restore(b); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 )
 
 // Consumer-group offsets ride on the metadata group (docs/cluster.md, "Consumer groups"):
@@ -44,6 +43,9 @@ func (m *Machine) SetGroupOffsets(h GroupOffsets) error {
 	m.gmu.Lock()
 	defer m.gmu.Unlock()
 	m.hook, m.offsets = h, true
+	if err := m.forgetLocked(); err != nil { // groupstate.go
+		return err
+	}
 	for len(m.pending) > 0 {
 		o := m.pending[0]
 		if err := h.ApplyGroupOffsets(o.index, o.payload); err != nil {
@@ -80,32 +82,37 @@ func (m *Machine) deliver(offs []groupOffsets) error {
 	return nil
 }
 
-// CompactLimit keeps the whole metadata log once group offsets go through it: a follower
-// sent a snapshot instead of the entries would lack the offsets they carried, since the
-// snapshot holds the catalog only. (multiraft.CompactionLimiter; MaxUint64: no limit.)
-// The log then grows with every commit that changes an offset; docs/cluster.md says what
-// lifts it.
-func (m *Machine) CompactLimit() uint64 {
+// checkpoint runs the hook's Checkpoint before a snapshot, and returns what the snapshot
+// carries of the groups: their complete state when the level and the hook allow
+// (complete, groupstate.go), else the payloads still waiting for a hook (nothing else
+// holds them) or, with a hook, its committed offsets (membership_offsets.go).
+func (m *Machine) checkpoint() (pending []groupOffsets, gs groupState, complete bool, err error) {
 	m.gmu.Lock()
 	defer m.gmu.Unlock()
-	if m.offsets {
-		return 0
-	}
-	return math.MaxUint64
-}
-
-// checkpoint runs the hook's Checkpoint before a snapshot, and returns the payloads still
-// waiting for a hook, which the snapshot must carry (nothing else holds them).
-func (m *Machine) checkpoint() ([]groupOffsets, error) {
-	m.gmu.Lock()
-	defer m.gmu.Unlock()
-	if m.hook != nil {
-		if err := m.hook.Checkpoint(); err != nil {
-			return nil, fmt.Errorf("meta: group offsets checkpoint: %w", err)
+	if m.hook == nil {
+		if m.forget {
+			// A complete state and the entries applied after it, all waiting for the hook:
+			// together, the complete state as of now.
+			gs := groupState{index: m.lastApplied}
+			for _, o := range m.pending {
+				gs.payloads = append(gs.payloads, o.payload)
+			}
+			m.complete = true
+			return nil, gs, true, nil
 		}
-		return m.offsetsSnapshot() // membership_offsets.go; nothing is pending once a hook is set
+		m.complete = false
+		return m.pending, groupState{}, false, nil
 	}
-	return m.pending, nil
+	if err := m.hook.Checkpoint(); err != nil {
+		return nil, groupState{}, false, fmt.Errorf("meta: group offsets checkpoint: %w", err)
+	}
+	if gs, complete, err = m.snapshotGroupState(); err != nil || complete {
+		m.complete = complete
+		return nil, gs, complete, err
+	}
+	m.complete = false
+	pending, err = m.offsetsSnapshot() // nothing is pending once a hook is set
+	return pending, groupState{}, false, err
 }
 
 // restorePending replaces the payloads waiting for a hook by a snapshot's, and hands them
@@ -113,6 +120,7 @@ func (m *Machine) checkpoint() ([]groupOffsets, error) {
 func (m *Machine) restorePending(p []groupOffsets) error {
 	m.gmu.Lock()
 	m.pending = p
+	m.complete, m.forget = false, false
 	m.offsets = m.offsets || len(p) > 0
 	h := m.hook
 	m.gmu.Unlock()

@@ -41,6 +41,10 @@ type Machine struct {
 	hook    GroupOffsets
 	pending []groupOffsets // applied before a hook was set, oldest first
 	offsets bool           // a hook was set or a group-offsets entry applied: keep the log
+	// complete: the last snapshot taken or restored holds the whole group state
+	// (groupstate.go), so the log may be compacted behind it. forget: pending starts with
+	// such a state, which the hook must take in place of its own.
+	complete, forget bool
 	// advertised is the feature level this node tells the leader it reads (features.go).
 	advertised atomic.Int64
 	// lastApplied is the index of the last entry applied (Apply's thread only): what a

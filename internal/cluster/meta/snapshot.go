@@ -40,6 +40,8 @@ const (
 	// a catalog at LevelBase is read by binaries from before levels existed.
 	snapVersionLevel        = 13
 	snapVersionLevelPending = 14
+	// 15 (snapVersionGroupState, groupstate.go) is 13 with the whole group state after the
+	// level, which a node restoring it takes in place of its own; it has no pending twin.
 )
 
 // Snapshot encodes the whole catalog (it is small: nodes and topics, no data).
@@ -62,16 +64,22 @@ const (
 //	(versions 11 to 14) npinned(uvarint) {group(uvarint)}...  by id
 //	                    noriginal(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...  by id
 //
-//	(versions 13 and 14) level(uvarint)
+//	(versions 13 to 15) level(uvarint)
+//
+//	(version 15) the complete group state (groupstate.go)
 //
 // Version 2 (4, 6, 8, 10, 12, 14) is the same as 1 (3, 5, 7, 9, 11, 13) followed by the group-offsets payloads not yet handed
 // to a hook (appendPending): a snapshot taken while the broker was still opening.
 func (m *Machine) Snapshot() ([]byte, error) {
-	pending, err := m.checkpoint()
+	pending, gs, complete, err := m.checkpoint()
 	if err != nil {
 		return nil, err
 	}
 	b := m.State().encode()
+	if complete { // groupstate.go: the catalog is at LevelGroupState, so b is version 13
+		b[0] = snapVersionGroupState
+		return appendGroupState(b, gs), nil
+	}
 	if len(pending) > 0 {
 		b[0]++ // the version's pending twin: 5 to 6, 7 to 8
 		b = appendPending(b, pending)
@@ -160,9 +168,10 @@ func (s *State) encode() []byte {
 func (m *Machine) Restore(data []byte) error {
 	s := emptyState()
 	var pending []groupOffsets
+	var gs *groupState
 	if len(data) > 0 {
 		var err error
-		if s, pending, err = decodeState(data); err != nil {
+		if s, pending, gs, err = decodeState(data); err != nil {
 			return fmt.Errorf("meta: snapshot: %w", err)
 		}
 	}
@@ -173,16 +182,22 @@ func (m *Machine) Restore(data []byte) error {
 	if len(pending) > 0 {
 		m.lastApplied = max(m.lastApplied, pending[len(pending)-1].index)
 	}
+	if gs != nil {
+		m.lastApplied = max(m.lastApplied, gs.index)
+	}
 	m.publish(s)
+	if gs != nil {
+		return m.restoreGroupState(*gs) // groupstate.go
+	}
 	return m.restorePending(pending)
 }
 
 // decodeState parses a snapshot and checks what apply guarantees: nodes sorted and unique,
 // legal unique topic names, group ids below NextGroup and unique, replicas registered.
-func decodeState(data []byte) (*State, []groupOffsets, error) {
+func decodeState(data []byte) (*State, []groupOffsets, *groupState, error) {
 	version := data[0]
-	if version < snapVersion || version > snapVersionLevelPending {
-		return nil, nil, fmt.Errorf("version %d", data[0])
+	if version < snapVersion || version > snapVersionGroupState {
+		return nil, nil, nil, fmt.Errorf("version %d", data[0])
 	}
 	d := decoder{wire.Decoder{B: data[1:], Bad: ErrBadCommand}}
 	s := emptyState()
@@ -237,11 +252,16 @@ func decodeState(data []byte) (*State, []groupOffsets, error) {
 	if d.Err == nil && version%2 == 0 { // every pending twin is even (snapVersionPending, ...)
 		pending = d.pending()
 	}
+	var gs *groupState
+	if d.Err == nil && version == snapVersionGroupState {
+		st := d.groupState(s)
+		gs = &st
+	}
 	d.Done()
 	if d.Err != nil {
-		return nil, nil, d.Err
+		return nil, nil, nil, d.Err
 	}
-	return s, pending, nil
+	return s, pending, gs, nil
 }
 
 // count reads a count of items of at least one byte each: never more than the bytes left.
