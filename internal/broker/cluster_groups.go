@@ -317,9 +317,15 @@ func (c *clusterGroups) ApplyGroupOffsets(index uint64, payload []byte) error {
 		}
 	}
 	c.journaledLocked(evs)
-	ch := g.recordLocked(raws)
+	c.unsyncedLocked(g.recordLocked(raws))
+	return nil
+}
+
+// unsyncedLocked keeps a journal write's durability for the next Checkpoint (nil: nothing
+// was written). Called with g.mu held.
+func (c *clusterGroups) unsyncedLocked(ch <-chan error) {
 	if ch == nil {
-		return nil
+		return
 	}
 	c.umu.Lock()
 	defer c.umu.Unlock()
@@ -334,7 +340,6 @@ func (c *clusterGroups) ApplyGroupOffsets(index uint64, payload []byte) error {
 		break
 	}
 	c.unsynced = append(c.unsynced, ch)
-	return nil
 }
 
 // Checkpoint waits until every event applied so far is durable in the journal
@@ -370,19 +375,29 @@ const maxGroupEvents = 1 << 16
 //
 // where each event is group.Event.MarshalBinary's encoding, as the journal holds it.
 func encodeGroupEvents(evs []group.Event) ([]byte, error) {
-	b := binary.AppendUvarint([]byte{groupEventsVersion}, uint64(len(evs)))
+	raws := make([][]byte, 0, len(evs))
 	for _, ev := range evs {
 		e, err := ev.MarshalBinary()
 		if err != nil {
 			return nil, err
 		}
-		b = binary.AppendUvarint(b, uint64(len(e)))
-		b = append(b, e...)
+		raws = append(raws, e)
 	}
+	b := appendGroupEvents(nil, raws)
 	if len(b) > meta.MaxGroupOffsets {
 		return nil, fmt.Errorf("%w: a group change of %d bytes (max %d)", ErrCoordinatorNotAvailable, len(b), meta.MaxGroupOffsets)
 	}
 	return b, nil
+}
+
+// appendGroupEvents appends the payload of events already encoded (raws).
+func appendGroupEvents(b []byte, raws [][]byte) []byte {
+	b = binary.AppendUvarint(append(b, groupEventsVersion), uint64(len(raws)))
+	for _, e := range raws {
+		b = binary.AppendUvarint(b, uint64(len(e)))
+		b = append(b, e...)
+	}
+	return b
 }
 
 // errBadGroupEvents: a payload that is not one well-formed list of events.

@@ -71,6 +71,10 @@ func openGroups(s *streams) (*groupRT, error) {
 		loader: journal.Loader{
 			Restore: g.applySnapshot,
 			Apply: func(off int64, v []byte) error {
+				if len(v) == 0 { // forgetGroupsMark (cluster_groupstate.go)
+					g.coord.Forget()
+					return nil
+				}
 				ev, err := group.UnmarshalEvent(v)
 				if err == nil {
 					err = g.coord.Apply(ev)

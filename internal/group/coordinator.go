@@ -66,6 +66,11 @@ func New(cfg Config) *Coordinator {
 	}
 }
 
+// Forget removes every group with its offsets, members and records: a cluster node about
+// to take a complete copy of the groups from a snapshot of the metadata group. The
+// partition counts and the member-id counter stay, so no member id is handed out twice.
+func (c *Coordinator) Forget() { clear(c.groups) }
+
 func (c *Coordinator) ticket() Ticket {
 	c.nextTicket++
 	return c.nextTicket

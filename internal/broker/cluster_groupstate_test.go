@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/group"
+)
+
+// TestClusterMetadataLogCompactedWithGroups (feature level 3, meta/groupstate.go): three
+// brokers in one process with metadata snapshots every 25 entries. A follower is killed;
+// meanwhile a group is deleted and another's offsets move on, over enough commits that the
+// leader compacts the metadata log past the follower's position (it was never compacted
+// once offsets flowed). Restarted, the follower is sent a snapshot, and must hold the
+// latest offsets and not the deleted group: in its coordinator, after a restart from its
+// own disk (the journal's forget mark), and once it is the controller serving the groups.
+func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
+	c, _, _ := newGroupCluster(t)
+	var acked int64
+	commit := func(groupID string, off int64) {
+		t.Helper()
+		for attempt := 0; ; attempt++ {
+			if attempt == 200 {
+				t.Fatalf("commit %s %d: no coordinator took it", groupID, off)
+			}
+			_, b := c.coordinator()
+			errs, err := b.CommitOffsets(context.Background(), group.CommitRequest{Group: groupID, Generation: -1,
+				Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: off, LeaderEpoch: -1}}})
+			if errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorNotAvailable) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if err != nil || errs[0] != nil {
+				t.Fatalf("commit %s %d: %v %v", groupID, off, err, errs)
+			}
+			if groupID == "g" {
+				acked = off
+			}
+			return
+		}
+	}
+	commit("g", 1)
+	commit("gone", 7)
+	ctlID, ctl := c.coordinator()
+	var lagging multiraft.NodeID
+	for _, id := range c.ids {
+		if id != ctlID {
+			lagging = id
+			break
+		}
+	}
+	awaitCond(t, "the lagging node to hold both groups", func() bool {
+		_, ok := c.nodes[lagging].b.FetchOffset("gone", "t", 0)
+		return ok
+	})
+	c.crash(lagging, false)
+	behind := firstIndex(t, c, ctlID)
+
+	if err := ctl.DeleteGroup("gone"); err != nil {
+		t.Fatalf("deleting a group: %v", err)
+	}
+	for i := range 120 { // several snapshots, each compacting the log behind it
+		commit("g", int64(10+i))
+	}
+	if first := firstIndex(t, c, ctlID); first <= behind+25 {
+		t.Fatalf("the metadata log on n%d starts at %d, %d before the deletion: never compacted past it", ctlID, first, behind)
+	}
+	taken := func() uint64 { return c.nodes[lagging].host.Stats().SnapsTaken }
+	c.start(lagging)
+	awaitCond(t, "a snapshot restored on the lagging node", func() bool { return taken() > 0 })
+
+	check := func(when string) {
+		t.Helper()
+		b := c.nodes[lagging].b
+		awaitCond(t, when+": the lagging node at the acknowledged offset", func() bool {
+			got, ok := b.FetchOffset("g", "t", 0)
+			return ok && got.Offset == acked
+		})
+		if _, ok := b.FetchOffset("gone", "t", 0); ok {
+			t.Fatalf("%s: the deleted group's offset is back on n%d", when, lagging)
+		}
+		coord, journaled := b.streams.groups.cl.groupsKnown()
+		for _, l := range [][]group.GroupSummary{coord, journaled} {
+			if slices.ContainsFunc(l, func(s group.GroupSummary) bool { return s.Group == "gone" }) {
+				t.Fatalf("%s: n%d still knows the deleted group: coordinator %v, journal %v", when, lagging, coord, journaled)
+			}
+		}
+	}
+	check("after the snapshot")
+
+	// Killed again and restarted from its own disk: its journal holds the forget mark
+	// before the snapshot's groups, and its metadata snapshot is complete.
+	c.crash(lagging, false)
+	c.start(lagging)
+	check("after a restart")
+
+	// The controller now: it serves the groups from what it holds.
+	awaitCond(t, "the lagging node to lead the metadata group", func() bool {
+		if id, _ := c.coordinator(); id == lagging {
+			return true
+		}
+		lead, _ := c.nodes[lagging].host.Status(meta.Group)
+		if ob := c.nodes[lead.Leader]; ob != nil && ob.host != nil {
+			_ = ob.host.TransferLeadership(meta.Group, lagging)
+		}
+		time.Sleep(100 * time.Millisecond)
+		return false
+	})
+	check("as the controller")
+	if slices.ContainsFunc(c.nodes[lagging].b.ListGroups(), func(s group.GroupSummary) bool { return s.Group == "gone" }) {
+		t.Fatal("the new controller lists the deleted group")
+	}
+}
+
+// firstIndex is the first entry of the metadata log node id still holds.
+func firstIndex(t *testing.T, c *memCluster, id multiraft.NodeID) uint64 {
+	t.Helper()
+	st, err := c.nodes[id].eng.Group(meta.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first
+}
+
+func awaitCond(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
