@@ -12,8 +12,9 @@
 //
 // It also carries consumer-group offset changes (OpGroupOffsets, groupoffsets.go): bytes
 // it never reads, handed in log order to the hook the broker registers on every node. They
-// are not part of State or of the catalog's snapshot (only those applied before the hook
-// was set ride in it), so once they flow the metadata log is never compacted.
+// are not part of State. From feature level 3 every snapshot carries the hook's whole group
+// state, which a node restoring it takes in place of its own, and the log is compacted
+// behind it; below it, once they flow, the metadata log is never compacted (groupstate.go).
 //
 // And Kafka transactions' coordinator records (OpSetTxn, txns.go): the broker's encoding of
 // one transactional id's state, opaque here, kept in State.Txns and its snapshot, each

@@ -11,10 +11,11 @@ import (
 // the coordinator proposes one OpGroupOffsets command per change of committed offsets,
 // and every node hands its payload, bytes this package never reads, to the broker's
 // GroupOffsets hook, which applies it to its local group state and journal. The offsets
-// are not part of State or of the snapshot: the broker's group journal on each node is
-// their durable copy, made durable up to the snapshot's index before every snapshot
-// (Checkpoint), and the log after the snapshot is re-applied at restart, as a replicated
-// partition does with its local log (docs/cluster.md, "Replicated partition").
+// are not part of State: the broker's group journal on each node is their durable copy,
+// made durable up to the snapshot's index before every snapshot (Checkpoint), and the log
+// after the snapshot is re-applied at restart, as a replicated partition does with its
+// local log (docs/cluster.md, "Replicated partition"). What a snapshot carries of them
+// depends on the feature level (membership_offsets.go, groupstate.go).
 
 // GroupOffsets is the hook the broker registers (Machine.SetGroupOffsets).
 type GroupOffsets interface {
