@@ -181,6 +181,7 @@ func (c *clusterRT) hostQueue(cq *meta.Queue) (*hostedQueue, error) {
 		_ = c.host.Campaign(cq.Group)
 	}
 	q := replqueue.NewQueue(c.host, cq.Group, m, c.b.now)
+	q.SetAdmit(c.admitQueueOp) // cluster_entry_levels.go
 	wm.queue.Store(q)
 	return &hostedQueue{name: cq.Name, group: cq.Group, sm: wm, q: q}, nil
 }

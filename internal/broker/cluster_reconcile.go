@@ -312,6 +312,7 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 	// Cursor entries carry the proposer's time: the broker's clock, the one its readiness
 	// checks (CursorReady) and an injected test clock use, not the wall clock.
 	part.SetClock(c.b.now)
+	part.SetAdmit(c.admitPartitionEntry) // cluster_entry_levels.go
 	p.repl.Store(&hostedReplica{part: part, sm: m, group: cp.Group, replicas: slices.Clone(cp.Replicas)})
 	if st, err := c.host.Status(cp.Group); err == nil && st.Term <= 1 && st.Leader == 0 && !cp.Moved &&
 		len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {

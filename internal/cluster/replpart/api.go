@@ -48,6 +48,7 @@ type Partition struct {
 	sm    *Machine
 	seq   atomic.Uint64
 	clock func() time.Time // stamps cursor entries (cursor_api.go); nil: time.Now
+	admit atomic.Pointer[func(EntryKind) error] // levels.go
 }
 
 // NewPartition serves group g's partition, whose state machine on this host is m.
@@ -129,6 +130,9 @@ func (p *Partition) start(batches [][]byte) (*call, error) {
 		if len(b) == 0 {
 			return nil, fmt.Errorf("%w: batch %d is empty", ErrBadAppend, i)
 		}
+	}
+	if err := p.admitted(ProduceEntry); err != nil {
+		return nil, err
 	}
 	e := Entry{Origin: uint64(p.host.Node()), Request: p.seq.Add(1), Batches: batches}
 	if n := e.Size(); n > MaxEntryBytes {

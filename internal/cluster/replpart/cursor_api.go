@@ -70,6 +70,9 @@ func (p *Partition) startCursor(e CursorEntry) (*call, error) {
 	if err := checkCursorEntry(&e); err != nil {
 		return nil, err
 	}
+	if err := p.admitted(CursorKind(e.Kind)); err != nil {
+		return nil, err
+	}
 	clock := p.clock
 	if clock == nil {
 		clock = time.Now

@@ -97,6 +97,9 @@ func (p *Partition) startTrim(offset int64) (*call, error) {
 	if offset < TrimToEnd {
 		return nil, fmt.Errorf("%w: trim to offset %d", ErrBadAppend, offset)
 	}
+	if err := p.admitted(TrimKind); err != nil {
+		return nil, err
+	}
 	e := TrimEntry{Origin: uint64(p.host.Node()), Request: p.seq.Add(1), Offset: offset}
 	pr, err := p.host.ProposeAsync(p.group, e.Encode(nil))
 	if err != nil {

@@ -39,6 +39,7 @@ type Queue struct {
 	sm    *Machine
 	clock func() time.Time
 	seq   atomic.Uint64
+	admit atomic.Pointer[func(Op) error] // levels.go
 }
 
 // NewQueue serves group's queue, whose state machine on this host is sm. clock is the
@@ -115,6 +116,9 @@ func (q *Queue) start(c Command) (*call, error) {
 	}
 	if len(c.Body) > MaxBody {
 		return nil, fmt.Errorf("replqueue: body of %d bytes (max %d)", len(c.Body), MaxBody)
+	}
+	if err := q.admitted(c.Op); err != nil {
+		return nil, err
 	}
 	c.Origin = uint64(q.host.Node())
 	c.Request = q.seq.Add(1)
