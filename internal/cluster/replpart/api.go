@@ -47,7 +47,7 @@ type Partition struct {
 	group multiraft.GroupID
 	sm    *Machine
 	seq   atomic.Uint64
-	clock func() time.Time // stamps cursor entries (cursor_api.go); nil: time.Now
+	clock func() time.Time                      // stamps cursor entries (cursor_api.go); nil: time.Now
 	admit atomic.Pointer[func(EntryKind) error] // levels.go
 }
 
