@@ -17,8 +17,9 @@ import (
 // meanwhile a group is deleted and another's offsets move on, over enough commits that the
 // leader compacts the metadata log past the follower's position (it was never compacted
 // once offsets flowed). Restarted, the follower is sent a snapshot, and must hold the
-// latest offsets and not the deleted group: in its coordinator, after a restart from its
-// own disk (the journal's forget mark), and once it is the controller serving the groups.
+// latest offsets and not the deleted group: in its coordinator, after a power cut and a
+// restart from its own disk, and once it is the controller serving the groups (rebuilt
+// from its journal, whose forget mark keeps the deleted group out).
 func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 	c, _, _ := newGroupCluster(t)
 	var acked int64
@@ -93,9 +94,10 @@ func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 	}
 	check("after the snapshot")
 
-	// Killed again and restarted from its own disk: its journal holds the forget mark
-	// before the snapshot's groups, and its metadata snapshot is complete.
-	c.crash(lagging, false)
+	// Power cut and restarted from what its disk had synced: the snapshot it restored
+	// (durable once restored) is complete, so the groups are forgotten again whatever the
+	// journal kept of the forget mark and what followed it.
+	c.crash(lagging, true)
 	c.start(lagging)
 	check("after a restart")
 
