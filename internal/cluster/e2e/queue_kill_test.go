@@ -154,7 +154,11 @@ type queueChecker struct {
 	acked         map[int]bool      // SendMessage answered
 	received      map[int]int       // deliveries per message
 	deletedAt     map[int]time.Time // DeleteMessage answered
-	violations    []string
+	// unsettled is when a delete of the message failed (its answer lost in a failover, or
+	// refused): it comes back after the visibility timeout unless it was in fact deleted.
+	unsettled  map[int]time.Time
+	visibility time.Duration // the consumer's
+	violations []string
 	sent, sendErr atomic.Int64
 	recvErr       atomic.Int64
 	delErr        atomic.Int64
@@ -163,7 +167,7 @@ type queueChecker struct {
 }
 
 func newQueueChecker() *queueChecker {
-	return &queueChecker{acked: map[int]bool{}, received: map[int]int{}, deletedAt: map[int]time.Time{}}
+	return &queueChecker{acked: map[int]bool{}, received: map[int]int{}, deletedAt: map[int]time.Time{}, unsettled: map[int]time.Time{}}
 }
 
 func (ck *queueChecker) produce(ctx context.Context, cl *awssqs.Client, qurl string, stop <-chan struct{}) {
@@ -194,6 +198,9 @@ func (ck *queueChecker) produce(ctx context.Context, cl *awssqs.Client, qurl str
 }
 
 func (ck *queueChecker) consume(ctx context.Context, cl *awssqs.Client, qurl string, visibility int32, done <-chan struct{}) {
+	ck.mu.Lock()
+	ck.visibility = time.Duration(visibility) * time.Second
+	ck.mu.Unlock()
 	for {
 		select {
 		case <-done:
@@ -230,10 +237,21 @@ func (ck *queueChecker) consume(ctx context.Context, cl *awssqs.Client, qurl str
 		res, err := cl.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(qurl), Entries: entries})
 		if err != nil {
 			ck.delErr.Add(1)
-			continue // left to come back after the visibility timeout
+			ck.mu.Lock()
+			for _, m := range out.Messages {
+				n, _ := strconv.Atoi(aws.ToString(m.Body))
+				ck.unsettled[n] = time.Now()
+			}
+			ck.mu.Unlock()
+			continue // left to come back after the visibility timeout, unless it was deleted
 		}
 		answered := time.Now()
 		ck.mu.Lock()
+		for _, f := range res.Failed {
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			n, _ := strconv.Atoi(aws.ToString(out.Messages[i].Body))
+			ck.unsettled[n] = answered
+		}
 		for _, ok := range res.Successful {
 			i, _ := strconv.Atoi(aws.ToString(ok.Id))
 			n, _ := strconv.Atoi(aws.ToString(out.Messages[i].Body))
@@ -246,14 +264,20 @@ func (ck *queueChecker) consume(ctx context.Context, cl *awssqs.Client, qurl str
 	}
 }
 
-// drained: every acknowledged send has been deleted.
+// drained: every acknowledged send has been deleted, or received and its delete failed
+// more than a visibility timeout ago without the message coming back (the delete's answer
+// was lost, the message is gone: waiting for it would only run the drain to its deadline).
 func (ck *queueChecker) drained() bool {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	for n := range ck.acked {
-		if _, ok := ck.deletedAt[n]; !ok {
-			return false
+		if _, ok := ck.deletedAt[n]; ok {
+			continue
 		}
+		if at, ok := ck.unsettled[n]; ok && ck.received[n] > 0 && time.Since(at) > ck.visibility+2*time.Second {
+			continue
+		}
+		return false
 	}
 	return true
 }

@@ -42,6 +42,9 @@ type GroupStateSnapshotter interface {
 // incomplete, and the log is then no longer compacted (docs/cluster.md says so).
 const MaxGroupStateBytes = 48 << 20
 
+// groupStateLimit is MaxGroupStateBytes, lowered by a test.
+var groupStateLimit = MaxGroupStateBytes
+
 // snapVersionGroupState is 13 with the complete group state after the level:
 //
 //	index(uvarint) n(uvarint) {payload(bytes)}...
@@ -73,7 +76,7 @@ func (m *Machine) snapshotGroupState() (gs groupState, ok bool, err error) {
 		}
 		size += len(p)
 	}
-	if !ok || size > MaxGroupStateBytes {
+	if !ok || size > groupStateLimit {
 		return groupState{}, false, nil
 	}
 	return groupState{index: m.lastApplied, payloads: payloads}, true, nil

@@ -165,14 +165,20 @@ func TestGroupStateTooLarge(t *testing.T) {
 	if err := m.SetGroupOffsets(h); err != nil {
 		t.Fatal(err)
 	}
+	defer func(l int) { groupStateLimit = l }(groupStateLimit)
+	groupStateLimit = 64 << 10 // as MaxGroupStateBytes, without 48 MiB of payloads
 	setLevel(t, m, 1, LevelGroupState)
-	big := strings.Repeat("x", MaxGroupOffsets-10)
-	for i := range MaxGroupStateBytes/len(big) + 1 {
+	big := strings.Repeat("x", 16<<10-100)
+	for i := range groupStateLimit / len(big) {
 		applyOffsets(t, m, uint64(2+i), "set "+string(rune('a'+i))+"="+big)
 	}
+	if snap, err := m.Snapshot(); err != nil || snap[0] != snapVersionGroupState {
+		t.Fatalf("a state just under the limit: version %d (%v)", snap[0], err)
+	}
+	applyOffsets(t, m, 99, "set z="+big)
 	snap, err := m.Snapshot()
 	if err != nil || snap[0] == snapVersionGroupState || m.CompactLimit() != 0 {
-		t.Fatalf("a state over %d bytes: version %d (%v), compact limit %d", MaxGroupStateBytes, snap[0], err, m.CompactLimit())
+		t.Fatalf("a state over %d bytes: version %d (%v), compact limit %d", groupStateLimit, snap[0], err, m.CompactLimit())
 	}
 }
 
