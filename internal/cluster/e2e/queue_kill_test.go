@@ -150,15 +150,15 @@ acls:
 
 // queueChecker keeps what the clients were told.
 type queueChecker struct {
-	mu            sync.Mutex
-	acked         map[int]bool      // SendMessage answered
-	received      map[int]int       // deliveries per message
-	deletedAt     map[int]time.Time // DeleteMessage answered
+	mu        sync.Mutex
+	acked     map[int]bool      // SendMessage answered
+	received  map[int]int       // deliveries per message
+	deletedAt map[int]time.Time // DeleteMessage answered
 	// unsettled is when a delete of the message failed (its answer lost in a failover, or
 	// refused): it comes back after the visibility timeout unless it was in fact deleted.
-	unsettled  map[int]time.Time
-	visibility time.Duration // the consumer's
-	violations []string
+	unsettled     map[int]time.Time
+	visibility    time.Duration // the consumer's
+	violations    []string
 	sent, sendErr atomic.Int64
 	recvErr       atomic.Int64
 	delErr        atomic.Int64
