@@ -56,9 +56,5 @@ func (c *clusterRT) admitLevel(what string, need int, listed bool) error {
 	if !listed {
 		return fmt.Errorf("%w: %s has no feature level in this build", meta.ErrFeatureLevel, what)
 	}
-	if at := c.meta.State().FeatureLevel(); need > at {
-		return fmt.Errorf("%w %d is needed for %s, and the cluster is at %d: some node runs an older sluice (sluice cluster status on the controller names it)",
-			meta.ErrFeatureLevel, need, what, at)
-	}
-	return nil
+	return c.meta.State().Admits(need, what)
 }

@@ -15,7 +15,6 @@ import (
 	"encoding/binary"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
-	"github.com/sluice-mq/sluice/internal/group"
 )
 
 var _ meta.GroupStateSnapshotter = (*clusterGroups)(nil)
@@ -74,11 +73,4 @@ func (c *clusterGroups) ForgetGroups() error {
 	c.journaled.Forget()
 	c.unsyncedLocked(g.recordLocked([][]byte{forgetGroupsMark}))
 	return nil
-}
-
-// groupsKnown lists the groups of c's coordinator and of its journal's state (tests).
-func (c *clusterGroups) groupsKnown() (coord, journaled []group.GroupSummary) {
-	c.g.mu.Lock()
-	defer c.g.mu.Unlock()
-	return c.g.coord.List(), c.journaled.List()
 }

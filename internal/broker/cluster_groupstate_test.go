@@ -143,3 +143,10 @@ func awaitCond(t *testing.T, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// groupsKnown lists the groups of c's coordinator and of its journal's state (tests).
+func (c *clusterGroups) groupsKnown() (coord, journaled []group.GroupSummary) {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	return c.g.coord.List(), c.journaled.List()
+}

@@ -71,12 +71,10 @@ var opLevels = map[Op]int{
 // older member would stop on it. OpSetFeatureLevel is what raises the level, so it is
 // admitted below its own.
 func (c *Catalog) checkOpLevel(cmd *Command) error {
-	need, at := opLevels[cmd.Op], c.sm.State().FeatureLevel()
-	if cmd.Op == OpSetFeatureLevel || need <= at {
+	if cmd.Op == OpSetFeatureLevel {
 		return nil
 	}
-	return fmt.Errorf("%w %d is needed for this change, and the cluster is at %d: some node runs an older sluice (sluice cluster status on the controller names it)",
-		ErrFeatureLevel, need, at)
+	return c.sm.State().Admits(opLevels[cmd.Op], "this change")
 }
 
 // maxLevelEncoded bounds a decoded level (a level is a small counter).
@@ -88,6 +86,18 @@ var ErrFeatureLevel = errors.New("meta: feature level")
 // FeatureLevel is the catalog's feature level: what kinds of entry every member reads.
 func (s *State) FeatureLevel() int {
 	return max(s.Level, LevelBase)
+}
+
+// Admits refuses, with ErrFeatureLevel, what needs level need while the catalog is below
+// it (what names it in the error): an older member would stop on it. Every writer of an
+// entry of a newer kind asks it first (checkOpLevel, ProposeGroupOffsetsAsync, the
+// broker's data groups).
+func (s *State) Admits(need int, what string) error {
+	if at := s.FeatureLevel(); need > at {
+		return fmt.Errorf("%w %d is needed for %s, and the cluster is at %d: some node runs an older sluice (sluice cluster status on the controller names it)",
+			ErrFeatureLevel, need, what, at)
+	}
+	return nil
 }
 
 // checkLevel refuses a level this binary does not read: the group stops on it (Apply,

@@ -181,8 +181,8 @@ func (c *Catalog) ProposeGroupOffsetsAsync(payload []byte, level int) (func(cont
 	if len(payload) > MaxGroupOffsets {
 		return nil, fmt.Errorf("meta: group offsets of %d bytes (max %d)", len(payload), MaxGroupOffsets)
 	}
-	if at := c.sm.State().FeatureLevel(); level > at {
-		return nil, fmt.Errorf("%w %d is needed for these group records, and the cluster is at %d", ErrFeatureLevel, level, at)
+	if err := c.sm.State().Admits(level, "these group records"); err != nil {
+		return nil, err
 	}
 	wait, err := c.doAsync(Command{Op: OpGroupOffsets, Payload: payload})
 	if err != nil {
