@@ -61,6 +61,15 @@ func (c *clusterRT) featureRound() {
 			c.membershipsOn.Store(true)
 		}
 	}
+	if large := c.meta.GroupStateTooLarge(); large != c.stateLargeNoted.Load() {
+		c.stateLargeNoted.Store(large)
+		if large {
+			c.log.Warn("cluster: the consumer groups' state no longer fits a metadata snapshot: the metadata log is no longer compacted, and a follower that falls behind what was compacted lacks the groups (docs/cluster.md, \"Compaction\")",
+				"max_bytes", meta.MaxGroupStateBytes)
+		} else {
+			c.log.Info("cluster: the consumer groups' state fits a metadata snapshot again")
+		}
+	}
 	// Asked every round (each second, and at each catalog change such as a restarted
 	// node registering again) while some member reads less: one small request to each,
 	// which costs nothing beside the heartbeats, and a member upgraded is seen at once.
@@ -146,6 +155,12 @@ func (g *groupRT) recordMemberships() {
 	if _, err := g.cl.propose(out.Events); err != nil {
 		g.cl.uncommittedLocked(err)
 	}
+}
+
+// GroupStateTooLarge reports whether this node's last metadata snapshot could not carry
+// the consumer groups' state (meta.Machine.GroupStateTooLarge; false on a single node).
+func (b *Broker) GroupStateTooLarge() bool {
+	return b.cluster != nil && b.cluster.meta.GroupStateTooLarge()
 }
 
 // FeatureLevels returns the catalog's feature level and the one this node says it reads

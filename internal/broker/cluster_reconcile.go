@@ -65,6 +65,9 @@ type clusterRT struct {
 	featureBehind atomic.Pointer[[]string]
 	// featureCapNoted: the log said once that this node's cap is below the level.
 	featureCapNoted atomic.Bool
+	// stateLargeNoted: the log said the groups' state outgrew a metadata snapshot
+	// (meta.Machine.GroupStateTooLarge), until it fits again.
+	stateLargeNoted atomic.Bool
 	// membershipsOn: the group coordinator was told the level admits membership records
 	// (the run loop's; a coordinator rebuilt later reads the level when it is made).
 	membershipsOn atomic.Bool

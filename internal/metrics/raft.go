@@ -15,6 +15,9 @@ type RaftStat struct {
 	// FeatureLevel is the cluster's (docs/cluster.md, "Upgrades"), ReadsFeatureLevel
 	// what this node tells the controller it reads.
 	FeatureLevel, ReadsFeatureLevel int
+	// GroupStateTooLarge: the last metadata snapshot could not carry the consumer groups'
+	// state, so the metadata log is no longer compacted (docs/cluster.md, "Compaction").
+	GroupStateTooLarge bool
 }
 
 // RaftSource is a Source that also reports a cluster node's Raft host;
@@ -49,11 +52,12 @@ var (
 	raftLostBeats  = desc("raft_lost_log_heartbeats_total", "Heartbeats dropped because they commit past entries this replica no longer holds.")
 	raftFeature    = desc("cluster_feature_level", "The cluster's feature level: which kinds of entry its logs may hold (docs/cluster.md, \"Upgrades\"). It rises once every node reads the next one; below sluice_cluster_reads_feature_level on every node, some node holds it back.")
 	raftReadsLevel = desc("cluster_reads_feature_level", "The feature level this node tells the controller it reads: its binary's, or --cluster-max-feature-level.")
+	raftStateLarge = desc("cluster_group_state_too_large", "1 when this node's last metadata snapshot could not carry the consumer groups' state (over 48 MiB): the metadata log is no longer compacted, and a follower that falls behind it lacks the groups (docs/cluster.md, \"Compaction\").")
 	raftNotPref    = desc("raft_leaders_not_preferred", "Partitions and queues this node leads whose preferred leader (their first replica) is another node: what --cluster-leader-balance, Kafka's ElectLeaders or sluice cluster elect hands back (Kafka's PreferredReplicaImbalanceCount, per node).")
 )
 
 var raftDescs = []*prometheus.Desc{raftGroups, raftAwake, raftPeersDown, raftTicks, raftRounds, raftSyncs, raftReadys,
-	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref, raftFeature, raftReadsLevel}
+	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref, raftFeature, raftReadsLevel, raftStateLarge}
 
 func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge := func(d *prometheus.Desc, v int) {
@@ -68,6 +72,7 @@ func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge(raftNotPref, s.NotPreferred)
 	gauge(raftFeature, s.FeatureLevel)
 	gauge(raftReadsLevel, s.ReadsFeatureLevel)
+	gauge(raftStateLarge, map[bool]int{true: 1}[s.GroupStateTooLarge])
 	counter(raftTicks, s.GroupTicks)
 	counter(raftRounds, s.Rounds)
 	counter(raftSyncs, s.Syncs)

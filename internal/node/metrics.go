@@ -37,7 +37,7 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,
 				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats,
-				FeatureLevel: level, ReadsFeatureLevel: reads}, ok
+				FeatureLevel: level, ReadsFeatureLevel: reads, GroupStateTooLarge: b.GroupStateTooLarge()}, ok
 		},
 		Txn: func() (metrics.TxnStat, bool) {
 			st, ok := b.TxnLogStats()

@@ -76,10 +76,21 @@ func (m *Machine) snapshotGroupState() (gs groupState, ok bool, err error) {
 		}
 		size += len(p)
 	}
-	if !ok || size > groupStateLimit {
+	m.stateTooLarge = !ok || size > groupStateLimit
+	if m.stateTooLarge {
 		return groupState{}, false, nil
 	}
 	return groupState{index: m.lastApplied, payloads: payloads}, true, nil
+}
+
+// GroupStateTooLarge reports whether this node's last metadata snapshot, at
+// LevelGroupState, could not carry the consumer groups' state (past MaxGroupStateBytes):
+// the metadata log is then no longer compacted, and a follower sent a snapshot lacks the
+// groups (docs/cluster.md, "Compaction"). For the operator: a metric and a log line.
+func (m *Machine) GroupStateTooLarge() bool {
+	m.gmu.Lock()
+	defer m.gmu.Unlock()
+	return m.stateTooLarge
 }
 
 // restoreGroupState puts a complete snapshot's state in place of the hook's: forget every

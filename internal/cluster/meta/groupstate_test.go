@@ -172,13 +172,14 @@ func TestGroupStateTooLarge(t *testing.T) {
 	for i := range groupStateLimit / len(big) {
 		applyOffsets(t, m, uint64(2+i), "set "+string(rune('a'+i))+"="+big)
 	}
-	if snap, err := m.Snapshot(); err != nil || snap[0] != snapVersionGroupState {
-		t.Fatalf("a state just under the limit: version %d (%v)", snap[0], err)
+	if snap, err := m.Snapshot(); err != nil || snap[0] != snapVersionGroupState || m.GroupStateTooLarge() {
+		t.Fatalf("a state just under the limit: version %d (%v), too large %v", snap[0], err, m.GroupStateTooLarge())
 	}
 	applyOffsets(t, m, 99, "set z="+big)
 	snap, err := m.Snapshot()
-	if err != nil || snap[0] == snapVersionGroupState || m.CompactLimit() != 0 {
-		t.Fatalf("a state over %d bytes: version %d (%v), compact limit %d", groupStateLimit, snap[0], err, m.CompactLimit())
+	if err != nil || snap[0] == snapVersionGroupState || m.CompactLimit() != 0 || !m.GroupStateTooLarge() {
+		t.Fatalf("a state over %d bytes: version %d (%v), compact limit %d, too large %v", groupStateLimit, snap[0], err,
+			m.CompactLimit(), m.GroupStateTooLarge())
 	}
 }
 

@@ -45,6 +45,9 @@ type Machine struct {
 	// (groupstate.go), so the log may be compacted behind it. forget: pending starts with
 	// such a state, which the hook must take in place of its own.
 	complete, forget bool
+	// stateTooLarge: at LevelGroupState, the last snapshot could not carry the group state
+	// (MaxGroupStateBytes): the log is no longer compacted (groupstate.go).
+	stateTooLarge bool
 	// advertised is the feature level this node tells the leader it reads (features.go).
 	advertised atomic.Int64
 	// lastApplied is the index of the last entry applied (Apply's thread only): what a
