@@ -41,20 +41,26 @@ var partitionEntryLevels = map[replpart.EntryKind]int{
 // admitQueueOp is a hosted queue's admit function.
 func (c *clusterRT) admitQueueOp(op replqueue.Op) error {
 	need, listed := queueOpLevels[op]
-	return c.admitLevel(fmt.Sprintf("queue op %d", op), need, listed)
+	return c.admitLevel(need, listed, func() string { return fmt.Sprintf("queue op %d", op) })
 }
 
 // admitPartitionEntry is a hosted partition's admit function.
 func (c *clusterRT) admitPartitionEntry(k replpart.EntryKind) error {
 	need, listed := partitionEntryLevels[k]
-	return c.admitLevel(k.String(), need, listed)
+	return c.admitLevel(need, listed, k.String)
 }
 
 // admitLevel refuses what needs a level above the catalog's, and what has no level at all
 // (a kind added without one: never written, rather than written for older replicas to stop on).
-func (c *clusterRT) admitLevel(what string, need int, listed bool) error {
+// It runs before every proposal of every partition and queue: what names the entry only
+// for an error, so an admitted one costs a map lookup and no allocation.
+func (c *clusterRT) admitLevel(need int, listed bool, what func() string) error {
 	if !listed {
-		return fmt.Errorf("%w: %s has no feature level in this build", meta.ErrFeatureLevel, what)
+		return fmt.Errorf("%w: %s has no feature level in this build", meta.ErrFeatureLevel, what())
 	}
-	return c.meta.State().Admits(need, what)
+	st := c.meta.State()
+	if need <= st.FeatureLevel() {
+		return nil
+	}
+	return st.Admits(need, what())
 }

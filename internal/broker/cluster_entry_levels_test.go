@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
 	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
 )
@@ -109,5 +110,21 @@ func TestClusterDataEntriesWaitForTheirLevel(t *testing.T) {
 	}
 	if err := send(); err != nil {
 		t.Fatalf("a send once admitted: %v", err)
+	}
+}
+
+// TestAdmitAllocatesNothing: the admit functions run before every proposal of every
+// partition and queue; an admitted entry must not allocate (the refusal's text is built
+// only for a refusal).
+func TestAdmitAllocatesNothing(t *testing.T) {
+	c := &clusterRT{meta: meta.NewMachine(1)}
+	allocs := testing.AllocsPerRun(100, func() {
+		if c.admitQueueOp(replqueue.OpSend) != nil || c.admitPartitionEntry(replpart.CursorKind(replcursor.Ack)) != nil ||
+			c.admitPartitionEntry(replpart.ProduceEntry) != nil {
+			t.Fatal("refused at the base level")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per admitted entry", allocs)
 	}
 }
