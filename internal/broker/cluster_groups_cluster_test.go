@@ -34,6 +34,30 @@ func (c *memCluster) coordinator() (multiraft.NodeID, *Broker) {
 	return 0, nil
 }
 
+// commitOnCoordinator commits offsets of groupID on whichever node coordinates groups,
+// retrying while none does (a failover), and fails the test on any other error.
+func (c *memCluster) commitOnCoordinator(groupID string, offsets ...group.OffsetCommit) {
+	c.t.Helper()
+	for attempt := 0; ; attempt++ {
+		if attempt == 200 {
+			c.t.Fatalf("commit %s %v: no coordinator took it", groupID, offsets)
+		}
+		_, b := c.coordinator()
+		errs, err := b.CommitOffsets(context.Background(), group.CommitRequest{Group: groupID, Generation: -1, Offsets: offsets})
+		if errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorNotAvailable) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+		if err != nil {
+			c.t.Fatalf("commit %s %v: %v", groupID, offsets, err)
+		}
+		return
+	}
+}
+
 // newGroupCluster starts three brokers of a cluster in one process with a topic "t" of 2
 // partitions, and returns the cluster and its group coordinator (skipped with -short).
 func newGroupCluster(t *testing.T) (*memCluster, multiraft.NodeID, *Broker) {
@@ -61,23 +85,9 @@ func TestClusterGroupOffsetsSurviveControllerPowerCuts(t *testing.T) {
 	acked := map[int32]int64{}
 	commit := func(off int64) {
 		t.Helper()
-		for attempt := 0; ; attempt++ {
-			if attempt == 200 {
-				t.Fatalf("commit %d: no coordinator took it", off)
-			}
-			_, b := c.coordinator()
-			errs, err := b.CommitOffsets(context.Background(), group.CommitRequest{Group: "g", Generation: -1,
-				Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: off, LeaderEpoch: -1}, {Topic: "t", Partition: 1, Offset: off + 1, LeaderEpoch: -1}}})
-			if errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorNotAvailable) {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			if err != nil || errs[0] != nil || errs[1] != nil {
-				t.Fatalf("commit %d: %v %v", off, err, errs)
-			}
-			acked[0], acked[1] = off, off+1
-			return
-		}
+		c.commitOnCoordinator("g", group.OffsetCommit{Topic: "t", Partition: 0, Offset: off, LeaderEpoch: -1},
+			group.OffsetCommit{Topic: "t", Partition: 1, Offset: off + 1, LeaderEpoch: -1})
+		acked[0], acked[1] = off, off+1
 	}
 	holds := func(b *Broker) bool {
 		for p, want := range acked {

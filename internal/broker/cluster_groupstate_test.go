@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -25,24 +24,9 @@ func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 	var acked int64
 	commit := func(groupID string, off int64) {
 		t.Helper()
-		for attempt := 0; ; attempt++ {
-			if attempt == 200 {
-				t.Fatalf("commit %s %d: no coordinator took it", groupID, off)
-			}
-			_, b := c.coordinator()
-			errs, err := b.CommitOffsets(context.Background(), group.CommitRequest{Group: groupID, Generation: -1,
-				Offsets: []group.OffsetCommit{{Topic: "t", Partition: 0, Offset: off, LeaderEpoch: -1}}})
-			if errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorNotAvailable) {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			if err != nil || errs[0] != nil {
-				t.Fatalf("commit %s %d: %v %v", groupID, off, err, errs)
-			}
-			if groupID == "g" {
-				acked = off
-			}
-			return
+		c.commitOnCoordinator(groupID, group.OffsetCommit{Topic: "t", Partition: 0, Offset: off, LeaderEpoch: -1})
+		if groupID == "g" {
+			acked = off
 		}
 	}
 	commit("g", 1)
@@ -55,9 +39,9 @@ func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 			break
 		}
 	}
-	awaitCond(t, "the lagging node to hold both groups", func() bool {
+	c.eventually(t, "the lagging node to hold both groups", func() error {
 		_, ok := c.nodes[lagging].b.FetchOffset("gone", "t", 0)
-		return ok
+		return notYet(ok)
 	})
 	c.crash(lagging, false)
 	behind := firstIndex(t, c, ctlID)
@@ -73,14 +57,14 @@ func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 	}
 	taken := func() uint64 { return c.nodes[lagging].host.Stats().SnapsTaken }
 	c.start(lagging)
-	awaitCond(t, "a snapshot restored on the lagging node", func() bool { return taken() > 0 })
+	c.eventually(t, "a snapshot restored on the lagging node", func() error { return notYet(taken() > 0) })
 
 	check := func(when string) {
 		t.Helper()
 		b := c.nodes[lagging].b
-		awaitCond(t, when+": the lagging node at the acknowledged offset", func() bool {
+		c.eventually(t, when+": the lagging node at the acknowledged offset", func() error {
 			got, ok := b.FetchOffset("g", "t", 0)
-			return ok && got.Offset == acked
+			return notYet(ok && got.Offset == acked)
 		})
 		if _, ok := b.FetchOffset("gone", "t", 0); ok {
 			t.Fatalf("%s: the deleted group's offset is back on n%d", when, lagging)
@@ -102,16 +86,16 @@ func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 	check("after a restart")
 
 	// The controller now: it serves the groups from what it holds.
-	awaitCond(t, "the lagging node to lead the metadata group", func() bool {
+	c.eventually(t, "the lagging node to lead the metadata group", func() error {
 		if id, _ := c.coordinator(); id == lagging {
-			return true
+			return nil
 		}
 		lead, _ := c.nodes[lagging].host.Status(meta.Group)
 		if ob := c.nodes[lead.Leader]; ob != nil && ob.host != nil {
 			_ = ob.host.TransferLeadership(meta.Group, lagging)
 		}
 		time.Sleep(100 * time.Millisecond)
-		return false
+		return errors.New("another node leads")
 	})
 	check("as the controller")
 	if slices.ContainsFunc(c.nodes[lagging].b.ListGroups(), func(s group.GroupSummary) bool { return s.Group == "gone" }) {
@@ -133,20 +117,17 @@ func firstIndex(t *testing.T, c *memCluster, id multiraft.NodeID) uint64 {
 	return first
 }
 
-func awaitCond(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // groupsKnown lists the groups of c's coordinator and of its journal's state (tests).
 func (c *clusterGroups) groupsKnown() (coord, journaled []group.GroupSummary) {
 	c.g.mu.Lock()
 	defer c.g.mu.Unlock()
 	return c.g.coord.List(), c.journaled.List()
+}
+
+// notYet is eventually's error for a condition that does not hold yet.
+func notYet(ok bool) error {
+	if ok {
+		return nil
+	}
+	return errors.New("not yet")
 }
