@@ -43,7 +43,8 @@ func (b *Broker) deleteRecordsReplicated(ctx context.Context, p *partitionRT, of
 
 // Trim is a trim entry applied on this replica (replpart.Trimmer): the log start moves up
 // to offset in memory (Checkpoint makes it durable) and the idempotent producers whose
-// batches all lie below it are forgotten, as a single node's DeleteRecords does. Every
+// batches all lie below it are forgotten, and the aborted transactions wholly below it,
+// as a single node's DeleteRecords does. Every
 // replica resolves TrimToEnd to the same offset and refuses the same offsets past the end:
 // their logs end alike at every entry.
 func (r *replicaLog) Trim(offset int64) (replpart.TrimResult, error) {
@@ -64,5 +65,6 @@ func (r *replicaLog) Trim(offset int64) (replpart.TrimResult, error) {
 		return replpart.TrimResult{}, fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
 	}
 	p.prod.Expire(offset)
+	p.txn.expire(offset) // in log order on every replica, as the producers are
 	return replpart.TrimResult{Cut: offset, Start: start}, nil
 }

@@ -74,3 +74,37 @@ func TestReplicaStaleMarkerIgnored(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaTrimExpiresAbortedTxns: a trim (retention or DeleteRecords in a cluster)
+// forgets the aborted transactions wholly below the new log start, as a single node's
+// retention does; otherwise a replicated partition's aborted index, and every transaction
+// snapshot written from it, grows with every abort for the partition's whole life.
+func TestReplicaTrimExpiresAbortedTxns(t *testing.T) {
+	fsys := vfs.NewMem()
+	_, r := openReplicaLog(t, fsys)
+	p := r.p
+	pid := ProducerID{ID: 7 << clusterPIDShift, Epoch: 0}
+	for i, seq := range []int32{10, 11, 12} { // three aborted transactions: offsets 0-1, 2-3, 4-5
+		abort, err := batch.BuildMarker(pid.ID, pid.Epoch, false, seq, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range [][]byte{txnBatch(pid, int32(i), "x"), abort} {
+			if res, err := r.Apply(3, [][]byte{raw}); err != nil || res[0].Err != nil {
+				t.Fatalf("apply: %+v, %v", res, err)
+			}
+		}
+	}
+	if got := len(p.txn.abortedIn(0, 6)); got != 3 {
+		t.Fatalf("%d aborted transactions before the trim, want 3", got)
+	}
+	if _, err := r.Trim(4); err != nil { // the first two wholly below
+		t.Fatal(err)
+	}
+	p.txn.mu.Lock()
+	kept := append([]AbortedTxn(nil), p.txn.aborted...)
+	p.txn.mu.Unlock()
+	if want := (AbortedTxn{ProducerID: pid.ID, FirstOffset: 4, LastOffset: 5}); len(kept) != 1 || kept[0] != want {
+		t.Fatalf("aborted index after a trim to 4: %+v, want only %+v", kept, want)
+	}
+}

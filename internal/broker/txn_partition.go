@@ -122,6 +122,10 @@ func (tp *txnPartition) abortedIn(from, to int64) []AbortedTxn {
 func (tp *txnPartition) expire(logStart int64) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
+	tp.expireLocked(logStart)
+}
+
+func (tp *txnPartition) expireLocked(logStart int64) {
 	i := sort.Search(len(tp.aborted), func(i int) bool { return tp.aborted[i].LastOffset >= logStart })
 	if i > 0 {
 		tp.aborted = append(tp.aborted[:0], tp.aborted[i:]...)
@@ -198,6 +202,7 @@ func (tp *txnPartition) rebuild(log *storage.Log, fsys vfs.FS, dir string, logge
 		tp.open, tp.aborted, tp.seq = nil, nil, nil
 	}
 	tp.scanLocked(log, from, logger)
+	tp.expireLocked(start) // a snapshot written before a trim the log holds
 	tp.snapAt = hw
 	if from != hw {
 		tp.changed = true
