@@ -47,6 +47,9 @@ type Config struct {
 	// Log hears what the host itself has to say: a group that stopped on this node
 	// (slog.Default()).
 	Log *slog.Logger
+	// OnDiskFull, if set, hears the first append of a stall the disk had no room for
+	// (diskfull.go), from the Ready loop: it must not wait for the host.
+	OnDiskFull func(error)
 }
 
 func (c *Config) defaults() {
@@ -101,10 +104,12 @@ type Host struct {
 	cfg Config
 
 	readyMu sync.Mutex // serialises ProcessReady: a RawNode takes one Ready at a time
+	stalled *stall     // under readyMu: a round the disk had no room for (diskfull.go)
 
 	mu         sync.Mutex // guards everything below, and every group's RawNode and fields
 	closed     bool
 	storageErr error  // a round failed to persist: the host takes no more rounds or proposals
+	diskFull   error  // the append a stalled round waits to write (diskfull.go)
 	now        uint64 // ticks so far
 	groups     map[GroupID]*group
 	creating   map[GroupID]bool     // CreateGroup under way (its Restore runs unlocked)
@@ -135,13 +140,15 @@ type Stats struct {
 	GroupTicks uint64 // RawNode.Tick calls: what idle groups must not cost
 	Rounds     uint64 // ProcessReady rounds that did work
 	Syncs      uint64 // Engine.Sync calls
-	Readys     uint64 // group Readys handled (Readys/Syncs is the group commit)
-	Batches    uint64 // batches sent
-	Messages   uint64 // raft messages sent
-	Quiesces   uint64
-	Wakes      uint64
-	SnapsSent  uint64 // snapshots handed to the transport (a follower too far behind the log)
-	SnapsTaken uint64 // snapshots received and restored
+	// DiskFullStalls counts the rounds the disk had no room for (each stall once).
+	DiskFullStalls uint64
+	Readys         uint64 // group Readys handled (Readys/Syncs is the group commit)
+	Batches        uint64 // batches sent
+	Messages       uint64 // raft messages sent
+	Quiesces       uint64
+	Wakes          uint64
+	SnapsSent      uint64 // snapshots handed to the transport (a follower too far behind the log)
+	SnapsTaken     uint64 // snapshots received and restored
 	// VotesRefused counts vote and pre-vote requests dropped because the replica was
 	// blank (voting.go): a node restarted on an empty disk, or a replica not yet caught up.
 	VotesRefused uint64

@@ -15,6 +15,9 @@ type readyWork struct {
 	rd     raft.Ready
 	done   int  // of rd.CommittedEntries, how many were applied before the round's sync
 	leader bool // the group's node led it when the Ready was taken
+	// snapStored and stored: persist wrote the Ready's snapshot, and all of it. A round
+	// retried after a full disk (diskfull.go) writes only what is left.
+	snapStored, stored bool
 }
 
 // stableCommitted is the head of rd's committed entries that this node's storage already
@@ -68,26 +71,22 @@ func (h *Host) ProcessReady() (bool, error) {
 	if err := h.storageError(); err != nil {
 		return false, err
 	}
-	work, out, beat := h.takeReadys()
-	if len(work) == 0 && len(out) == 0 && !beat {
-		return false, nil
-	}
-	h.send(work, out, beat, false)
-	// On a leader, entries it had already synced and that are committed are applied (and
-	// their proposers answered) now rather than after this round's sync of newer entries:
-	// under load every round has new entries, and a commit would otherwise wait a whole
-	// fsync that has nothing to do with it. A follower applies after its sync as before:
-	// its answer to the leader, sent after the sync, is what the commit waits for, and an
-	// apply ahead of the sync would delay it.
-	for i := range work {
-		if !work[i].leader {
-			continue
+	work := h.stalledWork() // a round the disk had no room for is finished first (diskfull.go)
+	if work == nil {
+		var out []Message
+		var beat bool
+		work, out, beat = h.takeReadys()
+		if len(work) == 0 && len(out) == 0 && !beat {
+			return false, nil
 		}
-		early := stableCommitted(work[i].rd)
-		work[i].done = len(early)
-		h.applyOrStop(work[i].g, raftpb.Snapshot{}, early)
+		h.send(work, out, beat, false)
+		h.applyEarly(work)
 	}
-	if err := h.persist(work); err != nil {
+	err := h.persist(work)
+	if h.stallOnFull(work, err) {
+		return false, nil // Run retries the round (nothing else moves here until it is stored)
+	}
+	if err != nil {
 		// The groups took Readys they will never advance: raft would panic on the next
 		// one. The host is done; the node restarts from what its storage holds. (The
 		// waiting proposals' outcome is unknown: their appends may have left already.)
@@ -241,28 +240,55 @@ func entryHeader(e raftpb.Entry) (NodeID, uint64, bool) {
 	return node, seq, ok
 }
 
-// persist writes every Ready's snapshot, entries and HardState, then syncs once.
+// applyEarly applies, on a leader, entries it had already synced and that are committed
+// (and answers their proposers) now rather than after this round's sync of newer entries:
+// under load every round has new entries, and a commit would otherwise wait a whole fsync
+// that has nothing to do with it. A follower applies after its sync as before: its answer
+// to the leader, sent after the sync, is what the commit waits for, and an apply ahead of
+// the sync would delay it.
+func (h *Host) applyEarly(work []readyWork) {
+	for i := range work {
+		if !work[i].leader {
+			continue
+		}
+		early := stableCommitted(work[i].rd)
+		work[i].done = len(early)
+		h.applyOrStop(work[i].g, raftpb.Snapshot{}, early)
+	}
+}
+
+// persist writes every Ready's snapshot, entries and HardState, then syncs once. An append
+// the disk had no room for is a *fullError, after which persist may be called again with
+// the same work (diskfull.go); any other error is final.
 func (h *Host) persist(work []readyWork) error {
 	sync := false
 	written := make([]Storage, 0, len(work))
-	for _, w := range work {
+	for i := range work {
+		w := &work[i]
 		rd, st := w.rd, w.g.store
 		if !raft.IsEmptySnap(rd.Snapshot) {
-			if err := st.ApplySnapshot(rd.Snapshot); err != nil {
-				return fmt.Errorf("multiraft: group %d: apply snapshot: %w", w.g.id, err)
+			if !w.snapStored {
+				if err := st.ApplySnapshot(rd.Snapshot); err != nil {
+					return fmt.Errorf("multiraft: group %d: apply snapshot: %w", w.g.id, err)
+				}
+				w.snapStored = true
 			}
 			sync = true
 		}
-		if len(rd.Entries) > 0 {
+		if len(rd.Entries) > 0 && !w.stored {
 			if err := st.Append(rd.Entries); err != nil {
+				if full := asFull(w.g.id, st, err); full != nil {
+					return full
+				}
 				return fmt.Errorf("multiraft: group %d: append: %w", w.g.id, err)
 			}
 		}
-		if !raft.IsEmptyHardState(rd.HardState) {
+		if !raft.IsEmptyHardState(rd.HardState) && !w.stored {
 			if err := st.SetHardState(rd.HardState); err != nil {
 				return fmt.Errorf("multiraft: group %d: hard state: %w", w.g.id, err)
 			}
 		}
+		w.stored = true
 		sync = sync || rd.MustSync
 		if !raft.IsEmptySnap(rd.Snapshot) || len(rd.Entries) > 0 || !raft.IsEmptyHardState(rd.HardState) {
 			written = append(written, st.Storage) // the engine's own, as it handed it out

@@ -1,6 +1,9 @@
 package multiraft
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Run drives the host until ctx is done, the host is closed or storage fails: a tick per
 // Ticker value, and Ready rounds whenever there is work (a proposal, a received batch, a
@@ -23,9 +26,14 @@ func (h *Host) Run(ctx context.Context, t Ticker) error {
 				armed = n
 			}
 		}
+		var retry <-chan time.Time // a round stalled on a full disk is retried (diskfull.go)
+		if d := h.stallRetry(); d > 0 {
+			retry = time.After(d)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-retry:
 		case <-t.C():
 			if s != nil {
 				armed = 0

@@ -14,6 +14,9 @@ import (
 // Contract for implementations (internal/cluster/raftstore, MemEngine):
 //   - Append replaces any entries at and after the first entry's index (a new leader's log
 //     wins) and must accept entries that overlap the log's end.
+//   - An Append the disk has no room for fails with an error matching syscall.ENOSPC (or
+//     EDQUOT) and leaves the log as if it had not been called: the host writes the same
+//     entries again once there is room (diskfull.go).
 //   - ApplySnapshot replaces the whole log by the snapshot (ErrSnapOutOfDate if older).
 //   - After a crash, everything written before the last successful Sync is there, and
 //     nothing written after it is partly there in a way raft.Storage would expose: a torn

@@ -1,0 +1,143 @@
+package multiraft_test
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// fillDisk makes every write and create of d's Raft logs fail with ENOSPC while *full is
+// true, as a disk with no room left does (the HardState log is spared: its failures are
+// final, and a disk full for the logs' appends has room for its few bytes).
+func fillDisk(d *storeDisk, full *atomic.Bool) {
+	d.efs.Inject(vfs.Fault{Err: syscall.ENOSPC, Match: func(op vfs.Op, path string) bool {
+		return full.Load() && (op == vfs.OpWrite || op == vfs.OpCreate) && !strings.HasSuffix(path, "hardstate.wal")
+	}})
+}
+
+// TestFullDiskStallsTheNode: a node whose disk has no room for a round's appends neither
+// stops (as a failed fsync does) nor acknowledges anything: its Ready loop stalls, its
+// peers carry on without it (electing another leader when it led), and once there is room
+// again the same round is written and the node catches up, with every acknowledged entry
+// where it was acknowledged.
+func TestFullDiskStallsTheNode(t *testing.T) {
+	var notified atomic.Int32
+	disks := map[multiraft.NodeID]*storeDisk{}
+	mk := newStoreDisk(1)
+	c := newClusterOn(t, 1, 3, multiraft.Config{OnDiskFull: func(err error) {
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("OnDiskFull heard %v, want ENOSPC", err)
+		}
+		notified.Add(1)
+	}}, func(id multiraft.NodeID) disk {
+		disks[id] = mk(id).(*storeDisk)
+		return disks[id]
+	})
+	c.createGroup(1, c.ids, c.ids)
+	if err := c.nodes[1].host.Campaign(1); err != nil {
+		t.Fatal(err)
+	}
+	c.settle()
+	propose := func(on multiraft.NodeID, data string) *multiraft.Proposal {
+		t.Helper()
+		p, err := c.nodes[on].host.ProposeAsync(1, []byte(data))
+		if err != nil {
+			t.Fatalf("propose %q on n%d: %v", data, on, err)
+		}
+		return p
+	}
+	commit := func(on multiraft.NodeID, data string) {
+		t.Helper()
+		p := propose(on, data)
+		if !c.await(p, 60) {
+			t.Fatalf("%q on n%d not committed", data, on)
+		}
+		i, err := p.Result()
+		if err != nil {
+			t.Fatalf("%q on n%d: %v", data, on, err)
+		}
+		c.record(1, on, i, data)
+	}
+	applied := func(id multiraft.NodeID) int { return len(c.nodes[id].sms[1].entries()) }
+	commit(1, "a")
+
+	// A follower fills up: the other two commit without it; it stalls, not stops.
+	var full2 atomic.Bool
+	fillDisk(disks[2], &full2)
+	full2.Store(true)
+	before := applied(2)
+	commit(1, "b")
+	commit(1, "c")
+	for range 30 {
+		c.tick() // the harness fails the test on any ProcessReady error
+	}
+	h2 := c.nodes[2].host
+	if err := h2.DiskFull(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("n2's DiskFull while its disk is full: %v", err)
+	}
+	if got := applied(2); got != before {
+		t.Fatalf("n2 applied %d entries with a full disk, %d before: an entry it could not store", got, before)
+	}
+	if n := notified.Load(); n != 1 {
+		t.Fatalf("OnDiskFull heard %d stalls, want 1 (one stall, retried many times)", n)
+	}
+	full2.Store(false)
+	for range 10 {
+		c.tick()
+	}
+	if err := h2.DiskFull(); err != nil {
+		t.Fatalf("n2's DiskFull after room came back: %v", err)
+	}
+	if err := c.checkSafety(true); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader fills up: silent, it is replaced, and rejoins once there is room.
+	var full1 atomic.Bool
+	fillDisk(disks[1], &full1)
+	full1.Store(true)
+	stuck := propose(1, "d")
+	var lead multiraft.NodeID
+	for range 200 {
+		c.tick()
+		if lead, _ = c.leader(1); lead != 0 && lead != 1 {
+			break
+		}
+	}
+	if lead == 0 || lead == 1 {
+		t.Fatalf("no other leader while n1's disk is full (leader n%d)", lead)
+	}
+	commit(lead, "e")
+	full1.Store(false)
+	for range 40 {
+		c.tick()
+	}
+	select {
+	case <-stuck.Done():
+		if i, err := stuck.Result(); err == nil {
+			c.record(1, 1, i, "d")
+		}
+	default:
+		t.Fatal("n1's proposal made while its disk was full still waits after it rejoined")
+	}
+	commit(lead, "f")
+	for range 10 {
+		c.tick()
+	}
+	if err := c.checkSafety(true); err != nil {
+		t.Fatal(err)
+	}
+	if n := notified.Load(); n != 2 {
+		t.Fatalf("OnDiskFull heard %d stalls, want 2", n)
+	}
+	for _, id := range c.ids {
+		if st := c.nodes[id].host.Stats(); id != 3 && st.DiskFullStalls != 1 {
+			t.Errorf("n%d counted %d stalls, want 1", id, st.DiskFullStalls)
+		}
+	}
+}
