@@ -402,5 +402,14 @@ func (b *Broker) Maintain() {
 }
 
 // Health reports whether the broker's writes work: nil, or why not (the
-// disk is full, or failing), for /readyz.
-func (b *Broker) Health() error { return b.disk.Health() }
+// disk is full, or failing; in a cluster, the Raft host stopped or stalled
+// on a full disk), for /readyz.
+func (b *Broker) Health() error {
+	if err := b.disk.Health(); err != nil {
+		return err
+	}
+	if b.cluster != nil {
+		return b.cluster.health()
+	}
+	return nil
+}

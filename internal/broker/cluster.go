@@ -153,3 +153,17 @@ func (b *Broker) PartitionPlacement(topic string, partition int32) (Placement, e
 	}
 	return b.cluster.placement(topic, p), nil
 }
+
+// health is the Raft host's part of /readyz: a host stopped by a storage error replicates
+// nothing until the node restarts, and one stalled on a full disk (multiraft's
+// diskfull.go) acknowledges nothing until there is room. The second is also the disk
+// guard's full state, which maintenance may leave a moment before the host's retry.
+func (c *clusterRT) health() error {
+	if err := c.host.Err(); err != nil {
+		return fmt.Errorf("cluster: the Raft host stopped on a storage error; restart this node: %w", err)
+	}
+	if c.host.DiskFull() != nil {
+		return errors.New("cluster: storage full: this node's Raft groups wait for room to write their logs")
+	}
+	return nil
+}

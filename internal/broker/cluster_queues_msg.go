@@ -23,6 +23,9 @@ func (c *clusterRT) sendQueue(ctx context.Context, name string, in []SendInput) 
 	if err != nil {
 		return nil, err
 	}
+	if err := c.b.disk.Admit(); err != nil { // the leader's disk takes the entry first
+		return nil, err
+	}
 	if s.FIFO {
 		return c.sendFIFO(ctx, h, s, in)
 	}

@@ -94,6 +94,11 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 		balance = balanceEvery
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// A Raft append the disk had no room for stalls the node's Raft groups (multiraft's
+	// diskfull.go); noted like a full disk under a local write, it frees the headroom (the
+	// retried append fits at once), refuses new data where this node leads and turns
+	// /readyz to 503 until maintenance finds room.
+	o.Host.SetOnDiskFull(func(err error) { b.disk.Note(err) })
 	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
 		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, balanceEvery: balance, stop: make(chan struct{}), done: make(chan struct{}),
 		bgCtx: ctx, bgCancel: cancel, txn: newClusterTxn(ctx, b, o)}

@@ -187,7 +187,7 @@ sluice_storage_write_failing 1
 // reports none of its series rather than zeros that look like a stalled cluster.
 func TestCollectorMapsRaft(t *testing.T) {
 	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, NotPreferred: 4, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2,
-		FeatureLevel: 1, ReadsFeatureLevel: 2, GroupStateTooLarge: true}
+		FeatureLevel: 1, ReadsFeatureLevel: 2, GroupStateTooLarge: true, DiskFull: true, DiskFullStalls: 3}
 	cluster := true
 	src := SourceFuncs{Raft: func() (RaftStat, bool) { return st, cluster }}
 	want := `
@@ -218,10 +218,16 @@ sluice_cluster_reads_feature_level 2
 # HELP sluice_cluster_group_state_too_large 1 when this node's last metadata snapshot could not carry the consumer groups' state (over 48 MiB): the metadata log is no longer compacted, and a follower that falls behind it lacks the groups (docs/cluster.md, "Compaction").
 # TYPE sluice_cluster_group_state_too_large gauge
 sluice_cluster_group_state_too_large 1
+# HELP sluice_raft_disk_full 1 while this node's Raft groups wait for room on a full disk: they acknowledge nothing, and their other replicas carry on without this one (docs/cluster.md, "A full disk").
+# TYPE sluice_raft_disk_full gauge
+sluice_raft_disk_full 1
+# HELP sluice_raft_disk_full_stalls_total Times this node's Raft groups had to wait for room on a full disk.
+# TYPE sluice_raft_disk_full_stalls_total counter
+sluice_raft_disk_full_stalls_total 3
 `
 	names := []string{"sluice_raft_groups", "sluice_raft_groups_awake", "sluice_raft_peers_down", "sluice_raft_leaders_not_preferred",
 		"sluice_raft_transport_messages_total", "sluice_raft_votes_refused_total", "sluice_cluster_feature_level", "sluice_cluster_reads_feature_level",
-		"sluice_cluster_group_state_too_large"}
+		"sluice_cluster_group_state_too_large", "sluice_raft_disk_full", "sluice_raft_disk_full_stalls_total"}
 	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

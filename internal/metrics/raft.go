@@ -18,6 +18,10 @@ type RaftStat struct {
 	// GroupStateTooLarge: the last metadata snapshot could not carry the consumer groups'
 	// state, so the metadata log is no longer compacted (docs/cluster.md, "Compaction").
 	GroupStateTooLarge bool
+	// DiskFull: the Raft host's Ready loop waits for room on a full disk;
+	// DiskFullStalls counts such waits (multiraft's diskfull.go).
+	DiskFull       bool
+	DiskFullStalls uint64
 }
 
 // RaftSource is a Source that also reports a cluster node's Raft host;
@@ -53,11 +57,14 @@ var (
 	raftFeature    = desc("cluster_feature_level", "The cluster's feature level: which kinds of entry its logs may hold (docs/cluster.md, \"Upgrades\"). It rises once every node reads the next one; below sluice_cluster_reads_feature_level on every node, some node holds it back.")
 	raftReadsLevel = desc("cluster_reads_feature_level", "The feature level this node tells the controller it reads: its binary's, or --cluster-max-feature-level.")
 	raftStateLarge = desc("cluster_group_state_too_large", "1 when this node's last metadata snapshot could not carry the consumer groups' state (over 48 MiB): the metadata log is no longer compacted, and a follower that falls behind it lacks the groups (docs/cluster.md, \"Compaction\").")
+	raftDiskFull   = desc("raft_disk_full", "1 while this node's Raft groups wait for room on a full disk: they acknowledge nothing, and their other replicas carry on without this one (docs/cluster.md, \"A full disk\").")
+	raftFullStalls = desc("raft_disk_full_stalls_total", "Times this node's Raft groups had to wait for room on a full disk.")
 	raftNotPref    = desc("raft_leaders_not_preferred", "Partitions and queues this node leads whose preferred leader (their first replica) is another node: what --cluster-leader-balance, Kafka's ElectLeaders or sluice cluster elect hands back (Kafka's PreferredReplicaImbalanceCount, per node).")
 )
 
 var raftDescs = []*prometheus.Desc{raftGroups, raftAwake, raftPeersDown, raftTicks, raftRounds, raftSyncs, raftReadys,
-	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref, raftFeature, raftReadsLevel, raftStateLarge}
+	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref, raftFeature, raftReadsLevel, raftStateLarge,
+	raftDiskFull, raftFullStalls}
 
 func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge := func(d *prometheus.Desc, v int) {
@@ -73,6 +80,8 @@ func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	gauge(raftFeature, s.FeatureLevel)
 	gauge(raftReadsLevel, s.ReadsFeatureLevel)
 	gauge(raftStateLarge, map[bool]int{true: 1}[s.GroupStateTooLarge])
+	gauge(raftDiskFull, map[bool]int{true: 1}[s.DiskFull])
+	counter(raftFullStalls, s.DiskFullStalls)
 	counter(raftTicks, s.GroupTicks)
 	counter(raftRounds, s.Rounds)
 	counter(raftSyncs, s.Syncs)

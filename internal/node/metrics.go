@@ -37,7 +37,8 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,
 				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats,
-				FeatureLevel: level, ReadsFeatureLevel: reads, GroupStateTooLarge: b.GroupStateTooLarge()}, ok
+				FeatureLevel: level, ReadsFeatureLevel: reads, GroupStateTooLarge: b.GroupStateTooLarge(),
+				DiskFull: st.DiskFull, DiskFullStalls: st.DiskFullStalls}, ok
 		},
 		Txn: func() (metrics.TxnStat, bool) {
 			st, ok := b.TxnLogStats()

@@ -3,10 +3,11 @@ package multiraft
 // A full disk stalls this node's Ready loop; it does not stop the host.
 //
 // Every other storage failure of a round is final (ready.go): the groups took Readys they
-// cannot advance, and the node must restart from what its storage holds. An append that
-// found no room (ENOSPC, or EDQUOT for a quota) is different: the storage cut it back
-// (the Storage contract), nothing of the round was acknowledged (answers to appends and
-// votes wait for the sync), so the same round can be written again once there is room.
+// cannot advance, and the node must restart from what its storage holds. A write that
+// found no room (ENOSPC, or EDQUOT for a quota) is different: an append the storage cut
+// back, or a Sync whose HardState log left the HardStates staged (the Storage and Engine
+// contracts); nothing of the round was acknowledged (answers to appends and votes wait
+// for the sync), so the same round can be written again once there is room.
 // Until then the host takes no new Ready: its groups send nothing, their peers elect
 // other leaders and carry on without this replica (a stalled leader is a silent one), and
 // Run retries the round, 50 ms after the first failure and then at most every second.
@@ -21,13 +22,16 @@ import (
 	"time"
 )
 
-// fullError is an append of a group the disk had no room for.
+// fullError is an append of a group (or, group 0, a Sync) the disk had no room for.
 type fullError struct {
 	group GroupID
 	err   error
 }
 
 func (e *fullError) Error() string {
+	if e.group == 0 {
+		return fmt.Sprintf("multiraft: sync: no space left on the disk: %v", e.err)
+	}
 	return fmt.Sprintf("multiraft: group %d: append: no space left on the disk: %v", e.group, e.err)
 }
 
@@ -44,6 +48,21 @@ func asFull(g GroupID, st *cachedStorage, err error) *fullError {
 		return nil
 	}
 	return &fullError{group: g, err: err}
+}
+
+// syncFull is err as a *fullError when it is a Sync that found no room (the HardState
+// log's append: raftstore keeps every HardState staged for the next Sync) and failed none
+// of the written storages; nil otherwise (an fdatasync error is final).
+func syncFull(written []Storage, err error) *fullError {
+	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+		return nil
+	}
+	for _, st := range written {
+		if f, ok := st.(interface{ Err() error }); ok && f.Err() != nil {
+			return nil
+		}
+	}
+	return &fullError{err: err}
 }
 
 // stall is a round whose writes found the disk full, kept to be written again.
@@ -91,8 +110,8 @@ func (h *Host) stallOnFull(work []readyWork, err error) bool {
 		h.mu.Lock()
 		h.stats.DiskFullStalls++
 		h.mu.Unlock()
-		if h.cfg.OnDiskFull != nil {
-			h.cfg.OnDiskFull(full)
+		if f := h.onDiskFull.Load(); f != nil {
+			(*f)(full)
 		}
 	} else {
 		h.stalled.next = min(2*h.stalled.next, stallMaxRetry)
@@ -101,6 +120,21 @@ func (h *Host) stallOnFull(work []readyWork, err error) bool {
 	h.setDiskFull(full)
 	return true
 }
+
+// SetOnDiskFull replaces Config.OnDiskFull: for what exists only after the host (a broker
+// started on it).
+func (h *Host) SetOnDiskFull(f func(error)) {
+	if f == nil {
+		h.onDiskFull.Store(nil)
+		return
+	}
+	h.onDiskFull.Store(&f)
+}
+
+// Err is the storage error that stopped the host (its Ready loop takes no more rounds: the
+// node must restart from what its storage holds), nil while it runs. A full disk does not
+// stop it (DiskFull).
+func (h *Host) Err() error { return h.storageError() }
 
 func (h *Host) setDiskFull(err error) {
 	h.mu.Lock()

@@ -11,12 +11,13 @@ import (
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
-// fillDisk makes every write and create of d's Raft logs fail with ENOSPC while *full is
-// true, as a disk with no room left does (the HardState log is spared: its failures are
-// final, and a disk full for the logs' appends has room for its few bytes).
-func fillDisk(d *storeDisk, full *atomic.Bool) {
+// fillDisk makes every write and create on d fail with ENOSPC while *full is true, as a
+// disk with no room left does; with walOnly, only the HardState log's (a round that
+// appends nothing still writes its commit index there).
+func fillDisk(d *storeDisk, full *atomic.Bool, walOnly bool) {
 	d.efs.Inject(vfs.Fault{Err: syscall.ENOSPC, Match: func(op vfs.Op, path string) bool {
-		return full.Load() && (op == vfs.OpWrite || op == vfs.OpCreate) && !strings.HasSuffix(path, "hardstate.wal")
+		return full.Load() && (op == vfs.OpWrite || op == vfs.OpCreate) &&
+			(!walOnly || strings.HasSuffix(path, "hardstate.wal"))
 	}})
 }
 
@@ -24,8 +25,14 @@ func fillDisk(d *storeDisk, full *atomic.Bool) {
 // stops (as a failed fsync does) nor acknowledges anything: its Ready loop stalls, its
 // peers carry on without it (electing another leader when it led), and once there is room
 // again the same round is written and the node catches up, with every acknowledged entry
-// where it was acknowledged.
+// where it was acknowledged. Both ways a round meets a full disk: its appends, and (a
+// round with nothing to append but a commit index) its HardState log's write.
 func TestFullDiskStallsTheNode(t *testing.T) {
+	t.Run("every write", func(t *testing.T) { fullDiskStallsTheNode(t, false) })
+	t.Run("the HardState log", func(t *testing.T) { fullDiskStallsTheNode(t, true) })
+}
+
+func fullDiskStallsTheNode(t *testing.T, walOnly bool) {
 	var notified atomic.Int32
 	disks := map[multiraft.NodeID]*storeDisk{}
 	mk := newStoreDisk(1)
@@ -68,7 +75,7 @@ func TestFullDiskStallsTheNode(t *testing.T) {
 
 	// A follower fills up: the other two commit without it; it stalls, not stops.
 	var full2 atomic.Bool
-	fillDisk(disks[2], &full2)
+	fillDisk(disks[2], &full2, walOnly)
 	full2.Store(true)
 	before := applied(2)
 	commit(1, "b")
@@ -99,7 +106,7 @@ func TestFullDiskStallsTheNode(t *testing.T) {
 
 	// The leader fills up: silent, it is replaced, and rejoins once there is room.
 	var full1 atomic.Bool
-	fillDisk(disks[1], &full1)
+	fillDisk(disks[1], &full1, walOnly)
 	full1.Store(true)
 	stuck := propose(1, "d")
 	var lead multiraft.NodeID

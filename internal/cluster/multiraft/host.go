@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -105,6 +106,8 @@ type Host struct {
 
 	readyMu sync.Mutex // serialises ProcessReady: a RawNode takes one Ready at a time
 	stalled *stall     // under readyMu: a round the disk had no room for (diskfull.go)
+	// onDiskFull is Config.OnDiskFull, or what SetOnDiskFull put in its place.
+	onDiskFull atomic.Pointer[func(error)]
 
 	mu         sync.Mutex // guards everything below, and every group's RawNode and fields
 	closed     bool
@@ -140,8 +143,10 @@ type Stats struct {
 	GroupTicks uint64 // RawNode.Tick calls: what idle groups must not cost
 	Rounds     uint64 // ProcessReady rounds that did work
 	Syncs      uint64 // Engine.Sync calls
-	// DiskFullStalls counts the rounds the disk had no room for (each stall once).
+	// DiskFullStalls counts the rounds the disk had no room for (each stall once);
+	// DiskFull is whether one stalls the Ready loop now (diskfull.go).
 	DiskFullStalls uint64
+	DiskFull       bool
 	Readys         uint64 // group Readys handled (Readys/Syncs is the group commit)
 	Batches        uint64 // batches sent
 	Messages       uint64 // raft messages sent
@@ -166,6 +171,7 @@ func New(cfg Config) (*Host, error) {
 	h := &Host{cfg: cfg, groups: map[GroupID]*group{}, creating: map[GroupID]bool{}, active: map[GroupID]*group{},
 		dirty: map[GroupID]struct{}{}, peers: map[NodeID]*peer{}, work: make(chan struct{}, 1)}
 	h.prepCtx, h.prepCancel = context.WithCancel(context.Background())
+	h.SetOnDiskFull(cfg.OnDiskFull)
 	// Sequence numbers start at random, so a restarted node's proposals never carry the
 	// header of an entry its previous run left in the log.
 	h.nextSeq = rand.Uint64() >> 1
@@ -403,6 +409,7 @@ func (h *Host) Stats() Stats {
 	defer h.mu.Unlock()
 	st := h.stats
 	st.Groups, st.Awake = len(h.groups), len(h.active)
+	st.DiskFull = h.diskFull != nil
 	for _, p := range h.peers {
 		if !p.alive {
 			st.PeersDown++

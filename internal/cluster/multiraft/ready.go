@@ -298,6 +298,9 @@ func (h *Host) persist(work []readyWork) error {
 		return nil
 	}
 	if err := h.cfg.Engine.Sync(written); err != nil {
+		if full := syncFull(written, err); full != nil {
+			return full
+		}
 		return fmt.Errorf("multiraft: sync: %w", err)
 	}
 	h.mu.Lock()

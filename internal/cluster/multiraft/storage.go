@@ -46,6 +46,8 @@ type Engine interface {
 	// RemoveGroup deletes group g's storage.
 	RemoveGroup(g GroupID) error
 	// Sync makes every write so far to the given groups' storages (each one Group
-	// returned) durable, or fails: then none of it may be counted on.
+	// returned) durable, or fails: then none of it may be counted on. A Sync that found
+	// no room (an error matching syscall.ENOSPC or EDQUOT) with no group's storage
+	// failed (raftstore's Err) must make them durable when called again (diskfull.go).
 	Sync(written []Storage) error
 }

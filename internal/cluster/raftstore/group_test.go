@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -232,5 +233,40 @@ func TestObserverHearsEverySync(t *testing.T) {
 	must(t, s.Sync(gs...))
 	if f, b, a := obs.fsyncs.Load(), obs.batches.Load(), obs.appends.Load(); f != 4 || b != 1 || a != 3 {
 		t.Fatalf("observer heard %d fdatasyncs and %d batches of %d appends, want 4 fdatasyncs and one batch of 3", f, b, a)
+	}
+}
+
+// TestENOSPCHardStateLogRetried: a Sync whose HardState log finds the disk full fails
+// none of its groups (an fdatasync error would): the HardState stays staged, the file
+// holds nothing torn, and the next Sync, once there is room, makes it durable, as a power
+// cut then shows. (multiraft retries such a round: diskfull.go.)
+func TestENOSPCHardStateLogRetried(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.NewErrorFS(mem)
+	s := mustOpen(t, testOptions(efs))
+	g := mustGroup(t, s, 1)
+	must(t, g.Append(ents(1, 2, 1)))
+	must(t, g.SetHardState(pb.HardState{Term: 1, Vote: 1, Commit: 1}))
+	must(t, g.Sync())
+	must(t, g.Append(ents(3, 4, 2)))
+	must(t, g.SetHardState(pb.HardState{Term: 2, Vote: 2, Commit: 3}))
+	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Path: "raft/hardstate.wal", Err: syscall.ENOSPC, ShortWrite: 7})
+	for range 2 {
+		if err := s.Sync(g); !errors.Is(err, syscall.ENOSPC) || g.Err() != nil {
+			t.Fatalf("Sync with a full HardState log: %v (group failed: %v), want ENOSPC and the group writable", err, g.Err())
+		}
+	}
+	efs.ClearFaults()
+	must(t, s.Sync(g))
+	s.Close()
+	mem.Crash()
+	s = mustOpen(t, testOptions(efs)) // the HardState log read back from the file
+	defer s.Close()
+	g = mustGroup(t, s, 1)
+	if hs, _, _ := g.InitialState(); hs != (pb.HardState{Term: 2, Vote: 2, Commit: 3}) {
+		t.Fatalf("hard state after the retried Sync and a power cut: %+v, want term 2 vote 2 commit 3", hs)
+	}
+	if got, err := g.Entries(1, 5, noLimit); err != nil || len(got) != 4 {
+		t.Fatalf("entries after the power cut: %v, %v", got, err)
 	}
 }

@@ -144,7 +144,11 @@ func (w *hsWAL) rewrite() error {
 // a torn one ends the file at open), and the next synced write or rewrite
 // covers them; until then latest (what a rewrite keeps) does not hold
 // them. Any failure is final for the file (fsyncgate; a failed write may
-// have left part of a record): the store must be reopened.
+// have left part of a record): the store must be reopened; except a write
+// the disk had no room for (ENOSPC, EDQUOT), which is cut back off the file
+// and returned as it is, so the same records can be written again once
+// there is room (a rewrite that finds no room keeps the current file, whose
+// records are durable, and is tried again at a later write).
 func (w *hsWAL) write(recs []walRec, sync bool) error {
 	if len(recs) == 0 {
 		return nil
@@ -166,7 +170,11 @@ func (w *hsWAL) write(recs []walRec, sync bool) error {
 	// would grow for as long as no term or vote changes.
 	sync = sync || w.size+int64(len(buf)) > w.limit
 	if _, err := w.f.Write(buf); err != nil {
-		w.failed = fmt.Errorf("raftstore: append %s: %w", walFile, err)
+		err = fmt.Errorf("raftstore: append %s: %w", walFile, err)
+		if diskFull(err) && w.f.Truncate(w.size) == nil {
+			return err // nothing of recs is in the file: written again later
+		}
+		w.failed = err
 		return w.failed
 	}
 	w.size += int64(len(buf))
@@ -188,7 +196,7 @@ func (w *hsWAL) write(recs []walRec, sync bool) error {
 		}
 	}
 	if w.size > w.limit {
-		if err := w.rewrite(); err != nil {
+		if err := w.rewrite(); err != nil && !(diskFull(err) && w.f != nil) {
 			w.failed = err // the records above are durable; later ones are not written
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 )
 
 // Sync makes every write to the given groups durable, in two steps:
@@ -28,7 +29,10 @@ import (
 // A group whose sync fails is failed (Err) and refuses writes until it is
 // closed and opened again: an fdatasync error is final. A failed write of
 // the HardState log fails every group of that Sync whose HardState it
-// held, and the log itself refuses writes until the Store is reopened.
+// held, and the log itself refuses writes until the Store is reopened;
+// except a write the disk had no room for (ENOSPC, EDQUOT): nothing is
+// failed, the groups' HardStates stay staged, and a later Sync of the same
+// groups writes them (multiraft retries the round once there is room).
 // The error names every group that failed; the others are durable.
 func (s *Store) Sync(groups ...*Group) error {
 	errs := make([]error, len(groups))
@@ -52,6 +56,13 @@ func (s *Store) Sync(groups ...*Group) error {
 			continue // (written, not synced: not durable yet)
 		}
 		g := groups[k]
+		if werr != nil && diskFull(werr) {
+			// Not written, and the log is still whole (hswal.write): the group's
+			// HardState waits for the next Sync, which the caller retries.
+			g.stageHardStateAgain()
+			errs[k] = fmt.Errorf("raftstore: group %d: %w", g.id, werr)
+			continue
+		}
 		if werr != nil {
 			g.fail(fmt.Errorf("raftstore: group %d: %w", g.id, werr))
 			errs[k] = g.Err()
@@ -115,12 +126,30 @@ func (g *Group) syncLog() (*walRec, error) {
 	if csDirty {
 		g.mu.Lock()
 		err := g.writeStateLocked(g.stateForFile())
+		if err != nil && rec != nil {
+			g.hsDirty = true // not written either: a retried Sync writes it
+		}
 		g.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
 	}
 	return rec, nil
+}
+
+// stageHardStateAgain marks the group's HardState as not yet written: a Sync whose
+// HardState log had no room for it gave it back.
+func (g *Group) stageHardStateAgain() {
+	g.pmu.Lock()
+	defer g.pmu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hsDirty = true
+}
+
+// diskFull reports whether err is a write the disk had no room for.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // noteDurable records that the HardState log holds r.
