@@ -35,6 +35,9 @@ type memCluster struct {
 	// advertise is the feature level a node tells the others it reads (missing: its
 	// binary's), as --cluster-max-feature-level sets it (cluster_features_test.go).
 	advertise map[multiraft.NodeID]int
+	// wrapFS, when set, is the file system a node runs on, given its disk (an ErrorFS over
+	// it, to fill it: cluster_diskfull_test.go); nil: the disk itself.
+	wrapFS func(multiraft.NodeID, *vfs.MemFS) vfs.FS
 }
 
 type memNode struct {
@@ -107,7 +110,11 @@ func startMemCluster(c *memCluster, n int) *memCluster {
 // start opens node id on its disk as `sluice serve` does (internal/node/cluster.go).
 func (c *memCluster) start(id multiraft.NodeID) {
 	nd := c.nodes[id]
-	eng, err := engine.Open(engine.Options{Node: id, Store: raftstore.Options{FS: nd.fs, Dir: "/raft", Logger: quietLogger()}})
+	fsys := vfs.FS(nd.fs)
+	if c.wrapFS != nil {
+		fsys = c.wrapFS(id, nd.fs)
+	}
+	eng, err := engine.Open(engine.Options{Node: id, Store: raftstore.Options{FS: fsys, Dir: "/raft", Logger: quietLogger()}})
 	if err != nil {
 		c.t.Fatalf("n%d: engine: %v", id, err)
 	}
@@ -143,7 +150,7 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	}()
 	// HeadroomBytes: the default 64 MiB headroom file, written as zeros into a MemFS, cost
 	// every start (and every crash clone) seconds under -race; 64 KiB tests the same thing.
-	b, err := Open(Options{Dir: "/data", FS: nd.fs, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
+	b, err := Open(Options{Dir: "/data", FS: fsys, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
 		HeadroomBytes: testHeadroom,
 		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m), Disk: eng,
 			CollectEvery: 20 * time.Millisecond}}) // every cluster test runs with the groups' garbage collection at work

@@ -17,11 +17,12 @@ var ErrOutcomeUnknown = errors.New("multiraft: proposal outcome unknown (leaders
 // apply hands a Ready's snapshot and committed entries (all of them, or a part: ready.go)
 // to the state machine, applies
 // configuration changes to raft, resolves this node's proposals and snapshots the group
-// when its log has grown enough.
-func (h *Host) apply(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) error {
+// when its log has grown enough. It returns how many of ents it applied: all of them, or,
+// when the state machine found no room for one (a *NoRoomError), those before it.
+func (h *Host) apply(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) (int, error) {
 	if !raft.IsEmptySnap(snap) {
 		if err := h.restore(g, snap); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	var run []Entry
@@ -33,24 +34,46 @@ func (h *Host) apply(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) error 
 		run = nil
 		return err
 	}
+	// A run of normal entries goes to the state machine before each configuration change
+	// and at the end. One it found no room for ends the apply at that entry.
+	done := len(ents)
+	var full *NoRoomError
+	applyRun := func() error {
+		sent := run
+		err := flush()
+		if err != nil {
+			if full, done = noRoomAt(err, sent, ents); full != nil {
+				return nil
+			}
+		}
+		return err
+	}
 	for _, e := range ents {
-		switch e.Type {
-		case raftpb.EntryNormal:
+		if e.Type == raftpb.EntryNormal {
 			if _, _, data, ok := decodeProposal(e.Data); ok {
 				run = append(run, Entry{Index: e.Index, Term: e.Term, Data: data})
 			}
-		case raftpb.EntryConfChange, raftpb.EntryConfChangeV2:
-			if err := flush(); err != nil {
-				return err
-			}
-			if err := h.applyConfChange(g, e); err != nil {
-				return err
-			}
+			continue
+		}
+		if e.Type != raftpb.EntryConfChange && e.Type != raftpb.EntryConfChangeV2 {
+			continue
+		}
+		if err := applyRun(); err != nil {
+			return 0, err
+		}
+		if full != nil {
+			break
+		}
+		if err := h.applyConfChange(g, e); err != nil {
+			return 0, err
 		}
 	}
-	if err := flush(); err != nil {
-		return err
+	if full == nil {
+		if err := applyRun(); err != nil {
+			return 0, err
+		}
 	}
+	ents = ents[:done]
 	h.mu.Lock()
 	h.resolve(g, ents)
 	h.mu.Unlock()
@@ -62,7 +85,29 @@ func (h *Host) apply(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) error 
 		g.applied = ents[n-1].Index
 		g.store.trim(g.applied)
 	}
-	return h.maybeSnapshot(g, confChanged)
+	if full != nil {
+		return done, full
+	}
+	if err := h.maybeSnapshot(g, confChanged); err != nil {
+		if !diskFull(err) || storageFailed(g.store.Storage) {
+			return done, err
+		}
+		// Not taken for lack of room: the next apply tries again. Nothing is lost, the
+		// log is only compacted later.
+		h.cfg.Log.Warn("multiraft: no room on the disk for a snapshot; the group goes on and tries again",
+			"group", uint64(g.id), "err", err)
+	}
+	return done, nil
+}
+
+// noRoomAt is err as the *NoRoomError of an entry of run, with how many of ents come
+// before that entry; nil when err is anything else (or names no entry of run).
+func noRoomAt(err error, run []Entry, ents []raftpb.Entry) (*NoRoomError, int) {
+	var nr *NoRoomError
+	if !errors.As(err, &nr) || len(run) == 0 || nr.Index < run[0].Index || nr.Index > run[len(run)-1].Index {
+		return nil, 0
+	}
+	return nr, int(nr.Index - ents[0].Index)
 }
 
 func (h *Host) restore(g *group, snap raftpb.Snapshot) error {

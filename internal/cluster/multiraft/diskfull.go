@@ -41,37 +41,68 @@ func (e *fullError) Unwrap() error { return e.err }
 // group's storage is still writable (a storage that failed, as raftstore's Err reports,
 // stays failed: retrying it would wait forever), nil otherwise.
 func asFull(g GroupID, st *cachedStorage, err error) *fullError {
-	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+	if !diskFull(err) {
 		return nil
 	}
-	if f, ok := st.Storage.(interface{ Err() error }); ok && f.Err() != nil {
+	if storageFailed(st.Storage) {
 		return nil
 	}
 	return &fullError{group: g, err: err}
+}
+
+// storageFailed reports whether st says it refuses every write until reopened
+// (raftstore's Err); a storage without that method never does.
+func storageFailed(st Storage) bool {
+	f, ok := st.(interface{ Err() error })
+	return ok && f.Err() != nil
 }
 
 // syncFull is err as a *fullError when it is a Sync that found no room (the HardState
 // log's append: raftstore keeps every HardState staged for the next Sync) and failed none
 // of the written storages; nil otherwise (an fdatasync error is final).
 func syncFull(written []Storage, err error) *fullError {
-	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+	if !diskFull(err) {
 		return nil
 	}
 	for _, st := range written {
-		if f, ok := st.(interface{ Err() error }); ok && f.Err() != nil {
+		if storageFailed(st) {
 			return nil
 		}
 	}
 	return &fullError{err: err}
 }
 
-// stall is a round whose writes found the disk full, kept to be written again.
+// NoRoomError is what a StateMachine's Apply returns when the disk had no room for the
+// entry at Index: the entries before it are applied, it and those after are not (the
+// state machine undid whatever part of it it wrote, as storage cuts back a failed
+// append). The host applies them again, from Index, once there is room; any other Apply
+// error stops the group on this node.
+type NoRoomError struct {
+	Index uint64
+	Err   error
+}
+
+func (e *NoRoomError) Error() string {
+	return fmt.Sprintf("multiraft: no room on the disk to apply entry %d: %v", e.Index, e.Err)
+}
+
+func (e *NoRoomError) Unwrap() error { return e.Err }
+
+// diskFull reports whether err is a write the disk had no room for.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// stall is a round whose writes found the disk full, kept to be finished: written again
+// (persisted false), or, once written, synced and answered, applied from where its apply
+// stopped (each readyWork's done).
 type stall struct {
-	work  []readyWork
-	err   *fullError
-	since time.Time
-	tries int
-	next  time.Duration // until Run retries
+	work      []readyWork
+	persisted bool
+	err       *fullError
+	since     time.Time
+	tries     int
+	next      time.Duration // until Run retries
 }
 
 const (
@@ -79,28 +110,33 @@ const (
 	stallMaxRetry   = time.Second
 )
 
-// stalledWork is the stalled round's work, nil when none. Called under readyMu.
-func (h *Host) stalledWork() []readyWork {
+// stalledWork is the stalled round's work, nil when none, and whether it was written.
+// Called under readyMu.
+func (h *Host) stalledWork() ([]readyWork, bool) {
 	if h.stalled == nil {
-		return nil
+		return nil, false
 	}
 	h.stalled.tries++
-	return h.stalled.work
+	return h.stalled.work, h.stalled.persisted
 }
 
-// stallOnFull keeps work as the stalled round when err is a full disk and reports true; a
-// round written whole ends a stall. Called under readyMu.
-func (h *Host) stallOnFull(work []readyWork, err error) bool {
+// endStall ends a stall: its round is done. Called under readyMu.
+func (h *Host) endStall() {
+	st := h.stalled
+	if st == nil {
+		return
+	}
+	h.stalled = nil
+	h.setDiskFull(nil)
+	h.cfg.Log.Info("multiraft: the disk has room again: this node's Raft groups go on",
+		"stalled_for", time.Since(st.since).Round(time.Millisecond).String(), "retries", st.tries)
+}
+
+// stallOnFull keeps work as the stalled round when err is a full disk (persisted: met in
+// its apply, after its sync) and reports true. Called under readyMu.
+func (h *Host) stallOnFull(work []readyWork, persisted bool, err error) bool {
 	var full *fullError
 	if !errors.As(err, &full) {
-		if st := h.stalled; st != nil {
-			h.stalled = nil
-			h.setDiskFull(nil)
-			if err == nil {
-				h.cfg.Log.Info("multiraft: the disk has room again: this node's Raft groups go on",
-					"stalled_for", time.Since(st.since).Round(time.Millisecond).String(), "retries", st.tries)
-			}
-		}
 		return false
 	}
 	if h.stalled == nil {
@@ -116,7 +152,7 @@ func (h *Host) stallOnFull(work []readyWork, err error) bool {
 	} else {
 		h.stalled.next = min(2*h.stalled.next, stallMaxRetry)
 	}
-	h.stalled.err = full
+	h.stalled.err, h.stalled.persisted = full, persisted
 	h.setDiskFull(full)
 	return true
 }

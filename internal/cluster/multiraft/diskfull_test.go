@@ -2,6 +2,7 @@ package multiraft_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -146,5 +147,140 @@ func fullDiskStallsTheNode(t *testing.T, walOnly bool) {
 		if st := c.nodes[id].host.Stats(); id != 3 && st.DiskFullStalls != 1 {
 			t.Errorf("n%d counted %d stalls, want 1", id, st.DiskFullStalls)
 		}
+	}
+}
+
+// crampedRecorder is a recorder on a disk that may be full: then it has room for one more
+// entry (room), and reports no room for the next, having applied those before it.
+type crampedRecorder struct {
+	*recorder
+	full *atomic.Bool
+	room int
+}
+
+func (r *crampedRecorder) Apply(ents []multiraft.Entry) error {
+	for k, e := range ents {
+		if r.full.Load() {
+			if r.room == 0 {
+				return fmt.Errorf("test sm: %w", &multiraft.NoRoomError{Index: e.Index, Err: syscall.ENOSPC})
+			}
+			r.room--
+		}
+		if err := r.recorder.Apply(ents[k : k+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestFullDiskStallsTheApply: a state machine that finds no room for an entry
+// (NoRoomError, after applying those before it) stalls its node's Ready loop instead of
+// stopping its group there; once there is room the node applies from that entry on, every
+// entry once and in order, as a follower and as the leader (whose entries already synced
+// are applied before the round's sync).
+func TestFullDiskStallsTheApply(t *testing.T) {
+	for _, lead := range []multiraft.NodeID{1, 3} {
+		t.Run(fmt.Sprintf("leader n%d", lead), func(t *testing.T) { fullDiskStallsTheApply(t, lead) })
+	}
+}
+
+func fullDiskStallsTheApply(t *testing.T, lead multiraft.NodeID) {
+	c := newCluster(t, 1, 3, multiraft.Config{})
+	c.createGroup(1, c.ids[:2], c.ids)
+	var full atomic.Bool
+	nd := c.nodes[3]
+	nd.sms[1] = &recorder{}
+	if err := nd.host.CreateGroup(1, c.ids, &crampedRecorder{recorder: nd.sms[1], full: &full, room: 1}); err != nil {
+		t.Fatal(err)
+	}
+	nd.groups = append(nd.groups, 1)
+	if err := c.nodes[lead].host.Campaign(1); err != nil {
+		t.Fatal(err)
+	}
+	c.settle()
+	proposeAll := func(on multiraft.NodeID, data ...string) {
+		t.Helper()
+		var ps []*multiraft.Proposal
+		for _, d := range data {
+			p, err := c.nodes[on].host.ProposeAsync(1, []byte(d))
+			if err != nil {
+				t.Fatalf("propose %q on n%d: %v", d, on, err)
+			}
+			ps = append(ps, p)
+		}
+		for k, p := range ps {
+			if !c.await(p, 60) {
+				t.Fatalf("%q on n%d not done", data[k], on)
+			}
+			if i, err := p.Result(); err == nil {
+				c.record(1, on, i, data[k])
+			}
+		}
+	}
+	proposeAll(lead, "a")
+	full.Store(true)
+	before := len(nd.sms[1].entries())
+	settleStalled := func() {}
+	if lead == 3 {
+		// Its proposals wait for its apply: stalled, it goes silent, and another node
+		// takes over once the election timeout passes.
+		var ps []*multiraft.Proposal
+		for _, d := range []string{"b1", "b2"} { // room for the first only
+			p, err := nd.host.ProposeAsync(1, []byte(d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		for range 100 {
+			c.tick()
+			if l, _ := c.leader(1); l != 0 && l != 3 {
+				lead = l
+				break
+			}
+		}
+		if lead == 3 {
+			t.Fatal("no other leader while n3 cannot apply")
+		}
+		settleStalled = func() { // resolved by then: applied, or dropped with its leadership
+			for k, p := range ps {
+				select {
+				case <-p.Done():
+				default:
+					t.Fatalf("n3's proposal %d still waits after it could apply again", k)
+				}
+				if i, err := p.Result(); err == nil {
+					c.record(1, 3, i, []string{"b1", "b2"}[k])
+				}
+			}
+		}
+	}
+	proposeAll(lead, "c", "d", "e", "f")
+	for range 20 {
+		c.tick()
+	}
+	if err := nd.host.DiskFull(); err == nil {
+		t.Fatal("n3 cannot apply and its DiskFull is nil")
+	}
+	if st, err := nd.host.Status(1); err != nil || nd.host.Err() != nil {
+		t.Fatalf("n3's group or host stopped on a full disk: %+v %v %v", st, err, nd.host.Err())
+	}
+	if got := len(nd.sms[1].entries()); got != before+1 {
+		t.Fatalf("n3 applied %d entries with its disk full and room for one, %d before", got, before)
+	}
+	full.Store(false)
+	for range 20 {
+		c.tick()
+	}
+	if err := nd.host.DiskFull(); err != nil {
+		t.Fatalf("n3's DiskFull once there is room: %v", err)
+	}
+	proposeAll(lead, "g")
+	for range 10 {
+		c.tick()
+	}
+	settleStalled()
+	if err := c.checkSafety(true); err != nil {
+		t.Fatal(err)
 	}
 }

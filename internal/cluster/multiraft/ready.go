@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -15,9 +16,10 @@ type readyWork struct {
 	rd     raft.Ready
 	done   int  // of rd.CommittedEntries, how many were applied before the round's sync
 	leader bool // the group's node led it when the Ready was taken
-	// snapStored and stored: persist wrote the Ready's snapshot, and all of it. A round
-	// retried after a full disk (diskfull.go) writes only what is left.
-	snapStored, stored bool
+	// snapStored and stored: persist wrote the Ready's snapshot, and all of it; restored:
+	// the state machine has the snapshot. A round retried after a full disk (diskfull.go)
+	// writes and applies only what is left.
+	snapStored, stored, restored bool
 }
 
 // stableCommitted is the head of rd's committed entries that this node's storage already
@@ -42,12 +44,19 @@ func stableCommitted(rd raft.Ready) []raftpb.Entry {
 
 // applyOrStop applies a snapshot and committed entries of g, or stops the group on this
 // node if its state machine refuses them: no more ticks, messages or Readys (the state
-// machine cannot skip the entry it refused). Its peers carry on without this replica.
-func (h *Host) applyOrStop(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) {
+// machine cannot skip the entry it refused). Its peers carry on without this replica. It
+// returns how many of ents are done (all of them, but for a full disk) and the full disk
+// that stopped it at the next (NoRoomError: applied again once there is room).
+func (h *Host) applyOrStop(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) (int, *fullError) {
 	if g.failed != nil || (raft.IsEmptySnap(snap) && len(ents) == 0) {
-		return
+		return len(ents), nil
 	}
-	if err := h.apply(g, snap, ents); err != nil {
+	n, err := h.apply(g, snap, ents)
+	var nr *NoRoomError
+	if errors.As(err, &nr) {
+		return n, &fullError{group: g.id, err: err}
+	}
+	if err != nil {
 		h.mu.Lock()
 		g.failed = err
 		g.failAll(err)
@@ -56,6 +65,7 @@ func (h *Host) applyOrStop(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) 
 		h.cfg.Log.Error("multiraft: a group stopped on this node: its state machine refused an entry; "+
 			"its other replicas carry on, and a restart of this node tries again", "group", uint64(g.id), "err", err)
 	}
+	return len(ents), nil
 }
 
 // ProcessReady runs one round of the Ready loop: it takes the Ready of every group with
@@ -71,7 +81,9 @@ func (h *Host) ProcessReady() (bool, error) {
 	if err := h.storageError(); err != nil {
 		return false, err
 	}
-	work := h.stalledWork() // a round the disk had no room for is finished first (diskfull.go)
+	// A round the disk had no room for is finished first, from where it stopped: before
+	// its sync, or in its apply (diskfull.go). Nothing else moves here until it is.
+	work, persisted := h.stalledWork()
 	if work == nil {
 		var out []Message
 		var beat bool
@@ -82,26 +94,32 @@ func (h *Host) ProcessReady() (bool, error) {
 		h.send(work, out, beat, false)
 		h.applyEarly(work)
 	}
-	err := h.persist(work)
-	if h.stallOnFull(work, err) {
-		return false, nil // Run retries the round (nothing else moves here until it is stored)
-	}
-	if err != nil {
-		// The groups took Readys they will never advance: raft would panic on the next
-		// one. The host is done; the node restarts from what its storage holds. (The
-		// waiting proposals' outcome is unknown: their appends may have left already.)
-		h.mu.Lock()
-		h.storageErr = err
-		for _, g := range h.groups {
-			g.failAll(err)
+	if !persisted {
+		err := h.persist(work)
+		if h.stallOnFull(work, false, err) {
+			return false, nil // Run retries the round
 		}
-		h.mu.Unlock()
-		return true, err
+		if err != nil {
+			// The groups took Readys they will never advance: raft would panic on the next
+			// one. The host is done; the node restarts from what its storage holds. (The
+			// waiting proposals' outcome is unknown: their appends may have left already.)
+			h.mu.Lock()
+			h.storageErr = err
+			for _, g := range h.groups {
+				g.failAll(err)
+			}
+			h.mu.Unlock()
+			return true, err
+		}
+		h.send(work, nil, false, true)
 	}
-	h.send(work, nil, false, true)
-	for _, w := range work {
-		h.applyOrStop(w.g, w.rd.Snapshot, w.rd.CommittedEntries[w.done:])
+	for i := range work {
+		if full := h.applyRest(&work[i]); full != nil {
+			h.stallOnFull(work, true, full)
+			return false, nil
+		}
 	}
+	h.endStall()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range work {
@@ -251,10 +269,22 @@ func (h *Host) applyEarly(work []readyWork) {
 		if !work[i].leader {
 			continue
 		}
-		early := stableCommitted(work[i].rd)
-		work[i].done = len(early)
-		h.applyOrStop(work[i].g, raftpb.Snapshot{}, early)
+		// A full disk stops this early; the rest is applied after the sync (applyRest).
+		work[i].done, _ = h.applyOrStop(work[i].g, raftpb.Snapshot{}, stableCommitted(work[i].rd))
 	}
+}
+
+// applyRest applies what is left of w's Ready after the sync: its snapshot, once, and the
+// committed entries not applied yet. A full disk stops it where it was (w.done) and is
+// returned; anything else the state machine refuses stops the group (applyOrStop).
+func (h *Host) applyRest(w *readyWork) *fullError {
+	var snap raftpb.Snapshot
+	if !w.restored {
+		snap, w.restored = w.rd.Snapshot, true
+	}
+	n, full := h.applyOrStop(w.g, snap, w.rd.CommittedEntries[w.done:])
+	w.done += n
+	return full
 }
 
 // persist writes every Ready's snapshot, entries and HardState, then syncs once. An append
@@ -269,6 +299,9 @@ func (h *Host) persist(work []readyWork) error {
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if !w.snapStored {
 				if err := st.ApplySnapshot(rd.Snapshot); err != nil {
+					if full := asFull(w.g.id, st, err); full != nil {
+						return full // its first write, the snapshot file: nothing changed
+					}
 					return fmt.Errorf("multiraft: group %d: apply snapshot: %w", w.g.id, err)
 				}
 				w.snapStored = true

@@ -125,7 +125,7 @@ func (g *Group) syncLog() (*walRec, error) {
 	}
 	if csDirty {
 		g.mu.Lock()
-		err := g.writeStateLocked(g.stateForFile())
+		err := g.writeStateFull(g.stateForFile(), true) // csDirty stays set on failure
 		if err != nil && rec != nil {
 			g.hsDirty = true // not written either: a retried Sync writes it
 		}

@@ -196,7 +196,14 @@ func (g *Group) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (pb.Snap
 	if cs != nil {
 		g.cs = *cs
 	}
-	return snap, g.writeStateLocked(g.stateForFile())
+	// The snapshot file is in place: a crash now would find it beside the old state
+	// file, which recover resolves, so a state file the disk had no room for waits for
+	// the next Sync to write it (csDirty) rather than failing the group.
+	if err := g.writeStateFull(g.stateForFile(), true); err != nil {
+		g.csDirty = true
+		return snap, err
+	}
+	return snap, nil
 }
 
 // Compact makes compactIndex the last index Entries no longer serves, and
@@ -229,7 +236,8 @@ func (g *Group) Compact(compactIndex uint64) error {
 	}
 	prev, prevTerm := g.first, g.prevTerm
 	g.first, g.prevTerm = compactIndex+1, term
-	if err := g.writeStateLocked(g.stateForFile()); err != nil {
+	// No room is no harm here: first goes back, and the file on disk says the same.
+	if err := g.writeStateFull(g.stateForFile(), true); err != nil {
 		g.first, g.prevTerm = prev, prevTerm
 		return err
 	}
@@ -314,13 +322,25 @@ func (g *Group) stateForFile() stateRec {
 // writeStateLocked replaces the state file with r. Called with pmu and mu
 // held. A failure leaves the old or the new file (atomic replace) and the
 // group failed: which one is on disk is known again only after recovery.
-func (g *Group) writeStateLocked(r stateRec) error {
+func (g *Group) writeStateLocked(r stateRec) error { return g.writeStateFull(r, false) }
+
+// writeStateFull is writeStateLocked that, with keepOnFull, leaves the group
+// writable when the disk had no room: the new file was not renamed into place
+// (a rename either happens or fails whole, and ENOSPC comes from writing or
+// syncing the temporary file, or from a rename that did not happen), so the
+// old one is what is on disk, and a later write of the state replaces it.
+// For callers whose in-memory state is then still one recovery would give.
+func (g *Group) writeStateFull(r stateRec, keepOnFull bool) error {
 	b, err := encodeState(r)
 	if err != nil {
 		return err
 	}
 	if err := vfs.WriteFileAtomic(g.fs, g.dir, stateFile, b); err != nil {
-		return g.failLocked(fmt.Errorf("raftstore: group %d: write state: %w", g.id, err))
+		err = fmt.Errorf("raftstore: group %d: write state: %w", g.id, err)
+		if keepOnFull && diskFull(err) {
+			return err
+		}
+		return g.failLocked(err)
 	}
 	g.disk = r
 	g.csDirty = false
@@ -333,7 +353,13 @@ func (g *Group) writeSnapshotFile(s pb.Snapshot) error {
 		return err
 	}
 	if err := vfs.WriteFileAtomic(g.fs, g.dir, snapshotFile, b); err != nil {
-		return g.failLocked(fmt.Errorf("raftstore: group %d: write snapshot: %w", g.id, err))
+		err = fmt.Errorf("raftstore: group %d: write snapshot: %w", g.id, err)
+		if diskFull(err) {
+			// The old file is in place (writeStateFull says why), and both callers
+			// write it first, before anything else changes: nothing to fail.
+			return err
+		}
+		return g.failLocked(err)
 	}
 	return nil
 }

@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/diskguard"
+	"github.com/sluice-mq/sluice/internal/vfs"
+)
+
+// TestClusterFullDiskWaitsForRoom: a follower whose disk fills (its Raft log, its
+// HardState log and its local partition log all on it) neither stops its Raft host nor
+// answers /readyz "ready": it refuses new data at once (the disk guard's full state),
+// its Raft groups wait for room while the other two replicas go on acknowledging, and
+// once there is room it catches up with every record and is ready again.
+func TestClusterFullDiskWaitsForRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	const full = multiraft.NodeID(3)
+	var efs *vfs.ErrorFS
+	c := startMemCluster(&memCluster{t: t, wrapFS: func(id multiraft.NodeID, m *vfs.MemFS) vfs.FS {
+		if id != full {
+			return m
+		}
+		efs = vfs.NewErrorFS(m)
+		return efs
+	}}, 3)
+	if _, err := c.nodes[1].b.CreateTopic(TopicSettings{Name: "f", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(t, "f/0 led by a node with room", func() error {
+		l := c.leaderID("f", 0, 0)
+		if l != full {
+			return nil
+		}
+		return fmt.Errorf("led by n%d (transfer: %v)", l, c.nodes[l].b.TransferLeader("f", 0, 1))
+	})
+	c.produceTo("f", "a", 10)
+	waitSame(t, c, "f", full)
+
+	b3 := c.nodes[full].b
+	efs.SetSpace(0)
+	value := strings.Repeat("v", 4<<10)
+	p := int32(0)
+	acked := 10
+	for i := 0; i < 60; i++ { // 240 KiB: past the 64 KiB headroom the first failure frees
+		for attempt := 0; ; attempt++ {
+			if attempt == 400 {
+				t.Fatalf("record %d not acknowledged by the two nodes with room: %s", i, c.describe())
+			}
+			b := c.leaderOf("f", 0)
+			if b == nil || b == b3 {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := b.Produce(ctx, "f", []ProduceRecord{{Value: []byte(fmt.Sprintf("b-%d-%s", i, value)), Partition: &p}}, ProduceOptions{})
+			cancel()
+			if err == nil {
+				acked++
+				break
+			}
+			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrReplicationUnknown) {
+				t.Fatalf("produce %d with n%d full: %v", i, full, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	c.eventually(t, fmt.Sprintf("n%d's Raft groups waiting for room", full), func() error {
+		if err := c.nodes[full].host.DiskFull(); err == nil {
+			return errors.New("not stalled")
+		}
+		return nil
+	})
+	if err := c.nodes[full].host.Err(); err != nil {
+		t.Fatalf("n%d's Raft host stopped on a full disk: %v", full, err)
+	}
+	if err := b3.Health(); err == nil {
+		t.Fatalf("n%d's /readyz check passes with a full disk", full)
+	}
+	if _, err := b3.Produce(context.Background(), "f", []ProduceRecord{{Value: []byte("x"), Partition: &p}}, ProduceOptions{}); !errors.Is(err, diskguard.ErrFull) {
+		t.Fatalf("produce on n%d with its disk full: %v, want %v", full, err, diskguard.ErrFull)
+	}
+	if st, _ := b3.RaftStats(); st.DiskFullStalls == 0 || !st.DiskFull {
+		t.Fatalf("n%d's stats with its Raft groups stalled: %+v", full, st)
+	}
+
+	efs.SetSpace(vfs.Unlimited)
+	b3.Maintain() // what the maintenance timer does each second: the guard finds room
+	waitSame(t, c, "f", full)
+	c.eventually(t, fmt.Sprintf("n%d ready again", full), func() error { return b3.Health() })
+	if hw := partitionState(c.mustPart(b3, "f", 0)).HighWatermark; hw != int64(acked) {
+		t.Fatalf("n%d holds %d records after catching up, %d were acknowledged", full, hw, acked)
+	}
+}
