@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -97,5 +100,48 @@ func TestClusterFullDiskWaitsForRoom(t *testing.T) {
 	c.eventually(t, fmt.Sprintf("n%d ready again", full), func() error { return b3.Health() })
 	if hw := partitionState(c.mustPart(b3, "f", 0)).HighWatermark; hw != int64(acked) {
 		t.Fatalf("n%d holds %d records after catching up, %d were acknowledged", full, hw, acked)
+	}
+}
+
+// TestReplicaApplyCutsBackAnEntryWithoutRoom: an entry whose batches are appended one by
+// one (each idempotent batch under the producer lock) and which finds no room half way is
+// undone whole (replpart.Log's contract: the host applies it again once there is room).
+// Kept half, its first batch would answer as a duplicate of itself the second time, and
+// the partition would hold it at one offset and its records twice.
+func TestReplicaApplyCutsBackAnEntryWithoutRoom(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	_, r := openReplicaLog(t, efs)
+	pid := ProducerID{ID: 9 << clusterPIDShift}
+	idem := func(seq int32, v string) []byte {
+		raw, err := batch.Build([]batch.Record{{Timestamp: newClock().Now().UnixMilli(), Value: []byte(v)}},
+			batch.Options{Producer: &batch.Producer{ID: pid.ID, Epoch: pid.Epoch, BaseSequence: seq}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	if res, err := r.Apply(2, [][]byte{idem(0, "a")}); err != nil || res[0].Err != nil {
+		t.Fatalf("first entry: %+v %v", res, err)
+	}
+	entry := [][]byte{idem(1, "b"), idem(2, "c"), idem(3, "d")}
+	var logWrites atomic.Int32
+	efs.Inject(vfs.Fault{Err: syscall.ENOSPC, Match: func(op vfs.Op, path string) bool {
+		return op == vfs.OpWrite && strings.HasSuffix(path, ".log") && logWrites.Add(1) > 1 // room for one batch
+	}})
+	if _, err := r.Apply(2, entry); !diskguard.IsFull(err) {
+		t.Fatalf("entry on a disk with room for one batch: %v, want ENOSPC", err)
+	}
+	if hw := r.p.log.HighWatermark(); hw != 1 {
+		t.Fatalf("high watermark %d after the entry found no room, want 1 (its first batch cut back)", hw)
+	}
+	efs.ClearFaults()
+	res, err := r.Apply(2, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, br := range res {
+		if br.Err != nil || br.Duplicate || br.Base != int64(1+i) {
+			t.Fatalf("batch %d applied again once there was room: %+v, want offset %d, no duplicate", i, br, 1+i)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
+	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/storage"
 )
 
@@ -64,7 +65,16 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 	for i := range raws {
 		hs[i], _ = batch.ParseHeader(raws[i])
 	}
+	start := p.log.HighWatermark()
 	if err := r.appendLocked(epoch, hs, checked, out); err != nil {
+		if diskguard.IsFull(err) {
+			// The entry is applied again once there is room (replpart.Log's contract):
+			// what of it was appended goes, and the producer and transaction state noted
+			// for it with it.
+			if cerr := r.cutBack(start); cerr != nil {
+				return nil, fmt.Errorf("partition %s/%d: %w (and cutting back the entry: %w)", p.topic, p.index, err, cerr)
+			}
+		}
 		return nil, err
 	}
 	// Only once p.prod is released: notifySubs takes the topic's lock, and topicRT.close
@@ -215,6 +225,18 @@ func (r *replicaLog) dropUnapplied() error {
 	}
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: cut records pulled past %d: %w", p.topic, p.index, r.appliedEnd, err)
+	}
+	r.rebuildProducers()
+	return nil
+}
+
+// cutBack cuts the log back to end, where an entry that found no room began, and rebuilds
+// the producer state from what remains.
+func (r *replicaLog) cutBack(end int64) error {
+	if r.p.log.HighWatermark() > end {
+		if err := r.p.log.TruncateSuffix(end); err != nil {
+			return err
+		}
 	}
 	r.rebuildProducers()
 	return nil

@@ -71,6 +71,13 @@ func classify(err error) (full, failed bool) {
 	return false, false
 }
 
+// IsFull reports whether err is a write the disk had no room for (ENOSPC,
+// or EDQUOT for a quota), as Note classifies it.
+func IsFull(err error) bool {
+	full, _ := classify(err)
+	return full
+}
+
 // DefaultHeadroom is the headroom's default size.
 const DefaultHeadroom = 64 << 20
 

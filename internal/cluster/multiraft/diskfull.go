@@ -22,17 +22,19 @@ import (
 	"time"
 )
 
-// fullError is an append of a group (or, group 0, a Sync) the disk had no room for.
+// fullError is a write of a group's (or, group 0, the Sync's) the disk had no room for:
+// op says which ("append", "apply snapshot", "sync", "apply").
 type fullError struct {
 	group GroupID
+	op    string
 	err   error
 }
 
 func (e *fullError) Error() string {
 	if e.group == 0 {
-		return fmt.Sprintf("multiraft: sync: no space left on the disk: %v", e.err)
+		return fmt.Sprintf("multiraft: %s: no space left on the disk: %v", e.op, e.err)
 	}
-	return fmt.Sprintf("multiraft: group %d: append: no space left on the disk: %v", e.group, e.err)
+	return fmt.Sprintf("multiraft: group %d: %s: no space left on the disk: %v", e.group, e.op, e.err)
 }
 
 func (e *fullError) Unwrap() error { return e.err }
@@ -40,14 +42,14 @@ func (e *fullError) Unwrap() error { return e.err }
 // asFull is err as a *fullError when it is an append the disk had no room for and the
 // group's storage is still writable (a storage that failed, as raftstore's Err reports,
 // stays failed: retrying it would wait forever), nil otherwise.
-func asFull(g GroupID, st *cachedStorage, err error) *fullError {
+func asFull(g GroupID, op string, st *cachedStorage, err error) *fullError {
 	if !diskFull(err) {
 		return nil
 	}
 	if storageFailed(st.Storage) {
 		return nil
 	}
-	return &fullError{group: g, err: err}
+	return &fullError{group: g, op: op, err: err}
 }
 
 // storageFailed reports whether st says it refuses every write until reopened
@@ -69,7 +71,7 @@ func syncFull(written []Storage, err error) *fullError {
 			return nil
 		}
 	}
-	return &fullError{err: err}
+	return &fullError{op: "sync", err: err}
 }
 
 // NoRoomError is what a StateMachine's Apply returns when the disk had no room for the

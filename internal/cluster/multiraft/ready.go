@@ -54,7 +54,7 @@ func (h *Host) applyOrStop(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) 
 	n, err := h.apply(g, snap, ents)
 	var nr *NoRoomError
 	if errors.As(err, &nr) {
-		return n, &fullError{group: g.id, err: err}
+		return n, &fullError{group: g.id, op: "apply", err: err}
 	}
 	if err != nil {
 		h.mu.Lock()
@@ -299,7 +299,7 @@ func (h *Host) persist(work []readyWork) error {
 		if !raft.IsEmptySnap(rd.Snapshot) {
 			if !w.snapStored {
 				if err := st.ApplySnapshot(rd.Snapshot); err != nil {
-					if full := asFull(w.g.id, st, err); full != nil {
+					if full := asFull(w.g.id, "apply snapshot", st, err); full != nil {
 						return full // its first write, the snapshot file: nothing changed
 					}
 					return fmt.Errorf("multiraft: group %d: apply snapshot: %w", w.g.id, err)
@@ -310,7 +310,7 @@ func (h *Host) persist(work []readyWork) error {
 		}
 		if len(rd.Entries) > 0 && !w.stored {
 			if err := st.Append(rd.Entries); err != nil {
-				if full := asFull(w.g.id, st, err); full != nil {
+				if full := asFull(w.g.id, "append", st, err); full != nil {
 					return full
 				}
 				return fmt.Errorf("multiraft: group %d: append: %w", w.g.id, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
@@ -17,7 +18,9 @@ import (
 type Log interface {
 	// Apply appends the batches of one committed entry, stamping term as their leader epoch;
 	// returns one result per batch. A deterministic refusal (a producer sequence out of order,
-	// a fenced epoch) is a BatchResult.Err; a returned error (disk) stops the group here.
+	// a fenced epoch) is a BatchResult.Err; a returned error (disk) stops the group here,
+	// except one matching syscall.ENOSPC or EDQUOT, after which the log must be as before
+	// the call: the entry is applied again once there is room (multiraft.NoRoomError).
 	Apply(term uint64, batches [][]byte) ([]BatchResult, error)
 	// Checkpoint makes everything applied durable and returns what Restore needs to come back
 	// to exactly this point (the broker: its high watermark and log start).
@@ -125,7 +128,11 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 		}
 		rs, err := m.log.Apply(e.Term, en.Batches)
 		if err != nil {
-			return fmt.Errorf("replpart: entry %d: log: %w", e.Index, err)
+			err = fmt.Errorf("replpart: entry %d: log: %w", e.Index, err)
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				return &multiraft.NoRoomError{Index: e.Index, Err: err} // the log is as before it
+			}
+			return err
 		}
 		if len(rs) != len(en.Batches) {
 			return fmt.Errorf("replpart: entry %d: log answered %d results for %d batches", e.Index, len(rs), len(en.Batches))
