@@ -4,31 +4,16 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// mountTmpfs mounts a tmpfs of size MiB for the test and unmounts it at the
-// end. It needs root (CI runs as root); elsewhere the test says why it
-// cannot run.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", size), "sluice-chaos", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot mount a %d MiB tmpfs to fill (needs root): %v %s", size, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
 
 // post sends a JSON request and returns the status and body.
 func post(t *testing.T, url, body string, hdr ...string) (int, string) {
@@ -55,7 +40,7 @@ func post(t *testing.T, url, body string, hdr ...string) (int, string) {
 // message, /readyz says why it is not ready, acks still work, and deleting
 // a queue through the API brings the broker back.
 func TestDiskFull(t *testing.T) {
-	dir := mountTmpfs(t, 24)
+	dir := testproc.MountTmpfs(t, 24)
 	p := serve(t, 0, "--data-dir", dir, "--disk-headroom", "2MiB", "--fsync", "always")
 	api := "http://" + p.Addr("http") + "/sluice.v1."
 	sqsURL := "http://" + p.Addr("sqs")

@@ -36,6 +36,9 @@ type cluster struct {
 	nodeBins []string
 	// nodePeers, when set, is node i+1's own --cluster-peers (peers behind proxies).
 	nodePeers []string
+	// nodeDirs, when set, is node i+1's data directory where not "" (one on a file
+	// system of its own), else one in the test's temporary directory.
+	nodeDirs []string
 	// links[from-1][to-1] is the proxy node from dials to reach node to (nil on the
 	// diagonal), when the cluster runs behind proxies.
 	links [][]*faultproxy.Proxy
@@ -76,7 +79,11 @@ func startClusterOf(c *cluster, n int, proxied bool) *cluster {
 	t := c.t
 	var peers []string
 	for i := range n {
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)))
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1))
+		if i < len(c.nodeDirs) && c.nodeDirs[i] != "" {
+			dir = c.nodeDirs[i]
+		}
+		c.dirs = append(c.dirs, dir)
 		c.raft = append(c.raft, freeAddr(t))
 		c.kafka = append(c.kafka, freeAddr(t))
 		c.sqs = append(c.sqs, freeAddr(t))
