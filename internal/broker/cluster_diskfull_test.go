@@ -145,3 +145,72 @@ func TestReplicaApplyCutsBackAnEntryWithoutRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterFullNodeHandsOverLeadership: a node whose disk is full refuses new data where
+// it leads, so it hands the leadership of its partitions to a replica with room, and the
+// leader balancing does not hand them back (it asks the preferred leader's node first)
+// until the node has room again; then it does.
+func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	was := balanceEvery
+	balanceEvery = 100 * time.Millisecond // many chances to hand it back too early
+	t.Cleanup(func() { balanceEvery = was })
+	const full = multiraft.NodeID(3)
+	var efs *vfs.ErrorFS
+	c := startMemCluster(&memCluster{t: t, wrapFS: func(id multiraft.NodeID, m *vfs.MemFS) vfs.FS {
+		if id != full {
+			return m
+		}
+		efs = vfs.NewErrorFS(m)
+		return efs
+	}}, 3)
+	b3 := c.nodes[full].b
+	if _, err := c.nodes[1].b.CreateTopic(TopicSettings{Name: "shed", Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	part := int32(-1) // the partition node 3 is the preferred leader of
+	for p := range int32(3) {
+		if pl, err := b3.PartitionPlacement("shed", p); err == nil && len(pl.Replicas) > 0 && pl.Replicas[0] == int32(full) {
+			part = p
+		}
+	}
+	if part < 0 {
+		t.Fatal("node 3 is no partition's preferred leader")
+	}
+	c.eventually(t, "node 3 leading its preferred partition", func() error {
+		if l := c.leaderID("shed", part, 0); l != full {
+			return fmt.Errorf("led by n%d", l)
+		}
+		return nil
+	})
+
+	efs.SetSpace(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := b3.Produce(ctx, "shed", []ProduceRecord{{Value: []byte("fills it"), Partition: &part}}, ProduceOptions{})
+	cancel()
+	t.Logf("the produce that found node 3's disk full: %v", err)
+	c.eventually(t, "node 3 in its full state", func() error { return notYet(b3.Health() != nil) })
+	c.eventually(t, "the partition led by a node with room", func() error {
+		if l := c.leaderID("shed", part, 0); l == full {
+			return errors.New("still led by n3")
+		}
+		return nil
+	})
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if l := c.leaderID("shed", part, 0); l == full {
+			t.Fatal("the partition went back to node 3 while its disk is full")
+		}
+	}
+	c.produceToPart("shed", part, 5) // through the new leader, acknowledged by the two with room
+
+	efs.SetSpace(vfs.Unlimited)
+	b3.Maintain()
+	c.eventually(t, "node 3 leading its preferred partition again once it has room", func() error {
+		if l := c.leaderID("shed", part, 0); l != full {
+			return fmt.Errorf("led by n%d (node 3 health: %v)", l, b3.Health())
+		}
+		return nil
+	})
+}

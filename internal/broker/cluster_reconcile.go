@@ -99,6 +99,7 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 	// retried append fits at once), refuses new data where this node leads and turns
 	// /readyz to 503 until maintenance finds room.
 	o.Host.SetOnDiskFull(func(err error) { b.disk.Note(err) })
+	o.Meta.SetStorageFull(func() bool { return b.disk.Admit() != nil }) // asked by peers (cluster_shed.go)
 	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
 		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, balanceEvery: balance, stop: make(chan struct{}), done: make(chan struct{}),
 		bgCtx: ctx, bgCancel: cancel, txn: newClusterTxn(ctx, b, o)}
@@ -115,7 +116,8 @@ func (c *clusterRT) run() {
 		c.reconcile()
 		c.reconcileCursors() // cluster_subs_host.go
 		c.reconcileQueues()
-		c.featureRound() // cluster_features.go
+		c.featureRound()         // cluster_features.go
+		c.shedLeadersWhileFull() // cluster_shed.go
 		if time.Since(c.collected) >= c.collectEvery {
 			c.collectGroups() // cluster_gc.go
 			c.collected = time.Now()
@@ -435,6 +437,7 @@ var balanceEvery = 10 * time.Second
 // preferred leader (the first replica) once that replica is alive and caught up: after a
 // failover the leaders crowd onto the survivors, and this spreads them back.
 func (c *clusterRT) balanceLeaders() {
+	full := c.fullNodes() // asked only of a preferred leader about to be handed one
 	for _, t := range c.b.streams.topicList() {
 		_, parts := t.snapshot()
 		for _, p := range parts {
@@ -443,7 +446,7 @@ func (c *clusterRT) balanceLeaders() {
 				continue
 			}
 			st, err := c.host.Status(h.group)
-			if err != nil || st.Role != raft.StateLeader || !slices.Contains(st.InSync, h.replicas[0]) {
+			if err != nil || st.Role != raft.StateLeader || !slices.Contains(st.InSync, h.replicas[0]) || full(h.replicas[0]) {
 				continue
 			}
 			if err := c.host.TransferLeadership(h.group, h.replicas[0]); err == nil {

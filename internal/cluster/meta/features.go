@@ -133,7 +133,10 @@ func (d *decoder) level(s *State) {
 }
 
 // The metadata group's requests (multiraft.RequestServer): a kind byte, then its body.
-const requestFeatureLevel = 1
+const (
+	requestFeatureLevel = 1
+	requestStorageFull  = 2 // nodestate.go
+)
 
 // AdvertiseFeatureLevel sets the level this node tells the leader it reads: at most
 // MaxFeatureLevel (the default), at least LevelBase. An operator holding a cluster at a
@@ -149,8 +152,16 @@ func (m *Machine) AdvertisedFeatureLevel() int { return int(m.advertised.Load())
 // ServeRequest answers a peer's question about this node (multiraft.RequestServer;
 // called concurrently with Apply, so it reads only what is safe to).
 func (m *Machine) ServeRequest(_ multiraft.NodeID, req []byte) ([]byte, error) {
-	if len(req) == 1 && req[0] == requestFeatureLevel {
-		return binary.AppendUvarint(nil, uint64(m.AdvertisedFeatureLevel())), nil
+	if len(req) == 1 {
+		switch req[0] {
+		case requestFeatureLevel:
+			return binary.AppendUvarint(nil, uint64(m.AdvertisedFeatureLevel())), nil
+		case requestStorageFull: // nodestate.go
+			if m.storageIsFull() {
+				return []byte{1}, nil
+			}
+			return []byte{0}, nil
+		}
 	}
 	return nil, fmt.Errorf("meta: unknown request of %d bytes", len(req))
 }

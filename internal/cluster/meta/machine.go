@@ -50,6 +50,8 @@ type Machine struct {
 	stateTooLarge bool
 	// advertised is the feature level this node tells the leader it reads (features.go).
 	advertised atomic.Int64
+	// storageFull says whether this node's disk is full, for its peers (nodestate.go).
+	storageFull atomic.Pointer[func() bool]
 	// lastApplied is the index of the last entry applied (Apply's thread only): what a
 	// snapshot's offsets payload is as of (membership_offsets.go).
 	lastApplied uint64

@@ -1,0 +1,76 @@
+package broker
+
+// Leadership off a full disk (docs/cluster.md, "A full disk"). A node whose disk guard is
+// in its full state refuses new data for the partitions and queues it leads, so leading
+// them it would keep them unwritable while their other replicas have room. Each reconcile
+// round it therefore hands the leadership of each to an in-sync replica whose node says
+// its disk is not full (meta.Catalog.NodeStorageFull), and the leader balancing
+// (balanceLeaders, balanceQueueLeaders) hands nothing back to a preferred leader whose
+// node says it is full. A node that cannot say (unreachable, or a binary from before the
+// question) counts as having room: what every node did before.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"go.etcd.io/raft/v3"
+)
+
+// askFullTimeout bounds one "is your disk full" question to a peer.
+const askFullTimeout = 500 * time.Millisecond
+
+// fullNodes returns a function that tells whether a node's disk is full, asking each node
+// at most once (the answers hold for one round of shedding or balancing).
+func (c *clusterRT) fullNodes() func(multiraft.NodeID) bool {
+	answers := map[multiraft.NodeID]bool{}
+	return func(n multiraft.NodeID) bool {
+		if full, ok := answers[n]; ok {
+			return full
+		}
+		ctx, cancel := context.WithTimeout(c.bgCtx, askFullTimeout)
+		defer cancel()
+		full, err := c.cat.NodeStorageFull(ctx, n)
+		answers[n] = err == nil && full
+		return answers[n]
+	}
+}
+
+// shedLeadersWhileFull hands the leadership of every partition and queue this node leads
+// to a replica with room, while this node's disk is full.
+func (c *clusterRT) shedLeadersWhileFull() {
+	if c.b.disk.Admit() == nil {
+		return
+	}
+	full := c.fullNodes()
+	for _, t := range c.b.streams.topicList() {
+		_, parts := t.snapshot()
+		for _, p := range parts {
+			if h := p.repl.Load(); h != nil {
+				c.shedGroup(h.group, full, fmt.Sprintf("partition %s/%d", p.topic, p.index))
+			}
+		}
+	}
+	for _, h := range c.hostedQueueList() {
+		c.shedGroup(h.group, full, "queue "+h.name)
+	}
+}
+
+// shedGroup transfers group g's leadership, if this node holds it, to its first in-sync
+// replica whose node is not full.
+func (c *clusterRT) shedGroup(g multiraft.GroupID, full func(multiraft.NodeID) bool, what string) {
+	st, err := c.host.Status(g)
+	if err != nil || st.Role != raft.StateLeader {
+		return
+	}
+	for _, n := range st.InSync {
+		if n == c.node || full(n) {
+			continue
+		}
+		if err := c.host.TransferLeadership(g, n); err == nil {
+			c.log.Warn("cluster: disk full: handing leadership to a node with room", "of", what, "to", uint64(n))
+		}
+		return
+	}
+}
