@@ -171,14 +171,19 @@ func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	part := int32(-1) // the partition node 3 is the preferred leader of
-	for p := range int32(3) {
-		if pl, err := b3.PartitionPlacement("shed", p); err == nil && len(pl.Replicas) > 0 && pl.Replicas[0] == int32(full) {
-			part = p
+	c.eventually(t, "a partition whose preferred leader is node 3", func() error {
+		for p := range int32(3) {
+			pl, err := b3.PartitionPlacement("shed", p)
+			if err != nil {
+				return err // not in node 3's catalog yet
+			}
+			if len(pl.Replicas) > 0 && pl.Replicas[0] == int32(full) {
+				part = p
+				return nil
+			}
 		}
-	}
-	if part < 0 {
-		t.Fatal("node 3 is no partition's preferred leader")
-	}
+		return errors.New("none")
+	})
 	c.eventually(t, "node 3 leading its preferred partition", func() error {
 		if l := c.leaderID("shed", part, 0); l != full {
 			return fmt.Errorf("led by n%d", l)
