@@ -17,11 +17,12 @@ import (
 )
 
 // TestNodeWithFullDisk: three real processes, node 3's data directory on a 48 MiB tmpfs
-// (the kernel's ENOSPC, not an injected one). A producer (acks=all) fills it through a
-// partition led elsewhere: every record is acknowledged by the two nodes with room, node 3
-// stays up, its /readyz answers 503 "storage full" and sluice_raft_disk_full is 1. Then
-// the volume grows (a remount, as an operator would): node 3 is ready again on its own,
-// and made leader it serves every acknowledged record, in order, from its own log.
+// (the kernel's ENOSPC, not an injected one). A producer (acks=all, franz-go's retries)
+// fills it through a partition node 3 leads: node 3 refuses the next records and hands the
+// partition to a node with room, so every record is acknowledged all the same; node 3
+// stays up, its /readyz answers 503 "storage full" and sluice_raft_disk_full is 1. Then the
+// volume grows (a remount, as an operator would): node 3 is ready again on its own, and
+// made leader it serves every acknowledged record, in order, from its own log.
 func TestNodeWithFullDisk(t *testing.T) {
 	vol := testproc.MountTmpfs(t, 48)
 	c := startClusterOf(&cluster{t: t, bin: testproc.Build(t, t.TempDir()),
@@ -43,11 +44,12 @@ func TestNodeWithFullDisk(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	moveLeader(1)
+	moveLeader(3)
 
 	value := make([]byte, 16<<10) // random: the client compresses batches
 	rng := rand.New(rand.NewPCG(1, 2))
 	acked, fullAt := 0, -1
+	var slowest time.Duration // the producer's pause while the partition moved
 	for fullAt < 0 || acked < fullAt+512 { // 8 MiB past the moment node 3 said full
 		if acked == 20000 || ctx.Err() != nil {
 			t.Fatalf("node 3 never said its disk is full after %d records of 16 KiB (readyz: %s)", acked, c.readyz(3))
@@ -56,15 +58,20 @@ func TestNodeWithFullDisk(t *testing.T) {
 			value[i] = byte(rng.Uint32())
 		}
 		rec := &kgo.Record{Topic: "full", Value: append([]byte(fmt.Sprintf("%08d", acked)), value...)}
+		began := time.Now()
 		if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			t.Fatalf("record %d (node 3 full since record %d): %v", acked, fullAt, err)
 		}
+		slowest = max(slowest, time.Since(began))
 		acked++
 		if fullAt < 0 && acked%64 == 0 && strings.Contains(c.readyz(3), "storage full") {
 			fullAt = acked
 		}
 	}
-	t.Logf("node 3 said full after %d records; %d acknowledged in all", fullAt, acked)
+	t.Logf("node 3 said full after %d records; %d acknowledged in all; the slowest took %v", fullAt, acked, slowest)
+	if l := c.leaderOf(ctx, adm, "full", 0); l == 3 {
+		t.Fatal("node 3 still leads full/0 with its disk full")
+	}
 	if got := c.readyz(3); !strings.HasPrefix(got, "503") || !strings.Contains(got, "storage full") {
 		t.Fatalf("node 3's /readyz with its disk full: %s", got)
 	}
