@@ -49,7 +49,7 @@ func TestNodeWithFullDisk(t *testing.T) {
 	value := make([]byte, 16<<10) // random: the client compresses batches
 	rng := rand.New(rand.NewPCG(1, 2))
 	acked, fullAt := 0, -1
-	var slowest time.Duration // the producer's pause while the partition moved
+	var slowest time.Duration              // the producer's pause while the partition moved
 	for fullAt < 0 || acked < fullAt+512 { // 8 MiB past the moment node 3 said full
 		if acked == 20000 || ctx.Err() != nil {
 			t.Fatalf("node 3 never said its disk is full after %d records of 16 KiB (readyz: %s)", acked, c.readyz(3))
