@@ -16,6 +16,20 @@ import (
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
+// startClusterToFill starts three in-process nodes, node full on an ErrorFS whose space
+// the test runs out (ErrorFS.SetSpace) and gives back.
+func startClusterToFill(t *testing.T, full multiraft.NodeID) (*memCluster, *vfs.ErrorFS) {
+	var efs *vfs.ErrorFS
+	c := startMemCluster(&memCluster{t: t, wrapFS: func(id multiraft.NodeID, m *vfs.MemFS) vfs.FS {
+		if id != full {
+			return m
+		}
+		efs = vfs.NewErrorFS(m) // a new one at each start: restarts keep the disk, not the limit
+		return efs
+	}}, 3)
+	return c, efs
+}
+
 // TestClusterFullDiskWaitsForRoom: a follower whose disk fills (its Raft log, its
 // HardState log and its local partition log all on it) neither stops its Raft host nor
 // answers /readyz "ready": it refuses new data at once (the disk guard's full state),
@@ -26,14 +40,7 @@ func TestClusterFullDiskWaitsForRoom(t *testing.T) {
 		t.Skip("runs a three-node cluster")
 	}
 	const full = multiraft.NodeID(3)
-	var efs *vfs.ErrorFS
-	c := startMemCluster(&memCluster{t: t, wrapFS: func(id multiraft.NodeID, m *vfs.MemFS) vfs.FS {
-		if id != full {
-			return m
-		}
-		efs = vfs.NewErrorFS(m)
-		return efs
-	}}, 3)
+	c, efs := startClusterToFill(t, full)
 	if _, err := c.nodes[1].b.CreateTopic(TopicSettings{Name: "f", Partitions: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +135,7 @@ func TestReplicaApplyCutsBackAnEntryWithoutRoom(t *testing.T) {
 	efs.Inject(vfs.Fault{Err: syscall.ENOSPC, Match: func(op vfs.Op, path string) bool {
 		return op == vfs.OpWrite && strings.HasSuffix(path, ".log") && logWrites.Add(1) > 1 // room for one batch
 	}})
-	if _, err := r.Apply(2, entry); !diskguard.IsFull(err) {
+	if _, err := r.Apply(2, entry); !vfs.NoSpace(err) {
 		t.Fatalf("entry on a disk with room for one batch: %v, want ENOSPC", err)
 	}
 	if hw := r.p.log.HighWatermark(); hw != 1 {
@@ -158,14 +165,7 @@ func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
 	balanceEvery = 100 * time.Millisecond // many chances to hand it back too early
 	t.Cleanup(func() { balanceEvery = was })
 	const full = multiraft.NodeID(3)
-	var efs *vfs.ErrorFS
-	c := startMemCluster(&memCluster{t: t, wrapFS: func(id multiraft.NodeID, m *vfs.MemFS) vfs.FS {
-		if id != full {
-			return m
-		}
-		efs = vfs.NewErrorFS(m)
-		return efs
-	}}, 3)
+	c, efs := startClusterToFill(t, full)
 	b3 := c.nodes[full].b
 	if _, err := c.nodes[1].b.CreateTopic(TopicSettings{Name: "shed", Partitions: 3}); err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
-	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/storage"
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // hostedReplica is a partition's Raft group on this node.
@@ -67,7 +67,7 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 	}
 	start := p.log.HighWatermark()
 	if err := r.appendLocked(epoch, hs, checked, out); err != nil {
-		if diskguard.IsFull(err) {
+		if vfs.NoSpace(err) {
 			// The entry is applied again once there is room (replpart.Log's contract):
 			// what of it was appended goes, and the producer and transaction state noted
 			// for it with it.

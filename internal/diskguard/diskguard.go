@@ -63,19 +63,12 @@ func classify(err error) (full, failed bool) {
 	switch {
 	case err == nil:
 		return false, false
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case vfs.NoSpace(err):
 		return true, false
 	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.EROFS):
 		return false, true
 	}
 	return false, false
-}
-
-// IsFull reports whether err is a write the disk had no room for (ENOSPC,
-// or EDQUOT for a quota), as Note classifies it.
-func IsFull(err error) bool {
-	full, _ := classify(err)
-	return full
 }
 
 // DefaultHeadroom is the headroom's default size.

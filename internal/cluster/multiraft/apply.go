@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-mq/sluice/internal/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -89,7 +90,7 @@ func (h *Host) apply(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) (int, 
 		return done, full
 	}
 	if err := h.maybeSnapshot(g, confChanged); err != nil {
-		if !diskFull(err) || storageFailed(g.store.Storage) {
+		if !vfs.NoSpace(err) || storageFailed(g.store.Storage) {
 			return done, err
 		}
 		// Not taken for lack of room: the next apply tries again. Nothing is lost, the

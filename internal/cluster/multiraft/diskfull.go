@@ -18,8 +18,9 @@ package multiraft
 import (
 	"errors"
 	"fmt"
-	"syscall"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // fullError is a write of a group's (or, group 0, the Sync's) the disk had no room for:
@@ -43,7 +44,7 @@ func (e *fullError) Unwrap() error { return e.err }
 // group's storage is still writable (a storage that failed, as raftstore's Err reports,
 // stays failed: retrying it would wait forever), nil otherwise.
 func asFull(g GroupID, op string, st *cachedStorage, err error) *fullError {
-	if !diskFull(err) {
+	if !vfs.NoSpace(err) {
 		return nil
 	}
 	if storageFailed(st.Storage) {
@@ -63,7 +64,7 @@ func storageFailed(st Storage) bool {
 // log's append: raftstore keeps every HardState staged for the next Sync) and failed none
 // of the written storages; nil otherwise (an fdatasync error is final).
 func syncFull(written []Storage, err error) *fullError {
-	if !diskFull(err) {
+	if !vfs.NoSpace(err) {
 		return nil
 	}
 	for _, st := range written {
@@ -89,11 +90,6 @@ func (e *NoRoomError) Error() string {
 }
 
 func (e *NoRoomError) Unwrap() error { return e.Err }
-
-// diskFull reports whether err is a write the disk had no room for.
-func diskFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
 
 // stall is a round whose writes found the disk full, kept to be finished: written again
 // (persisted false), or, once written, synced and answered, applied from where its apply

@@ -171,7 +171,7 @@ func (w *hsWAL) write(recs []walRec, sync bool) error {
 	sync = sync || w.size+int64(len(buf)) > w.limit
 	if _, err := w.f.Write(buf); err != nil {
 		err = fmt.Errorf("raftstore: append %s: %w", walFile, err)
-		if diskFull(err) && w.f.Truncate(w.size) == nil {
+		if vfs.NoSpace(err) && w.f.Truncate(w.size) == nil {
 			return err // nothing of recs is in the file: written again later
 		}
 		w.failed = err
@@ -196,7 +196,7 @@ func (w *hsWAL) write(recs []walRec, sync bool) error {
 		}
 	}
 	if w.size > w.limit {
-		if err := w.rewrite(); err != nil && !(diskFull(err) && w.f != nil) {
+		if err := w.rewrite(); err != nil && !(vfs.NoSpace(err) && w.f != nil) {
 			w.failed = err // the records above are durable; later ones are not written
 		}
 	}

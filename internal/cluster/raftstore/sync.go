@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"syscall"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Sync makes every write to the given groups durable, in two steps:
@@ -56,7 +57,7 @@ func (s *Store) Sync(groups ...*Group) error {
 			continue // (written, not synced: not durable yet)
 		}
 		g := groups[k]
-		if werr != nil && diskFull(werr) {
+		if werr != nil && vfs.NoSpace(werr) {
 			// Not written, and the log is still whole (hswal.write): the group's
 			// HardState waits for the next Sync, which the caller retries.
 			g.stageHardStateAgain()
@@ -145,11 +146,6 @@ func (g *Group) stageHardStateAgain() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.hsDirty = true
-}
-
-// diskFull reports whether err is a write the disk had no room for.
-func diskFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // noteDurable records that the HardState log holds r.

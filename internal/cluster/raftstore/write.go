@@ -337,7 +337,7 @@ func (g *Group) writeStateFull(r stateRec, keepOnFull bool) error {
 	}
 	if err := vfs.WriteFileAtomic(g.fs, g.dir, stateFile, b); err != nil {
 		err = fmt.Errorf("raftstore: group %d: write state: %w", g.id, err)
-		if keepOnFull && diskFull(err) {
+		if keepOnFull && vfs.NoSpace(err) {
 			return err
 		}
 		return g.failLocked(err)
@@ -354,7 +354,7 @@ func (g *Group) writeSnapshotFile(s pb.Snapshot) error {
 	}
 	if err := vfs.WriteFileAtomic(g.fs, g.dir, snapshotFile, b); err != nil {
 		err = fmt.Errorf("raftstore: group %d: write snapshot: %w", g.id, err)
-		if diskFull(err) {
+		if vfs.NoSpace(err) {
 			// The old file is in place (writeStateFull says why), and both callers
 			// write it first, before anything else changes: nothing to fail.
 			return err

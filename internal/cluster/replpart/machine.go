@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
+	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // Log is the partition's local log, owned by the broker. The host calls Apply, Checkpoint,
@@ -129,7 +129,7 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 		rs, err := m.log.Apply(e.Term, en.Batches)
 		if err != nil {
 			err = fmt.Errorf("replpart: entry %d: log: %w", e.Index, err)
-			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			if vfs.NoSpace(err) {
 				return &multiraft.NoRoomError{Index: e.Index, Err: err} // the log is as before it
 			}
 			return err
