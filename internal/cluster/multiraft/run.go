@@ -14,6 +14,16 @@ import (
 func (h *Host) Run(ctx context.Context, t Ticker) error {
 	s, _ := t.(Sleeper)
 	var armed uint64 // the Sleeper tick C is armed for; 0: none
+	// While a round is stalled on a full disk (diskfull.go) only its retry timer runs a
+	// round: a wake-up for a message or a proposal would retry at once, and under load
+	// that is a retry per message, not one per backoff.
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	var retryC <-chan time.Time
 	for {
 		if h.isClosed() {
 			return ErrStopped
@@ -26,14 +36,15 @@ func (h *Host) Run(ctx context.Context, t Ticker) error {
 				armed = n
 			}
 		}
-		var retry <-chan time.Time // a round stalled on a full disk is retried (diskfull.go)
-		if d := h.stallRetry(); d > 0 {
-			retry = time.After(d)
+		if d := h.stallRetry(); d > 0 && retryC == nil {
+			retry = time.NewTimer(d)
+			retryC = retry.C
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-retry:
+		case <-retryC:
+			retryC = nil
 		case <-t.C():
 			if s != nil {
 				armed = 0
@@ -41,9 +52,15 @@ func (h *Host) Run(ctx context.Context, t Ticker) error {
 			} else {
 				h.Tick()
 			}
+			if retryC != nil {
+				continue
+			}
 		case <-h.work:
 			if s != nil {
 				h.woken(s)
+			}
+			if retryC != nil {
+				continue
 			}
 		}
 		// Rounds until no group has work: whatever arrived during a round's sync is
