@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/vfs"
+	"go.etcd.io/raft/v3"
 )
 
 // startClusterToFill starts three in-process nodes, node full on an ErrorFS whose space
@@ -154,7 +156,7 @@ func TestReplicaApplyCutsBackAnEntryWithoutRoom(t *testing.T) {
 }
 
 // TestClusterFullNodeHandsOverLeadership: a node whose disk is full refuses new data where
-// it leads, so it hands the leadership of its partitions to a replica with room, and the
+// it leads, so it hands the leadership of its partitions and queues to a replica with room, and the
 // leader balancing does not hand them back (it asks the preferred leader's node first)
 // until the node has room again; then it does.
 func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
@@ -184,9 +186,34 @@ func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
 		}
 		return errors.New("none")
 	})
-	c.eventually(t, "node 3 leading its preferred partition", func() error {
-		if l := c.leaderID("shed", part, 0); l != full {
-			return fmt.Errorf("led by n%d", l)
+	// And a queue node 3 is the preferred leader of.
+	var cq *meta.Queue
+	for i := 0; cq == nil || cq.Replicas[0] != full; i++ {
+		if i == 6 {
+			t.Fatal("node 3 is the preferred leader of none of 6 queues")
+		}
+		name := fmt.Sprintf("q%d", i)
+		if err := c.forwarded(func(b *Broker) error { _, err := b.CreateQueue(QueueSettings{Name: name}); return err }); err != nil {
+			t.Fatal(err)
+		}
+		c.eventually(t, "queue "+name+" on three replicas", func() error {
+			if cq = b3.cluster.meta.State().Queues[name]; cq == nil || len(cq.Replicas) != 3 {
+				return fmt.Errorf("catalog: %+v", cq)
+			}
+			return nil
+		})
+	}
+	queueLeader := func() multiraft.NodeID {
+		for _, id := range c.ids {
+			if st, err := c.nodes[id].host.Status(cq.Group); err == nil && st.Role == raft.StateLeader {
+				return id
+			}
+		}
+		return 0
+	}
+	c.eventually(t, "node 3 leading its preferred partition and queue", func() error {
+		if l, q := c.leaderID("shed", part, 0), queueLeader(); l != full || q != full {
+			return fmt.Errorf("led by n%d and n%d", l, q)
 		}
 		return nil
 	})
@@ -197,24 +224,24 @@ func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
 	cancel()
 	t.Logf("the produce that found node 3's disk full: %v", err)
 	c.eventually(t, "node 3 in its full state", func() error { return notYet(b3.Health() != nil) })
-	c.eventually(t, "the partition led by a node with room", func() error {
-		if l := c.leaderID("shed", part, 0); l == full {
-			return errors.New("still led by n3")
+	c.eventually(t, "the partition and the queue led by nodes with room", func() error {
+		if l, q := c.leaderID("shed", part, 0), queueLeader(); l == full || q == full {
+			return fmt.Errorf("led by n%d and n%d", l, q)
 		}
 		return nil
 	})
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if l := c.leaderID("shed", part, 0); l == full {
-			t.Fatal("the partition went back to node 3 while its disk is full")
+		if l, q := c.leaderID("shed", part, 0), queueLeader(); l == full || q == full {
+			t.Fatalf("back to node 3 while its disk is full: partition led by n%d, queue by n%d", l, q)
 		}
 	}
 	c.produceToPart("shed", part, 5) // through the new leader, acknowledged by the two with room
 
 	efs.SetSpace(vfs.Unlimited)
 	b3.Maintain()
-	c.eventually(t, "node 3 leading its preferred partition again once it has room", func() error {
-		if l := c.leaderID("shed", part, 0); l != full {
-			return fmt.Errorf("led by n%d (node 3 health: %v)", l, b3.Health())
+	c.eventually(t, "node 3 leading its preferred partition and queue again once it has room", func() error {
+		if l, q := c.leaderID("shed", part, 0), queueLeader(); l != full || q != full {
+			return fmt.Errorf("led by n%d and n%d (node 3 health: %v)", l, q, b3.Health())
 		}
 		return nil
 	})
