@@ -94,6 +94,9 @@ func fullDiskStallsTheNode(t *testing.T, walOnly bool) {
 	if n := notified.Load(); n != 1 {
 		t.Fatalf("OnDiskFull heard %d stalls, want 1 (one stall, retried many times)", n)
 	}
+	if n := h2.Stats().AppendsDroppedWhileFull; n == 0 {
+		t.Fatal("n2 kept the appends it received while stalled")
+	}
 	full2.Store(false)
 	for range 10 {
 		c.tick()

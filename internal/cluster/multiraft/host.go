@@ -147,13 +147,15 @@ type Stats struct {
 	// DiskFull is whether one stalls the Ready loop now (diskfull.go).
 	DiskFullStalls uint64
 	DiskFull       bool
-	Readys         uint64 // group Readys handled (Readys/Syncs is the group commit)
-	Batches        uint64 // batches sent
-	Messages       uint64 // raft messages sent
-	Quiesces       uint64
-	Wakes          uint64
-	SnapsSent      uint64 // snapshots handed to the transport (a follower too far behind the log)
-	SnapsTaken     uint64 // snapshots received and restored
+	// AppendsDroppedWhileFull counts appends from leaders dropped during such stalls.
+	AppendsDroppedWhileFull uint64
+	Readys                  uint64 // group Readys handled (Readys/Syncs is the group commit)
+	Batches                 uint64 // batches sent
+	Messages                uint64 // raft messages sent
+	Quiesces                uint64
+	Wakes                   uint64
+	SnapsSent               uint64 // snapshots handed to the transport (a follower too far behind the log)
+	SnapsTaken              uint64 // snapshots received and restored
 	// VotesRefused counts vote and pre-vote requests dropped because the replica was
 	// blank (voting.go): a node restarted on an empty disk, or a replica not yet caught up.
 	VotesRefused uint64
@@ -387,6 +389,13 @@ func (h *Host) Receive(b Batch) {
 			continue
 		}
 		if h.maybePrepare(g, m.Msg) {
+			continue
+		}
+		if h.diskFull != nil && m.Msg.Type == raftpb.MsgApp {
+			// Stalled on a full disk (diskfull.go): raft would keep these entries in
+			// memory, unanswered, up to each leader's in-flight limit per group; dropped,
+			// they are sent again once this node answers.
+			h.stats.AppendsDroppedWhileFull++
 			continue
 		}
 		h.wake(g)
