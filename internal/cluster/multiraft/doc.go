@@ -27,6 +27,11 @@
 // leader has sent it the log, and a heartbeat committing past its log is dropped rather
 // than stepped into raft's panic (voting.go).
 //
+// A storage failure stops the host (the node restarts from what its storage holds), except
+// a write the disk had no room for: then the Ready loop stalls on that round, retries it
+// until there is room and resumes where it stopped, and a state machine says the same of
+// an entry with NoRoomError (diskfull.go).
+//
 // It must never import internal/broker, a front-end, the server or the node: it knows groups,
 // entries and bytes, never topics, queues or protocols. State machines are the caller's; the
 // host hands them committed entries in log order and never interprets their bytes. A state
