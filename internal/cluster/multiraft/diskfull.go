@@ -176,12 +176,33 @@ func (h *Host) setDiskFull(err error) {
 	h.diskFull = err
 }
 
-// DiskFull is the append that stalls this node's Ready loop for lack of space, nil while
-// none does.
+// DiskFull is the write that found no room and waits for it, nil while none does: a round
+// that stalls the Ready loop, or the last preparation of a leader's snapshot (its pull of
+// records), until one succeeds.
 func (h *Host) DiskFull() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.diskFull
+	if h.diskFull != nil {
+		return h.diskFull
+	}
+	return h.prepFull
+}
+
+// prepNoSpaceLocked notes a snapshot preparation that found no room: the first of a run
+// is logged and heard by OnDiskFull (the broker frees its headroom), and preparations wait
+// a second between tries (maybePrepare). Called with h.mu held.
+func (h *Host) prepNoSpaceLocked(g *group, err error) {
+	first := h.prepFull == nil
+	h.prepFull, h.prepFullAt = err, time.Now()
+	if !first {
+		return
+	}
+	h.stats.DiskFullStalls++
+	h.cfg.Log.Error("multiraft: the disk is full: a snapshot from the leader cannot be prepared until there is room; "+
+		"the group waits, its other replicas carry on", "group", uint64(g.id), "err", err)
+	if f := h.onDiskFull.Load(); f != nil {
+		go (*f)(&fullError{group: g.id, op: "prepare snapshot", err: err}) // not under h.mu
+	}
 }
 
 // stallRetry is how long Run waits before retrying a stalled round; 0 when none is.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -111,8 +112,12 @@ type Host struct {
 
 	mu         sync.Mutex // guards everything below, and every group's RawNode and fields
 	closed     bool
-	storageErr error  // a round failed to persist: the host takes no more rounds or proposals
-	diskFull   error  // the append a stalled round waits to write (diskfull.go)
+	storageErr error // a round failed to persist: the host takes no more rounds or proposals
+	diskFull   error // the append a stalled round waits to write (diskfull.go)
+	// prepFull is the last snapshot preparation's no-room error, until one succeeds, and
+	// prepFullAt when it failed (diskfull.go).
+	prepFull   error
+	prepFullAt time.Time
 	now        uint64 // ticks so far
 	groups     map[GroupID]*group
 	creating   map[GroupID]bool     // CreateGroup under way (its Restore runs unlocked)
@@ -418,7 +423,7 @@ func (h *Host) Stats() Stats {
 	defer h.mu.Unlock()
 	st := h.stats
 	st.Groups, st.Awake = len(h.groups), len(h.active)
-	st.DiskFull = h.diskFull != nil
+	st.DiskFull = h.diskFull != nil || h.prepFull != nil
 	for _, p := range h.peers {
 		if !p.alive {
 			st.PeersDown++

@@ -2,7 +2,9 @@ package multiraft
 
 import (
 	"context"
+	"time"
 
+	"github.com/sluice-mq/sluice/internal/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -33,6 +35,11 @@ func (h *Host) maybePrepare(g *group, m raftpb.Message) bool {
 	if g.preparing {
 		return true
 	}
+	if h.prepFull != nil && time.Since(h.prepFullAt) < stallMaxRetry {
+		// The last preparation found the disk full (diskfull.go): the leader sends the
+		// snapshot again every few ticks, and each try would pull its records again.
+		return true
+	}
 	g.preparing = true
 	h.preparing++
 	h.prepWG.Add(1)
@@ -55,10 +62,13 @@ func (h *Host) prepare(g *group, sp SnapshotPreparer, m raftpb.Message) {
 	if h.closed || h.groups[g.id] != g || g.failed != nil {
 		return
 	}
-	if err != nil {
+	if err != nil && vfs.NoSpace(err) {
+		h.prepNoSpaceLocked(g, err)
+	} else if err != nil {
 		h.cfg.Log.Warn("multiraft: a snapshot from the leader could not be prepared; dropped (the leader sends it again)",
 			"group", uint64(g.id), "index", m.Snapshot.Metadata.Index, "err", err)
 	} else {
+		h.prepFull = nil
 		h.wake(g)
 		_ = g.rn.Step(m)
 	}
