@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/vfs"
-	"go.etcd.io/raft/v3"
 )
 
 // startClusterToFill starts three in-process nodes, node full on an ErrorFS whose space
@@ -206,14 +205,7 @@ func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
 			return nil
 		})
 	}
-	queueLeader := func() multiraft.NodeID {
-		for _, id := range c.ids {
-			if st, err := c.nodes[id].host.Status(cq.Group); err == nil && st.Role == raft.StateLeader {
-				return id
-			}
-		}
-		return 0
-	}
+	queueLeader := func() multiraft.NodeID { return c.groupLeader(cq.Group) }
 	c.eventually(t, "node 3 leading its preferred partition and queue", func() error {
 		if l, q := c.leaderID("shed", part, 0), queueLeader(); l != full || q != full {
 			return fmt.Errorf("led by n%d and n%d", l, q)

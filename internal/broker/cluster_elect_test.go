@@ -99,14 +99,7 @@ func TestClusterElectPreferredLeader(t *testing.T) {
 		}
 		return nil
 	})
-	queueLeader := func() multiraft.NodeID {
-		for _, id := range c.ids {
-			if st, err := c.nodes[id].host.Status(cq.Group); err == nil && st.Role == raft.StateLeader {
-				return id
-			}
-		}
-		return 0
-	}
+	queueLeader := func() multiraft.NodeID { return c.groupLeader(cq.Group) }
 	c.eventually(t, "queue eq led by its second replica", func() error {
 		l := queueLeader()
 		if l == cq.Replicas[1] {
@@ -186,4 +179,16 @@ func FuzzDecodeMarkerRequest(f *testing.F) {
 			t.Fatalf("%x decodes to %+v, whose encoding %x decodes to %+v %v", b, m, again, m2, err)
 		}
 	})
+}
+
+// groupLeader is the node whose host leads Raft group g, 0 if none does now.
+func (c *memCluster) groupLeader(g multiraft.GroupID) multiraft.NodeID {
+	for _, id := range c.ids {
+		if nd := c.nodes[id]; nd.host != nil {
+			if st, err := nd.host.Status(g); err == nil && st.Role == raft.StateLeader {
+				return id
+			}
+		}
+	}
+	return 0
 }
