@@ -177,13 +177,28 @@ func (h *Host) setDiskFull(err error) {
 }
 
 // DiskFull is the write that found no room and waits for it, nil while none does: a round
-// that stalls the Ready loop, or the last preparation of a leader's snapshot (its pull of
-// records), until one succeeds.
+// that stalls the Ready loop, or a preparation of a leader's snapshot (its pull of records)
+// that failed within prepFullFor.
 func (h *Host) DiskFull() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.diskFull != nil {
 		return h.diskFull
+	}
+	return h.prepFullLocked()
+}
+
+// prepFullFor is how long a snapshot preparation's no-room failure counts as the node's
+// state. A leader resends the snapshot every few ticks while the follower needs it, so an
+// ongoing shortage keeps it fresh; one that ended without a later preparation (a new leader
+// sent entries instead, the group moved away) must not leave /readyz at 503 for good.
+const prepFullFor = 5 * time.Second
+
+// prepFullLocked is the last preparation's no-room error if it is recent. Called with
+// h.mu held.
+func (h *Host) prepFullLocked() error {
+	if h.prepFull == nil || time.Since(h.prepFullAt) >= prepFullFor {
+		return nil
 	}
 	return h.prepFull
 }
@@ -192,7 +207,7 @@ func (h *Host) DiskFull() error {
 // is logged and heard by OnDiskFull (the broker frees its headroom), and preparations wait
 // a second between tries (maybePrepare). Called with h.mu held.
 func (h *Host) prepNoSpaceLocked(g *group, err error) {
-	first := h.prepFull == nil
+	first := h.prepFullLocked() == nil // a new run: logged and heard again
 	h.prepFull, h.prepFullAt = err, time.Now()
 	if !first {
 		return

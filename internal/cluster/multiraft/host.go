@@ -114,8 +114,8 @@ type Host struct {
 	closed     bool
 	storageErr error // a round failed to persist: the host takes no more rounds or proposals
 	diskFull   error // the append a stalled round waits to write (diskfull.go)
-	// prepFull is the last snapshot preparation's no-room error, until one succeeds, and
-	// prepFullAt when it failed (diskfull.go).
+	// prepFull is the last snapshot preparation's no-room error (until one succeeds, and
+	// reported for prepFullFor after it), and prepFullAt when it failed (diskfull.go).
 	prepFull   error
 	prepFullAt time.Time
 	now        uint64 // ticks so far
@@ -423,7 +423,7 @@ func (h *Host) Stats() Stats {
 	defer h.mu.Unlock()
 	st := h.stats
 	st.Groups, st.Awake = len(h.groups), len(h.active)
-	st.DiskFull = h.diskFull != nil || h.prepFull != nil
+	st.DiskFull = h.diskFull != nil || h.prepFullLocked() != nil
 	for _, p := range h.peers {
 		if !p.alive {
 			st.PeersDown++
