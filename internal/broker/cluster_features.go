@@ -51,6 +51,12 @@ func (c *clusterRT) recordsMembership() bool {
 	return c != nil && c.meta.State().FeatureLevel() >= meta.LevelGroupMembers
 }
 
+// checkpointsCarryState reports whether the catalog admits partition checkpoints with the
+// producer and transaction state (cluster_replica_state.go).
+func (c *clusterRT) checkpointsCarryState() bool {
+	return c.meta.State().FeatureLevel() >= meta.LevelPartitionState
+}
+
 // featureRound is the reconcile loop's step for feature levels: turn on what the catalog's
 // level admits, and on the metadata leader, raise the level when every member reads more.
 func (c *clusterRT) featureRound() {

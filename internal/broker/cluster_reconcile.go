@@ -304,7 +304,7 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 		}
 		return nil
 	}
-	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p, appliedEnd: -1})
+	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p, appliedEnd: -1, withState: c.checkpointsCarryState})
 	// A local log behind the group's snapshot (wiped, or past the compacted Raft log)
 	// pulls the records from the other replicas before the group starts or goes on.
 	m.SetSource(replpart.Source{Host: c.host, Group: cp.Group, Peers: cp.Replicas})

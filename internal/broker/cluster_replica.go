@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -37,6 +36,9 @@ type replicaLog struct {
 	// very entries are applied here next. Apply cuts them first, or they would be stored
 	// twice and every later offset would differ from the other replicas'.
 	appliedEnd int64
+	// withState reports whether checkpoints may carry the producer and transaction state
+	// (the cluster's feature level admits them; nil: never).
+	withState func() bool
 }
 
 // Apply appends one committed entry's batches, stamped with term as their leader epoch,
@@ -141,10 +143,10 @@ func (r *replicaLog) appendLocked(epoch int32, hs []batch.Header, checked storag
 	return nil
 }
 
-// Checkpoint syncs the local log; its high watermark is where Restore comes back to, and
-// its log start where a replica that lacks the records starts its pull.
-//
-//	checkpoint: high watermark u64 | log start offset u64   (8 bytes: before log starts)
+// Checkpoint syncs the local log; its high watermark is where Restore comes back to, its
+// log start where a replica that lacks the records starts its pull, and (at
+// meta.LevelPartitionState) the producer and transaction state at that high watermark is
+// what the replica restoring it decides the later entries with (cluster_replica_state.go).
 func (r *replicaLog) Checkpoint() ([]byte, error) {
 	if err := r.p.log.Sync(); err != nil {
 		return nil, err
@@ -154,30 +156,21 @@ func (r *replicaLog) Checkpoint() ([]byte, error) {
 	if err := r.p.log.PersistStart(); err != nil {
 		return nil, err
 	}
-	cp := binary.BigEndian.AppendUint64(nil, uint64(r.p.log.HighWatermark()))
-	return binary.BigEndian.AppendUint64(cp, uint64(r.p.log.LogStartOffset())), nil
+	return r.encodeCheckpoint(r.withState != nil && r.withState()), nil
 }
 
-// Restore cuts the local log back to a checkpoint (nil: empty) and rebuilds the producer
-// state from what remains; the host then applies the entries after it again. A log that
-// ends before the checkpoint answers *replpart.BehindError: replpart pulls the records
-// from a peer (AppendRange) and calls Restore again.
+// Restore cuts the local log back to a checkpoint (nil: empty) and takes the producer
+// state it carries (or, from a checkpoint without it, rebuilds that from what remains);
+// the host then applies the entries after it again. A log that ends before the checkpoint
+// answers *replpart.BehindError: replpart pulls the records from a peer (AppendRange) and
+// calls Restore again.
 func (r *replicaLog) Restore(data []byte) error {
 	p := r.p
-	var hw, start int64
-	switch len(data) {
-	case 0:
-	case 8, 16:
-		hw = int64(binary.BigEndian.Uint64(data))
-		if len(data) == 16 {
-			start = int64(binary.BigEndian.Uint64(data[8:]))
-		}
-	default:
-		return fmt.Errorf("partition %s/%d: checkpoint of %d bytes, want 16", p.topic, p.index, len(data))
+	cp, err := decodeCheckpoint(data)
+	if err != nil {
+		return fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
 	}
-	if data != nil && (hw < 0 || start < 0 || start > hw) {
-		return fmt.Errorf("partition %s/%d: checkpoint of high watermark %d and log start %d", p.topic, p.index, hw, start)
-	}
+	hw, start := cp.hw, cp.start
 	switch cur := p.log.HighWatermark(); {
 	case cur > hw && hw <= p.log.LogStartOffset():
 		if err := p.log.Reset(hw); err != nil {
@@ -202,13 +195,21 @@ func (r *replicaLog) Restore(data []byte) error {
 			return &replpart.BehindError{From: cur, To: hw}
 		}
 	}
-	r.rebuildProducers()
+	if cp.state {
+		if err := r.restoreState(cp); err != nil {
+			return fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
+		}
+	} else {
+		r.rebuildProducers()
+	}
 	r.appliedEnd = p.log.HighWatermark()
 	return nil
 }
 
 // dropUnapplied cuts records a snapshot's preparation pulled past what was applied (see
-// appliedEnd), and rebuilds the producer state from what remains, as Restore does.
+// appliedEnd). The producer and transaction state stays: pulled records never reached it,
+// so it is the state of what was applied (a rebuild from the log would lose what the log
+// no longer holds).
 func (r *replicaLog) dropUnapplied() error {
 	p := r.p
 	end := p.log.HighWatermark()
@@ -226,7 +227,6 @@ func (r *replicaLog) dropUnapplied() error {
 	if err != nil {
 		return fmt.Errorf("partition %s/%d: cut records pulled past %d: %w", p.topic, p.index, r.appliedEnd, err)
 	}
-	r.rebuildProducers()
 	return nil
 }
 

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -20,10 +19,14 @@ import (
 // Lacks is the range of a checkpoint's offsets the local log does not hold, read only: a
 // snapshot's preparation pulls it before raft sees the snapshot (replpart.PrepareSnapshot).
 func (r *replicaLog) Lacks(data []byte) (from, to int64, err error) {
-	if len(data) != 8 && len(data) != 16 {
-		return 0, 0, fmt.Errorf("partition %s/%d: checkpoint of %d bytes, want 16", r.p.topic, r.p.index, len(data))
+	cp, err := decodeCheckpoint(data)
+	if err == nil && len(data) == 0 {
+		err = fmt.Errorf("%w: empty", errBadCheckpoint)
 	}
-	return r.p.log.HighWatermark(), int64(binary.BigEndian.Uint64(data)), nil
+	if err != nil {
+		return 0, 0, fmt.Errorf("partition %s/%d: %w", r.p.topic, r.p.index, err)
+	}
+	return r.p.log.HighWatermark(), cp.hw, nil
 }
 
 // ReadRange reads whole batches of the local log for a peer's pull: from from (or the log
@@ -65,6 +68,20 @@ func (r *replicaLog) ReadRange(from, to int64, maxBytes int) (replpart.Range, er
 		if h.BaseOffset >= to {
 			break
 		}
+		if h.BaseOffset < start && start < h.NextOffset() && out.Next == start && len(out.Data) == 0 && start == l.LogStartOffset() {
+			// The log starts inside this batch (a DeleteRecords to an offset inside it):
+			// it is sent whole, Start still the log start, and the puller stores it and
+			// starts its log at the same offset (AppendRange).
+			size := int(h.Size())
+			if h.NextOffset() > to || h.Size() > int64(len(data)) {
+				return replpart.Range{}, fmt.Errorf("partition %s/%d: batch at %d..%d across the log start %d does not fit before %d",
+					r.p.topic, r.p.index, h.BaseOffset, h.NextOffset(), start, to)
+			}
+			out.Data = append(out.Data, data[:size]...)
+			out.Next = h.NextOffset()
+			data = data[size:]
+			continue
+		}
 		if h.BaseOffset != out.Next || h.NextOffset() > to || h.Size() > int64(len(data)) {
 			// A batch across the checkpoint, or one that starts below where it should:
 			// not a range this replica can vouch for; the puller asks another.
@@ -105,7 +122,20 @@ func (r *replicaLog) AppendRange(at int64, rg replpart.Range) error {
 		}
 	}
 	var raws [][]byte
-	for data, next := rg.Data, rg.Start; len(data) > 0; {
+	next, startInside := rg.Start, int64(-1)
+	if h, err := batch.ParseHeader(rg.Data); err == nil && h.BaseOffset < rg.Start && rg.Start < h.NextOffset() {
+		// The source's log starts inside its first batch (ReadRange): so does this one,
+		// which must be empty there.
+		if l := p.log; l.LogStartOffset() != rg.Start || l.HighWatermark() != rg.Start {
+			return fmt.Errorf("partition %s/%d: a pulled batch across the log start %d, but the log holds [%d, %d)",
+				p.topic, p.index, rg.Start, l.LogStartOffset(), l.HighWatermark())
+		}
+		if err := p.log.Reset(h.BaseOffset); err != nil {
+			return err
+		}
+		next, startInside = h.BaseOffset, rg.Start
+	}
+	for data := rg.Data; len(data) > 0; {
 		h, err := batch.ParseHeader(data)
 		if err != nil || h.Size() > int64(len(data)) || h.BaseOffset != next {
 			return fmt.Errorf("partition %s/%d: pulled batch at offset %d is not whole or not in place (%v)", p.topic, p.index, next, err)
@@ -128,6 +158,11 @@ func (r *replicaLog) AppendRange(at int64, rg replpart.Range) error {
 	for i, raw := range raws {
 		if h, _ := batch.ParseHeader(raw); offs[i] != h.BaseOffset {
 			return fmt.Errorf("partition %s/%d: pulled batch of offset %d stored at %d", p.topic, p.index, h.BaseOffset, offs[i])
+		}
+	}
+	if startInside >= 0 {
+		if _, err := p.log.MoveStart(startInside); err != nil {
+			return fmt.Errorf("partition %s/%d: start the log at %d inside a pulled batch: %w", p.topic, p.index, startInside, err)
 		}
 	}
 	p.owner.notifySubs()

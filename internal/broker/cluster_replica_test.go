@@ -66,9 +66,12 @@ func TestReplicaPulledPastAppliedIsCut(t *testing.T) {
 	}
 }
 
+// atLevel is a replicaLog's withState in a cluster at this build's feature level.
+func atLevel() bool { return true }
+
 // openReplicaLog opens a broker on fsys with topic t (one partition) and returns the
 // partition's replicaLog, restored empty, as a replica's state machine drives it.
-func openReplicaLog(t *testing.T, fsys vfs.FS) (*Broker, *replicaLog) {
+func openReplicaLog(t testing.TB, fsys vfs.FS) (*Broker, *replicaLog) {
 	t.Helper()
 	b, err := Open(Options{Dir: "/data", FS: fsys, Logger: quietLogger(), HeadroomBytes: testHeadroom})
 	if err != nil {
@@ -82,7 +85,7 @@ func openReplicaLog(t *testing.T, fsys vfs.FS) (*Broker, *replicaLog) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replicaLog{b: b, p: p, appliedEnd: -1}
+	r := &replicaLog{b: b, p: p, appliedEnd: -1, withState: atLevel}
 	if err := r.Restore(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -214,6 +214,12 @@ func (tp *txnPartition) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (i
 	if err != nil {
 		return 0, err
 	}
+	return at, tp.decodeLocked(body, false)
+}
+
+// decodeLocked reads what encodeLocked wrote into the (empty) state; whole: nothing may
+// follow (a checkpoint's), rather than what a newer build may append to the file.
+func (tp *txnPartition) decodeLocked(body []byte, whole bool) error {
 	d := wire.Decoder{B: body, Bad: errCorruptTxnSnapshot}
 	for n := d.Varint(); n > 0 && d.Err == nil; n-- {
 		tp.noteOpenLocked(d.Varint(), d.Varint())
@@ -226,7 +232,10 @@ func (tp *txnPartition) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (i
 			tp.noteSeqLocked(d.Varint(), int32(d.Varint()))
 		}
 	}
-	return at, d.Err
+	if whole && d.Err == nil && len(d.B) > 0 {
+		d.Fail("%d bytes after the transactions", len(d.B))
+	}
+	return d.Err
 }
 
 // scanLocked notes the transactional batches and markers from offset from.
@@ -271,7 +280,23 @@ func (tp *txnPartition) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string,
 	}
 	// Every transactional batch below hw is registered (before its
 	// append) and no marker is in flight, so the state covers hw.
-	body := binary.AppendVarint(nil, int64(len(tp.open)))
+	body := tp.encodeLocked(nil)
+	prevAt, prevChanged := tp.snapAt, tp.changed
+	tp.snapAt, tp.changed = hw, false
+	tp.mu.Unlock()
+	if err := vfs.WriteFileAtomic(fsys, dir, txnSnapshotFile, journal.FrameSnapshot(hw, body)); err != nil {
+		tp.mu.Lock()
+		tp.snapAt, tp.changed = prevAt, prevChanged || tp.changed
+		tp.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// encodeLocked appends the open transactions, the aborted ones and the producers' last
+// marker sequences (the body of txn.snapshot and of a replicated partition's checkpoint).
+func (tp *txnPartition) encodeLocked(body []byte) []byte {
+	body = binary.AppendVarint(body, int64(len(tp.open)))
 	for pid, first := range tp.open {
 		body = binary.AppendVarint(binary.AppendVarint(body, pid), first)
 	}
@@ -285,16 +310,7 @@ func (tp *txnPartition) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string,
 			body = binary.AppendVarint(binary.AppendVarint(body, pid), int64(seq))
 		}
 	}
-	prevAt, prevChanged := tp.snapAt, tp.changed
-	tp.snapAt, tp.changed = hw, false
-	tp.mu.Unlock()
-	if err := vfs.WriteFileAtomic(fsys, dir, txnSnapshotFile, journal.FrameSnapshot(hw, body)); err != nil {
-		tp.mu.Lock()
-		tp.snapAt, tp.changed = prevAt, prevChanged || tp.changed
-		tp.mu.Unlock()
-		return err
-	}
-	return nil
+	return body
 }
 
 // errCorruptTxnSnapshot is what a transaction snapshot that does not decode is.

@@ -88,6 +88,37 @@ func (ps *State) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, e
 	if err != nil {
 		return 0, err
 	}
+	m, err := decodeBody(body)
+	if err != nil {
+		return 0, err
+	}
+	ps.m = m
+	return at, nil
+}
+
+// appendBodyLocked encodes every producer with its batches below hw (the body of the
+// snapshot file and of Encode). Called with mu held.
+func (ps *State) appendBodyLocked(body []byte, hw int64) []byte {
+	body = binary.AppendVarint(body, int64(len(ps.m)))
+	for id, e := range ps.m {
+		durable := e.recent
+		for len(durable) > 0 && durable[len(durable)-1].Base >= hw {
+			durable = durable[:len(durable)-1]
+		}
+		body = binary.AppendVarint(body, id)
+		body = binary.AppendVarint(body, int64(e.epoch))
+		body = binary.AppendVarint(body, int64(len(durable)))
+		for _, r := range durable {
+			body = binary.AppendVarint(body, int64(r.First))
+			body = binary.AppendVarint(body, int64(r.Last))
+			body = binary.AppendVarint(body, r.Base)
+		}
+	}
+	return body
+}
+
+// decodeBody reads what appendBodyLocked wrote, all of it.
+func decodeBody(body []byte) (map[int64]*entry, error) {
 	d := wire.Decoder{B: body, Bad: errCorruptSnapshot}
 	m := map[int64]*entry{}
 	for n := d.Varint(); n > 0 && d.Err == nil; n-- {
@@ -97,11 +128,35 @@ func (ps *State) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (int64, e
 		}
 		m[id] = e
 	}
-	if d.Err != nil {
-		return 0, d.Err
+	if d.Err == nil && len(d.B) > 0 {
+		d.Fail("%d bytes after the producers", len(d.B))
 	}
-	ps.m = m
-	return at, nil
+	return m, d.Err
+}
+
+// Encode appends the state as of offset hw (every producer and its batches below hw) to
+// dst. A replicated partition's checkpoint carries it, so a replica that restores the
+// checkpoint (after a restart, or filled from a peer) decides every later entry — a
+// duplicate, a gap, a fenced epoch — as the replicas that never stopped do: a scan of its
+// log could not, for the log no longer holds what retention and compaction removed, and
+// the scan without a snapshot is bounded (ScanOffsets).
+func (ps *State) Encode(dst []byte, hw int64) []byte {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.appendBodyLocked(dst, hw)
+}
+
+// Decode replaces the state with one Encode made, for a log at generation gen (Reconcile).
+// The next MaybeSnapshot writes it to the partition's directory.
+func (ps *State) Decode(body []byte, gen int64) error {
+	m, err := decodeBody(body)
+	if err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.m, ps.gen, ps.snapAt, ps.changed = m, gen, 0, 1
+	return nil
 }
 
 // errCorruptSnapshot is what a snapshot that does not decode is.
@@ -149,21 +204,7 @@ func (ps *State) MaybeSnapshot(log *storage.Log, fsys vfs.FS, dir string, force 
 		ps.mu.Unlock()
 		return nil
 	}
-	body := binary.AppendVarint(nil, int64(len(ps.m)))
-	for id, e := range ps.m {
-		durable := e.recent
-		for len(durable) > 0 && durable[len(durable)-1].Base >= hw {
-			durable = durable[:len(durable)-1]
-		}
-		body = binary.AppendVarint(body, id)
-		body = binary.AppendVarint(body, int64(e.epoch))
-		body = binary.AppendVarint(body, int64(len(durable)))
-		for _, r := range durable {
-			body = binary.AppendVarint(body, int64(r.First))
-			body = binary.AppendVarint(body, int64(r.Last))
-			body = binary.AppendVarint(body, r.Base)
-		}
-	}
+	body := ps.appendBodyLocked(nil, hw)
 	changed := ps.changed
 	ps.snapAt, ps.changed = hw, 0
 	ps.mu.Unlock()

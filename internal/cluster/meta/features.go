@@ -45,9 +45,14 @@ const (
 	// (snapshot version 15, groupstate.go), which a node restoring one puts in place of
 	// its own; from then on the metadata log is compacted behind its snapshots.
 	LevelGroupState = 3
+	// LevelPartitionState adds partition checkpoints (the partition groups' Raft
+	// snapshots) that carry the idempotent producers' and the transactions' state, which
+	// a replica restoring one puts in place of a scan of its log (the broker's
+	// cluster_replica_state.go).
+	LevelPartitionState = 4
 
 	// MaxFeatureLevel is the newest level this binary reads.
-	MaxFeatureLevel = LevelGroupState
+	MaxFeatureLevel = LevelPartitionState
 )
 
 // OpSetFeatureLevel raises the catalog's feature level to Level (a lower or equal level

@@ -1,0 +1,109 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/wire"
+)
+
+// A replicated partition's checkpoint (its Raft snapshot's part that the broker owns) says
+// where a replica's log comes back to, and what the replica decides the entries after it
+// with: the idempotent producers' last batches and the transactions (open, aborted, each
+// producer's last marker sequence).
+//
+// Every replica decides at apply, from that state, whether a producer's batch is a
+// duplicate, a gap or fenced, and whether a marker is stale, so the state must be the same
+// on every replica at every entry. Replicas that never stop keep it in memory; one that
+// restores a checkpoint — after a restart, or filled from a peer as a new replica — used to
+// rebuild it from its log: a scan bounded to the last producer.ScanOffsets offsets when its
+// local snapshot was newer than the checkpoint (the usual case, maintenance writes one
+// every 4,096 offsets), and never what retention or a DeleteRecords had removed (a
+// producer whose marker was trimmed). Such a replica then appended a retry the others
+// answered as a duplicate, or a stale marker the others ignored, and every later offset of
+// its log differed from theirs (TestReplicaRestoredDecidesAsTheOthers). Kafka's followers
+// copy the leader's bytes and never decide; ours decide, so they carry the state.
+//
+//	checkpoint: high watermark u64 | log start u64                 (16 bytes; 8 before log starts)
+//	          | 'S' | uvarint len | producers (producer.State.Encode) | transactions (txnPartition.encodeLocked)
+//
+// The state is written only once every node reads it (meta.LevelPartitionState): an older
+// binary refuses a checkpoint longer than 16 bytes, which would stop its replica of the
+// group. A checkpoint without it is restored as before, by the scan.
+
+// checkpointStateTag starts the state after a checkpoint's offsets.
+const checkpointStateTag = 'S'
+
+// maxCheckpointProducers bounds the producers' part a checkpoint may declare.
+const maxCheckpointProducers = 1 << 30
+
+type checkpoint struct {
+	hw, start int64
+	state     bool   // it carries the producer and transaction state
+	producers []byte // producer.State.Encode's
+	txns      []byte // txnPartition.encodeLocked's
+}
+
+var errBadCheckpoint = errors.New("malformed partition checkpoint")
+
+func decodeCheckpoint(data []byte) (checkpoint, error) {
+	var cp checkpoint
+	switch {
+	case len(data) == 0:
+		return cp, nil // the empty log
+	case len(data) == 8:
+		cp.hw = int64(binary.BigEndian.Uint64(data))
+	case len(data) == 16 || len(data) > 16 && data[16] == checkpointStateTag:
+		cp.hw, cp.start = int64(binary.BigEndian.Uint64(data)), int64(binary.BigEndian.Uint64(data[8:]))
+	default:
+		return cp, fmt.Errorf("%w: %d bytes", errBadCheckpoint, len(data))
+	}
+	if cp.hw < 0 || cp.start < 0 || cp.start > cp.hw {
+		return cp, fmt.Errorf("%w: high watermark %d and log start %d", errBadCheckpoint, cp.hw, cp.start)
+	}
+	if len(data) > 16 {
+		d := wire.Decoder{B: data[17:], Bad: errBadCheckpoint}
+		cp.state, cp.producers, cp.txns = true, d.Bytes(maxCheckpointProducers), d.B
+		if d.Err != nil {
+			return cp, d.Err
+		}
+	}
+	return cp, nil
+}
+
+// encodeCheckpoint is the log's checkpoint now, with the state if withState. Called on
+// the group's Ready loop, between entries: the state is that of every applied entry.
+func (r *replicaLog) encodeCheckpoint(withState bool) []byte {
+	p := r.p
+	hw := p.log.HighWatermark()
+	cp := binary.BigEndian.AppendUint64(nil, uint64(hw))
+	cp = binary.BigEndian.AppendUint64(cp, uint64(p.log.LogStartOffset()))
+	if !withState {
+		return cp
+	}
+	prods := p.prod.Encode(nil, hw)
+	cp = binary.AppendUvarint(append(cp, checkpointStateTag), uint64(len(prods)))
+	cp = append(cp, prods...)
+	p.txn.mu.Lock()
+	defer p.txn.mu.Unlock()
+	return p.txn.encodeLocked(cp)
+}
+
+// restoreState puts a checkpoint's state in place of the partition's, its log now at the
+// checkpoint's high watermark. The next maintenance writes it to the local snapshots.
+func (r *replicaLog) restoreState(cp checkpoint) error {
+	p := r.p
+	if err := p.prod.Decode(cp.producers, p.log.Gen()); err != nil {
+		return err
+	}
+	tp := &p.txn
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	tp.open, tp.aborted, tp.seq = nil, nil, nil
+	if err := tp.decodeLocked(cp.txns, true); err != nil {
+		return err
+	}
+	tp.snapAt, tp.changed = p.log.HighWatermark(), true
+	return nil
+}
