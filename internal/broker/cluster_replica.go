@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
+	"github.com/sluice-mq/sluice/internal/producer"
 	"github.com/sluice-mq/sluice/internal/storage"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
@@ -39,6 +40,9 @@ type replicaLog struct {
 	// withState reports whether checkpoints may carry the producer and transaction state
 	// (the cluster's feature level admits them; nil: never).
 	withState func() bool
+	// prodUndo and txnUndo keep what the entry being applied changed, for cutBack.
+	prodUndo producer.Undo
+	txnUndo  txnUndo
 }
 
 // Apply appends one committed entry's batches, stamped with term as their leader epoch,
@@ -68,6 +72,8 @@ func (r *replicaLog) Apply(term uint64, raws [][]byte) ([]replpart.BatchResult, 
 		hs[i], _ = batch.ParseHeader(raws[i])
 	}
 	start := p.log.HighWatermark()
+	r.prodUndo.Reset()
+	r.txnUndo.reset()
 	if err := r.appendLocked(epoch, hs, checked, out); err != nil {
 		if vfs.NoSpace(err) {
 			// The entry is applied again once there is room (replpart.Log's contract):
@@ -129,12 +135,13 @@ func (r *replicaLog) appendLocked(epoch int32, hs []batch.Header, checked storag
 			if hs[i].Transactional() {
 				// Registered before the append, at the offset it lands at: the last stable
 				// offset never passes an open record, on every replica alike.
-				p.txn.noteOpen(hs[i].ProducerID, p.log.HighWatermark())
+				p.txn.noteOpenKept(&r.txnUndo, hs[i].ProducerID, p.log.HighWatermark())
 			}
 			offs, err := p.log.AppendChecked(ctx, epoch, checked.Slice(i, i+1))
 			if err != nil {
 				return fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
 			}
+			p.prod.KeepLocked(&r.prodUndo, hs[i].ProducerID)
 			p.prod.RecordLocked(hs[i], offs[0])
 			out[i].Base = offs[0]
 		}
@@ -230,15 +237,20 @@ func (r *replicaLog) dropUnapplied() error {
 	return nil
 }
 
-// cutBack cuts the log back to end, where an entry that found no room began, and rebuilds
-// the producer state from what remains.
+// cutBack cuts the log back to end, where an entry that found no room began, and takes
+// back what the entry changed in the producer and transaction state (the log first: a
+// reader is never told a last stable offset above a record still there).
 func (r *replicaLog) cutBack(end int64) error {
-	if r.p.log.HighWatermark() > end {
-		if err := r.p.log.TruncateSuffix(end); err != nil {
+	p := r.p
+	if p.log.HighWatermark() > end {
+		if err := p.log.TruncateSuffix(end); err != nil {
 			return err
 		}
 	}
-	r.rebuildProducers()
+	p.prod.Lock()
+	p.prod.UndoLocked(&r.prodUndo)
+	p.prod.Unlock()
+	p.txn.undo(&r.txnUndo)
 	return nil
 }
 

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/batch"
@@ -65,6 +68,10 @@ func applyReplicaOp(t *testing.T, r *replicaLog, op replicaOp) opResult {
 	if err != nil {
 		t.Fatalf("%s: %v", op.what, err)
 	}
+	return resultOf(res)
+}
+
+func resultOf(res []replpart.BatchResult) opResult {
 	var o opResult
 	for _, br := range res {
 		o.bases, o.dups, o.errs = append(o.bases, br.Base), append(o.dups, br.Duplicate), append(o.errs, br.Err != nil)
@@ -89,6 +96,14 @@ type replicaOpGen struct {
 	tSeq    []int32
 	tMarker [][]byte
 	n       int
+}
+
+// newReplicaOpGen makes entries from seed for four idempotent and two transactional
+// producers, applying them to ref.
+func newReplicaOpGen(t testing.TB, seed uint64, ref *replicaLog) *replicaOpGen {
+	return &replicaOpGen{t: t, rnd: rand.New(rand.NewPCG(seed, 7)), ref: ref,
+		epoch: make([]int16, 4), next: make([]int32, 4), history: make([][][]byte, 4),
+		tEpoch: make([]int16, 2), tNext: make([]int32, 2), tOpen: make([]bool, 2), tSeq: make([]int32, 2), tMarker: make([][]byte, 2)}
 }
 
 func (g *replicaOpGen) build(recs int, prod *batch.Producer, txn bool) []byte {
@@ -165,9 +180,7 @@ func batchRecords(raw []byte) int {
 func replicaStateRun(t *testing.T, seed uint64) {
 	const ops = 360
 	_, ref := openReplicaLog(t, vfs.NewMem())
-	g := &replicaOpGen{t: t, rnd: rand.New(rand.NewPCG(seed, 7)), ref: ref,
-		epoch: make([]int16, 4), next: make([]int32, 4), history: make([][][]byte, 4),
-		tEpoch: make([]int16, 2), tNext: make([]int32, 2), tOpen: make([]bool, 2), tSeq: make([]int32, 2), tMarker: make([][]byte, 2)}
+	g := newReplicaOpGen(t, seed, ref)
 	var list []replicaOp
 	var want []opResult
 	for range ops {
@@ -256,13 +269,72 @@ func replicaStateRun(t *testing.T, seed uint64) {
 	})
 }
 
+// TestReplicaWithoutRoomDecidesAsTheOthers: a replica whose disk has no room for one of an
+// entry's batches cuts back what it appended of the entry and applies the entry again once
+// there is room (replpart.Log's contract); it must then decide it, and every entry after
+// it, as a replica whose disk never filled. Entries of several batches (of producers in
+// any state, markers among them) meet a write refused after a random number of them.
+func TestReplicaWithoutRoomDecidesAsTheOthers(t *testing.T) {
+	seeds := envInt("SLUICE_REPLICA_STATE_SEEDS", 12)
+	for seed := 1; seed <= seeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			_, ref := openReplicaLog(t, vfs.NewMem())
+			efs := vfs.NewErrorFS(vfs.NewMem())
+			_, full := openReplicaLog(t, efs)
+			g := newReplicaOpGen(t, uint64(seed), ref)
+			stalls := 0
+			for i := range 300 {
+				op := g.op()
+				for op.raws != nil && g.rnd.IntN(2) == 0 { // several batches in one entry
+					more := g.op()
+					if more.raws == nil {
+						break
+					}
+					op.what += "; " + more.what
+					op.raws = append(op.raws, more.raws...)
+				}
+				want := applyReplicaOp(t, ref, op)
+				applied := false
+				if op.raws != nil && g.rnd.IntN(3) == 0 {
+					room := int32(g.rnd.IntN(len(op.raws)))
+					var writes atomic.Int32
+					efs.Inject(vfs.Fault{Err: syscall.ENOSPC, Match: func(o vfs.Op, path string) bool {
+						return o == vfs.OpWrite && strings.HasSuffix(path, ".log") && writes.Add(1) > room
+					}})
+					res, err := full.Apply(3, op.raws)
+					efs.ClearFaults()
+					switch {
+					case err == nil: // nothing of it was written (duplicates, refusals, markers ignored)
+						applied = true
+						if got := resultOf(res); got.String() != want.String() {
+							t.Fatalf("seed %d, entry %d (%s): %v, the reference replica: %v", seed, i, op.what, got, want)
+						}
+					case vfs.NoSpace(err):
+						stalls++
+					default:
+						t.Fatalf("entry %d (%s) without room: %v", i, op.what, err)
+					}
+				}
+				if applied {
+					continue
+				}
+				if got := applyReplicaOp(t, full, op); got.String() != want.String() {
+					t.Fatalf("seed %d, entry %d (%s), applied again once there was room: %v, the reference replica: %v",
+						seed, i, op.what, got, want)
+				}
+			}
+			if stalls == 0 {
+				t.Fatal("no entry found the disk full")
+			}
+		})
+	}
+}
+
 // FuzzDecodeCheckpoint: any partition checkpoint decodes or is refused, never panics, and
 // the state it carries is bounded by its size.
 func FuzzDecodeCheckpoint(f *testing.F) {
 	_, r := openReplicaLog(f, vfs.NewMem())
-	g := &replicaOpGen{t: f, rnd: rand.New(rand.NewPCG(1, 7)), ref: r,
-		epoch: make([]int16, 4), next: make([]int32, 4), history: make([][][]byte, 4),
-		tEpoch: make([]int16, 2), tNext: make([]int32, 2), tOpen: make([]bool, 2), tSeq: make([]int32, 2), tMarker: make([][]byte, 2)}
+	g := newReplicaOpGen(f, 1, r)
 	for range 40 {
 		op := g.op()
 		if op.raws != nil {

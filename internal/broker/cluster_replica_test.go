@@ -73,7 +73,13 @@ func atLevel() bool { return true }
 // partition's replicaLog, restored empty, as a replica's state machine drives it.
 func openReplicaLog(t testing.TB, fsys vfs.FS) (*Broker, *replicaLog) {
 	t.Helper()
-	b, err := Open(Options{Dir: "/data", FS: fsys, Logger: quietLogger(), HeadroomBytes: testHeadroom})
+	return openReplicaLogAt(t, fsys, "/data")
+}
+
+// openReplicaLogAt is openReplicaLog with the broker's data directory dir.
+func openReplicaLogAt(t testing.TB, fsys vfs.FS, dir string) (*Broker, *replicaLog) {
+	t.Helper()
+	b, err := Open(Options{Dir: dir, FS: fsys, Logger: quietLogger(), HeadroomBytes: testHeadroom})
 	if err != nil {
 		t.Fatal(err)
 	}

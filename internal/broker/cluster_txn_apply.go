@@ -40,6 +40,7 @@ func (r *replicaLog) applyMarker(epoch int32, raw []byte, one storage.Checked, o
 	tp.mu.Lock()
 	tp.inFlight--
 	if err == nil {
+		tp.keepLocked(&r.txnUndo, h.ProducerID)
 		tp.noteMarkerLocked(h.ProducerID, commit, offs[0])
 		tp.noteSeqLocked(h.ProducerID, seq)
 	}
@@ -52,13 +53,6 @@ func (r *replicaLog) applyMarker(epoch int32, raw []byte, one storage.Checked, o
 	}
 	out.Base = offs[0]
 	return nil
-}
-
-// noteOpen registers pid's open transaction at offset at, unless one is open.
-func (tp *txnPartition) noteOpen(pid, at int64) {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	tp.noteOpenLocked(pid, at)
 }
 
 // seqAfter reports whether marker sequence a comes after b. Sequences count a producer's
@@ -77,4 +71,79 @@ func (tp *txnPartition) noteSeqLocked(pid int64, seq int32) {
 	}
 	tp.seq[pid] = seq
 	tp.changed = true
+}
+
+// txnUndo remembers what an entry's apply changed in a partition's transactions — each
+// producer's open transaction and last marker sequence as they were, and how many aborted
+// transactions were indexed — so that replicaLog.cutBack can take it back when the disk
+// had no room for the whole entry (the producers' side: producer.Undo).
+type txnUndo struct {
+	active  bool // something was kept since the last reset
+	aborted int
+	saved   []txnSaved
+}
+
+type txnSaved struct {
+	pid     int64
+	open    int64
+	hadOpen bool
+	seq     int32
+	hadSeq  bool
+}
+
+func (u *txnUndo) reset() {
+	u.active, u.saved = false, u.saved[:0]
+}
+
+// keepLocked remembers pid's transaction state, once per reset, before apply changes it.
+// Called with tp.mu held.
+func (tp *txnPartition) keepLocked(u *txnUndo, pid int64) {
+	if !u.active {
+		u.active, u.aborted = true, len(tp.aborted)
+	}
+	for _, s := range u.saved {
+		if s.pid == pid {
+			return
+		}
+	}
+	s := txnSaved{pid: pid}
+	s.open, s.hadOpen = tp.open[pid]
+	s.seq, s.hadSeq = tp.seq[pid]
+	u.saved = append(u.saved, s)
+}
+
+// undo puts back what u kept, and resets it.
+func (tp *txnPartition) undo(u *txnUndo) {
+	if !u.active {
+		return
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	for _, s := range u.saved {
+		if s.hadOpen {
+			tp.open[s.pid] = s.open // kept from a map that held it, which stays
+		} else {
+			delete(tp.open, s.pid)
+		}
+		if s.hadSeq {
+			tp.seq[s.pid] = s.seq // likewise
+		} else {
+			delete(tp.seq, s.pid)
+		}
+	}
+	if u.aborted <= len(tp.aborted) {
+		tp.aborted = tp.aborted[:u.aborted]
+	}
+	tp.changed = true
+	u.reset()
+}
+
+// noteOpenKept is noteOpen for apply, which keeps what it changes in u.
+func (tp *txnPartition) noteOpenKept(u *txnUndo, pid, at int64) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if _, ok := tp.open[pid]; !ok {
+		tp.keepLocked(u, pid)
+	}
+	tp.noteOpenLocked(pid, at)
 }

@@ -152,6 +152,22 @@ func openTopic(s *streams, ts TopicSettings) (*topicRT, error) {
 // interval (replpart.DefaultSnapshotBytes).
 const replicaSyncAhead = 1 << 20
 
+// asReplica sets a cluster replica's partition log options.
+func asReplica(lo *storage.Options) {
+	// The partition's Raft log is what is durable; this log is synced at the
+	// group's checkpoints and cut back to the last one after a crash.
+	lo.Sync = storage.SyncPolicy{Mode: storage.SyncNever}
+	// Zeros written ahead only make an fdatasync after an append cheaper
+	// (vfs.Preallocator); synced once per checkpoint (8 MiB), this log would
+	// write every byte twice for nothing: 11 % of a W1 replica's CPU.
+	lo.PreallocateBytes = 0
+	// The checkpoint's Sync runs in the Ready loop, holding every group of the
+	// node: with 8 MiB dirty it took 15-38 ms there under W1, several times a
+	// second. Synced ahead in the background every replicaSyncAhead bytes, the
+	// checkpoint finds at most that much left to write.
+	lo.SyncAheadBytes = replicaSyncAhead
+}
+
 func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 	o := t.s.b.opts
 	dir := filepath.Join(t.dir, strconv.Itoa(int(i)))
@@ -160,18 +176,7 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 	lo := t.s.b.logOptions(dir, t.s.b.segmentBytes(t.settings))
 	lo.MaxBatchBytes = logMaxBatchBytes
 	if t.s.b.cluster != nil {
-		// The partition's Raft log is what is durable; this log is synced at the
-		// group's checkpoints and cut back to the last one after a crash.
-		lo.Sync = storage.SyncPolicy{Mode: storage.SyncNever}
-		// Zeros written ahead only make an fdatasync after an append cheaper
-		// (vfs.Preallocator); synced once per checkpoint (8 MiB), this log would
-		// write every byte twice for nothing: 11 % of a W1 replica's CPU.
-		lo.PreallocateBytes = 0
-		// The checkpoint's Sync runs in the Ready loop, holding every group of the
-		// node: with 8 MiB dirty it took 15-38 ms there under W1, several times a
-		// second. Synced ahead in the background every replicaSyncAhead bytes, the
-		// checkpoint finds at most that much left to write.
-		lo.SyncAheadBytes = replicaSyncAhead
+		asReplica(&lo)
 	}
 	log, err := storage.Open(lo)
 	if err != nil {
