@@ -209,3 +209,68 @@ func waitSame(t *testing.T, c *memCluster, topic string, follower multiraft.Node
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestClusterWipedReplicaPullsFromAStartInsideABatch: DeleteRecords to an offset inside a
+// batch leaves every replica's log starting there, the batch that holds it kept whole. A
+// follower whose local log is wiped pulls the checkpoint's records from a peer: the batch
+// across the log start is sent whole, and the follower starts its log at the same offset.
+// Before, the source refused to serve a batch that began below the offset asked for, every
+// peer alike, and the wiped replica never caught up ("batch at 10..20 where offset 15 was
+// wanted").
+func TestClusterWipedReplicaPullsFromAStartInsideABatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	c := newMemCluster(t, 3)
+	if _, err := c.nodes[1].b.CreateTopic(TopicSettings{Name: "w", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p := int32(0)
+	for i := range 5 { // five batches of ten records
+		recs := make([]ProduceRecord, 10)
+		for k := range recs {
+			recs[k] = ProduceRecord{Value: fmt.Appendf(nil, "a-%d", i*10+k), Partition: &p}
+		}
+		for {
+			l := c.leaderOf("w", 0)
+			if l == nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if _, err := l.Produce(context.Background(), "w", recs, ProduceOptions{}); err != nil {
+				if errors.Is(err, ErrNotLeader) {
+					continue
+				}
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	start, err := c.leaderOf("w", 0).DeleteRecords(context.Background(), "w", 0, 15)
+	if err != nil || start != 15 {
+		t.Fatalf("DeleteRecords to 15: start %d, %v", start, err)
+	}
+	c.produceTo("w", "b", 60) // past the next snapshots, which cover the trim (a snapshot every 25 entries)
+	var follower multiraft.NodeID
+	for _, id := range c.ids {
+		if c.leaderOf("w", 0) != c.nodes[id].b {
+			follower = id
+			break
+		}
+	}
+	_, part, err := c.nodes[follower].b.streams.partition("w", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := part.dir
+	c.stop(follower)
+	if err := vfs.RemoveAll(c.nodes[follower].fs, dir); err != nil {
+		t.Fatal(err)
+	}
+	c.start(follower)
+	c.produceTo("w", "c", 5)
+	waitSame(t, c, "w", follower)
+	if s, _, _ := rawLog(c.nodes[follower].b, "w"); s != 15 {
+		t.Fatalf("the wiped follower's log starts at %d, want 15", s)
+	}
+}
