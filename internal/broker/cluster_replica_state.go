@@ -100,8 +100,8 @@ func (r *replicaLog) restoreState(cp checkpoint) error {
 	tp := &p.txn
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	tp.open, tp.aborted, tp.seq = nil, nil, nil
-	if err := tp.decodeLocked(cp.txns, true); err != nil {
+	tp.open, tp.aborted, tp.seq, tp.newestMarker = nil, nil, nil, 0
+	if err := tp.decodeLocked(cp.txns, cp.hw, true); err != nil {
 		return err
 	}
 	tp.snapAt, tp.changed = p.log.HighWatermark(), true

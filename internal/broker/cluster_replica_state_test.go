@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
@@ -155,7 +156,7 @@ func (g *replicaOpGen) op() replicaOp {
 		return replicaOp{what: fmt.Sprintf("transactional producer %d: a batch", tpid), raws: [][]byte{raw}}
 	case x < 86 && g.tOpen[tk]:
 		g.tSeq[tk]++
-		raw, err := batch.BuildMarker(tpid, g.tEpoch[tk], g.rnd.IntN(2) == 0, g.tSeq[tk], 1)
+		raw, err := batch.BuildMarker(tpid, g.tEpoch[tk], g.rnd.IntN(2) == 0, g.tSeq[tk], int64(g.n)*time.Minute.Milliseconds()) // a minute an entry: trims forget old markers
 		if err != nil {
 			g.t.Fatal(err)
 		}
@@ -361,7 +362,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		var tp txnPartition
 		tp.mu.Lock()
 		defer tp.mu.Unlock()
-		if tp.decodeLocked(cp.txns, true) == nil && len(tp.open)+len(tp.aborted)+len(tp.seq) > len(data) {
+		if tp.decodeLocked(cp.txns, cp.hw, true) == nil && len(tp.open)+len(tp.aborted)+len(tp.seq) > len(data) {
 			t.Fatalf("%d transactions from %d bytes", len(tp.open)+len(tp.aborted)+len(tp.seq), len(data))
 		}
 	})

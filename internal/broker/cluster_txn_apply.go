@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
@@ -26,7 +27,7 @@ func (r *replicaLog) applyMarker(epoch int32, raw []byte, one storage.Checked, o
 	}
 	tp := &p.txn
 	tp.mu.Lock()
-	if last, ok := tp.seq[h.ProducerID]; ok && !seqAfter(seq, last) {
+	if last, ok := tp.seq[h.ProducerID]; ok && !seqAfter(seq, last.seq) {
 		// Stale: the marker of a transaction whose marker this replica applied (or of an
 		// older one), proposed again on an old view. Applying it could end the
 		// producer's next transaction. Not appended, on every replica alike.
@@ -42,7 +43,7 @@ func (r *replicaLog) applyMarker(epoch int32, raw []byte, one storage.Checked, o
 	if err == nil {
 		tp.keepLocked(&r.txnUndo, h.ProducerID)
 		tp.noteMarkerLocked(h.ProducerID, commit, offs[0])
-		tp.noteSeqLocked(h.ProducerID, seq)
+		tp.noteSeqLocked(h.ProducerID, lastMarker{seq: seq, at: offs[0], ts: h.MaxTimestamp})
 	}
 	if tp.inFlight == 0 {
 		tp.cond().Broadcast()
@@ -61,16 +62,49 @@ func (r *replicaLog) applyMarker(epoch int32, raw []byte, one storage.Checked, o
 // deposed controller's or a delayed request's, seconds old).
 func seqAfter(a, b int32) bool { return a-b > 0 }
 
-// noteSeqLocked records seq as pid's last marker sequence, if after the one recorded.
-func (tp *txnPartition) noteSeqLocked(pid int64, seq int32) {
-	if last, ok := tp.seq[pid]; ok && !seqAfter(seq, last) {
+// lastMarker is a producer's last marker applied in a partition: its sequence (what a
+// marker must come after), its offset and its timestamp (the leader's clock when the
+// coordinator had it written: replicated data, the same on every replica), which say when
+// it may be forgotten (pruneMarkersLocked).
+type lastMarker struct {
+	seq int32
+	at  int64 // offset
+	ts  int64 // unix ms
+}
+
+// noteSeqLocked records m as pid's last marker, if its sequence is after the one recorded.
+func (tp *txnPartition) noteSeqLocked(pid int64, m lastMarker) {
+	tp.newestMarker = max(tp.newestMarker, m.ts)
+	if last, ok := tp.seq[pid]; ok && !seqAfter(m.seq, last.seq) {
 		return
 	}
 	if tp.seq == nil {
-		tp.seq = map[int64]int32{}
+		tp.seq = map[int64]lastMarker{}
 	}
-	tp.seq[pid] = seq
+	tp.seq[pid] = m
 	tp.changed = true
+}
+
+// markerMemory is how long a producer's last marker is remembered after a trim passed it,
+// counted in marker time (the newest marker's timestamp applied here): a marker repeated
+// after its transaction ended comes seconds later (a retry, a deposed controller's request,
+// bounded by markerTimeout), never an hour.
+const markerMemory = time.Hour
+
+// pruneMarkersLocked forgets the last markers below the log start that are more than
+// markerMemory older than the newest marker applied here. A trim applies it on every
+// replica at the same entry with the same state, so they forget alike; without it every
+// transactional producer that ever wrote here would be remembered, in memory and in every
+// checkpoint (a producer whose transactional id embeds an instance id makes a new one at
+// each deployment).
+func (tp *txnPartition) pruneMarkersLocked(logStart int64) {
+	horizon := tp.newestMarker - markerMemory.Milliseconds()
+	for pid, m := range tp.seq {
+		if m.at < logStart && m.ts < horizon {
+			delete(tp.seq, pid)
+			tp.changed = true
+		}
+	}
 }
 
 // txnUndo remembers what an entry's apply changed in a partition's transactions — each
@@ -80,6 +114,7 @@ func (tp *txnPartition) noteSeqLocked(pid int64, seq int32) {
 type txnUndo struct {
 	active  bool // something was kept since the last reset
 	aborted int
+	newest  int64 // txnPartition.newestMarker
 	saved   []txnSaved
 }
 
@@ -87,7 +122,7 @@ type txnSaved struct {
 	pid     int64
 	open    int64
 	hadOpen bool
-	seq     int32
+	seq     lastMarker
 	hadSeq  bool
 }
 
@@ -99,7 +134,7 @@ func (u *txnUndo) reset() {
 // Called with tp.mu held.
 func (tp *txnPartition) keepLocked(u *txnUndo, pid int64) {
 	if !u.active {
-		u.active, u.aborted = true, len(tp.aborted)
+		u.active, u.aborted, u.newest = true, len(tp.aborted), tp.newestMarker
 	}
 	for _, s := range u.saved {
 		if s.pid == pid {
@@ -134,6 +169,7 @@ func (tp *txnPartition) undo(u *txnUndo) {
 	if u.aborted <= len(tp.aborted) {
 		tp.aborted = tp.aborted[:u.aborted]
 	}
+	tp.newestMarker = u.newest
 	tp.changed = true
 	u.reset()
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -107,4 +108,41 @@ func TestReplicaTrimExpiresAbortedTxns(t *testing.T) {
 	if want := (AbortedTxn{ProducerID: pid.ID, FirstOffset: 4, LastOffset: 5}); len(kept) != 1 || kept[0] != want {
 		t.Fatalf("aborted index after a trim to 4: %+v, want only %+v", kept, want)
 	}
+}
+
+// TestReplicaTrimForgetsOldMarkers: a producer's last marker is remembered to refuse the
+// same marker repeated (a stale one, which could end the producer's next transaction),
+// but not forever: a trim forgets those below the new log start that are more than
+// markerMemory older than the newest marker applied, and a marker of that producer is
+// then applied whatever its sequence. One still in the log, or recent, is kept.
+func TestReplicaTrimForgetsOldMarkers(t *testing.T) {
+	_, r := openReplicaLog(t, vfs.NewMem())
+	hour := time.Hour.Milliseconds()
+	old, recent, inLog := ProducerID{ID: 7 << clusterPIDShift}, ProducerID{ID: 8 << clusterPIDShift}, ProducerID{ID: 9 << clusterPIDShift}
+	marker := func(pid ProducerID, seq int32, ts int64) []byte {
+		raw, err := batch.BuildMarker(pid.ID, pid.Epoch, true, seq, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	apply := func(what string, raw []byte, dup bool) {
+		t.Helper()
+		res, err := r.Apply(3, [][]byte{raw})
+		if err != nil || res[0].Err != nil || res[0].Duplicate != dup {
+			t.Fatalf("%s: %+v, %v; want duplicate %v", what, res, err, dup)
+		}
+	}
+	apply("old's transaction", txnBatch(old, 0, "o"), false)
+	apply("old's marker, at hour 0", marker(old, 4, 0), false)            // offset 1
+	apply("recent's transaction", txnBatch(recent, 0, "r"), false)        // 2
+	apply("recent's marker, at hour 2", marker(recent, 4, 2*hour), false) // 3
+	apply("inLog's transaction", txnBatch(inLog, 0, "i"), false)          // 4
+	apply("inLog's marker, at hour 0", marker(inLog, 4, 0), false)        // 5
+	if _, err := r.Trim(4); err != nil {
+		t.Fatal(err)
+	}
+	apply("old's marker again: forgotten", marker(old, 4, 3*hour), false)
+	apply("recent's marker again: below the start, but within the hour", marker(recent, 4, 3*hour), true)
+	apply("inLog's marker again: still in the log", marker(inLog, 4, 3*hour), true)
 }

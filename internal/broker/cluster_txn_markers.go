@@ -129,7 +129,7 @@ func (b *Broker) serveMarker(ctx context.Context, p *partitionRT, req []byte) ([
 	for tp.appending[m.pid] > 0 {
 		tp.cond().Wait()
 	}
-	if last, ok := tp.seq[m.pid]; ok && !seqAfter(m.seq, last) {
+	if last, ok := tp.seq[m.pid]; ok && !seqAfter(m.seq, last.seq) {
 		tp.mu.Unlock()
 		return []byte{markerDone}, nil
 	}

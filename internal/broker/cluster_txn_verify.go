@@ -101,7 +101,8 @@ func verifyInView(v *txnView, p *partitionRT, h batch.Header) (err error, final 
 		return fmt.Errorf("%w: producer %d has no transactional id", ErrInvalidPIDMapping, h.ProducerID), false
 	}
 	t := e.t
-	floor, known := p.txn.seq[h.ProducerID]
+	last, known := p.txn.seq[h.ProducerID]
+	floor := last.seq
 	if end, ok := p.txn.ending[h.ProducerID]; ok && (!known || seqAfter(end, floor)) {
 		floor, known = end, true
 	}

@@ -51,7 +51,7 @@ func TestVerifyInView(t *testing.T) {
 			}
 			p := &partitionRT{topic: "out", index: 0}
 			if c.seq != 0 {
-				p.txn.seq = map[int64]int32{pid: c.seq}
+				p.txn.seq = map[int64]lastMarker{pid: {seq: c.seq}}
 			}
 			if c.end > 0 {
 				p.txn.ending = map[int64]int32{pid: c.end}

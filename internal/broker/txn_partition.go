@@ -44,10 +44,14 @@ type txnPartition struct {
 	// appending counts, per producer, transactional batches admitted and
 	// not yet appended (admitTransactional): its marker waits for them.
 	appending map[int64]int
-	// seq is, per producer, the sequence of the last marker applied (a cluster's markers
-	// carry one in their coordinator epoch: cluster_txn_apply.go); a marker not above it
-	// is stale and ignored. Derived from the log's markers, kept in the snapshot.
-	seq map[int64]int32
+	// seq is, per producer, the last marker applied: its sequence (a cluster's markers
+	// carry one in their coordinator epoch: cluster_txn_apply.go; a marker not after it
+	// is stale and ignored), offset and timestamp. Derived from the log's markers, kept
+	// in the snapshot and a replicated partition's checkpoint, pruned at trims.
+	seq map[int64]lastMarker
+	// newestMarker is the newest timestamp of a marker applied (unix ms): the clock
+	// pruneMarkersLocked forgets old markers by, the same on every replica.
+	newestMarker int64
 	// ending is, per producer, the highest sequence of a marker this node (as the
 	// partition's leader) was asked to write: no batch of the producer is admitted on a
 	// view of the records older than it (cluster_txn_verify.go). Memory only.
@@ -118,7 +122,8 @@ func (tp *txnPartition) abortedIn(from, to int64) []AbortedTxn {
 	return out
 }
 
-// expire forgets aborted transactions wholly below the log start.
+// expire forgets aborted transactions wholly below the log start, and producers' last
+// markers below it that are old enough (pruneMarkersLocked).
 func (tp *txnPartition) expire(logStart int64) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
@@ -131,6 +136,7 @@ func (tp *txnPartition) expireLocked(logStart int64) {
 		tp.aborted = append(tp.aborted[:0], tp.aborted[i:]...)
 		tp.changed = true
 	}
+	tp.pruneMarkersLocked(logStart)
 }
 
 // writeMarker appends producer pid's commit or abort marker, if it has
@@ -192,14 +198,14 @@ const (
 func (tp *txnPartition) rebuild(log *storage.Log, fsys vfs.FS, dir string, logger *slog.Logger) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	tp.open, tp.aborted, tp.seq, tp.changed = nil, nil, nil, false
+	tp.open, tp.aborted, tp.seq, tp.newestMarker, tp.changed = nil, nil, nil, 0, false
 	start, hw := log.LogStartOffset(), log.HighWatermark()
 	from := start
 	if at, err := tp.loadSnapshotLocked(fsys, dir, hw); err == nil {
 		from = max(at, start)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		logger.Warn("transaction snapshot ignored: scanning the whole log", "err", err)
-		tp.open, tp.aborted, tp.seq = nil, nil, nil
+		tp.open, tp.aborted, tp.seq, tp.newestMarker = nil, nil, nil, 0
 	}
 	tp.scanLocked(log, from, logger)
 	tp.expireLocked(start) // a snapshot written before a trim the log holds
@@ -214,12 +220,14 @@ func (tp *txnPartition) loadSnapshotLocked(fsys vfs.FS, dir string, hw int64) (i
 	if err != nil {
 		return 0, err
 	}
-	return at, tp.decodeLocked(body, false)
+	return at, tp.decodeLocked(body, at, false)
 }
 
-// decodeLocked reads what encodeLocked wrote into the (empty) state; whole: nothing may
-// follow (a checkpoint's), rather than what a newer build may append to the file.
-func (tp *txnPartition) decodeLocked(body []byte, whole bool) error {
+// decodeLocked reads what encodeLocked wrote into the (empty) state, for a log at offset
+// at (the offset markers of a snapshot from before markers had offsets are taken to be at);
+// whole: nothing may follow (a checkpoint's), rather than what a newer build may append to
+// the file.
+func (tp *txnPartition) decodeLocked(body []byte, at int64, whole bool) error {
 	d := wire.Decoder{B: body, Bad: errCorruptTxnSnapshot}
 	for n := d.Varint(); n > 0 && d.Err == nil; n-- {
 		tp.noteOpenLocked(d.Varint(), d.Varint())
@@ -229,7 +237,17 @@ func (tp *txnPartition) decodeLocked(body []byte, whole bool) error {
 	}
 	if len(d.B) > 0 { // absent from the snapshots of builds before clusters had markers
 		for n := d.Varint(); n > 0 && d.Err == nil; n-- {
-			tp.noteSeqLocked(d.Varint(), int32(d.Varint()))
+			tp.noteSeqLocked(d.Varint(), lastMarker{seq: int32(d.Varint()), at: at})
+		}
+	}
+	if len(d.B) > 0 { // absent before markers were pruned
+		tp.newestMarker = d.Varint()
+		for n := d.Varint(); n > 0 && d.Err == nil; n-- {
+			pid, off, ts := d.Varint(), d.Varint(), d.Varint()
+			if m, ok := tp.seq[pid]; ok {
+				m.at, m.ts = off, ts
+				tp.seq[pid] = m
+			}
 		}
 	}
 	if whole && d.Err == nil && len(d.B) > 0 {
@@ -260,7 +278,7 @@ func (tp *txnPartition) scanLocked(log *storage.Log, from int64, logger *slog.Lo
 					tp.noteOpenLocked(h.ProducerID, h.BaseOffset)
 				} else if commit, seq, err := batch.ParseMarkerEpoch(raw); err == nil {
 					tp.noteMarkerLocked(h.ProducerID, commit, h.BaseOffset)
-					tp.noteSeqLocked(h.ProducerID, seq)
+					tp.noteSeqLocked(h.ProducerID, lastMarker{seq: seq, at: h.BaseOffset, ts: h.MaxTimestamp})
 				}
 			}
 			data = data[h.Size():]
@@ -294,7 +312,11 @@ func (tp *txnPartition) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string,
 }
 
 // encodeLocked appends the open transactions, the aborted ones and the producers' last
-// marker sequences (the body of txn.snapshot and of a replicated partition's checkpoint).
+// markers (the body of txn.snapshot and of a replicated partition's checkpoint):
+//
+//	varint count, (pid, first offset)...; varint count, (pid, first, last offset)...;
+//	then, if any marker was applied: varint count, (pid, sequence)...;
+//	varint newest marker timestamp, varint count, (pid, offset, timestamp)...
 func (tp *txnPartition) encodeLocked(body []byte) []byte {
 	body = binary.AppendVarint(body, int64(len(tp.open)))
 	for pid, first := range tp.open {
@@ -304,11 +326,18 @@ func (tp *txnPartition) encodeLocked(body []byte) []byte {
 	for _, a := range tp.aborted {
 		body = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(body, a.ProducerID), a.FirstOffset), a.LastOffset)
 	}
-	if len(tp.seq) > 0 {
-		body = binary.AppendVarint(body, int64(len(tp.seq)))
-		for pid, seq := range tp.seq {
-			body = binary.AppendVarint(binary.AppendVarint(body, pid), int64(seq))
-		}
+	if len(tp.seq) == 0 && tp.newestMarker == 0 {
+		return body // as builds before markers had sequences read it
+	}
+	body = binary.AppendVarint(body, int64(len(tp.seq)))
+	for pid, m := range tp.seq {
+		body = binary.AppendVarint(binary.AppendVarint(body, pid), int64(m.seq))
+	}
+	// Then where and when each was written (builds before pruning stop reading here).
+	body = binary.AppendVarint(body, tp.newestMarker)
+	body = binary.AppendVarint(body, int64(len(tp.seq)))
+	for pid, m := range tp.seq {
+		body = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(body, pid), m.at), m.ts)
 	}
 	return body
 }

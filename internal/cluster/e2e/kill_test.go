@@ -116,6 +116,7 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 		ackedN.Load(), failed.Load(), summarize(failovers))
 	checkPartitions(ctx, t, c, topic, acked)
 	checkLeadersSpread(ctx, t, c, adm, topic, parts)
+	checkReplicasAgree(ctx, t, c, topic, parts)
 }
 
 // checkLeadersSpread: once every node is back, each partition's leadership returns to its

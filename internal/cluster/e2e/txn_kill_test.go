@@ -161,6 +161,7 @@ func TestTransactionsSurviveControllerKills(t *testing.T) {
 	if counts[committed] == 0 {
 		t.Fatal("no transaction committed")
 	}
+	checkReplicasAgree(ctx, t, c, topic, 3)
 }
 
 // readCommittedAll reads topic from the start with read_committed until three polls in a
