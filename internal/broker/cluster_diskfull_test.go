@@ -241,3 +241,60 @@ func TestClusterFullNodeHandsOverLeadership(t *testing.T) {
 		return nil
 	})
 }
+
+// TestClusterFullControllerHandsOver: the controller's node fills. The metadata group's
+// entries (catalog changes, offset commits) are the cluster's own records, which the disk
+// guard does not refuse, so the full node would go on appending them into the headroom it
+// released and then stall the metadata group of the whole cluster. It hands the group to
+// a node with room instead, and the catalog stays writable through any node.
+func TestClusterFullControllerHandsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	const full = multiraft.NodeID(3)
+	c, efs := startClusterToFill(t, full)
+	b3 := c.nodes[full].b
+	controller := func() multiraft.NodeID { return c.groupLeader(meta.Group) }
+	c.eventually(t, "node 3 the controller", func() error {
+		if l := controller(); l != full {
+			if l != 0 {
+				_ = c.nodes[l].b.cluster.host.TransferLeadership(meta.Group, full)
+			}
+			return fmt.Errorf("controller n%d", l)
+		}
+		return nil
+	})
+	if _, err := b3.CreateTopic(TopicSettings{Name: "fill", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(t, "fill/0 led by node 3", func() error {
+		if l := c.leaderID("fill", 0, 0); l != full {
+			if h := c.mustPart(c.nodes[1].b, "fill", 0).repl.Load(); h != nil && l != 0 {
+				_ = c.nodes[l].b.cluster.host.TransferLeadership(h.group, full)
+			}
+			return fmt.Errorf("led by n%d", l)
+		}
+		return nil
+	})
+	efs.SetSpace(0)
+	part := int32(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := b3.Produce(ctx, "fill", []ProduceRecord{{Value: []byte("fills it"), Partition: &part}}, ProduceOptions{})
+	cancel()
+	t.Logf("the produce that found node 3's disk full: %v", err)
+	c.eventually(t, "node 3 in its full state", func() error { return notYet(b3.Health() != nil) })
+	c.eventually(t, "the controller on a node with room", func() error {
+		if l := controller(); l == 0 || l == full {
+			return fmt.Errorf("controller n%d", l)
+		}
+		return nil
+	})
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if l := controller(); l == full {
+			t.Fatal("the controller is back on node 3 while its disk is full")
+		}
+	}
+	if _, err := c.nodes[1].b.CreateTopic(TopicSettings{Name: "after", Partitions: 1}); err != nil {
+		t.Fatalf("a topic created while node 3 is full: %v", err)
+	}
+}

@@ -3,8 +3,8 @@ package broker
 // Leadership off a full disk (docs/cluster.md, "A full disk"). A node whose disk guard is
 // in its full state refuses new data for the partitions and queues it leads, so leading
 // them it would keep them unwritable while their other replicas have room. Each reconcile
-// round it therefore hands the leadership of each to an in-sync replica whose node says
-// its disk is not full (meta.Catalog.NodeStorageFull), and the leader balancing
+// round it therefore hands the leadership of each, and of the metadata group, to an
+// in-sync replica whose node says its disk is not full (meta.Catalog.NodeStorageFull), and the leader balancing
 // (balanceLeaders, balanceQueueLeaders) hands nothing back to a preferred leader whose
 // node says it is full. A node that cannot say (unreachable, or a binary from before the
 // question) counts as having room: what every node did before.
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"go.etcd.io/raft/v3"
 )
@@ -55,6 +56,12 @@ func (c *clusterRT) shedLeadersWhileFull() {
 	for _, h := range c.hostedQueueList() {
 		c.shedGroup(h.group, full, "queue "+h.name)
 	}
+	// And the controller: the catalog's changes, every consumer group's offset commits and
+	// the transactions' records are the metadata group's entries, which this node would
+	// append to a disk with no room left beyond the headroom the guard released (the
+	// guard refuses a client's data, not the cluster's own records), then stall the
+	// metadata group for the whole cluster until an election moved it.
+	c.shedGroup(meta.Group, full, "the metadata group (the controller)")
 }
 
 // shedGroup transfers group g's leadership, if this node holds it, to its first in-sync
