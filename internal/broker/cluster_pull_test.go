@@ -79,6 +79,29 @@ func nextOffset(rd []byte) (int64, error) {
 	return next, nil
 }
 
+// wipeFollower stops a follower of topic/0 and deletes its local log of it (its Raft state
+// stays), and returns it, stopped.
+func (c *memCluster) wipeFollower(topic string) multiraft.NodeID {
+	c.t.Helper()
+	var follower multiraft.NodeID
+	for _, id := range c.ids {
+		if c.leaderOf(topic, 0) != c.nodes[id].b {
+			follower = id
+			break
+		}
+	}
+	_, part, err := c.nodes[follower].b.streams.partition(topic, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	dir := part.dir
+	c.stop(follower)
+	if err := vfs.RemoveAll(c.nodes[follower].fs, dir); err != nil {
+		c.t.Fatal(err)
+	}
+	return follower
+}
+
 // TestClusterWipedReplicaPulls: a follower's local partition log is deleted while it is
 // stopped (its Raft state kept, compacted past the start of the partition). At restart the
 // group's snapshot names records its log lacks: Restore pulls them from a peer, and the
@@ -94,22 +117,7 @@ func TestClusterWipedReplicaPulls(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.produceTo("w", "a", 300) // 300 entries; a snapshot every 25
-	var follower multiraft.NodeID
-	for _, id := range c.ids {
-		if c.leaderOf("w", 0) != c.nodes[id].b {
-			follower = id
-			break
-		}
-	}
-	_, part, err := c.nodes[follower].b.streams.partition("w", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := part.dir
-	c.stop(follower)
-	if err := vfs.RemoveAll(c.nodes[follower].fs, dir); err != nil {
-		t.Fatal(err)
-	}
+	follower := c.wipeFollower("w")
 	if _, err := c.nodes[follower].fs.Stat(filepath.Join("/raft")); err != nil {
 		t.Fatalf("the Raft state went too: %v", err)
 	}
@@ -251,22 +259,7 @@ func TestClusterWipedReplicaPullsFromAStartInsideABatch(t *testing.T) {
 		t.Fatalf("DeleteRecords to 15: start %d, %v", start, err)
 	}
 	c.produceTo("w", "b", 60) // past the next snapshots, which cover the trim (a snapshot every 25 entries)
-	var follower multiraft.NodeID
-	for _, id := range c.ids {
-		if c.leaderOf("w", 0) != c.nodes[id].b {
-			follower = id
-			break
-		}
-	}
-	_, part, err := c.nodes[follower].b.streams.partition("w", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := part.dir
-	c.stop(follower)
-	if err := vfs.RemoveAll(c.nodes[follower].fs, dir); err != nil {
-		t.Fatal(err)
-	}
+	follower := c.wipeFollower("w")
 	c.start(follower)
 	c.produceTo("w", "c", 5)
 	waitSame(t, c, "w", follower)
