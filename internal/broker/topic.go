@@ -84,6 +84,11 @@ type partitionRT struct {
 	// trimming: a retention trim of this replicated partition is being proposed
 	// (cluster_retention.go); one at a time.
 	trimming atomic.Bool
+	// stateFromGroup: a replicated partition, whose producer and transaction state is
+	// not built at open nor written to local snapshots, but set by its group's Restore
+	// from the checkpoint, which carries it (or, below feature level 4, rebuilt there
+	// from the log). Set at open, never changed.
+	stateFromGroup bool
 }
 
 func topicDir(root string, s TopicSettings) string {
@@ -183,6 +188,14 @@ func (t *topicRT) openPartition(i int32) (*partitionRT, error) {
 		return nil, err
 	}
 	p := &partitionRT{owner: t, topic: t.name, index: i, dir: dir, log: log}
+	if t.s.b.cluster != nil && t.settings.UUID != ([16]byte{}) {
+		// A catalog topic's partition is served only once its Raft group is hosted
+		// here, and the group's Restore sets the state (cluster_replica.go): built here
+		// too it would be thrown away, after a scan of the log since the last local
+		// snapshot, which a crash makes the whole log (2.5 s a GiB from a cold cache).
+		p.stateFromGroup = true
+		return p, nil
+	}
 	logger := t.s.b.log.With("topic", t.name, "partition", i)
 	p.prod.Rebuild(log, o.FS, dir, logger)
 	p.txn.rebuild(log, o.FS, dir, logger)
@@ -198,6 +211,11 @@ func (t *topicRT) close() error {
 	}
 	errs = append(errs, closeAll(t.parts, func(p *partitionRT) error {
 		// Before the log closes: its high watermark is final.
+		if p.stateFromGroup {
+			// Its checkpoints carry the state; a snapshot at the final high watermark,
+			// past the last checkpoint, is one its Restore could not use.
+			return p.log.Close()
+		}
 		if err := p.prod.MaybeSnapshot(p.log, t.s.b.opts.FS, p.dir, true); err != nil {
 			t.s.b.log.Warn("producer snapshot failed", "topic", t.name, "partition", p.index, "err", err)
 		}

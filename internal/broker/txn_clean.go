@@ -55,6 +55,9 @@ func (b *Broker) dropMarkers(p *partitionRT, ms []storage.TxnMarker) error {
 	}
 	tp.changed = true
 	tp.mu.Unlock()
+	if p.stateFromGroup {
+		return nil // the next checkpoint carries it (topicRT.openPartition)
+	}
 	for {
 		if err := tp.maybeSnapshot(p.log, b.opts.FS, p.dir, true); err != nil {
 			return err
