@@ -60,7 +60,7 @@ type txnPartition struct {
 	// writing serializes writes of txn.snapshot: maintenance and the cleaner's goroutine
 	// both write it, and vfs.WriteFileAtomic's temporary file has one name.
 	writing sync.Mutex
-	changed bool       // since the last snapshot
+	changed bool // since the last snapshot
 	snapAt  int64
 }
 
