@@ -57,10 +57,7 @@ type txnPartition struct {
 	// view of the records older than it (cluster_txn_verify.go). Memory only.
 	ending  map[int64]int32
 	settled *sync.Cond // on mu: inFlight went to 0
-	// writing serializes writes of txn.snapshot: maintenance and the cleaner's goroutine
-	// both write it, and vfs.WriteFileAtomic's temporary file has one name.
-	writing sync.Mutex
-	changed bool // since the last snapshot
+	changed bool       // since the last snapshot
 	snapAt  int64
 }
 
@@ -305,8 +302,6 @@ func (tp *txnPartition) maybeSnapshot(log *storage.Log, fsys vfs.FS, dir string,
 	prevAt, prevChanged := tp.snapAt, tp.changed
 	tp.snapAt, tp.changed = hw, false
 	tp.mu.Unlock()
-	tp.writing.Lock()
-	defer tp.writing.Unlock()
 	if err := vfs.WriteFileAtomic(fsys, dir, txnSnapshotFile, journal.FrameSnapshot(hw, body)); err != nil {
 		tp.mu.Lock()
 		tp.snapAt, tp.changed = prevAt, prevChanged || tp.changed

@@ -2,17 +2,31 @@ package vfs
 
 import (
 	"errors"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"path/filepath"
+	"sync"
+)
+
+// atomicWrites serializes WriteFileAtomic calls for one path within the process: they share
+// one temporary name, so two at once (a partition's maintenance and its cleaner both write
+// its transaction snapshot) could interleave their bytes in it, or rename it from under
+// each other. Striped by path, so the lock set stays fixed however many files there are.
+var (
+	atomicWrites     [64]sync.Mutex
+	atomicWritesSeed = maphash.MakeSeed()
 )
 
 // WriteFileAtomic replaces dir/name with data so that after a crash the file
 // holds either its old or its new contents, never a mix: it writes a
 // temporary file beside it, syncs it, renames it over the old one and syncs
-// the directory.
+// the directory. Calls for one path in one process run one at a time.
 func WriteFileAtomic(fsys FS, dir, name string, data []byte) error {
 	path := filepath.Join(dir, name)
+	mu := &atomicWrites[maphash.String(atomicWritesSeed, path)%uint64(len(atomicWrites))]
+	mu.Lock()
+	defer mu.Unlock()
 	tmp := path + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {

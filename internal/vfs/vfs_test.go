@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -293,5 +294,37 @@ func TestOSFile(t *testing.T) {
 	defer ef.Close()
 	if _, ok := ef.(vfs.OSFile); ok {
 		t.Fatal("ErrorFS file implements OSFile")
+	}
+}
+
+// TestWriteFileAtomicConcurrent: writers of one path at once (a partition's maintenance
+// and its cleaner) each succeed, and the file ends as one of them wrote it, whole. They
+// share the temporary name: unserialized, one renamed it from under another (ENOENT) or
+// their bytes mixed in it.
+func TestWriteFileAtomicConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*50)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				data := bytes.Repeat([]byte{byte('a' + w)}, 4096+i)
+				if err := vfs.WriteFileAtomic(vfs.Default, dir, "f", data); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got, err := vfs.ReadFile(vfs.Default, filepath.Join(dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 4096 || !bytes.Equal(got, bytes.Repeat(got[:1], len(got))) {
+		t.Fatalf("the file holds %d bytes of more than one writer", len(got))
 	}
 }
