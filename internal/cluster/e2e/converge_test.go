@@ -140,6 +140,26 @@ func sameLogs(t *testing.T, what string, logs [][]stored) {
 // commit, which reading through the leader alone never shows.
 func checkReplicasAgree(ctx context.Context, t *testing.T, c *cluster, topic string, parts int32) {
 	t.Helper()
+	waitHighWatermarksMeet(ctx, t, c, topic, parts)
+	for i := range c.procs {
+		c.procs[i].Stop()
+	}
+	records := 0
+	for part := range parts {
+		logs := make([][]stored, len(c.dirs))
+		for i, dir := range c.dirs {
+			logs[i] = readPartitionN(t, dir, topic, part)
+		}
+		sameLogs(t, fmt.Sprintf("%s/%d", topic, part), logs)
+		records += len(logs[0])
+	}
+	t.Logf("replicas agree: %d records in %d partitions, the same on %d nodes", records, parts, len(c.dirs))
+}
+
+// waitHighWatermarksMeet waits up to 30 s until every node's local log of each of topic's
+// first parts partitions has the same high watermark as the others'.
+func waitHighWatermarksMeet(ctx context.Context, t *testing.T, c *cluster, topic string, parts int32) {
+	t.Helper()
 	var hws [][]int64
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -164,24 +184,11 @@ func checkReplicasAgree(ctx context.Context, t *testing.T, c *cluster, topic str
 			same = same && slices.Equal(row, hws[0])
 		}
 		if same {
-			break
+			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			t.Fatalf("the nodes' high watermarks of %s did not meet: %v", topic, hws)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for i := range c.procs {
-		c.procs[i].Stop()
-	}
-	records := 0
-	for part := range parts {
-		logs := make([][]stored, len(c.dirs))
-		for i, dir := range c.dirs {
-			logs[i] = readPartitionN(t, dir, topic, part)
-		}
-		sameLogs(t, fmt.Sprintf("%s/%d", topic, part), logs)
-		records += len(logs[0])
-	}
-	t.Logf("replicas agree: %d records in %d partitions, the same on %d nodes", records, parts, len(c.dirs))
 }

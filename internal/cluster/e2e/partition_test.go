@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/cluster/faultproxy"
 )
@@ -98,29 +96,10 @@ func TestLeaderPartitionedAway(t *testing.T) {
 }
 
 // waitCaughtUp waits until every node's local log of topic/0 has the same high watermark
-// (DescribeTopic answers from the node's own log). A follower applies what it knows to be
-// committed, and learns the last commit index from the leader's next message: stopped a
-// moment too early, it would hold a correct prefix, and the comparison would fail on that.
+// (waitHighWatermarksMeet).
 func waitCaughtUp(ctx context.Context, t *testing.T, c *cluster, topic string) {
 	t.Helper()
-	var hws []int64
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		hws = hws[:0]
-		for _, p := range c.procs {
-			info, err := client.New("http://"+p.Addr("http")).DescribeTopic(ctx, topic)
-			hw := int64(-1)
-			if err == nil && len(info.GetPartitions()) == 1 {
-				hw = info.GetPartitions()[0].GetHighWatermark()
-			}
-			hws = append(hws, hw)
-		}
-		if hws[0] >= 0 && !slices.ContainsFunc(hws, func(hw int64) bool { return hw != hws[0] }) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the nodes' high watermarks of %s/0 did not meet: %v", topic, hws)
+	waitHighWatermarksMeet(ctx, t, c, topic, 1)
 }
 
 // waitLeader waits until every node but any isolated one agrees on one leader of
