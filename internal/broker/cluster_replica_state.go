@@ -17,9 +17,10 @@ import (
 // duplicate, a gap or fenced, and whether a marker is stale, so the state must be the same
 // on every replica at every entry. Replicas that never stop keep it in memory; one that
 // restores a checkpoint — after a restart, or filled from a peer as a new replica — used to
-// rebuild it from its log: a scan bounded to the last producer.ScanOffsets offsets when its
-// local snapshot was newer than the checkpoint (the usual case, maintenance writes one
-// every 4,096 offsets), and never what retention or a DeleteRecords had removed (a
+// rebuild it from its log: a scan bounded to the last producer.ScanOffsets offsets when it
+// had no local snapshot at or below the checkpoint (a new replica never has one; a graceful
+// stop wrote it at the log's end, past the checkpoint unless that was at the end too), and
+// never what retention or a DeleteRecords had removed (a
 // producer whose marker was trimmed). Such a replica then appended a retry the others
 // answered as a duplicate, or a stale marker the others ignored, and every later offset of
 // its log differed from theirs (TestReplicaRestoredDecidesAsTheOthers). Kafka's followers
@@ -35,8 +36,8 @@ import (
 // checkpointStateTag starts the state after a checkpoint's offsets.
 const checkpointStateTag = 'S'
 
-// maxCheckpointProducers bounds the producers' part a checkpoint may declare.
-const maxCheckpointProducers = 1 << 30
+// maxCheckpointProducerBytes bounds the length a checkpoint may declare for its producers' part.
+const maxCheckpointProducerBytes = 1 << 30
 
 type checkpoint struct {
 	hw, start int64
@@ -64,7 +65,7 @@ func decodeCheckpoint(data []byte) (checkpoint, error) {
 	}
 	if len(data) > 16 {
 		d := wire.Decoder{B: data[17:], Bad: errBadCheckpoint}
-		cp.state, cp.producers, cp.txns = true, d.Bytes(maxCheckpointProducers), d.B
+		cp.state, cp.producers, cp.txns = true, d.Bytes(maxCheckpointProducerBytes), d.B
 		if d.Err != nil {
 			return cp, d.Err
 		}
@@ -91,7 +92,7 @@ func (r *replicaLog) encodeCheckpoint(withState bool) []byte {
 }
 
 // restoreState puts a checkpoint's state in place of the partition's, its log now at the
-// checkpoint's high watermark. The next maintenance writes it to the local snapshots.
+// checkpoint's high watermark.
 func (r *replicaLog) restoreState(cp checkpoint) error {
 	p := r.p
 	if err := p.prod.Decode(cp.producers, p.log.Gen()); err != nil {
@@ -101,9 +102,5 @@ func (r *replicaLog) restoreState(cp checkpoint) error {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	tp.open, tp.aborted, tp.seq, tp.newestMarker = nil, nil, nil, 0
-	if err := tp.decodeLocked(cp.txns, cp.hw, true); err != nil {
-		return err
-	}
-	tp.snapAt, tp.changed = p.log.HighWatermark(), true
-	return nil
+	return tp.decodeLocked(cp.txns, cp.hw, true)
 }

@@ -185,7 +185,8 @@ func (b *Broker) writeMarker(p *partitionRT, pid int64, epoch int16, commit bool
 // producer id and first offset; varint count of aborted ones, each
 // producer id, first and last offset; then, only if any, varint count of
 // producers' last marker sequences, each producer id and sequence. Without a snapshot the whole log is
-// scanned (a partition written before transactions existed: once).
+// scanned (a partition written before transactions existed: once). A replicated partition
+// writes none: its group's checkpoints carry the state (partitionRT.stateFromGroup).
 const (
 	txnSnapshotFile = "txn.snapshot"
 	// txnSnapshotEvery: maintenance writes a snapshot when this many
