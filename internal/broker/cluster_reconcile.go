@@ -117,6 +117,7 @@ func (c *clusterRT) run() {
 		c.reconcileCursors() // cluster_subs_host.go
 		c.reconcileQueues()
 		c.featureRound()         // cluster_features.go
+		c.refreshCheckpoints()   // cluster_replica_state.go
 		c.shedLeadersWhileFull() // cluster_shed.go
 		if time.Since(c.collected) >= c.collectEvery {
 			c.collectGroups() // cluster_gc.go
@@ -300,11 +301,12 @@ func topicFromCatalog(ct *meta.Topic) (TopicSettings, error) {
 func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 	if h := p.repl.Load(); h != nil {
 		if !slices.Equal(h.replicas, cp.Replicas) { // a move changed them (cluster_moves.go)
-			p.repl.Store(&hostedReplica{part: h.part, sm: h.sm, group: h.group, replicas: slices.Clone(cp.Replicas)})
+			p.repl.Store(&hostedReplica{part: h.part, sm: h.sm, log: h.log, group: h.group, replicas: slices.Clone(cp.Replicas)})
 		}
 		return nil
 	}
-	m := replpart.NewMachine(c.node, &replicaLog{b: c.b, p: p, appliedEnd: -1, withState: c.checkpointsCarryState})
+	rl := &replicaLog{b: c.b, p: p, appliedEnd: -1, withState: c.checkpointsCarryState}
+	m := replpart.NewMachine(c.node, rl)
 	// A local log behind the group's snapshot (wiped, or past the compacted Raft log)
 	// pulls the records from the other replicas before the group starts or goes on.
 	m.SetSource(replpart.Source{Host: c.host, Group: cp.Group, Peers: cp.Replicas})
@@ -323,7 +325,7 @@ func (c *clusterRT) hostPartition(p *partitionRT, cp meta.Partition) error {
 	// checks (CursorReady) and an injected test clock use, not the wall clock.
 	part.SetClock(c.b.now)
 	part.SetAdmit(c.admitPartitionEntry) // cluster_entry_levels.go
-	p.repl.Store(&hostedReplica{part: part, sm: m, group: cp.Group, replicas: slices.Clone(cp.Replicas)})
+	p.repl.Store(&hostedReplica{part: part, sm: m, log: rl, group: cp.Group, replicas: slices.Clone(cp.Replicas)})
 	if st, err := c.host.Status(cp.Group); err == nil && st.Term <= 1 && st.Leader == 0 && !cp.Moved &&
 		len(cp.Replicas) > 0 && cp.Replicas[0] == c.node {
 		// A group just bootstrapped (term 1, nobody elected yet): its preferred leader

@@ -18,6 +18,7 @@ import (
 type hostedReplica struct {
 	part     *replpart.Partition
 	sm       *replpart.Machine // its state machine here: the subscriptions' cursors (cluster_subs_host.go)
+	log      *replicaLog       // the local log as sm sees it
 	group    multiraft.GroupID
 	replicas []multiraft.NodeID
 	// movingDead: a mover copies its subscriptions' dead letters (cluster_subs_dlq.go).
@@ -43,6 +44,16 @@ type replicaLog struct {
 	// prodUndo and txnUndo keep what the entry being applied changed, for cutBack.
 	prodUndo producer.Undo
 	txnUndo  txnUndo
+	// stateKept: the last checkpoint taken or restored carries the producer and
+	// transaction state (or is the empty log's, which has none to carry). Set on the
+	// Ready loop, read by the reconcile loop's refreshCheckpoints.
+	stateKept atomic.Bool
+	// refreshAsked is when refreshCheckpoints last asked for an entry to checkpoint after
+	// (unix nanoseconds; 0: never).
+	refreshAsked atomic.Int64
+	// scans counts the Restores that rebuilt the state from the log, for lack of it in
+	// the checkpoint.
+	scans atomic.Int32
 }
 
 // Apply appends one committed entry's batches, stamped with term as their leader epoch,
@@ -163,7 +174,9 @@ func (r *replicaLog) Checkpoint() ([]byte, error) {
 	if err := r.p.log.PersistStart(); err != nil {
 		return nil, err
 	}
-	return r.encodeCheckpoint(r.withState != nil && r.withState()), nil
+	withState := r.withState != nil && r.withState()
+	r.stateKept.Store(withState)
+	return r.encodeCheckpoint(withState), nil
 }
 
 // Restore cuts the local log back to a checkpoint (nil: empty) and takes the producer
@@ -208,7 +221,9 @@ func (r *replicaLog) Restore(data []byte) error {
 		}
 	} else {
 		r.rebuildProducers()
+		r.scans.Add(1)
 	}
+	r.stateKept.Store(cp.state || len(data) == 0)
 	r.appliedEnd = p.log.HighWatermark()
 	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/cluster/replpart"
 
 	"github.com/sluice-mq/sluice/internal/wire"
 )
@@ -32,6 +35,12 @@ import (
 // The state is written only once every node reads it (meta.LevelPartitionState): an older
 // binary refuses a checkpoint longer than 16 bytes, which would stop its replica of the
 // group. A checkpoint without it is restored as before, by the scan.
+//
+// Once the level admits the state, a partition that is written to checkpoints with it at
+// its next entry (replpart.CheckpointAger: the replica's last checkpoint is outdated, so it
+// wants a snapshot after any entry). One nobody writes to would keep its old checkpoint,
+// and every restart would restore it by the scan: refreshCheckpoints asks for an empty
+// entry in its group, which every replica applies and checkpoints after.
 
 // checkpointStateTag starts the state after a checkpoint's offsets.
 const checkpointStateTag = 'S'
@@ -103,4 +112,46 @@ func (r *replicaLog) restoreState(cp checkpoint) error {
 	defer tp.mu.Unlock()
 	tp.open, tp.aborted, tp.seq, tp.newestMarker = nil, nil, nil, 0
 	return tp.decodeLocked(cp.txns, cp.hw, true)
+}
+
+// refreshAskEvery is how long refreshCheckpoints waits before asking a replica's group for
+// an entry again while its checkpoint stays outdated (the entry lost with a leader, or the
+// checkpoint refused by a full disk).
+const refreshAskEvery = 30 * time.Second
+
+// refreshCheckpoints is the reconcile loop's step that gives every partition replica here
+// whose last checkpoint lacks the state the feature level admits an entry to checkpoint
+// after: an empty one (multiraft.Host.ProposeEmpty), from whichever replica asks, that every
+// replica applies. Once after the level rises, and for a replica that restored an old
+// checkpoint since; nothing otherwise.
+func (c *clusterRT) refreshCheckpoints() {
+	if !c.checkpointsCarryState() {
+		return
+	}
+	now := time.Now()
+	for _, t := range c.b.streams.topicList() {
+		_, parts := t.snapshot()
+		for _, p := range parts {
+			h := p.repl.Load()
+			if h == nil || h.log == nil || !h.log.CheckpointOutdated() {
+				continue
+			}
+			if asked := h.log.refreshAsked.Load(); asked != 0 && now.Sub(time.Unix(0, asked)) < refreshAskEvery {
+				continue
+			}
+			h.log.refreshAsked.Store(now.UnixNano())
+			if err := c.host.ProposeEmpty(h.group); err != nil {
+				c.log.Debug("cluster: no entry to checkpoint a partition after; asked again later",
+					"topic", p.topic, "partition", p.index, "err", err)
+			}
+		}
+	}
+}
+
+var _ replpart.CheckpointAger = (*replicaLog)(nil)
+
+// CheckpointOutdated reports that the last checkpoint lacks the producer and transaction
+// state the feature level now admits (replpart.CheckpointAger).
+func (r *replicaLog) CheckpointOutdated() bool {
+	return !r.stateKept.Load() && r.withState != nil && r.withState()
 }

@@ -18,6 +18,22 @@ import (
 // Propose can say who leads; the metadata group's few writes from followers (a node
 // registering its addresses, a topic created through a follower) come through here.
 func (h *Host) ProposeForward(id GroupID, data []byte) error {
+	return h.forward(id, data, true)
+}
+
+// ProposeEmpty proposes an entry without data from any member, as ProposeForward does (and
+// as unreliably). No state machine is given it — raft's own entry at an election is one —
+// but every replica applies it, and its host then asks the state machine whether it wants
+// a snapshot (SnapshotWanter), as after any apply: how a group nobody writes to gets a
+// snapshot on every replica when its state machines want one (a checkpoint whose format
+// grew when the cluster's feature level rose). Every build skips an entry shorter than a
+// proposal's header, so no feature level guards this one.
+func (h *Host) ProposeEmpty(id GroupID) error {
+	return h.forward(id, nil, false)
+}
+
+// forward proposes data to group id, behind this host's proposal header if withHeader.
+func (h *Host) forward(id GroupID, data []byte, withHeader bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -36,8 +52,11 @@ func (h *Host) ProposeForward(id GroupID, data []byte) error {
 		return ErrRemoved
 	}
 	bs := g.rn.BasicStatus()
-	h.nextSeq++
-	entry := append(encodeProposal(h.cfg.Node, h.nextSeq, nil), data...)
+	var entry []byte
+	if withHeader {
+		h.nextSeq++
+		entry = append(encodeProposal(h.cfg.Node, h.nextSeq, nil), data...)
+	}
 	h.wake(g)
 	g.idle = 0
 	switch {

@@ -44,6 +44,16 @@ type Log interface {
 	AppendRange(at int64, r Range) error
 }
 
+// CheckpointAger is an optional interface of a Log whose checkpoint can lack what one
+// taken now would hold (the broker's carries the producers' state only from a feature
+// level on): the Machine then wants a snapshot after the next entry it applies, of any
+// size, and an idle group is given one (multiraft.Host.ProposeEmpty) by the broker.
+type CheckpointAger interface {
+	// CheckpointOutdated reports that the last checkpoint taken or restored lacks what
+	// Checkpoint would write now. Safe beside the other calls.
+	CheckpointOutdated() bool
+}
+
 // BatchResult is what applying one batch did.
 type BatchResult struct {
 	Base      int64 // offset of the batch's first record (for a duplicate: where it was stored)
@@ -223,8 +233,15 @@ func (m *Machine) pullDurable(ctx context.Context, from, to int64) error {
 	return nil
 }
 
-// WantSnapshot asks for a snapshot every SnapshotBytes of entries applied.
-func (m *Machine) WantSnapshot() bool { return m.sinceSnap >= m.snapshotLimit() }
+// WantSnapshot asks for a snapshot every SnapshotBytes of entries applied, and after any
+// entry while the last checkpoint is outdated (CheckpointAger).
+func (m *Machine) WantSnapshot() bool {
+	if m.sinceSnap >= m.snapshotLimit() {
+		return true
+	}
+	a, ok := m.log.(CheckpointAger)
+	return ok && a.CheckpointOutdated()
+}
 
 func (m *Machine) snapshotLimit() int64 {
 	if m.SnapshotBytes <= 0 {
