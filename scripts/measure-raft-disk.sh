@@ -5,23 +5,11 @@
 # this tree), then the disk use of each node's raft/ and topics/ and its replica pull
 # metrics (docs/cluster.md, "Replicated partition", "Measured"). Bounded: 300 s of produce.
 set -euo pipefail
-bin=$1; mib=$2
-root=$(mktemp -d)
-bench=${SLUICE_BENCH:-}
-if [ -z "$bench" ]; then
-  bench=$root/sluice-bench
-  (cd "$(dirname "$0")/.." && go build -o "$bench" ./cmd/sluice-bench)
-fi
-base=$((20000 + RANDOM % 20000))
-peers="1=127.0.0.1:$((base+1)),2=127.0.0.1:$((base+2)),3=127.0.0.1:$((base+3))"
-pids=()
-for i in 1 2 3; do
-  "$bin" serve --data-dir "$root/n$i" --node-id $i --cluster-addr 127.0.0.1:$((base+i)) --cluster-peers "$peers" \
-    --kafka-addr 127.0.0.1:$((base+10+i)) --http-addr 127.0.0.1:$((base+20+i)) --sqs-addr 127.0.0.1:$((base+30+i)) \
-    >"$root/n$i.log" 2>&1 &
-  pids+=($!)
-done
-trap 'kill ${pids[*]} 2>/dev/null; wait 2>/dev/null; rm -rf "$root"' EXIT
+mib=$2
+# shellcheck source=scripts/cluster3.sh
+source "$(dirname "$0")/cluster3.sh"
+cluster3_init "$1"
+for i in 1 2 3; do cluster3_start $i; done
 sleep 3
 count=$((mib * 1024))
 "$bench" produce --protocol kafka --kafka-addr 127.0.0.1:$((base+11)) --size 1024 --replication-factor 3 \

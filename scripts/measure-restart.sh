@@ -8,24 +8,11 @@
 # applied everything committed (/v1/admin/cluster). Bounded: 300 s of produce, 300 s of
 # waiting (docs/benchmarks.md, "restarts without a scan").
 set -euo pipefail
-bin=$1; mib=$2; how=${3:-kill}
-root=$(mktemp -d)
-bench=${SLUICE_BENCH:-}
-if [ -z "$bench" ]; then
-  bench=$root/sluice-bench
-  (cd "$(dirname "$0")/.." && go build -o "$bench" ./cmd/sluice-bench)
-fi
-base=$((20000 + RANDOM % 20000))
-peers="1=127.0.0.1:$((base+1)),2=127.0.0.1:$((base+2)),3=127.0.0.1:$((base+3))"
-declare -A pids
-start() {
-  "$bin" serve --data-dir "$root/n$1" --node-id "$1" --cluster-addr 127.0.0.1:$((base+$1)) --cluster-peers "$peers" \
-    --kafka-addr 127.0.0.1:$((base+10+$1)) --http-addr 127.0.0.1:$((base+20+$1)) --sqs-addr 127.0.0.1:$((base+30+$1)) \
-    >>"$root/n$1.log" 2>&1 &
-  pids[$1]=$!
-}
-for i in 1 2 3; do start $i; done
-trap 'kill ${pids[*]} 2>/dev/null; wait 2>/dev/null; rm -rf "$root"' EXIT
+mib=$2; how=${3:-kill}
+# shellcheck source=scripts/cluster3.sh
+source "$(dirname "$0")/cluster3.sh"
+cluster3_init "$1"
+for i in 1 2 3; do cluster3_start $i; done
 sleep 3
 "$bench" produce --protocol kafka --kafka-addr 127.0.0.1:$((base+11)) --size 1024 --replication-factor 3 \
   --count $((mib * 1024)) --duration 300s --in-flight 256 --batch 64 --probe-dir "" 2>&1 | tail -2
@@ -40,7 +27,7 @@ wait "${pids[3]}" 2>/dev/null || true
 sync
 if [ "$(id -u)" = 0 ]; then echo 3 > /proc/sys/vm/drop_caches; fi
 t0=$(date +%s.%N)
-start 3
+cluster3_start 3
 ready=""
 for _ in $(seq 3000); do
   if [ -z "$ready" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' 127.0.0.1:$((base+23))/readyz)" = 200 ]; then
