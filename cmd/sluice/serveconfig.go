@@ -236,6 +236,9 @@ var serveSettings = []serveSetting{
 		func(c *server.Config) *time.Duration { return &c.ClusterLeaderBalance }),
 	durationSetting("transaction-max-timeout", "the longest transaction.timeout.ms a Kafka transactional producer may ask (a `duration`; Kafka's transaction.max.timeout.ms; 0: 15m)",
 		func(c *server.Config) *time.Duration { return &c.TransactionMaxTimeout }),
+	durationSetting("producer-id-expiration", "how long a partition remembers an idempotent producer that writes nothing to it (a `duration`; "+
+		"Kafka's producer.id.expiration.ms; 0: 24h; negative: forever)",
+		func(c *server.Config) *time.Duration { return &c.ProducerIDExpiration }),
 	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`)",
 		func(c *server.Config) *time.Duration { return &c.ShutdownTimeout }),
 

@@ -89,7 +89,15 @@ type Options struct {
 	// transactional producer asking a longer transaction.timeout.ms is
 	// refused (INVALID_TRANSACTION_TIMEOUT). Default 15 minutes.
 	TransactionMaxTimeout time.Duration
+	// ProducerIDExpiration is Kafka's producer.id.expiration.ms: a partition
+	// forgets an idempotent producer that wrote nothing to it for this long
+	// (producer.State.IdleSince). Default DefaultProducerIDExpiration;
+	// negative: never.
+	ProducerIDExpiration time.Duration
 }
+
+// DefaultProducerIDExpiration is Options.ProducerIDExpiration's default, Kafka's.
+const DefaultProducerIDExpiration = 24 * time.Hour
 
 // DefaultPreallocateBytes is Options.PreallocateBytes's default.
 const DefaultPreallocateBytes = 1 << 20
@@ -170,6 +178,12 @@ func Open(opts Options) (_ *Broker, err error) {
 		opts.HeadroomBytes = DefaultHeadroomBytes
 	case opts.HeadroomBytes < 0:
 		opts.HeadroomBytes = 0
+	}
+	switch {
+	case opts.ProducerIDExpiration == 0:
+		opts.ProducerIDExpiration = DefaultProducerIDExpiration
+	case opts.ProducerIDExpiration < 0:
+		opts.ProducerIDExpiration = 0 // IdleSince: never
 	}
 	if opts.SnapshotEvery <= 0 {
 		opts.SnapshotEvery = 100_000

@@ -86,6 +86,15 @@ func (tp *txnPartition) cond() *sync.Cond {
 	return tp.settled
 }
 
+// hasOpen reports whether producer pid has a transaction open here: its producer state
+// is kept however long it is idle (Kafka never expires one with a transaction going on).
+func (tp *txnPartition) hasOpen(pid int64) bool {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	_, ok := tp.open[pid]
+	return ok
+}
+
 func (tp *txnPartition) noteOpenLocked(pid, at int64) {
 	if tp.open == nil {
 		tp.open = map[int64]int64{}

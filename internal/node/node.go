@@ -123,6 +123,7 @@ func openBroker(s *server.Server, cn *clusterNode) (*broker.Broker, error) {
 	o := broker.Options{Dir: cfg.DataDir, Sync: sync, Logger: s.Logger(),
 		StorageObserver: s.Metrics(), PreallocateBytes: prealloc, HeadroomBytes: headroom,
 		SnapshotEvery: cfg.SnapshotEvery, ConsumerGroups: cg, TransactionMaxTimeout: cfg.TransactionMaxTimeout,
+		ProducerIDExpiration:  cfg.ProducerIDExpiration,
 		CompactionBufferBytes: cfg.CompactionBufferBytes, CompactionBytesPerSec: cfg.CompactionBytesPerSec,
 		CompactionInterval: cfg.CompactionInterval, SegmentBytes: cfg.SegmentBytes}
 	if cn != nil {

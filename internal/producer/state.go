@@ -31,6 +31,7 @@ type Range struct {
 type entry struct {
 	epoch  int16
 	recent []Range // oldest first, at most producerWindow
+	seen   int64   // the expiry pass's time when a batch was last recorded (expire.go); 0: none since loaded
 }
 
 // State is a partition's idempotent producers. Its lock (Lock, Unlock)
@@ -48,6 +49,10 @@ type State struct {
 	// gen is the log generation m is exact for (ReconcileLocked): recorded
 	// batches are durable, or placed at gen and on their way.
 	gen int64
+	// passAt is the time of the last expiry pass (unix nanoseconds), which
+	// RecordLocked stamps on the producer (expire.go); nextPass is when the next
+	// may walk the producers.
+	passAt, nextPass int64
 }
 
 func nextSeq(s int32) int32 {
@@ -100,6 +105,7 @@ func (ps *State) RecordLocked(h batch.Header, base int64) {
 		ps.m[h.ProducerID] = e
 	}
 	e.recent = append(e.recent, Range{First: h.BaseSequence, Last: lastSeq(h), Base: base})
+	e.seen = ps.passAt
 	ps.changed++
 	if len(e.recent) > producerWindow {
 		e.recent = append(e.recent[:0], e.recent[len(e.recent)-producerWindow:]...)

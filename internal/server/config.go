@@ -118,6 +118,11 @@ type Config struct {
 	// (docs/kafka.md, "Transactions"). 0: 15 minutes.
 	TransactionMaxTimeout time.Duration
 
+	// ProducerIDExpiration is Kafka's producer.id.expiration.ms: how long a
+	// partition remembers an idempotent producer that writes nothing to it
+	// (docs/kafka.md, "Idempotent producers"). 0: 24 hours; negative: forever.
+	ProducerIDExpiration time.Duration
+
 	// CompactionBufferBytes bounds the memory of one pass of the log cleaner
 	// of compacted topics (its offset map, 24 bytes a key; 0: 32 MiB), and
 	// CompactionBytesPerSec its reads plus writes (0: no limit)
