@@ -30,7 +30,7 @@ var queueOpLevels = map[replqueue.Op]int{
 // partition's group: produces, trims and subscription cursors' entries. A new kind must be
 // listed (TestEveryDataEntryHasALevel), at a new level when an older build cannot decode it.
 var partitionEntryLevels = map[replpart.EntryKind]int{
-	replpart.ProduceEntry: meta.LevelBase, replpart.TrimKind: meta.LevelBase,
+	replpart.ProduceEntry: meta.LevelBase, replpart.TrimKind: meta.LevelBase, replpart.ForgetKind: meta.LevelProducerExpiry,
 	replpart.CursorKind(replpart.CursorCreate): meta.LevelBase, replpart.CursorKind(replpart.CursorDelete): meta.LevelBase,
 	replpart.CursorKind(replcursor.Receive): meta.LevelBase, replpart.CursorKind(replcursor.Ack): meta.LevelBase,
 	replpart.CursorKind(replcursor.Nack): meta.LevelBase, replpart.CursorKind(replcursor.Extend): meta.LevelBase,

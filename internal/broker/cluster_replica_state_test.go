@@ -37,11 +37,13 @@ func TestReplicaRestoredDecidesAsTheOthers(t *testing.T) {
 	}
 }
 
-// replicaOp is one entry of a partition's group: batches to apply, or a trim.
+// replicaOp is one entry of a partition's group: batches to apply, a trim, or a forget
+// entry.
 type replicaOp struct {
-	what string
-	raws [][]byte
-	trim int64 // with raws nil
+	what   string
+	raws   [][]byte
+	trim   int64                   // with raws and forget nil
+	forget []replpart.IdleProducer // with raws nil
 }
 
 // opResult is what an entry did, in the terms every replica must agree on.
@@ -49,15 +51,26 @@ type opResult struct {
 	bases []int64
 	dups  []bool
 	errs  []bool
-	start int64 // after a trim
+	start int64   // after a trim
+	prods []int64 // the producers remembered after a forget entry
 }
 
 func (o opResult) String() string {
-	return fmt.Sprintf("bases %v duplicates %v refused %v start %d", o.bases, o.dups, o.errs, o.start)
+	return fmt.Sprintf("bases %v duplicates %v refused %v start %d producers %v", o.bases, o.dups, o.errs, o.start, o.prods)
 }
 
 func applyReplicaOp(t *testing.T, r *replicaLog, op replicaOp) opResult {
 	t.Helper()
+	if op.forget != nil {
+		if err := r.ForgetProducers(op.forget); err != nil {
+			t.Fatalf("%s: %v", op.what, err)
+		}
+		var o opResult
+		for _, a := range r.p.prod.Producers() {
+			o.prods = append(o.prods, a.ID)
+		}
+		return o
+	}
 	if op.raws == nil {
 		res, err := r.Trim(op.trim)
 		if err != nil {
@@ -169,6 +182,19 @@ func (g *replicaOpGen) op() replicaOp {
 		start, hw := l.LogStartOffset(), l.HighWatermark()
 		to := start + (hw-start)*int64(40+g.rnd.IntN(61))/100
 		return replicaOp{what: fmt.Sprintf("trim to %d", to), trim: to}
+	case x < 99:
+		// The leader's forget entry: some producers with their last batch, some with an
+		// older one (they wrote after the leader listed them: kept).
+		op := replicaOp{what: "forget idle producers", forget: []replpart.IdleProducer{}}
+		for _, a := range g.ref.p.prod.Producers() {
+			switch g.rnd.IntN(4) {
+			case 0, 1:
+				op.forget = append(op.forget, replpart.IdleProducer{ID: a.ID, LastBase: a.LastBase})
+			case 2:
+				op.forget = append(op.forget, replpart.IdleProducer{ID: a.ID, LastBase: a.LastBase - 1})
+			}
+		}
+		return op
 	}
 	return replicaOp{what: "filler", raws: [][]byte{g.build(1+g.rnd.IntN(50), nil, false)}}
 }

@@ -144,6 +144,7 @@ type Active struct {
 	ID           int64
 	Epoch        int16
 	LastSequence int32 // -1 before its first batch here
+	LastBase     int64 // its last batch's base offset (-1: none)
 }
 
 // Producers lists the partition's remembered producers by id, for
@@ -153,9 +154,9 @@ func (ps *State) Producers() []Active {
 	defer ps.mu.Unlock()
 	out := make([]Active, 0, len(ps.m))
 	for id, e := range ps.m {
-		a := Active{ID: id, Epoch: e.epoch, LastSequence: -1}
+		a := Active{ID: id, Epoch: e.epoch, LastSequence: -1, LastBase: -1}
 		if n := len(e.recent); n > 0 {
-			a.LastSequence = e.recent[n-1].Last
+			a.LastSequence, a.LastBase = e.recent[n-1].Last, e.recent[n-1].Base
 		}
 		out = append(out, a)
 	}

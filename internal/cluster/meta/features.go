@@ -50,9 +50,12 @@ const (
 	// a replica restoring one puts in place of a scan of its log (the broker's
 	// cluster_replica_state.go).
 	LevelPartitionState = 4
+	// LevelProducerExpiry adds partition entries that forget idle idempotent producers
+	// (replpart's forget entries: Kafka's producer.id.expiration.ms in a cluster).
+	LevelProducerExpiry = 5
 
 	// MaxFeatureLevel is the newest level this binary reads.
-	MaxFeatureLevel = LevelPartitionState
+	MaxFeatureLevel = LevelProducerExpiry
 )
 
 // OpSetFeatureLevel raises the catalog's feature level to Level (a lower or equal level

@@ -97,3 +97,38 @@ func FuzzPullResponse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeForget: no input panics the forget entry's decoder or makes it allocate past
+// its input; what it accepts is a bounded, non-empty list of valid producers that
+// re-encodes to an entry decoding the same.
+func FuzzDecodeForget(f *testing.F) {
+	f.Add(encodeForget(nil, []IdleProducer{{ID: 1, LastBase: 0}}))
+	f.Add(encodeForget(nil, []IdleProducer{{ID: 1 << 50, LastBase: -1}, {ID: 7, LastBase: 1 << 40}}))
+	f.Add([]byte{forgetVersion})
+	f.Add([]byte{forgetVersion, 0})
+	f.Add([]byte{forgetVersion, 0xff, 0xff, 0xff, 0xff, 0x0f, 2, 2})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return // Apply dispatches on the first byte
+		}
+		ps, err := decodeForget(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadEntry) {
+				t.Fatalf("refusal %v is not ErrBadEntry", err)
+			}
+			return
+		}
+		if len(ps) == 0 || len(ps) > MaxForgetProducers {
+			t.Fatalf("accepted %d producers", len(ps))
+		}
+		for _, p := range ps {
+			if p.ID < 0 || p.LastBase < -1 {
+				t.Fatalf("accepted %+v", p)
+			}
+		}
+		again, err := decodeForget(encodeForget(nil, ps))
+		if err != nil || !reflect.DeepEqual(again, ps) {
+			t.Fatalf("round trip: %+v %v, want %+v", again, err, ps)
+		}
+	})
+}

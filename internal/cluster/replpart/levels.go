@@ -16,7 +16,7 @@ import (
 // EntryKind is one kind of entry of a partition's group: a produce, a trim, or a
 // subscription cursor's entry of one kind.
 type EntryKind struct {
-	Version byte            // the entry's first byte: entryVersion, cursorVersion or trimVersion
+	Version byte            // the entry's first byte: entryVersion, cursorVersion, trimVersion or forgetVersion
 	Cursor  replcursor.Kind // a cursor entry's kind (0 for the others)
 }
 
@@ -35,6 +35,8 @@ func (k EntryKind) String() string {
 		return "a produce"
 	case k == TrimKind:
 		return "a trim"
+	case k == ForgetKind:
+		return "a forget entry"
 	case k.Version == cursorVersion:
 		return fmt.Sprintf("a cursor entry of kind %d", k.Cursor)
 	}
@@ -44,7 +46,7 @@ func (k EntryKind) String() string {
 // EntryKinds lists every kind Apply decodes (TestEntryKindsListed fails when one is
 // missing): the broker gives each the feature level that admits it.
 func EntryKinds() []EntryKind {
-	out := []EntryKind{ProduceEntry, TrimKind}
+	out := []EntryKind{ProduceEntry, TrimKind, ForgetKind}
 	for _, k := range []replcursor.Kind{CursorCreate, replcursor.Receive, replcursor.Ack, replcursor.Nack,
 		replcursor.Extend, CursorDelete, CursorReceiveLimited, CursorDeadDone, CursorSkipTo, CursorDeadLetter} {
 		out = append(out, CursorKind(k))

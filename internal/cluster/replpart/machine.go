@@ -132,6 +132,12 @@ func (m *Machine) Apply(ents []multiraft.Entry) error {
 			}
 			continue
 		}
+		if len(e.Data) > 0 && e.Data[0] == forgetVersion {
+			if err := m.applyForget(e); err != nil {
+				return err
+			}
+			continue
+		}
 		en, err := Decode(e.Data)
 		if err != nil {
 			return fmt.Errorf("replpart: entry %d: %w", e.Index, err)
