@@ -34,7 +34,7 @@ func (t *topicRT) retainReplicated(p *partitionRT, s TopicSettings) {
 	if h == nil {
 		return
 	}
-	t.expireIdleProducers(p, h) // cluster_replica_state.go
+	t.expireIdleProducers(p, h) // cluster_producer_expiry.go
 	// The cut first: nearly every pass finds nothing to cut, and asking raft who leads
 	// copies the group's progress on a leader (an idle node of a thousand partitions
 	// would pay that every second for each).
