@@ -16,13 +16,14 @@ import (
 var _ replpart.ProducerForgetter = (*replicaLog)(nil)
 
 // ForgetProducers applies a forget entry: the listed producers whose last batch is still
-// the one listed are forgotten (producer.State.Forget), on every replica alike.
+// the one listed are forgotten (producer.State.Forget), and so are their last transaction
+// markers once old enough (txnPartition.forgetMarkers), on every replica alike.
 func (r *replicaLog) ForgetProducers(ps []replpart.IdleProducer) error {
 	idle := make([]producer.Idle, len(ps))
 	for i, p := range ps {
 		idle[i] = producer.Idle{ID: p.ID, LastBase: p.LastBase}
 	}
-	r.p.prod.Forget(idle)
+	r.p.txn.forgetMarkers(r.p.prod.Forget(idle))
 	return nil
 }
 

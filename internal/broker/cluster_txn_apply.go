@@ -107,6 +107,27 @@ func (tp *txnPartition) pruneMarkersLocked(logStart int64) {
 	}
 }
 
+// forgetMarkers forgets the last markers of producers a forget entry just forgot that are
+// more than markerMemory older than the newest marker applied here: pruneMarkersLocked's
+// rule of time, for a partition no trim passes (no retention, a compacted topic), whose
+// every transactional producer was remembered for good. The state decides (markers'
+// timestamps are replicated bytes), so every replica forgets alike. A marker repeated
+// after that is appended, as Kafka appends every marker.
+func (tp *txnPartition) forgetMarkers(pids []int64) {
+	if len(pids) == 0 {
+		return
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	horizon := tp.newestMarker - markerMemory.Milliseconds()
+	for _, pid := range pids {
+		if m, ok := tp.seq[pid]; ok && m.ts < horizon {
+			delete(tp.seq, pid)
+			tp.changed = true
+		}
+	}
+}
+
 // txnUndo remembers what an entry's apply changed in a partition's transactions — each
 // producer's open transaction and last marker sequence as they were, and how many aborted
 // transactions were indexed — so that replicaLog.cutBack can take it back when the disk

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/batch"
+	"github.com/sluice-mq/sluice/internal/cluster/replpart"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -145,4 +146,45 @@ func TestReplicaTrimForgetsOldMarkers(t *testing.T) {
 	apply("old's marker again: forgotten", marker(old, 4, 3*hour), false)
 	apply("recent's marker again: below the start, but within the hour", marker(recent, 4, 3*hour), true)
 	apply("inLog's marker again: still in the log", marker(inLog, 4, 3*hour), true)
+}
+
+// TestReplicaForgetEntryForgetsOldMarkers: a forget entry forgets, with a transactional
+// producer, its last marker once that is more than an hour older than the newest marker
+// applied here (a partition no trim passes would otherwise remember every transactional
+// producer for good); a recent marker is kept, and so is the marker of a producer the
+// entry does not forget (it wrote after the leader listed it).
+func TestReplicaForgetEntryForgetsOldMarkers(t *testing.T) {
+	_, r := openReplicaLog(t, vfs.NewMem())
+	hour := time.Hour.Milliseconds()
+	old, recent, busy := ProducerID{ID: 7 << clusterPIDShift}, ProducerID{ID: 8 << clusterPIDShift}, ProducerID{ID: 9 << clusterPIDShift}
+	marker := func(pid ProducerID, seq int32, ts int64) []byte {
+		raw, err := batch.BuildMarker(pid.ID, pid.Epoch, true, seq, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	apply := func(what string, raw []byte, dup bool) {
+		t.Helper()
+		res, err := r.Apply(3, [][]byte{raw})
+		if err != nil || res[0].Err != nil || res[0].Duplicate != dup {
+			t.Fatalf("%s: %+v, %v; want duplicate %v", what, res, err, dup)
+		}
+	}
+	apply("old's transaction", txnBatch(old, 0, "o"), false)              // offset 0
+	apply("old's marker, at hour 0", marker(old, 4, 0), false)            // 1
+	apply("busy's transaction", txnBatch(busy, 0, "b"), false)            // 2
+	apply("busy's marker, at hour 0", marker(busy, 4, 0), false)          // 3
+	apply("recent's transaction", txnBatch(recent, 0, "r"), false)        // 4
+	apply("recent's marker, at hour 2", marker(recent, 4, 2*hour), false) // 5
+	if err := r.ForgetProducers([]replpart.IdleProducer{{ID: old.ID, LastBase: 0}, {ID: recent.ID, LastBase: 4},
+		{ID: busy.ID, LastBase: 1}}); err != nil { // busy's last batch is at 2 now
+		t.Fatal(err)
+	}
+	if got := r.p.prod.Producers(); len(got) != 1 || got[0].ID != busy.ID {
+		t.Fatalf("producers after the entry: %+v, want busy's alone", got)
+	}
+	apply("old's marker again: forgotten", marker(old, 4, 3*hour), false)
+	apply("recent's marker again: within the hour", marker(recent, 4, 3*hour), true)
+	apply("busy's marker again: its producer kept", marker(busy, 4, 3*hour), true)
 }

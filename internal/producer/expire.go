@@ -58,12 +58,12 @@ func (ps *State) IdleSince(now time.Time, idle time.Duration, keep func(int64) b
 }
 
 // Forget forgets the producers of idle whose last batch is still the one listed, and
-// returns how many it forgot. Applied on every replica alike from the same list, it keeps
-// them in step (IdleSince's answer is one node's clock: its leader's).
-func (ps *State) Forget(idle []Idle) int {
+// returns their ids. Applied on every replica alike from the same list, it keeps them in
+// step (IdleSince's answer is one node's clock: its leader's).
+func (ps *State) Forget(idle []Idle) []int64 {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	n := 0
+	var gone []int64
 	for _, x := range idle {
 		e := ps.m[x.ID]
 		if e == nil {
@@ -76,8 +76,8 @@ func (ps *State) Forget(idle []Idle) int {
 		if last == x.LastBase {
 			delete(ps.m, x.ID)
 			ps.changed++
-			n++
+			gone = append(gone, x.ID)
 		}
 	}
-	return n
+	return gone
 }

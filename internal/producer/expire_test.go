@@ -63,8 +63,8 @@ func TestIdleSinceAndForget(t *testing.T) {
 	}
 	// 1 was listed at 18m with its first batch (base 0), then wrote again: a Forget of
 	// that listing keeps it.
-	if n := ps.Forget([]Idle{{ID: 1, LastBase: 0}, {ID: 3, LastBase: 7}}); n != 0 {
-		t.Fatalf("Forget of a producer that wrote since, and of an unknown one: forgot %d", n)
+	if gone := ps.Forget([]Idle{{ID: 1, LastBase: 0}, {ID: 3, LastBase: 7}}); gone != nil {
+		t.Fatalf("Forget of a producer that wrote since, and of an unknown one: forgot %v", gone)
 	}
 	if got := pass(33 * time.Minute); got != nil {
 		t.Fatalf("pass at 33m: idle %v, want none (1 wrote at 18m, 2 is kept)", got)
@@ -73,8 +73,8 @@ func TestIdleSinceAndForget(t *testing.T) {
 	if len(idleNow) != 1 || idleNow[0].ID != 1 {
 		t.Fatalf("pass at 34m: %+v, want producer 1 alone (2 is kept)", idleNow)
 	}
-	if n := ps.Forget(idleNow); n != 1 {
-		t.Fatalf("Forget: %d forgotten, want 1", n)
+	if gone := ps.Forget(idleNow); !slices.Equal(gone, []int64{1}) {
+		t.Fatalf("Forget: %v forgotten, want [1]", gone)
 	}
 	if got := ps.Producers(); len(got) != 1 || got[0].ID != 2 {
 		t.Fatalf("remembered after Forget: %+v, want producer 2", got)
