@@ -193,12 +193,17 @@ func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
 	if g.applied <= g.snapIndex || (!confChanged && g.applied < g.snapIndex+every && !wantsSnapshot(g.sm)) {
 		return nil
 	}
+	if p, ok := g.sm.(SnapshotPacer); ok && !confChanged && !p.SnapshotDue() {
+		return nil
+	}
 	data, err := g.sm.Snapshot()
 	if err != nil {
 		return fmt.Errorf("multiraft: group %d: snapshot: %w", g.id, err)
 	}
 	h.mu.Lock()
 	cs := g.cs
+	h.stats.SnapsCreated++
+	h.stats.SnapBytesCreated += uint64(len(data))
 	h.mu.Unlock()
 	if _, err := g.store.CreateSnapshot(g.applied, &cs, data); err != nil && err != raft.ErrSnapOutOfDate {
 		return fmt.Errorf("multiraft: group %d: create snapshot: %w", g.id, err)

@@ -161,6 +161,9 @@ type Stats struct {
 	Wakes                   uint64
 	SnapsSent               uint64 // snapshots handed to the transport (a follower too far behind the log)
 	SnapsTaken              uint64 // snapshots received and restored
+	// SnapsCreated and SnapBytesCreated count the snapshots of state machines taken here
+	// (maybeSnapshot), and their bytes.
+	SnapsCreated, SnapBytesCreated uint64
 	// VotesRefused counts vote and pre-vote requests dropped because the replica was
 	// blank (voting.go): a node restarted on an empty disk, or a replica not yet caught up.
 	VotesRefused uint64

@@ -84,6 +84,17 @@ func (h *Host) HandleRequest(from NodeID, group GroupID, req []byte) ([]byte, er
 	return rs.ServeRequest(from, req)
 }
 
+// SnapshotPacer is an optional interface of a StateMachine whose snapshot grows with its
+// state, as a replicated queue's does with its backlog (every unfinished message's body):
+// taken every SnapshotEntries whatever its size, a 1 GiB snapshot after each 10,000
+// entries of 1 KiB writes a hundred times the bytes the entries did and holds the Ready
+// loop (every group of the node) for a second each time. Once SnapshotEntries entries were
+// applied since the last snapshot, the host takes the next only when SnapshotDue says so
+// (a configuration change still forces one). Called from the Ready loop.
+type SnapshotPacer interface {
+	SnapshotDue() bool
+}
+
 // SnapshotWanter is an optional interface of a StateMachine that decides its own snapshot
 // and compaction pace, for a replicated partition whose entries are large: counted in
 // entries alone (SnapshotEntries, and half of it kept behind each snapshot) its Raft log
