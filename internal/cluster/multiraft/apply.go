@@ -193,8 +193,14 @@ func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
 	if g.applied <= g.snapIndex || (!confChanged && g.applied < g.snapIndex+every && !wantsSnapshot(g.sm)) {
 		return nil
 	}
+	if !confChanged && g.encoding {
+		return nil // one is on its way (encode.go)
+	}
 	if p, ok := g.sm.(SnapshotPacer); ok && !confChanged && !p.SnapshotDue() {
 		return nil
+	}
+	if c, ok := g.sm.(SnapshotCapturer); ok && !confChanged {
+		return h.startEncoding(g, c)
 	}
 	data, err := g.sm.Snapshot()
 	if err != nil {
@@ -202,22 +208,35 @@ func (h *Host) maybeSnapshot(g *group, confChanged bool) error {
 	}
 	h.mu.Lock()
 	cs := g.cs
-	h.stats.SnapsCreated++
-	h.stats.SnapBytesCreated += uint64(len(data))
 	h.mu.Unlock()
-	if _, err := g.store.CreateSnapshot(g.applied, &cs, data); err != nil && err != raft.ErrSnapOutOfDate {
+	return h.storeSnapshot(g, g.applied, &cs, data, !confChanged)
+}
+
+// storeSnapshot stores data as g's snapshot at index (cs: the configuration there) and,
+// if compact, compacts the log behind it (see maybeSnapshot). A snapshot at or below the
+// stored one is dropped (raft.ErrSnapOutOfDate: a newer one came from the leader).
+func (h *Host) storeSnapshot(g *group, index uint64, cs *raftpb.ConfState, data []byte, compact bool) error {
+	_, err := g.store.CreateSnapshot(index, cs, data)
+	if err != nil && err != raft.ErrSnapOutOfDate {
 		return fmt.Errorf("multiraft: group %d: create snapshot: %w", g.id, err)
 	}
-	g.snapIndex = g.applied
-	if confChanged {
+	if err == nil {
+		h.mu.Lock()
+		h.stats.SnapsCreated++
+		h.stats.SnapBytesCreated += uint64(len(data))
+		h.mu.Unlock()
+	}
+	g.snapIndex = index
+	if !compact {
 		return nil
 	}
+	every := h.cfg.SnapshotEntries
 	var to uint64
-	if keep := every / 2; g.applied > keep+1 {
-		to = g.applied - keep
+	if keep := every / 2; index > keep+1 {
+		to = index - keep
 	}
 	if p, ok := g.sm.(SnapshotWanter); ok {
-		to = min(p.CompactTo(g.applied), g.applied)
+		to = min(p.CompactTo(index), index)
 	}
 	if l, ok := g.sm.(CompactionLimiter); ok {
 		to = min(to, l.CompactLimit())

@@ -27,6 +27,9 @@ type group struct {
 	// preparing: a leader's snapshot is being prepared (prepare.go); the group takes no
 	// Ready until it is done.
 	preparing bool
+	// encoding: a snapshot captured here is being encoded (encode.go); no other is taken
+	// meanwhile. Owned by the Ready loop.
+	encoding bool
 
 	pending map[uint64]*Proposal // by sequence, until applied or failed
 	byIndex map[uint64]*Proposal // by log index, once the proposal is in the log

@@ -132,11 +132,13 @@ type Host struct {
 
 	work chan struct{} // a ProcessReady may have something to do
 
-	// Snapshot preparations (prepare.go) run on goroutines of their own, until Close.
+	// Snapshot preparations (prepare.go) and encodings (encode.go) run on goroutines of
+	// their own, until Close; preparing counts both.
 	prepCtx    context.Context
 	prepCancel context.CancelFunc
 	prepWG     sync.WaitGroup
-	preparing  int // under mu
+	preparing  int           // under mu
+	encoded    []encodedSnap // under mu: encodings done, for the next round to store
 }
 
 // Stats are a host's counters since it started, and (Groups, Awake, PeersDown) its

@@ -85,11 +85,12 @@ func (h *Host) ProcessReady() (bool, error) {
 	// its sync, or in its apply (diskfull.go). Nothing else moves here until it is.
 	work, persisted := h.stalledWork()
 	if work == nil {
+		stored := h.storeEncoded() // encode.go
 		var out []Message
 		var beat bool
 		work, out, beat = h.takeReadys()
 		if len(work) == 0 && len(out) == 0 && !beat {
-			return false, nil
+			return stored, nil
 		}
 		h.send(work, out, beat, false)
 		h.applyEarly(work)

@@ -84,6 +84,18 @@ func (h *Host) HandleRequest(from NodeID, group GroupID, req []byte) ([]byte, er
 	return rs.ServeRequest(from, req)
 }
 
+// SnapshotCapturer is an optional interface of a StateMachine whose snapshot is long to
+// encode (a queue's snapshot holds its whole backlog). The host calls CaptureSnapshot in
+// the Ready loop in place of Snapshot: it takes what the snapshot needs as of the last
+// applied entry, quickly (sharing what later applies never change), and returns the
+// function that encodes it, which the host runs on a goroutine of its own while every
+// group goes on, and stores the snapshot at the captured index in a later round. encode
+// must not touch the state machine. A configuration change's snapshot is still taken at
+// once, by Snapshot.
+type SnapshotCapturer interface {
+	CaptureSnapshot() (encode func() ([]byte, error), err error)
+}
+
 // SnapshotPacer is an optional interface of a StateMachine whose snapshot grows with its
 // state, as a replicated queue's does with its backlog (every unfinished message's body):
 // taken every SnapshotEntries whatever its size, a 1 GiB snapshot after each 10,000

@@ -87,6 +87,20 @@ func (c *cluster) start(id multiraft.NodeID) {
 	c.net.Attach(id, h)
 }
 
+// waitEncoded waits (bounded) until no host encodes a snapshot: the encoding runs on a
+// goroutine of its own (multiraft.SnapshotCapturer), and the schedule must not depend on
+// how fast it ran.
+func (c *cluster) waitEncoded() {
+	for _, nd := range c.up() {
+		for i := 0; nd.host.Preparing() > 0; i++ {
+			if i == 20000 {
+				c.t.Fatalf("n%d: a snapshot encoding did not end in 2 s", nd.id)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
 // kill crashes a node: what its engine did not sync is lost.
 func (c *cluster) kill(id multiraft.NodeID) {
 	nd := c.nodes[id]
@@ -120,6 +134,7 @@ func (c *cluster) tick() {
 func (c *cluster) settle() {
 	for range 100 {
 		moved := c.net.Deliver() > 0
+		c.waitEncoded()
 		for _, nd := range c.up() {
 			worked, err := nd.host.ProcessReady()
 			if err != nil {

@@ -1,0 +1,100 @@
+package multiraft
+
+import (
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/vfs"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Snapshots encoded off the Ready loop (SnapshotCapturer). A snapshot is taken in the
+// Ready loop, between applies, so that it is the state as of one index; encoded there,
+// a queue's backlog of 100,000 messages held every group of the node for 0.2–1 s. The
+// capture is the Ready loop's part; the encoding runs on a goroutine, and the round after
+// it ends stores the snapshot at the captured index and compacts the log behind it, as a
+// snapshot taken at once would have been. Until then the group takes no other snapshot,
+// and its log keeps the entries since the previous one (a crash meanwhile restarts from
+// that one and applies them again). A leader's snapshot restored meanwhile makes the
+// encoded one stale: CreateSnapshot refuses it (ErrSnapOutOfDate) and it is dropped.
+
+// encodedSnap is a snapshot encoded off the Ready loop, for the next round to store.
+type encodedSnap struct {
+	g     *group
+	index uint64
+	cs    raftpb.ConfState
+	data  []byte
+	err   error
+}
+
+// startEncoding captures g's state machine's snapshot as of g.applied and encodes it on
+// a goroutine of its own. Ready loop only.
+func (h *Host) startEncoding(g *group, c SnapshotCapturer) error {
+	encode, err := c.CaptureSnapshot()
+	if err != nil {
+		return fmt.Errorf("multiraft: group %d: capture snapshot: %w", g.id, err)
+	}
+	g.encoding = true
+	index := g.applied
+	h.mu.Lock()
+	cs := g.cs
+	h.preparing++
+	h.prepWG.Add(1)
+	h.mu.Unlock()
+	go func() {
+		defer h.prepWG.Done()
+		data, err := encode()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.preparing--
+		h.encoded = append(h.encoded, encodedSnap{g: g, index: index, cs: cs, data: data, err: err})
+		h.signal()
+	}()
+	return nil
+}
+
+// storeEncoded stores the snapshots encoded since the last round and compacts their
+// groups' logs behind them; it reports whether there were any. A group removed, stopped
+// or sent a newer snapshot meanwhile drops its own; one the disk has no room for is taken
+// again later (the next apply past the interval); any other storage error stops the group
+// on this node, as a snapshot taken in apply would. Ready loop only.
+func (h *Host) storeEncoded() bool {
+	h.mu.Lock()
+	done := h.encoded
+	h.encoded = nil
+	h.mu.Unlock()
+	for _, e := range done {
+		g := e.g
+		g.encoding = false
+		h.mu.Lock()
+		gone := h.closed || h.groups[g.id] != g || g.failed != nil
+		h.mu.Unlock()
+		if gone || e.index <= g.snapIndex {
+			continue
+		}
+		err := e.err
+		if err == nil {
+			err = h.storeSnapshot(g, e.index, &e.cs, e.data, true)
+		}
+		switch {
+		case err == nil:
+		case vfs.NoSpace(err) && !storageFailed(g.store.Storage):
+			h.cfg.Log.Warn("multiraft: no room on the disk for a snapshot; the group goes on and tries again",
+				"group", uint64(g.id), "err", err)
+		default:
+			h.failGroup(g, fmt.Errorf("multiraft: group %d: snapshot at %d: %w", g.id, e.index, err))
+		}
+	}
+	return len(done) > 0
+}
+
+// failGroup stops g on this node, as applyOrStop does when its state machine refuses an
+// entry.
+func (h *Host) failGroup(g *group, err error) {
+	h.mu.Lock()
+	g.failed = err
+	g.failAll(err)
+	delete(h.active, g.id)
+	h.mu.Unlock()
+	h.cfg.Log.Error("multiraft: a group stopped on this node; its other replicas carry on, and a restart of this node tries again",
+		"group", uint64(g.id), "err", err)
+}
