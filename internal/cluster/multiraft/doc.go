@@ -37,9 +37,11 @@
 // host hands them committed entries in log order and never interprets their bytes. A state
 // machine whose snapshot is not its whole state (a replicated partition's checkpoint)
 // implements CompactionLimiter, and the host keeps the log it needs; one that paces its own
-// snapshots implements SnapshotWanter; one whose Restore of a leader's snapshot is long
-// implements SnapshotPreparer, and the host prepares it off the Ready loop before raft sees
-// it (prepare.go). Requests (request.go) are a small exchange between a
+// snapshots implements SnapshotWanter, and one whose snapshot grows with its state (a
+// queue's backlog) SnapshotPacer; one whose snapshot is long to encode implements
+// SnapshotCapturer, and the host encodes it off the Ready loop (encode.go); one whose Restore
+// of a leader's snapshot is long implements SnapshotPreparer, and the host prepares it off
+// the Ready loop before raft sees it (prepare.go). Requests (request.go) are a small exchange between a
 // group's replicas outside Raft, carried by a Transport that is also a Requester: a
 // partition replica pulls the records its snapshot names through them.
 package multiraft
