@@ -111,6 +111,29 @@ func TestReplicaTrimExpiresAbortedTxns(t *testing.T) {
 	}
 }
 
+// markerApplier applies single-batch entries to r, checking whether each is a duplicate.
+type markerApplier struct {
+	t *testing.T
+	r *replicaLog
+}
+
+// marker is a commit marker of pid with sequence seq at time ts (unix ms).
+func (a markerApplier) marker(pid ProducerID, seq int32, ts int64) []byte {
+	raw, err := batch.BuildMarker(pid.ID, pid.Epoch, true, seq, ts)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return raw
+}
+
+func (a markerApplier) apply(what string, raw []byte, dup bool) {
+	a.t.Helper()
+	res, err := a.r.Apply(3, [][]byte{raw})
+	if err != nil || res[0].Err != nil || res[0].Duplicate != dup {
+		a.t.Fatalf("%s: %+v, %v; want duplicate %v", what, res, err, dup)
+	}
+}
+
 // TestReplicaTrimForgetsOldMarkers: a producer's last marker is remembered to refuse the
 // same marker repeated (a stale one, which could end the producer's next transaction),
 // but not forever: a trim forgets those below the new log start that are more than
@@ -120,20 +143,8 @@ func TestReplicaTrimForgetsOldMarkers(t *testing.T) {
 	_, r := openReplicaLog(t, vfs.NewMem())
 	hour := time.Hour.Milliseconds()
 	old, recent, inLog := ProducerID{ID: 7 << clusterPIDShift}, ProducerID{ID: 8 << clusterPIDShift}, ProducerID{ID: 9 << clusterPIDShift}
-	marker := func(pid ProducerID, seq int32, ts int64) []byte {
-		raw, err := batch.BuildMarker(pid.ID, pid.Epoch, true, seq, ts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
-	}
-	apply := func(what string, raw []byte, dup bool) {
-		t.Helper()
-		res, err := r.Apply(3, [][]byte{raw})
-		if err != nil || res[0].Err != nil || res[0].Duplicate != dup {
-			t.Fatalf("%s: %+v, %v; want duplicate %v", what, res, err, dup)
-		}
-	}
+	a := markerApplier{t, r}
+	marker, apply := a.marker, a.apply
 	apply("old's transaction", txnBatch(old, 0, "o"), false)
 	apply("old's marker, at hour 0", marker(old, 4, 0), false)            // offset 1
 	apply("recent's transaction", txnBatch(recent, 0, "r"), false)        // 2
@@ -157,20 +168,8 @@ func TestReplicaForgetEntryForgetsOldMarkers(t *testing.T) {
 	_, r := openReplicaLog(t, vfs.NewMem())
 	hour := time.Hour.Milliseconds()
 	old, recent, busy := ProducerID{ID: 7 << clusterPIDShift}, ProducerID{ID: 8 << clusterPIDShift}, ProducerID{ID: 9 << clusterPIDShift}
-	marker := func(pid ProducerID, seq int32, ts int64) []byte {
-		raw, err := batch.BuildMarker(pid.ID, pid.Epoch, true, seq, ts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
-	}
-	apply := func(what string, raw []byte, dup bool) {
-		t.Helper()
-		res, err := r.Apply(3, [][]byte{raw})
-		if err != nil || res[0].Err != nil || res[0].Duplicate != dup {
-			t.Fatalf("%s: %+v, %v; want duplicate %v", what, res, err, dup)
-		}
-	}
+	a := markerApplier{t, r}
+	marker, apply := a.marker, a.apply
 	apply("old's transaction", txnBatch(old, 0, "o"), false)              // offset 0
 	apply("old's marker, at hour 0", marker(old, 4, 0), false)            // 1
 	apply("busy's transaction", txnBatch(busy, 0, "b"), false)            // 2
