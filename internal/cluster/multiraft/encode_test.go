@@ -134,7 +134,7 @@ func TestSnapshotEncodedOffTheReadyLoop(t *testing.T) {
 // waitEncodings waits until no up node encodes a snapshot.
 func (c *cluster) waitEncodings() {
 	for _, nd := range c.up() {
-		for i := 0; nd.host.Preparing() > 0; i++ {
+		for i := 0; nd.host.BackgroundWork() > 0; i++ {
 			if i == 20000 {
 				c.t.Fatalf("n%d: an encoding did not end in 2 s", nd.id)
 			}

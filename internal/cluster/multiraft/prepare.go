@@ -76,10 +76,10 @@ func (h *Host) prepare(g *group, sp SnapshotPreparer, m raftpb.Message) {
 	h.signal()
 }
 
-// Preparing counts the snapshot preparations and encodings under way: the deterministic
+// BackgroundWork counts the snapshot preparations and encodings under way: the deterministic
 // tests wait for none before a round, so a schedule does not depend on how fast a
 // goroutine ran.
-func (h *Host) Preparing() int {
+func (h *Host) BackgroundWork() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.preparing

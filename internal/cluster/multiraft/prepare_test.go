@@ -90,7 +90,7 @@ func TestSnapshotPreparedOffReadyLoop(t *testing.T) {
 	if n := slow.calls.Load(); n != 1 {
 		t.Fatalf("%d preparations, want 1 at a time", n)
 	}
-	if c.nodes[3].host.Preparing() != 1 {
+	if c.nodes[3].host.BackgroundWork() != 1 {
 		t.Fatal("the host does not count its preparation under way")
 	}
 	close(slow.release)
@@ -140,7 +140,7 @@ func TestClosedHostCancelsPreparation(t *testing.T) {
 		c.tick()
 	}
 	c.nodes[3].host.Close() // returns only once the preparation saw its context end
-	if n := c.nodes[3].host.Preparing(); n != 0 {
+	if n := c.nodes[3].host.BackgroundWork(); n != 0 {
 		t.Fatalf("%d preparations still under way after Close", n)
 	}
 }

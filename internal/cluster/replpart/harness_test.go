@@ -159,7 +159,7 @@ func (c *cluster) settle() {
 // goroutine of its own, and the schedule must not depend on how fast it ran.
 func (c *cluster) waitPrepared() {
 	for _, nd := range c.up() {
-		for i := 0; nd.host.Preparing() > 0; i++ {
+		for i := 0; nd.host.BackgroundWork() > 0; i++ {
 			if i == 20000 {
 				c.t.Fatalf("n%d: a snapshot preparation did not end in 2 s", nd.id)
 			}

@@ -120,7 +120,7 @@ func backlogChurn(b *testing.B, mode string) {
 			}
 		}
 	}
-	for h.Preparing() > 0 {
+	for h.BackgroundWork() > 0 {
 		time.Sleep(time.Millisecond)
 	}
 	for range 10 {

@@ -92,7 +92,7 @@ func (c *cluster) start(id multiraft.NodeID) {
 // how fast it ran.
 func (c *cluster) waitEncoded() {
 	for _, nd := range c.up() {
-		for i := 0; nd.host.Preparing() > 0; i++ {
+		for i := 0; nd.host.BackgroundWork() > 0; i++ {
 			if i == 20000 {
 				c.t.Fatalf("n%d: a snapshot encoding did not end in 2 s", nd.id)
 			}
