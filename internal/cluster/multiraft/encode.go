@@ -81,20 +81,20 @@ func (h *Host) storeEncoded() bool {
 			h.cfg.Log.Warn("multiraft: no room on the disk for a snapshot; the group goes on and tries again",
 				"group", uint64(g.id), "err", err)
 		default:
-			h.failGroup(g, fmt.Errorf("multiraft: group %d: snapshot at %d: %w", g.id, e.index, err))
+			h.failGroup(g, "its snapshot could not be stored", fmt.Errorf("multiraft: group %d: snapshot at %d: %w", g.id, e.index, err))
 		}
 	}
 	return len(done) > 0
 }
 
-// failGroup stops g on this node, as applyOrStop does when its state machine refuses an
-// entry.
-func (h *Host) failGroup(g *group, err error) {
+// failGroup stops g on this node for good (why, err): no more ticks, messages or Readys.
+// Its peers carry on without this replica; a restart of the node tries again.
+func (h *Host) failGroup(g *group, why string, err error) {
 	h.mu.Lock()
 	g.failed = err
 	g.failAll(err)
 	delete(h.active, g.id)
 	h.mu.Unlock()
-	h.cfg.Log.Error("multiraft: a group stopped on this node; its other replicas carry on, and a restart of this node tries again",
-		"group", uint64(g.id), "err", err)
+	h.cfg.Log.Error("multiraft: a group stopped on this node: "+why+"; "+
+		"its other replicas carry on, and a restart of this node tries again", "group", uint64(g.id), "err", err)
 }

@@ -57,13 +57,7 @@ func (h *Host) applyOrStop(g *group, snap raftpb.Snapshot, ents []raftpb.Entry) 
 		return n, &fullError{group: g.id, op: "apply", err: err}
 	}
 	if err != nil {
-		h.mu.Lock()
-		g.failed = err
-		g.failAll(err)
-		delete(h.active, g.id)
-		h.mu.Unlock()
-		h.cfg.Log.Error("multiraft: a group stopped on this node: its state machine refused an entry; "+
-			"its other replicas carry on, and a restart of this node tries again", "group", uint64(g.id), "err", err)
+		h.failGroup(g, "its state machine refused an entry", err)
 	}
 	return len(ents), nil
 }
