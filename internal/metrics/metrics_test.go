@@ -187,7 +187,8 @@ sluice_storage_write_failing 1
 // reports none of its series rather than zeros that look like a stalled cluster.
 func TestCollectorMapsRaft(t *testing.T) {
 	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, NotPreferred: 4, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2,
-		FeatureLevel: 1, ReadsFeatureLevel: 2, GroupStateTooLarge: true, DiskFull: true, DiskFullStalls: 3}
+		FeatureLevel: 1, ReadsFeatureLevel: 2, GroupStateTooLarge: true, DiskFull: true, DiskFullStalls: 3,
+		SnapshotsCreated: 5, SnapshotBytes: 4096}
 	cluster := true
 	src := SourceFuncs{Raft: func() (RaftStat, bool) { return st, cluster }}
 	want := `
@@ -224,10 +225,17 @@ sluice_raft_disk_full 1
 # HELP sluice_raft_disk_full_stalls_total Times this node's Raft groups had to wait for room on a full disk.
 # TYPE sluice_raft_disk_full_stalls_total counter
 sluice_raft_disk_full_stalls_total 3
+# HELP sluice_raft_snapshots_created_total Snapshots of this node's replicas stored (each bounds what a restart re-applies and lets the Raft log be compacted).
+# TYPE sluice_raft_snapshots_created_total counter
+sluice_raft_snapshots_created_total 5
+# HELP sluice_raft_snapshot_bytes_created_total Bytes of those snapshots: against the entries' bytes, what snapshots cost the disk (a clustered queue's snapshot holds its whole backlog).
+# TYPE sluice_raft_snapshot_bytes_created_total counter
+sluice_raft_snapshot_bytes_created_total 4096
 `
 	names := []string{"sluice_raft_groups", "sluice_raft_groups_awake", "sluice_raft_peers_down", "sluice_raft_leaders_not_preferred",
 		"sluice_raft_transport_messages_total", "sluice_raft_votes_refused_total", "sluice_cluster_feature_level", "sluice_cluster_reads_feature_level",
-		"sluice_cluster_group_state_too_large", "sluice_raft_disk_full", "sluice_raft_disk_full_stalls_total"}
+		"sluice_cluster_group_state_too_large", "sluice_raft_disk_full", "sluice_raft_disk_full_stalls_total",
+		"sluice_raft_snapshots_created_total", "sluice_raft_snapshot_bytes_created_total"}
 	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}

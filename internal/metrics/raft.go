@@ -11,6 +11,7 @@ type RaftStat struct {
 	Batches, Messages                 uint64
 	Quiesces, Wakes                   uint64
 	SnapshotsSent, SnapshotsRestored  uint64
+	SnapshotsCreated, SnapshotBytes   uint64 // taken of this node's state machines, and their size
 	VotesRefused, LostLogBeats        uint64
 	// FeatureLevel is the cluster's (docs/cluster.md, "Upgrades"), ReadsFeatureLevel
 	// what this node tells the controller it reads.
@@ -52,6 +53,8 @@ var (
 	raftWakes      = desc("raft_wakes_total", "Times a quiesced group woke (a proposal, a message, a peer gone or back).")
 	raftSnapsSent  = desc("raft_snapshots_sent_total", "Snapshots sent to a follower too far behind the log.")
 	raftSnapsTaken = desc("raft_snapshots_restored_total", "Snapshots received from a leader and restored.")
+	raftSnapsMade  = desc("raft_snapshots_created_total", "Snapshots of this node's replicas stored (each bounds what a restart re-applies and lets the Raft log be compacted).")
+	raftSnapBytes  = desc("raft_snapshot_bytes_created_total", "Bytes of those snapshots: against the entries' bytes, what snapshots cost the disk (a clustered queue's snapshot holds its whole backlog).")
 	raftVotesRef   = desc("raft_votes_refused_total", "Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.")
 	raftLostBeats  = desc("raft_lost_log_heartbeats_total", "Heartbeats dropped because they commit past entries this replica no longer holds.")
 	raftFeature    = desc("cluster_feature_level", "The cluster's feature level: which kinds of entry its logs may hold (docs/cluster.md, \"Upgrades\"). It rises once every node reads the next one; below sluice_cluster_reads_feature_level on every node, some node holds it back.")
@@ -63,7 +66,7 @@ var (
 )
 
 var raftDescs = []*prometheus.Desc{raftGroups, raftAwake, raftPeersDown, raftTicks, raftRounds, raftSyncs, raftReadys,
-	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftVotesRef, raftLostBeats, raftNotPref, raftFeature, raftReadsLevel, raftStateLarge,
+	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftSnapsMade, raftSnapBytes, raftVotesRef, raftLostBeats, raftNotPref, raftFeature, raftReadsLevel, raftStateLarge,
 	raftDiskFull, raftFullStalls}
 
 func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
@@ -92,6 +95,8 @@ func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	counter(raftWakes, s.Wakes)
 	counter(raftSnapsSent, s.SnapshotsSent)
 	counter(raftSnapsTaken, s.SnapshotsRestored)
+	counter(raftSnapsMade, s.SnapshotsCreated)
+	counter(raftSnapBytes, s.SnapshotBytes)
 	counter(raftVotesRef, s.VotesRefused)
 	counter(raftLostBeats, s.LostLogBeats)
 }

@@ -36,6 +36,7 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 				GroupTicks: st.GroupTicks, Rounds: st.Rounds, Syncs: st.Syncs, Readys: st.Readys,
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,
+				SnapshotsCreated: st.SnapsCreated, SnapshotBytes: st.SnapBytesCreated,
 				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats,
 				FeatureLevel: level, ReadsFeatureLevel: reads, GroupStateTooLarge: b.GroupStateTooLarge(),
 				DiskFull: st.DiskFull, DiskFullStalls: st.DiskFullStalls}, ok
