@@ -100,7 +100,13 @@ type cluster struct {
 	// only at the ticks it asks for, rather than on every tick.
 	sleepy bool
 	// noChecks skips the per-round leader check (benchmarks measure the hosts alone).
-	noChecks  bool
+	noChecks bool
+	// capture: the recorders' snapshots are captured and encoded off the Ready loop
+	// (multiraft.SnapshotCapturer). An encoding waits for the gate open when it was
+	// captured, which every third tick and every kill release: so encodings span rounds
+	// in which the groups apply more, and end at points the schedule decides.
+	capture   bool
+	gate      chan struct{}
 	syncKills int // nodes stopped by an injected sync failure or a disk cut mid-round
 
 	leaders map[multiraft.GroupID]map[uint64]multiraft.NodeID // term -> the leader seen
@@ -143,7 +149,7 @@ func (c *cluster) start(id multiraft.NodeID) {
 	nd.clock = &testClock{c: c}
 	for _, g := range nd.groups {
 		nd.sms[g] = &recorder{}
-		if err := h.CreateGroup(g, nil, nd.sms[g]); err != nil {
+		if err := h.CreateGroup(g, nil, c.machine(nd.sms[g])); err != nil {
 			c.t.Fatalf("n%d: reopen group %d: %v", id, g, err)
 		}
 	}
@@ -156,7 +162,7 @@ func (c *cluster) createGroup(g multiraft.GroupID, on, voters []multiraft.NodeID
 	for _, id := range on {
 		nd := c.nodes[id]
 		nd.sms[g] = &recorder{}
-		if err := nd.host.CreateGroup(g, voters, nd.sms[g]); err != nil {
+		if err := nd.host.CreateGroup(g, voters, c.machine(nd.sms[g])); err != nil {
 			if nd.disk.cut() { // the disk died under the creation: a power cut
 				delete(nd.sms, g)
 				c.kill(id)
@@ -168,10 +174,43 @@ func (c *cluster) createGroup(g multiraft.GroupID, on, voters []multiraft.NodeID
 	}
 }
 
+// machine is the state machine over rec that the cluster's hosts are given.
+func (c *cluster) machine(rec *recorder) multiraft.StateMachine {
+	if c.capture {
+		return capturingRecorder{rec, c}
+	}
+	return rec
+}
+
+// capturingRecorder is a recorder whose snapshots are captured (a copy of the entries)
+// and encoded off the Ready loop once the cluster's gate of the moment opens.
+type capturingRecorder struct {
+	*recorder
+	c *cluster
+}
+
+func (r capturingRecorder) CaptureSnapshot() (func() ([]byte, error), error) {
+	ents, gate := r.entries(), r.c.gate
+	return func() ([]byte, error) {
+		<-gate
+		return json.Marshal(ents)
+	}, nil
+}
+
+// releaseEncodings lets every encoding captured so far end, and waits until they have.
+func (c *cluster) releaseEncodings() {
+	close(c.gate)
+	c.gate = make(chan struct{})
+	c.waitEncodings()
+}
+
 // kill crashes a node: its host and state machines are gone, its storage keeps what was
 // synced.
 func (c *cluster) kill(id multiraft.NodeID) {
 	nd := c.nodes[id]
+	if c.capture {
+		c.releaseEncodings() // Close waits for them
+	}
 	nd.host.Close()
 	c.net.Detach(id)
 	if err := nd.disk.crash(); err != nil {
@@ -213,6 +252,9 @@ func (c *cluster) tick() {
 		}
 	}
 	c.ticks++
+	if c.capture && c.ticks%3 == 0 {
+		c.releaseEncodings()
+	}
 	for _, nd := range c.up() {
 		switch {
 		case !c.sleepy:
