@@ -132,7 +132,7 @@ func (c *clusterRT) refreshCheckpoints() {
 		_, parts := t.snapshot()
 		for _, p := range parts {
 			h := p.repl.Load()
-			if h == nil || h.log == nil || !h.log.CheckpointOutdated() {
+			if h == nil || !h.log.CheckpointOutdated() {
 				continue
 			}
 			if asked := h.log.refreshAsked.Load(); asked != 0 && now.Sub(time.Unix(0, asked)) < refreshAskEvery {

@@ -41,7 +41,7 @@ func TestSnapshotPacedByBacklog(t *testing.T) {
 	if m.SnapshotDue() {
 		t.Fatalf("due right after a snapshot of %d bytes", len(snap))
 	}
-	if size := len(m.cur.Snapshot()) + m.snapshotSizeLocked(); size < len(snap) || size > 2*len(snap) {
+	if size := m.lastSnap; size < int64(len(snap)) || size > 2*int64(len(snap)) {
 		t.Fatalf("snapshot sized %d bytes for %d written", size, len(snap))
 	}
 	send(900) // ~0.9 MiB of entries: under half of the ~2 MiB snapshot

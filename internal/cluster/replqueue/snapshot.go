@@ -2,6 +2,7 @@ package replqueue
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -46,13 +47,17 @@ type capturedSnapshot struct {
 	now, next int64
 	applied   uint64
 	cur       []byte
-	offs      []int64
-	msgs      []*stored
-	deadOffs  []int64
-	dead      []deadLetter
+	msgs      []capturedMsg // by offset
+	dead      []capturedMsg // by offset, with their receive counts
 	keys      []capturedKey
 	times     [3]time.Duration
 	size      int // what encode writes, about (a little more)
+}
+
+type capturedMsg struct {
+	off   int64
+	s     *stored
+	count int // a dead letter's receives
 }
 
 type capturedKey struct {
@@ -64,35 +69,32 @@ type capturedKey struct {
 // and returns what encodes it (multiraft.SnapshotCapturer): the host calls it on a
 // goroutine of its own while the groups go on, for encoding a backlog of 100,000 messages
 // took 200 ms to a second (BenchmarkBacklogSnapshot), during which no group of the node
-// advanced. Capturing it copies no body: a sort of the offsets and a pointer each.
+// advanced. Capturing it copies no body: one pass over the messages (a pointer each, and
+// their size for encode's buffer), and a sort.
 func (m *Machine) CaptureSnapshot() (func() ([]byte, error), error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := &capturedSnapshot{now: m.now, next: m.next, applied: m.applied, cur: m.cur.Snapshot()}
-	c.offs = make([]int64, 0, len(m.msgs))
-	for off := range m.msgs {
-		c.offs = append(c.offs, off)
+	c.size = len(c.cur) + 64 + binary.MaxVarintLen64 // room for every length and number at its widest
+	c.msgs = make([]capturedMsg, 0, len(m.msgs))
+	for off, s := range m.msgs {
+		c.msgs = append(c.msgs, capturedMsg{off: off, s: s})
+		c.size += storedSize(s) + binary.MaxVarintLen64
 	}
-	slices.Sort(c.offs)
-	c.msgs = make([]*stored, len(c.offs))
-	for i, off := range c.offs {
-		c.msgs[i] = m.msgs[off]
+	c.dead = make([]capturedMsg, 0, len(m.dead))
+	for off, d := range m.dead {
+		c.dead = append(c.dead, capturedMsg{off: off, s: d.s, count: d.count})
+		c.size += storedSize(d.s) + 2*binary.MaxVarintLen64
 	}
-	c.deadOffs = make([]int64, 0, len(m.dead))
-	for off := range m.dead {
-		c.deadOffs = append(c.deadOffs, off)
-	}
-	slices.Sort(c.deadOffs)
-	c.dead = make([]deadLetter, len(c.deadOffs))
-	for i, off := range c.deadOffs {
-		c.dead[i] = *m.dead[off]
-	}
+	byOffset := func(a, b capturedMsg) int { return cmp.Compare(a.off, b.off) }
+	slices.SortFunc(c.msgs, byOffset)
+	slices.SortFunc(c.dead, byOffset)
 	for _, k := range m.dedup.live() {
 		c.keys = append(c.keys, capturedKey{key: k.key, off: m.dedup.keys[k.key].off, until: k.until})
+		c.size += len(k.key) + 3*binary.MaxVarintLen64
 	}
 	t := timesOf(m.cfg)
 	c.times = [3]time.Duration{t.Visibility, t.MaxExtension, t.Retention}
-	c.size = len(c.cur) + m.snapshotSizeLocked()
 	m.sinceSnap, m.lastSnap = 0, int64(c.size)
 	return c.encode, nil
 }
@@ -106,16 +108,16 @@ func (c *capturedSnapshot) encode() ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(c.next))
 	b = binary.AppendUvarint(b, c.applied)
 	b = appendBytes(b, c.cur)
-	b = binary.AppendUvarint(b, uint64(len(c.offs)))
-	for i, off := range c.offs {
-		b = binary.AppendUvarint(b, uint64(off))
-		b = appendStored(b, c.msgs[i])
+	b = binary.AppendUvarint(b, uint64(len(c.msgs)))
+	for _, x := range c.msgs {
+		b = binary.AppendUvarint(b, uint64(x.off))
+		b = appendStored(b, x.s)
 	}
-	b = binary.AppendUvarint(b, uint64(len(c.deadOffs)))
-	for i, off := range c.deadOffs {
-		b = binary.AppendUvarint(b, uint64(off))
-		b = binary.AppendUvarint(b, uint64(c.dead[i].count))
-		b = appendStored(b, c.dead[i].s)
+	b = binary.AppendUvarint(b, uint64(len(c.dead)))
+	for _, x := range c.dead {
+		b = binary.AppendUvarint(b, uint64(x.off))
+		b = binary.AppendUvarint(b, uint64(x.count))
+		b = appendStored(b, x.s)
 	}
 	b = binary.AppendUvarint(b, uint64(len(c.keys)))
 	for _, k := range c.keys {
@@ -129,22 +131,7 @@ func (c *capturedSnapshot) encode() ([]byte, error) {
 	return b, nil
 }
 
-// snapshotSizeLocked is about what Snapshot writes besides the cursor's own snapshot (a
-// little more): room for every length and number at its widest.
-func (m *Machine) snapshotSizeLocked() int {
-	n := 64 + binary.MaxVarintLen64
-	for _, s := range m.msgs {
-		n += storedSize(s) + binary.MaxVarintLen64
-	}
-	for _, d := range m.dead {
-		n += storedSize(d.s) + 2*binary.MaxVarintLen64
-	}
-	for k := range m.dedup.keys {
-		n += len(k) + 3*binary.MaxVarintLen64
-	}
-	return n
-}
-
+// storedSize is at least what appendStored writes for s.
 func storedSize(s *stored) int {
 	n := len(s.body) + len(s.group) + len(s.dedup) + 6*binary.MaxVarintLen64
 	for _, a := range s.attrs {
