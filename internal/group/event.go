@@ -113,6 +113,7 @@ func (c *Coordinator) Apply(ev Event) error {
 }
 
 func (g *group) apply(ev Event) {
+	g.ownOffsets()
 	for _, o := range ev.Offsets {
 		tp := topicPartition{o.Topic, o.Partition}
 		if ev.Type == EventOffsetsDeleted {

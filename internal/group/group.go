@@ -72,6 +72,9 @@ type group struct {
 	joinNotBefore     time.Time
 	seq               uint64
 	offsets           map[topicPartition]Committed
+	// offsetsShared: a snapshot captured offsets (snapshot.go); the next change clones
+	// the map first.
+	offsetsShared bool
 	// cg is set while the group is a KIP-848 consumer group: then the
 	// classic fields above stay empty (a group is one type at a time).
 	cg *consumerGroup

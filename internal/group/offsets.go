@@ -210,35 +210,6 @@ func (c *Coordinator) ResetOffsets(now time.Time, group string, offsets []Offset
 	return Output{Events: []Event{ev}}, nil
 }
 
-// Snapshot returns events that rebuild every group's committed offsets (and,
-// with Config.DurableMembership, the membership of each classic group that has members),
-// so the broker can replace a long journal with them. Offsets are grouped
-// by group and commit time (an event carries one time).
-func (c *Coordinator) Snapshot() []Event {
-	var evs []Event
-	for _, id := range sortedKeys(c.groups) {
-		if g := c.groups[id]; g.protocolType != "" {
-			evs = append(evs, Event{Type: EventGroupProtocol, Group: id, ProtocolType: g.protocolType, Mode: g.mode})
-		}
-		var cur *Event
-		offsets := c.Offsets(id)
-		slices.SortStableFunc(offsets, func(a, b CommittedOffset) int { return a.CommitTime.Compare(b.CommitTime) })
-		for _, o := range offsets {
-			if cur == nil || !cur.Time.Equal(o.CommitTime) {
-				evs = append(evs, Event{Type: EventOffsetsCommitted, Group: id, Time: o.CommitTime})
-				cur = &evs[len(evs)-1]
-			}
-			cur.Offsets = append(cur.Offsets, o)
-		}
-		if g := c.groups[id]; c.cfg.DurableMembership && g.cg == nil && len(g.members) > 0 {
-			evs = append(evs, g.membersEvent())
-		} else if c.cfg.DurableMembership && g.cg != nil && len(g.cg.members) > 0 {
-			evs = append(evs, fullConsumerEvent(id, g.cg))
-		}
-	}
-	return evs
-}
-
 // DeleteOffsets removes committed offsets (Kafka OffsetDelete). errs is
 // index-aligned with partitions; a partition of a topic that a current
 // member subscribes to is refused, because that member would commit it
