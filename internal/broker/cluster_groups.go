@@ -73,11 +73,16 @@ type clusterGroups struct {
 	readyMu   sync.Mutex    // one barrier at a time
 	reads     readBarriers  // the barriers of linearizable reads (cluster_groups_read.go)
 
-	// umu guards unsynced and syncErr: the hook's journal writes not yet seen durable,
-	// oldest first, and the first that failed. Taken after g.mu, never before it.
+	// umu guards unsynced, waited and syncErr: the hook's journal writes not yet seen
+	// durable, oldest first; how many of the earlier ones a Checkpoint is waiting for; and
+	// the first that failed. Taken after g.mu, never before it. cmu makes Checkpoints one
+	// at a time (the metadata snapshot's encoding calls it beside reset's), so a
+	// Checkpoint that returns knows every write queued before it durable.
 	umu      sync.Mutex
 	unsynced []<-chan error
+	waited   int
 	syncErr  error
+	cmu      sync.Mutex
 }
 
 var _ meta.GroupOffsets = (*clusterGroups)(nil)
@@ -207,10 +212,7 @@ func (c *clusterGroups) reset() error {
 			return err
 		}
 		c.g.mu.Lock()
-		c.umu.Lock()
-		queued := len(c.unsynced)
-		c.umu.Unlock()
-		if queued == 0 {
+		if c.notDurable() == 0 {
 			err := c.g.reloadLocked()
 			c.g.mu.Unlock()
 			return err
@@ -345,15 +347,33 @@ func (c *clusterGroups) unsyncedLocked(ch <-chan error) {
 // Checkpoint waits until every event applied so far is durable in the journal
 // (meta.GroupOffsets: before each snapshot of the metadata group). Once a journal write
 // failed it fails forever: the entries after the last good snapshot are applied again at
-// restart.
+// restart. It waits without umu, so the Ready loop goes on journaling meanwhile (the
+// metadata snapshot's encoding calls it off the loop, meta/capture.go).
 func (c *clusterGroups) Checkpoint() error {
+	c.cmu.Lock()
+	defer c.cmu.Unlock()
+	c.umu.Lock()
+	waits := c.unsynced
+	c.unsynced, c.waited = nil, len(waits)
+	c.umu.Unlock()
+	for _, ch := range waits {
+		err := <-ch
+		c.umu.Lock()
+		c.noteLocked(err)
+		c.waited--
+		c.umu.Unlock()
+	}
 	c.umu.Lock()
 	defer c.umu.Unlock()
-	for _, ch := range c.unsynced {
-		c.noteLocked(<-ch)
-	}
-	c.unsynced = nil
 	return c.syncErr
+}
+
+// notDurable counts the journal writes not known durable: queued, or waited for by a
+// Checkpoint.
+func (c *clusterGroups) notDurable() int {
+	c.umu.Lock()
+	defer c.umu.Unlock()
+	return len(c.unsynced) + c.waited
 }
 
 func (c *clusterGroups) noteLocked(err error) {

@@ -156,3 +156,68 @@ func TestClusterGroupSnapshotLeavesOutUncommitted(t *testing.T) {
 		t.Fatalf("after a restart t/0 is at %d, want 7 (the last applied entry)", got.Offset)
 	}
 }
+
+// TestCheckpointWaitsBesideTheReadyLoop: the metadata snapshot's encoding calls Checkpoint
+// off the Ready loop (meta/capture.go). While it waits for a journal write, the Ready loop
+// still queues the next ones (it used to wait holding the lock they need); a second
+// Checkpoint, reset's, returns only once the first one's writes are durable too; and what
+// the first waits for still counts as queued for reset, which must not reload the
+// coordinator from a journal missing them.
+func TestCheckpointWaitsBesideTheReadyLoop(t *testing.T) {
+	e := newEnv(t, nil)
+	c := newClusterGroups(e.b.streams.groups, nil)
+	first, second := make(chan error, 1), make(chan error, 1)
+	c.umu.Lock()
+	c.unsynced = append(c.unsynced, first)
+	c.umu.Unlock()
+	encoding := make(chan error, 1)
+	go func() { encoding <- c.Checkpoint() }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.umu.Lock()
+		taken := c.waited == 1
+		c.umu.Unlock()
+		if taken {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first Checkpoint never took the queued write")
+		}
+	}
+	applied := make(chan struct{})
+	go func() {
+		c.g.mu.Lock()
+		c.unsyncedLocked(second)
+		c.g.mu.Unlock()
+		close(applied)
+	}()
+	select {
+	case <-applied:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a journal write could not be queued while a Checkpoint waited")
+	}
+	if n := c.notDurable(); n != 2 {
+		t.Fatalf("%d writes count as queued for reset, want 2 (one waited for, one new)", n)
+	}
+	resetting := make(chan error, 1)
+	go func() { resetting <- c.Checkpoint() }()
+	second <- nil
+	select {
+	case err := <-resetting:
+		t.Fatalf("a second Checkpoint returned (%v) while the first's write was not durable", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	first <- nil
+	for name, ch := range map[string]chan error{"the encoding's": encoding, "reset's": resetting} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("%s Checkpoint: %v", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s Checkpoint never returned", name)
+		}
+	}
+	if n := c.notDurable(); n != 0 {
+		t.Fatalf("%d writes still queued after both Checkpoints", n)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
+	"github.com/sluice-mq/sluice/internal/group"
 )
 
 var _ meta.GroupStateSnapshotter = (*clusterGroups)(nil)
@@ -29,9 +30,22 @@ var forgetGroupsMark = []byte{}
 // Called from the metadata group's Ready loop after Checkpoint, so the journal's state is
 // that of the last entry applied. ok is false when one event alone does not fit a payload.
 func (c *clusterGroups) GroupState() (payloads [][]byte, ok bool, err error) {
+	return c.CaptureGroupState()()
+}
+
+var _ meta.GroupStateCapturer = (*clusterGroups)(nil)
+
+// CaptureGroupState is GroupState captured as of now, cheaply (group.Coordinator's
+// CaptureSnapshot), for the metadata snapshot's encoding to build off the Ready loop.
+func (c *clusterGroups) CaptureGroupState() func() ([][]byte, bool, error) {
 	c.g.mu.Lock()
-	evs := c.journaled.Snapshot()
+	build := c.journaled.CaptureSnapshot()
 	c.g.mu.Unlock()
+	return func() ([][]byte, bool, error) { return groupStatePayloads(build()) }
+}
+
+// groupStatePayloads packs a snapshot's events into payloads (GroupState).
+func groupStatePayloads(evs []group.Event) (payloads [][]byte, ok bool, err error) {
 	// A payload is a version byte, a count and each event with its length: room for the
 	// first two, and for each length, is kept below the limit.
 	const header = 1 + binary.MaxVarintLen64

@@ -18,7 +18,9 @@ import (
 // once offsets flowed). Restarted, the follower is sent a snapshot, and must hold the
 // latest offsets and not the deleted group: in its coordinator, after a power cut and a
 // restart from its own disk, and once it is the controller serving the groups (rebuilt
-// from its journal, whose forget mark keeps the deleted group out).
+// from its journal, whose forget mark keeps the deleted group out). A group committed
+// once, in an entry compacted away before the restart, reaches it only by the snapshot
+// (which the controller encodes off its Ready loop, meta/capture.go).
 func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 	c, _, _ := newGroupCluster(t)
 	var acked int64
@@ -49,6 +51,7 @@ func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 	if err := ctl.DeleteGroup("gone"); err != nil {
 		t.Fatalf("deleting a group: %v", err)
 	}
+	commit("once", 3)    // committed once, in an entry compacted away: only snapshots carry it
 	for i := range 120 { // several snapshots, each compacting the log behind it
 		commit("g", int64(10+i))
 	}
@@ -68,6 +71,9 @@ func TestClusterMetadataLogCompactedWithGroups(t *testing.T) {
 		})
 		if _, ok := b.FetchOffset("gone", "t", 0); ok {
 			t.Fatalf("%s: the deleted group's offset is back on n%d", when, lagging)
+		}
+		if got, ok := b.FetchOffset("once", "t", 0); !ok || got.Offset != 3 {
+			t.Fatalf("%s: n%d holds group once at %d (%v), want 3: the snapshot lacked it", when, lagging, got.Offset, ok)
 		}
 		coord, journaled := b.streams.groups.cl.groupsKnown()
 		for _, l := range [][]group.GroupSummary{coord, journaled} {

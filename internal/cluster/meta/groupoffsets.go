@@ -90,6 +90,7 @@ func (m *Machine) deliver(offs []groupOffsets) error {
 func (m *Machine) checkpoint() (pending []groupOffsets, gs groupState, complete bool, err error) {
 	m.gmu.Lock()
 	defer m.gmu.Unlock()
+	m.snapGen++
 	if m.hook == nil {
 		if m.forget {
 			// A complete state and the entries applied after it, all waiting for the hook:
@@ -120,6 +121,7 @@ func (m *Machine) checkpoint() (pending []groupOffsets, gs groupState, complete 
 // to the hook if one is set.
 func (m *Machine) restorePending(p []groupOffsets) error {
 	m.gmu.Lock()
+	m.snapGen++
 	m.pending = p
 	m.complete, m.forget = false, false
 	m.offsets = m.offsets || len(p) > 0

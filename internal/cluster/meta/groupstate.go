@@ -66,21 +66,31 @@ func (m *Machine) snapshotGroupState() (gs groupState, ok bool, err error) {
 		return groupState{}, false, nil
 	}
 	payloads, ok, err := s.GroupState()
+	fits, err := groupStateFits(payloads, ok, err)
 	if err != nil {
-		return groupState{}, false, fmt.Errorf("meta: group state snapshot: %w", err)
+		return groupState{}, false, err
+	}
+	m.stateTooLarge = !fits
+	if !fits {
+		return groupState{}, false, nil
+	}
+	return groupState{index: m.lastApplied, payloads: payloads}, true, nil
+}
+
+// groupStateFits checks what a hook's GroupState returned: whether it fits a snapshot
+// (MaxGroupStateBytes), or the error to fail the snapshot with.
+func groupStateFits(payloads [][]byte, ok bool, err error) (bool, error) {
+	if err != nil {
+		return false, fmt.Errorf("meta: group state snapshot: %w", err)
 	}
 	size := 0
 	for _, p := range payloads {
 		if len(p) == 0 || len(p) > MaxGroupOffsets {
-			return groupState{}, false, fmt.Errorf("meta: group state snapshot: a payload of %d bytes", len(p))
+			return false, fmt.Errorf("meta: group state snapshot: a payload of %d bytes", len(p))
 		}
 		size += len(p)
 	}
-	m.stateTooLarge = !ok || size > groupStateLimit
-	if m.stateTooLarge {
-		return groupState{}, false, nil
-	}
-	return groupState{index: m.lastApplied, payloads: payloads}, true, nil
+	return ok && size <= groupStateLimit, nil
 }
 
 // GroupStateTooLarge reports whether this node's last metadata snapshot, at
@@ -98,6 +108,7 @@ func (m *Machine) GroupStateTooLarge() bool {
 // forgets first too (forget).
 func (m *Machine) restoreGroupState(gs groupState) error {
 	m.gmu.Lock()
+	m.snapGen++
 	m.pending, m.forget, m.complete, m.offsets = nil, true, true, true
 	for _, p := range gs.payloads {
 		m.pending = append(m.pending, groupOffsets{gs.index, p})

@@ -48,6 +48,9 @@ type Machine struct {
 	// stateTooLarge: at LevelGroupState, the last snapshot could not carry the group state
 	// (MaxGroupStateBytes): the log is no longer compacted (groupstate.go).
 	stateTooLarge bool
+	// snapGen counts the snapshots taken or restored, for an encoding to tell whether
+	// complete and stateTooLarge are still its own to set (capture.go).
+	snapGen uint64
 	// advertised is the feature level this node tells the leader it reads (features.go).
 	advertised atomic.Int64
 	// storageFull says whether this node's disk is full, for its peers (nodestate.go).
