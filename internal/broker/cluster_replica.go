@@ -179,6 +179,27 @@ func (r *replicaLog) Checkpoint() ([]byte, error) {
 	return r.encodeCheckpoint(withState), nil
 }
 
+var _ replpart.CheckpointCapturer = (*replicaLog)(nil)
+
+// CaptureCheckpoint is Checkpoint with the local log's sync left to persist, which the
+// snapshot's encoding runs off the Ready loop (replpart/capture.go): the checkpoint names
+// the high watermark and log start as of now, and the sync makes at least that durable.
+// While a start raised by a trim waits to be kept (storage.Log.PersistStart), the
+// checkpoint is taken at once, as Checkpoint does: kept while the snapshot naming it is
+// not yet stored, a crash would restart from the one before on a log whose start is
+// already raised, and the entries re-applied before the trim would not find the records
+// they found the first time.
+func (r *replicaLog) CaptureCheckpoint() ([]byte, func() error, error) {
+	if r.p.log.StartPending() {
+		cp, err := r.Checkpoint()
+		return cp, func() error { return nil }, err
+	}
+	withState := r.withState != nil && r.withState()
+	r.stateKept.Store(withState)
+	log := r.p.log
+	return r.encodeCheckpoint(withState), log.Sync, nil
+}
+
 // Restore cuts the local log back to a checkpoint (nil: empty) and takes the producer
 // state it carries (or, from a checkpoint without it, rebuilds that from what remains);
 // the host then applies the entries after it again. A log that ends before the checkpoint

@@ -166,10 +166,12 @@ func asReplica(lo *storage.Options) {
 	// (vfs.Preallocator); synced once per checkpoint (8 MiB), this log would
 	// write every byte twice for nothing: 11 % of a W1 replica's CPU.
 	lo.PreallocateBytes = 0
-	// The checkpoint's Sync runs in the Ready loop, holding every group of the
+	// The checkpoint's Sync ran in the Ready loop, holding every group of the
 	// node: with 8 MiB dirty it took 15-38 ms there under W1, several times a
 	// second. Synced ahead in the background every replicaSyncAhead bytes, the
-	// checkpoint finds at most that much left to write.
+	// checkpoint finds at most that much left to write (it now runs on the
+	// snapshot's encoding goroutine, replicaLog.CaptureCheckpoint, and still
+	// holds the group's next snapshot until it is done).
 	lo.SyncAheadBytes = replicaSyncAhead
 }
 

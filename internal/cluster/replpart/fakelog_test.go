@@ -250,3 +250,21 @@ func (l *fakeLog) Records(from int64, maxRecs int) ([]RecordMeta, int64, error) 
 	}
 	return out, next, nil
 }
+
+// capturingLog is the fake log as a CheckpointCapturer: the checkpoint as of the capture,
+// its durable copy taken by persist, later (of everything applied by then).
+type capturingLog struct{ *fakeLog }
+
+func (l capturingLog) CaptureCheckpoint() ([]byte, func() error, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.checkpoints++
+	cp := binary.BigEndian.AppendUint64(nil, uint64(l.next))
+	cp = binary.BigEndian.AppendUint64(cp, uint64(l.start))
+	return cp, func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.durable, l.durStart = slices.Clone(l.recs), l.start
+		return nil
+	}, nil
+}

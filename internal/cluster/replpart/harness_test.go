@@ -44,6 +44,9 @@ type cluster struct {
 	// tickTime.
 	clock    time.Time
 	tickTime time.Duration
+	// capture: every machine's log captures its checkpoints, made durable by the
+	// snapshot's encoding off the Ready loop (CheckpointCapturer).
+	capture bool
 }
 
 func newCluster(t testing.TB, seed int64, n int, opts ...func(*cluster)) *cluster {
@@ -84,7 +87,11 @@ func (c *cluster) start(id multiraft.NodeID) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	sm := NewMachine(id, nd.log)
+	var log Log = nd.log
+	if c.capture {
+		log = capturingLog{nd.log}
+	}
+	sm := NewMachine(id, log)
 	sm.SetSource(Source{Host: h, Group: testGroup, Peers: c.ids, ChunkBytes: c.chunk, Backoff: time.Millisecond})
 	var voters []multiraft.NodeID
 	if !nd.made {

@@ -1,0 +1,55 @@
+package replpart
+
+import (
+	"fmt"
+
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+)
+
+// A partition's snapshot made durable off the Ready loop (multiraft.SnapshotCapturer).
+// Snapshot's Checkpoint fdatasyncs the local log, which apply writes without syncing: up
+// to a snapshot interval of records (8 MiB) flushed in the node's Ready loop, where every
+// group of the node waits — about 30 ms on this machine's disk, several times a second per
+// partition under load. With a Log that can capture its checkpoint (CheckpointCapturer)
+// the loop only captures it and the cursors; the goroutine the host runs the encoding on
+// syncs. The host stores the snapshot only after, so the Raft log is still never
+// compacted past a checkpoint the local log does not hold on disk (CompactLimit).
+
+// CheckpointCapturer is an optional interface of a Log.
+type CheckpointCapturer interface {
+	// CaptureCheckpoint returns the checkpoint Checkpoint would return now, without
+	// waiting for the disk, and persist, which makes it durable: called once, later, on
+	// another goroutine, while Apply goes on (it may make more durable than the
+	// checkpoint names, never less).
+	CaptureCheckpoint() (checkpoint []byte, persist func() error, err error)
+}
+
+var _ multiraft.SnapshotCapturer = (*Machine)(nil)
+
+// CaptureSnapshot is Snapshot, its checkpoint made durable by the encoding's goroutine
+// (the snapshot's bytes are all known at the capture). A Log that cannot capture is
+// checkpointed at once, as Snapshot does.
+func (m *Machine) CaptureSnapshot() (func() ([]byte, error), error) {
+	c, ok := m.log.(CheckpointCapturer)
+	if !ok {
+		data, err := m.Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		return func() ([]byte, error) { return data, nil }, nil
+	}
+	cp, persist, err := c.CaptureCheckpoint()
+	if err != nil {
+		return nil, fmt.Errorf("replpart: checkpoint: %w", err)
+	}
+	m.sinceSnap = 0
+	m.mu.Lock()
+	data := m.encodeSnapshot(cp)
+	m.mu.Unlock()
+	return func() ([]byte, error) {
+		if err := persist(); err != nil {
+			return nil, fmt.Errorf("replpart: checkpoint: %w", err)
+		}
+		return data, nil
+	}, nil
+}
