@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"math"
 	"path/filepath"
 )
 
@@ -65,7 +66,15 @@ func (l *Log) moveStart(offset int64, durable bool) (int64, error) {
 
 // PersistStart makes the start RaiseStart moved durable and deletes the sealed segments
 // below it (nothing to do if none was raised since).
-func (l *Log) PersistStart() error {
+func (l *Log) PersistStart() error { return l.PersistStartUpTo(math.MaxInt64) }
+
+// PersistStartUpTo is PersistStart for a checkpoint taken when the log started at offset,
+// made durable later (a replicated partition's snapshot, synced off its Ready loop): the
+// start RaiseStart moved is kept no further than offset. A start raised after the
+// checkpoint stays in memory until the next: a replica that crashes restores the
+// checkpoint and applies the entries after it again, which must find the records the
+// first time found. A start already kept is never lowered.
+func (l *Log) PersistStartUpTo(offset int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.mu.Lock()
@@ -76,11 +85,16 @@ func (l *Log) PersistStart() error {
 	if !l.startDirty {
 		return nil
 	}
-	if err := l.writeStart(l.moved); err != nil {
+	raised := l.moved
+	to := min(raised, offset)
+	if to <= l.kept {
+		return nil
+	}
+	if err := l.writeStart(to); err != nil {
 		return fmt.Errorf("storage: keep the log start: %w", err)
 	}
-	l.startDirty = false
-	return l.dropBelowLocked(l.moved)
+	l.moved, l.startDirty = raised, to < raised
+	return l.dropBelowLocked(to)
 }
 
 // StartPending reports whether a start RaiseStart moved waits for PersistStart.
@@ -143,14 +157,14 @@ func (l *Log) writeStart(offset int64) error {
 		_ = fsys.Remove(tmp)
 		return err
 	}
-	l.moved = offset
+	l.moved, l.kept = offset, offset
 	return nil
 }
 
 // forgetStart removes the kept start: the log restarts somewhere else (Reset). Called
 // with wmu and mu held.
 func (l *Log) forgetStart() error {
-	l.moved, l.startDirty = 0, false
+	l.moved, l.kept, l.startDirty = 0, 0, false
 	err := l.opts.FS.Remove(filepath.Join(l.opts.Dir, startFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -176,5 +190,6 @@ func (l *Log) readStart() error {
 			Err: errors.New("the kept log start (DeleteRecords) is damaged")}
 	}
 	l.moved = int64(binary.BigEndian.Uint64(b[:8]))
+	l.kept = l.moved
 	return nil
 }

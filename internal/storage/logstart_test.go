@@ -206,3 +206,48 @@ func TestRaiseStartKeptOnlyByPersist(t *testing.T) {
 	}
 	checkAllReadable(t, l3)
 }
+
+// TestPersistStartUpToACheckpoint: a start made durable for a checkpoint taken when the log
+// started at 7 keeps 7 even though a later entry raised it to 13 meanwhile (a crash brings
+// back the records 13 hid, for the entries after the checkpoint to find again); it never
+// lowers a start already kept (an older checkpoint's, late); PersistStart then keeps 13.
+func TestPersistStartUpToACheckpoint(t *testing.T) {
+	mem := vfs.NewMem()
+	o, l := segmentedLog(t, mem, newClock()) // 10 segments of 3 offsets: 0..29
+	defer l.Close()
+	startAfterCrash := func(when string, want int64) {
+		t.Helper()
+		co := o
+		co.FS = mem.CrashClone()
+		l2 := mustOpen(t, co)
+		defer l2.Close()
+		if l2.LogStartOffset() != want {
+			t.Fatalf("%s, then a crash: start %d, want %d", when, l2.LogStartOffset(), want)
+		}
+		checkAllReadable(t, l2)
+	}
+	if _, err := l.RaiseStart(7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.RaiseStart(13); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.PersistStartUpTo(7); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() != 13 || len(l.segs) != 8 { // [6,9) holds 7 and 8: kept
+		t.Fatalf("after PersistStartUpTo(7): start %d with %d segments, want 13 (in memory) with 8", l.LogStartOffset(), len(l.segs))
+	}
+	startAfterCrash("kept up to 7", 7)
+	if err := l.PersistStartUpTo(5); err != nil {
+		t.Fatal(err)
+	}
+	startAfterCrash("an older checkpoint's start made durable late", 7)
+	if err := l.PersistStart(); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.segs) != 6 { // [12,15) holds 13 and 14: kept
+		t.Fatalf("after PersistStart: %d segments, want 6", len(l.segs))
+	}
+	startAfterCrash("PersistStart", 13)
+}

@@ -148,10 +148,11 @@ type Log struct {
 	drops   []drop        // the latest increments of gen
 	hw      atomic.Int64  // high watermark; written under stateMu
 	start   atomic.Int64  // log start offset; written under mu
-	moved   int64         // the start kept in startFile (DeleteRecords), 0 if none; under mu
+	moved   int64         // the start DeleteRecords moved to, kept in startFile or not (startDirty); 0 if none; under mu
 	// startDirty: RaiseStart moved the start (moved) and startFile does not say so yet
-	// (PersistStart writes it). Under mu.
+	// (PersistStart writes it); kept is what startFile says (0: none). Under mu.
 	startDirty bool
+	kept       int64
 
 	closing atomic.Bool    // set by Close: appends fail with ErrClosed
 	kick    chan struct{}  // wakes the syncer (capacity 1: kicks coalesce)
