@@ -13,9 +13,11 @@ import (
 // partition's Raft group, so every replica moves its log start at the same point of the
 // log and the subscriptions' cursors drop what lies below it alike (replpart's trim.go).
 // The leader answers once the entry is committed and applied there. A replica keeps the
-// moved start in memory (storage.Log.RaiseStart) until its next checkpoint makes it
-// durable: after a crash it applies the entries after that checkpoint again, the trim
-// among them, and the ones before the trim must read the records they read the first time.
+// moved start in memory (storage.Log.RaiseStart) until a snapshot whose checkpoint names
+// it is stored (replicaLog.CheckpointStored): after a crash it restarts from the last
+// stored snapshot and applies the entries after it again, the trim among them, and the
+// ones before the trim must read the records they read the first time. A restart from a
+// snapshot that names the start raises it again (replicaLog.Restore).
 
 // deleteRecordsReplicated is DeleteRecords on a replicated partition, on its leader.
 func (b *Broker) deleteRecordsReplicated(ctx context.Context, p *partitionRT, offset int64) (int64, error) {

@@ -165,13 +165,10 @@ func (r *replicaLog) appendLocked(epoch int32, hs []batch.Header, checked storag
 // log start where a replica that lacks the records starts its pull, and (at
 // meta.LevelPartitionState) the producer and transaction state at that high watermark is
 // what the replica restoring it decides the later entries with (cluster_replica_state.go).
+// A start a trim raised (cluster_delete_records.go) is named but not kept yet: that waits
+// for the snapshot holding the checkpoint to be stored (CheckpointStored).
 func (r *replicaLog) Checkpoint() ([]byte, error) {
 	if err := r.p.log.Sync(); err != nil {
-		return nil, err
-	}
-	// A start a trim raised (cluster_delete_records.go) is written only now, with every
-	// entry before it durable: the checkpoint covers the trim.
-	if err := r.p.log.PersistStart(); err != nil {
 		return nil, err
 	}
 	withState := r.withState != nil && r.withState()
@@ -179,25 +176,37 @@ func (r *replicaLog) Checkpoint() ([]byte, error) {
 	return r.encodeCheckpoint(withState), nil
 }
 
-var _ replpart.CheckpointCapturer = (*replicaLog)(nil)
+var (
+	_ replpart.CheckpointCapturer = (*replicaLog)(nil)
+	_ replpart.CheckpointKeeper   = (*replicaLog)(nil)
+)
 
 // CaptureCheckpoint is Checkpoint with the local log's sync left to persist, which the
 // snapshot's encoding runs off the Ready loop (replpart/capture.go): the checkpoint names
 // the high watermark and log start as of now, and the sync makes at least that durable.
-// While a start raised by a trim waits to be kept (storage.Log.PersistStart), the
-// checkpoint is taken at once, as Checkpoint does: kept while the snapshot naming it is
-// not yet stored, a crash would restart from the one before on a log whose start is
-// already raised, and the entries re-applied before the trim would not find the records
-// they found the first time.
 func (r *replicaLog) CaptureCheckpoint() ([]byte, func() error, error) {
-	if r.p.log.StartPending() {
-		cp, err := r.Checkpoint()
-		return cp, func() error { return nil }, err
-	}
 	withState := r.withState != nil && r.withState()
 	r.stateKept.Store(withState)
-	log := r.p.log
-	return r.encodeCheckpoint(withState), log.Sync, nil
+	return r.encodeCheckpoint(withState), r.p.log.Sync, nil
+}
+
+// CheckpointStored keeps the log start a stored snapshot's checkpoint names, if a trim
+// raised it (storage.Log.PersistStartUpTo: never a start raised after the checkpoint),
+// and deletes the segments below it. Before the snapshot is stored, a crash restarts from
+// the one before, and the entries applied again before the trim must find the records
+// they found the first time; after, a restart restores this checkpoint, whose start
+// Restore raises again if the disk did not keep it. So a failure here costs disk space
+// until the next stored snapshot, not a record: it is logged, and the next one tries again.
+func (r *replicaLog) CheckpointStored(data []byte) {
+	p := r.p
+	cp, err := decodeCheckpoint(data)
+	if err == nil {
+		err = p.log.PersistStartUpTo(cp.start)
+	}
+	if err != nil {
+		r.b.log.Warn("a partition's log start raised by DeleteRecords could not be kept yet; the next snapshot tries again",
+			"topic", p.topic, "partition", p.index, "err", err)
+	}
 }
 
 // Restore cuts the local log back to a checkpoint (nil: empty) and takes the producer
@@ -234,6 +243,14 @@ func (r *replicaLog) Restore(data []byte) error {
 		}
 		if cur < hw {
 			return &replpart.BehindError{From: cur, To: hw}
+		}
+	}
+	// A start a trim raised before the checkpoint, which the disk may not have kept yet
+	// (CheckpointStored): raised again, so that what DeleteRecords answered as deleted
+	// stays deleted, before any state is rebuilt from what the log holds.
+	if start > p.log.LogStartOffset() && start <= p.log.HighWatermark() {
+		if _, err := p.log.RaiseStart(start); err != nil {
+			return fmt.Errorf("partition %s/%d: %w", p.topic, p.index, err)
 		}
 	}
 	if cp.state {

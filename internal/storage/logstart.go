@@ -97,13 +97,6 @@ func (l *Log) PersistStartUpTo(offset int64) error {
 	return l.dropBelowLocked(to)
 }
 
-// StartPending reports whether a start RaiseStart moved waits for PersistStart.
-func (l *Log) StartPending() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.startDirty
-}
-
 // writableLocked refuses a change to a log that is closing, closed or failed.
 // Called with mu held.
 func (l *Log) writableLocked() error {

@@ -24,6 +24,18 @@ type CheckpointCapturer interface {
 	CaptureCheckpoint() (checkpoint []byte, persist func() error, err error)
 }
 
+// CheckpointKeeper is an optional interface of a Log whose checkpoint names state the log
+// must make durable only once a snapshot holding the checkpoint is stored: the broker's log
+// start, raised by DeleteRecords. Kept before that, a crash would restart from the snapshot
+// before on a log already trimmed, and the entries applied again before the trim would not
+// find the records they found the first time; so the Log keeps it in memory until then,
+// and Restore raises it again from the checkpoint.
+type CheckpointKeeper interface {
+	// CheckpointStored says the snapshot holding checkpoint (the last one Checkpoint or
+	// CaptureCheckpoint returned) is stored. Called from the Ready loop.
+	CheckpointStored(checkpoint []byte)
+}
+
 var _ multiraft.SnapshotCapturer = (*Machine)(nil)
 
 // CaptureSnapshot is Snapshot, its checkpoint made durable by the encoding's goroutine
@@ -42,7 +54,7 @@ func (m *Machine) CaptureSnapshot() (func() ([]byte, error), error) {
 	if err != nil {
 		return nil, fmt.Errorf("replpart: checkpoint: %w", err)
 	}
-	m.sinceSnap = 0
+	m.sinceSnap, m.captured = 0, cp
 	m.mu.Lock()
 	data := m.encodeSnapshot(cp)
 	m.mu.Unlock()

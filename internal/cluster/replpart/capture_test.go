@@ -61,3 +61,59 @@ func TestCaptureSnapshotPersistsInTheEncoding(t *testing.T) {
 		t.Fatalf("a log that cannot capture: %d batches durable after the capture (%v), want 1", len(plain.durable), err)
 	}
 }
+
+// keepingLog is the capturing fake that also hears which checkpoints were stored.
+type keepingLog struct {
+	capturingLog
+	stored *[]string
+}
+
+func (l keepingLog) CheckpointStored(cp []byte) { *l.stored = append(*l.stored, string(cp)) }
+
+// TestCheckpointStoredOnlyOnceItsSnapshotIs: a Log is told its checkpoint is stored when
+// the host stores the snapshot holding it (CompactTo), once, and never of a checkpoint
+// whose snapshot a Restore overtook.
+func TestCheckpointStoredOnlyOnceItsSnapshotIs(t *testing.T) {
+	var stored []string
+	l := keepingLog{capturingLog{&fakeLog{}}, &stored}
+	m := NewMachine(1, l)
+	apply := func(i uint64, b string) {
+		t.Helper()
+		e := (&Entry{Origin: 1, Request: i, Batches: [][]byte{[]byte(b)}}).Encode(nil)
+		if err := m.Apply([]multiraft.Entry{{Index: i, Term: 1, Data: e}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(2, "a")
+	snap, err := m.Snapshot()
+	if err != nil || len(stored) != 0 {
+		t.Fatalf("taken, not stored: %d checkpoints said stored (%v)", len(stored), err)
+	}
+	m.CompactTo(2)
+	m.CompactTo(2)
+	if len(stored) != 1 {
+		t.Fatalf("stored once: %d checkpoints said stored, want 1", len(stored))
+	}
+	apply(3, "b")
+	encode, err := m.CaptureSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := encode(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Restore(snap); err != nil { // a leader's snapshot overtook the encoded one
+		t.Fatal(err)
+	}
+	m.CompactTo(3)
+	if len(stored) != 1 {
+		t.Fatalf("a checkpoint a Restore overtook was said stored (%d)", len(stored))
+	}
+	apply(3, "b")
+	encode, _ = m.CaptureSnapshot()
+	data, _ := encode()
+	m.CompactTo(3)
+	if len(stored) != 2 || !bytes.HasSuffix(data, []byte(stored[1])) {
+		t.Fatalf("the captured checkpoint was not said stored: %d calls", len(stored))
+	}
+}

@@ -82,7 +82,10 @@ type Machine struct {
 	// Owned by the Ready loop.
 	sinceSnap int64  // entry bytes applied since the last snapshot
 	lastSnap  uint64 // index of the last snapshot taken here: its checkpoint is durable
-	pulls     pullCounters
+	// captured is the checkpoint of the last snapshot taken here, until the host stores
+	// it (CompactTo: CheckpointKeeper.CheckpointStored). Ready loop only.
+	captured []byte
+	pulls    pullCounters
 
 	// results are the batches' outcomes of this node's produces, for Append; trimResults
 	// its trims' (trim.go), for Trim.
@@ -168,7 +171,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replpart: checkpoint: %w", err)
 	}
-	m.sinceSnap = 0
+	m.sinceSnap, m.captured = 0, cp
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.encodeSnapshot(cp), nil
@@ -184,7 +187,7 @@ func (m *Machine) Restore(data []byte) error {
 	m.results.Reset()
 	m.cursorResults.Reset()
 	m.trimResults.Reset()
-	m.sinceSnap = 0
+	m.sinceSnap, m.captured = 0, nil
 	snap, err := decodeSnapshot(data, true)
 	if err != nil {
 		return err
@@ -258,8 +261,14 @@ func (m *Machine) snapshotLimit() int64 {
 
 // CompactTo compacts the Raft log to the snapshot before this one: the Raft log keeps the
 // entries of the last two snapshot intervals, so a follower a little behind catches up
-// from the log, and one further behind is sent the snapshot and pulls the records.
+// from the log, and one further behind is sent the snapshot and pulls the records. The
+// host calls it once it stored the snapshot at snap, the last one taken here: the log
+// may now keep what its checkpoint names (CheckpointKeeper).
 func (m *Machine) CompactTo(snap uint64) uint64 {
+	if k, ok := m.log.(CheckpointKeeper); ok && m.captured != nil {
+		k.CheckpointStored(m.captured)
+	}
+	m.captured = nil
 	to := m.lastSnap
 	m.lastSnap = snap
 	return to
