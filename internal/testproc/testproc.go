@@ -113,6 +113,20 @@ func (p *Proc) Addr(listener string) string {
 	}
 }
 
+// Problems returns the last n lines the process logged at level WARN or ERROR.
+func (p *Proc) Problems(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, line := range p.logs {
+		var l struct{ Level string }
+		if json.Unmarshal([]byte(line), &l) == nil && (l.Level == "WARN" || l.Level == "ERROR") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
+}
+
 // Logs returns everything the process logged so far.
 func (p *Proc) Logs() string {
 	p.mu.Lock()

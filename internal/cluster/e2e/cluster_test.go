@@ -46,6 +46,8 @@ type cluster struct {
 	// under directMu.
 	directMu sync.Mutex
 	direct   map[int]*kgo.Client
+	// history is every process the nodes ran as, in order (start).
+	history []nodeRun
 }
 
 // freeAddr is an address for a node's listener that stays its own across kills and
@@ -111,6 +113,16 @@ func startClusterOf(c *cluster, n int, proxied bool) *cluster {
 		}
 	}
 	c.procs = make([]*testproc.Proc, n)
+	// A failed test shows what each node warned of, the live process's and every one killed
+	// before it: a kill test that fails under CI's load says little without them.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, p := range c.history {
+			t.Logf("%s: its warnings and errors (the last 30):\n%s", p.name, p.proc.Problems(30))
+		}
+	})
 	for i := range n {
 		c.start(i + 1)
 	}
@@ -139,6 +151,25 @@ func (c *cluster) start(id int) {
 		bin = c.nodeBins[i]
 	}
 	c.procs[i] = testproc.Serve(c.t, bin, args...)
+	c.history = append(c.history, nodeRun{fmt.Sprintf("node %d, run %d", id, c.runs(id)+1), id, c.procs[i]})
+}
+
+// nodeRun is one process a node ran as.
+type nodeRun struct {
+	name string
+	id   int
+	proc *testproc.Proc
+}
+
+// runs counts the processes node id ran as so far.
+func (c *cluster) runs(id int) int {
+	n := 0
+	for _, r := range c.history {
+		if r.id == id {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *cluster) kill(id int) { c.procs[id-1].Kill() }

@@ -38,7 +38,7 @@ type Config struct {
 	// bound to its node id (say, CN node-N), so a node of the cluster cannot speak as
 	// another; without it any certificate the CA signed may claim any peer id.
 	VerifyPeer func(id multiraft.NodeID, cs tls.ConnectionState) error
-	Logger     *slog.Logger // (slog.Default())
+	Logger     *slog.Logger // (slog.Default() with the node's id; a given one is expected to name the node)
 
 	QueueBatches int // batches waiting per peer before Send drops (1024)
 	QueueBytes   int // their estimated size, likewise (64 MiB)
@@ -87,7 +87,7 @@ func (c *Config) defaults() {
 		c.BackoffMax = c.BackoffMin
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.Default().With("node", uint64(c.Node))
 	}
 }
 
@@ -120,7 +120,7 @@ func New(cfg Config) (*Transport, error) {
 	}
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Transport{cfg: cfg, log: cfg.Logger.With("node", uint64(cfg.Node)), ctx: ctx, stop: cancel,
+	t := &Transport{cfg: cfg, log: cfg.Logger, ctx: ctx, stop: cancel,
 		inbound: map[multiraft.NodeID]net.Conn{}, conns: map[net.Conn]struct{}{}}
 	peers := map[multiraft.NodeID]*peer{}
 	for id, addr := range cfg.Peers {
