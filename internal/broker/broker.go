@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/diskguard"
@@ -151,6 +152,8 @@ type Broker struct {
 
 	shareOnce sync.Once
 	share     *shareGroups // KIP-932 share groups (share_groups.go)
+
+	producersExpired atomic.Uint64 // idle producers forgotten (producer_stats.go)
 }
 
 // Open opens (or creates) the broker in opts.Dir, recovering every queue.

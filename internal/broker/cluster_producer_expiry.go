@@ -23,7 +23,9 @@ func (r *replicaLog) ForgetProducers(ps []replpart.IdleProducer) error {
 	for i, p := range ps {
 		idle[i] = producer.Idle{ID: p.ID, LastBase: p.LastBase}
 	}
-	r.p.txn.forgetMarkers(r.p.prod.Forget(idle))
+	forgotten := r.p.prod.Forget(idle)
+	r.b.producersExpired.Add(uint64(len(forgotten)))
+	r.p.txn.forgetMarkers(forgotten)
 	return nil
 }
 

@@ -82,9 +82,20 @@ func TestClusterIdleProducerForgottenOnEveryReplica(t *testing.T) {
 						if !slices.Equal(got, wanted) {
 							return fmt.Errorf("n%d remembers %v, want %v", id, got, wanted)
 						}
+						if st := c.nodes[id].b.ProducerStats(); st.Remembered != int64(len(want)) {
+							return fmt.Errorf("n%d's ProducerStats says %d remembered, want %d", id, st.Remembered, len(want))
+						}
 					}
 					return nil
 				})
+			}
+			expiredEverywhere := func(want uint64) {
+				t.Helper()
+				for _, id := range c.ids {
+					if got := c.nodes[id].b.ProducerStats().Expired; got != want {
+						t.Fatalf("n%d's ProducerStats says %d expired, want %d (a follower counts the forget entries it applies)", id, got, want)
+					}
+				}
 			}
 			produce(a, 0)
 			produce(b, 0)
@@ -103,9 +114,11 @@ func TestClusterIdleProducerForgottenOnEveryReplica(t *testing.T) {
 				}
 				time.Sleep(200 * time.Millisecond) // a forget entry would apply in milliseconds
 				everywhere("below the level, nothing forgotten", a, b)
+				expiredEverywhere(0)
 				return
 			}
 			everywhere("a forgotten on every replica, b kept", b)
+			expiredEverywhere(1)
 			produce(a, 7) // any sequence, once forgotten
 			everywhere("a back on every replica", a, b)
 			for _, id := range c.ids {

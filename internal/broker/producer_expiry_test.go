@@ -55,6 +55,15 @@ func TestIdleProducerForgotten(t *testing.T) {
 		if !slices.Equal(got, wanted) {
 			t.Fatalf("%s: producers %v remembered, want %v", when, got, wanted)
 		}
+		if st := e.b.ProducerStats(); st.Remembered != int64(len(want)) {
+			t.Fatalf("%s: ProducerStats says %d remembered, want %d", when, st.Remembered, len(want))
+		}
+	}
+	expired := func(when string, want uint64) {
+		t.Helper()
+		if got := e.b.ProducerStats().Expired; got != want {
+			t.Fatalf("%s: ProducerStats says %d expired since start, want %d", when, got, want)
+		}
 	}
 	produce(a, 0)
 	produce(b, 0)
@@ -68,6 +77,7 @@ func TestIdleProducerForgotten(t *testing.T) {
 	e.clock.Advance(2 * time.Hour)
 	e.b.Maintain()
 	remembered("25:59 after a's last batch, 13:59 after b's", b)
+	expired("a forgotten", 1)
 	produce(a, 5) // forgotten: any sequence is accepted, as by Kafka after the expiry
 	remembered("a back", a, b)
 
@@ -79,4 +89,5 @@ func TestIdleProducerForgotten(t *testing.T) {
 	e.clock.Advance(2 * time.Hour)
 	e.b.Maintain()
 	remembered("25 h after the restart's pass")
+	expired("both forgotten after the restart", 2)
 }

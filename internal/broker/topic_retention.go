@@ -129,7 +129,9 @@ func (t *topicRT) maintain() error {
 			p.txn.expire(start)
 		}
 		if idle := p.prod.IdleSince(t.s.b.now(), t.s.b.opts.ProducerIDExpiration, p.txn.hasOpen); len(idle) > 0 {
-			t.s.b.log.Debug("idle producers forgotten", "topic", p.topic, "partition", p.index, "producers", len(p.prod.Forget(idle)))
+			n := len(p.prod.Forget(idle))
+			t.s.b.producersExpired.Add(uint64(n))
+			t.s.b.log.Debug("idle producers forgotten", "topic", p.topic, "partition", p.index, "producers", n)
 		}
 		if err := p.txn.maybeSnapshot(p.log, t.s.b.opts.FS, p.dir, false); err != nil && firstErr == nil {
 			firstErr = err

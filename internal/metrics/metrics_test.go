@@ -270,3 +270,23 @@ sluice_txn_log_syncs_total 47
 		t.Fatalf("cluster node: %d transaction log series, want none", n)
 	}
 }
+
+// The idempotent producers: a gauge of those remembered and a counter of those expired.
+func TestCollectorMapsProducers(t *testing.T) {
+	src := SourceFuncs{Producers: func() ProducerStat { return ProducerStat{Remembered: 12, Expired: 3} }}
+	want := `
+# HELP sluice_idempotent_producers Idempotent producer ids remembered over the partitions this node holds (a producer of n partitions counts n times); each costs memory and bytes in every producer snapshot and replicated checkpoint. It falls as retention removes a producer's last batch and as idle producers expire.
+# TYPE sluice_idempotent_producers gauge
+sluice_idempotent_producers 12
+# HELP sluice_idempotent_producers_expired_total Idempotent producers forgotten after producer.id.expiration (--producer-id-expiration) without writing; a forgotten producer's next batch is accepted at any sequence, as Kafka does.
+# TYPE sluice_idempotent_producers_expired_total counter
+sluice_idempotent_producers_expired_total 3
+`
+	names := []string{"sluice_idempotent_producers", "sluice_idempotent_producers_expired_total"}
+	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(NewCollector(SourceFuncs{}), names...); n != 0 {
+		t.Fatalf("no producers func: %d series, want none", n)
+	}
+}

@@ -72,6 +72,8 @@ type SourceFuncs struct {
 	Raft func() (RaftStat, bool)
 	// Txn, if set, reports the transaction coordinator's log (TxnSource); false: none.
 	Txn func() (TxnStat, bool)
+	// Producers, if set, reports the idempotent producers (ProducerSource).
+	Producers func() ProducerStat
 }
 
 func (f SourceFuncs) QueueStats() []QueueStat { return call(f.Queues) }
@@ -138,6 +140,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range txnDescs {
 		ch <- d
 	}
+	for _, d := range producerDescs {
+		ch <- d
+	}
 }
 
 // Collect snapshots the source and emits one sample per stat.
@@ -171,6 +176,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if ts, ok := c.src.(TxnSource); ok {
 		if st, ok := ts.TxnStats(); ok {
 			collectTxn(ch, st)
+		}
+	}
+	if ps, ok := c.src.(ProducerSource); ok {
+		if st, ok := ps.ProducerStats(); ok {
+			collectProducers(ch, st)
 		}
 	}
 }

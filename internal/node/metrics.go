@@ -44,6 +44,10 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 		Txn: func() (metrics.TxnStat, bool) {
 			st, ok := b.TxnLogStats()
 			return metrics.TxnStat{Records: st.Records, Syncs: st.Syncs}, ok
+		},
+		Producers: func() metrics.ProducerStat {
+			st := b.ProducerStats()
+			return metrics.ProducerStat{Remembered: st.Remembered, Expired: st.Expired}
 		}}
 }
 

@@ -147,6 +147,13 @@ type Active struct {
 	LastBase     int64 // its last batch's base offset (-1: none)
 }
 
+// Len is how many producers the partition remembers.
+func (ps *State) Len() int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.m)
+}
+
 // Producers lists the partition's remembered producers by id, for
 // DescribeProducers.
 func (ps *State) Producers() []Active {
