@@ -3,8 +3,6 @@ package replpart
 import (
 	"bytes"
 	"testing"
-
-	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
 
 // TestCaptureSnapshotPersistsInTheEncoding: with a Log that captures its checkpoints, the
@@ -16,15 +14,7 @@ func TestCaptureSnapshotPersistsInTheEncoding(t *testing.T) {
 	l := &fakeLog{}
 	m := NewMachine(1, capturingLog{l})
 	twin := NewMachine(1, &fakeLog{}) // the same entries, snapshotted at once
-	apply := func(i uint64, b string) {
-		t.Helper()
-		e := (&Entry{Origin: 1, Request: i, Batches: [][]byte{[]byte(b)}}).Encode(nil)
-		for _, mm := range []*Machine{m, twin} {
-			if err := mm.Apply([]multiraft.Entry{{Index: i, Term: 1, Data: e}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	apply := func(i uint64, b string) { t.Helper(); applyBatch(t, i, b, m, twin) }
 	apply(2, "a")
 	apply(3, "b")
 	want, err := twin.Snapshot()
@@ -53,10 +43,7 @@ func TestCaptureSnapshotPersistsInTheEncoding(t *testing.T) {
 
 	plain := &fakeLog{}
 	p := NewMachine(1, plain)
-	e := (&Entry{Origin: 1, Request: 2, Batches: [][]byte{[]byte("a")}}).Encode(nil)
-	if err := p.Apply([]multiraft.Entry{{Index: 2, Term: 1, Data: e}}); err != nil {
-		t.Fatal(err)
-	}
+	applyBatch(t, 2, "a", p)
 	if _, err := p.CaptureSnapshot(); err != nil || len(plain.durable) != 1 {
 		t.Fatalf("a log that cannot capture: %d batches durable after the capture (%v), want 1", len(plain.durable), err)
 	}
@@ -77,13 +64,7 @@ func TestCheckpointStoredOnlyOnceItsSnapshotIs(t *testing.T) {
 	var stored []string
 	l := keepingLog{capturingLog{&fakeLog{}}, &stored}
 	m := NewMachine(1, l)
-	apply := func(i uint64, b string) {
-		t.Helper()
-		e := (&Entry{Origin: 1, Request: i, Batches: [][]byte{[]byte(b)}}).Encode(nil)
-		if err := m.Apply([]multiraft.Entry{{Index: i, Term: 1, Data: e}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(i uint64, b string) { t.Helper(); applyBatch(t, i, b, m) }
 	apply(2, "a")
 	snap, err := m.Snapshot()
 	if err != nil || len(stored) != 0 {

@@ -57,18 +57,23 @@ func TestMachineStopsOnBadEntry(t *testing.T) {
 	}
 }
 
+// applyBatch applies, at index i, an entry of one batch b to each machine.
+func applyBatch(t *testing.T, i uint64, b string, ms ...*Machine) {
+	t.Helper()
+	e := (&Entry{Origin: 1, Request: i, Batches: [][]byte{[]byte(b)}}).Encode(nil)
+	for _, m := range ms {
+		if err := m.Apply([]multiraft.Entry{{Index: i, Term: 1, Data: e}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestMachineSnapshotRestore: a snapshot carries the log's checkpoint, Restore hands it
 // back (cutting what was applied after it), and nil restores the empty log.
 func TestMachineSnapshotRestore(t *testing.T) {
 	l := &fakeLog{}
 	m := NewMachine(1, l)
-	apply := func(i uint64, b string) {
-		t.Helper()
-		e := (&Entry{Origin: 1, Request: i, Batches: [][]byte{[]byte(b)}}).Encode(nil)
-		if err := m.Apply([]multiraft.Entry{{Index: i, Term: 1, Data: e}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(i uint64, b string) { t.Helper(); applyBatch(t, i, b, m) }
 	apply(2, "a")
 	snap, err := m.Snapshot()
 	if err != nil {
