@@ -18,17 +18,24 @@ import (
 // with Config.DurableMembership, the membership of each classic or consumer group that
 // has members), so the broker can replace a long journal with them. Offsets are grouped
 // by group and commit time (an event carries one time).
-func (c *Coordinator) Snapshot() []Event { return c.CaptureSnapshot()() }
+func (c *Coordinator) Snapshot() []Event { return snapshotEvents(c.capture(false)) }
 
 // CaptureSnapshot captures what Snapshot would return now, and returns the function that
 // builds it. The capture costs a pointer per group and the membership of groups that have
 // members; the function, which sorts and copies every offset, may run later, once, on any
 // goroutine, while c goes on changing: nothing it reads is written after the capture.
 func (c *Coordinator) CaptureSnapshot() func() []Event {
+	captured := c.capture(true)
+	return func() []Event { return snapshotEvents(captured) }
+}
+
+// capture lists what a snapshot holds of each group; shared marks the offsets maps it
+// keeps as shared (a snapshot built at once copies them before c changes: no need).
+func (c *Coordinator) capture(shared bool) []capturedGroup {
 	captured := make([]capturedGroup, 0, len(c.groups))
 	for id, g := range c.groups {
 		cg := capturedGroup{id: id, protocolType: g.protocolType, mode: g.mode, offsets: g.offsets}
-		g.offsetsShared = true
+		g.offsetsShared = g.offsetsShared || shared
 		switch {
 		case !c.cfg.DurableMembership:
 		case g.cg == nil && len(g.members) > 0:
@@ -38,7 +45,7 @@ func (c *Coordinator) CaptureSnapshot() func() []Event {
 		}
 		captured = append(captured, cg)
 	}
-	return func() []Event { return snapshotEvents(captured) }
+	return captured
 }
 
 // capturedGroup is what a snapshot holds of one group. offsets is shared with the group
