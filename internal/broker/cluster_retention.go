@@ -17,9 +17,10 @@ import (
 // other records than its peers, and its subscriptions' cursors, which read the local log
 // as receives apply, would lease other records than the leader's: an ack answered by the
 // leader could then miss on a replica that later leads, and the acked record be delivered
-// again. The segments below a moved start are deleted by the replica's next checkpoint
-// (storage.Log.PersistStart), never before: after a crash the entries after that
-// checkpoint are applied again and must read what they read the first time.
+// again. The segments below a moved start are deleted once a snapshot whose checkpoint
+// names it is stored (replicaLog.CheckpointStored), never before: after a crash the
+// entries after the last stored snapshot are applied again and must read what they read
+// the first time.
 
 // retentionTrimTimeout bounds one retention trim's wait for its entry to apply; a
 // trim that times out is proposed again by a later pass if the cut still stands.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
-	"math"
 	"path/filepath"
 )
 
@@ -31,7 +30,7 @@ func (l *Log) MoveStart(offset int64) (int64, error) { return l.moveStart(offset
 
 // RaiseStart is MoveStart kept in memory: reads, ListOffsets and retention see the log
 // start at offset at once, but it is written, and the segments below it deleted, only by
-// PersistStart, so a crash before that brings the old start back with every record.
+// PersistStartUpTo, so a crash before that brings the old start back with every record.
 // A replicated partition's DeleteRecords uses it: after a crash its replica applies the
 // Raft entries after its last checkpoint again, the DeleteRecords among them, and the
 // entries before that one must find the records they found the first time.
@@ -64,16 +63,13 @@ func (l *Log) moveStart(offset int64, durable bool) (int64, error) {
 	return offset, l.dropBelowLocked(offset)
 }
 
-// PersistStart makes the start RaiseStart moved durable and deletes the sealed segments
-// below it (nothing to do if none was raised since).
-func (l *Log) PersistStart() error { return l.PersistStartUpTo(math.MaxInt64) }
-
-// PersistStartUpTo is PersistStart for a checkpoint taken when the log started at offset,
-// made durable later (a replicated partition's snapshot, synced off its Ready loop): the
-// start RaiseStart moved is kept no further than offset. A start raised after the
-// checkpoint stays in memory until the next: a replica that crashes restores the
-// checkpoint and applies the entries after it again, which must find the records the
-// first time found. A start already kept is never lowered.
+// PersistStartUpTo makes the start RaiseStart moved durable, but no further than offset,
+// and deletes the sealed segments below what it kept (nothing to do if no start was
+// raised since; math.MaxInt64: all of it). A replicated partition calls it with the start
+// its last stored snapshot's checkpoint names: a start raised after that checkpoint stays
+// in memory until the next, for a replica that crashes restores the checkpoint and
+// applies the entries after it again, which must find the records the first time found.
+// A start already kept is never lowered.
 func (l *Log) PersistStartUpTo(offset int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
@@ -187,13 +188,13 @@ func TestRaiseStartKeptOnlyByPersist(t *testing.T) {
 	}
 	l2.Close()
 
-	if err := l.PersistStart(); err != nil {
+	if err := l.PersistStartUpTo(math.MaxInt64); err != nil {
 		t.Fatal(err)
 	}
 	if len(l.segs) != 8 { // [6,9) holds 7 and 8: kept
 		t.Fatalf("after PersistStart: %d segments, want 8", len(l.segs))
 	}
-	if err := l.PersistStart(); err != nil { // nothing raised since: nothing to do
+	if err := l.PersistStartUpTo(math.MaxInt64); err != nil { // nothing raised since: nothing to do
 		t.Fatal(err)
 	}
 	crashed = mem.CrashClone()
@@ -243,7 +244,7 @@ func TestPersistStartUpToACheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	startAfterCrash("an older checkpoint's start made durable late", 7)
-	if err := l.PersistStart(); err != nil {
+	if err := l.PersistStartUpTo(math.MaxInt64); err != nil {
 		t.Fatal(err)
 	}
 	if len(l.segs) != 6 { // [12,15) holds 13 and 14: kept

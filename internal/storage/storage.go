@@ -150,7 +150,7 @@ type Log struct {
 	start   atomic.Int64  // log start offset; written under mu
 	moved   int64         // the start DeleteRecords moved to, kept in startFile or not (startDirty); 0 if none; under mu
 	// startDirty: RaiseStart moved the start (moved) and startFile does not say so yet
-	// (PersistStart writes it); kept is what startFile says (0: none). Under mu.
+	// (PersistStartUpTo writes it); kept is what startFile says (0: none). Under mu.
 	startDirty bool
 	kept       int64
 
