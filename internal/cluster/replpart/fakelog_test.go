@@ -204,10 +204,21 @@ func (l *fakeLog) deleteBelow(off int64) {
 }
 
 // crash drops everything applied since the last Checkpoint.
-func (l *fakeLog) crash() {
+func (l *fakeLog) crash() { l.crashKeeping(0) }
+
+// crashKeeping is a power cut after which the disk still holds the first n batches applied
+// past the last Checkpoint, as the broker's log may: its unsynced appends reach the disk
+// in order whenever the kernel writes them back, and its recovery keeps the prefix whose
+// checksums hold. Only appends past the durable copy are kept (a log cut or pulled since
+// falls back to the copy).
+func (l *fakeLog) crashKeeping(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.recs, l.start = slices.Clone(l.durable), l.durStart
+	kept := slices.Clone(l.durable)
+	if d := len(l.durable); n > 0 && l.start == l.durStart && len(l.recs) > d && slices.Equal(l.recs[:d], l.durable) {
+		kept = append(kept, l.recs[d:min(len(l.recs), d+n)]...)
+	}
+	l.recs, l.start = kept, l.durStart
 	l.next = l.start
 	if n := len(l.recs); n > 0 {
 		l.next = l.recs[n-1].Base + records([]byte(l.recs[n-1].Batch))

@@ -47,6 +47,9 @@ type cluster struct {
 	// capture: every machine's log captures its checkpoints, made durable by the
 	// snapshot's encoding off the Ready loop (CheckpointCapturer).
 	capture bool
+	// unsyncedKept, if set, is how many batches applied past its last checkpoint a killed
+	// node's log still holds (fakeLog.crashKeeping); unset, none.
+	unsyncedKept func() int
 }
 
 func newCluster(t testing.TB, seed int64, n int, opts ...func(*cluster)) *cluster {
@@ -122,7 +125,11 @@ func (c *cluster) kill(id multiraft.NodeID) {
 	if err := nd.disk.crash(); err != nil {
 		c.t.Fatal(err)
 	}
-	nd.log.crash()
+	keep := 0
+	if c.unsyncedKept != nil {
+		keep = c.unsyncedKept()
+	}
+	nd.log.crashKeeping(keep)
 	nd.up = false
 }
 
