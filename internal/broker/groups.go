@@ -85,7 +85,7 @@ func openGroups(s *streams) (*groupRT, error) {
 				return nil
 			},
 		},
-		snapshot: g.snapshotLocked,
+		snapshot: g.captureLocked,
 		reloaded: g.reloadedLocked,
 	})
 	if err != nil {
@@ -123,26 +123,31 @@ func (g *groupRT) applySnapshot(rest []byte) error {
 	return nil
 }
 
-// snapshotLocked encodes the coordinator's durable state as the events
-// that rebuild it (group.Coordinator.Snapshot), each a uvarint length and
-// an encoded group.Event. Called with mu held.
-func (g *groupRT) snapshotLocked() ([]byte, error) {
-	var buf []byte
-	evs := g.coord.Snapshot()
+// captureLocked captures the coordinator's durable state for a snapshot
+// (group.Coordinator.CaptureSnapshot: copy on write, so the groups' lock is
+// not held while the events are built); the encoding it returns is the
+// events that rebuild it, each a uvarint length and an encoded group.Event.
+// Called with mu held.
+func (g *groupRT) captureLocked() func() ([]byte, error) {
+	build := g.coord.CaptureSnapshot
 	if g.cl != nil {
 		// In a cluster the coordinator's memory runs ahead of the journal (a change is
 		// applied before its metadata entry commits): the snapshot is the journal's state.
-		evs = g.cl.journaled.Snapshot()
+		build = g.cl.journaled.CaptureSnapshot
 	}
-	for _, ev := range evs {
-		b, err := ev.MarshalBinary()
-		if err != nil {
-			return nil, err
+	events := build()
+	return func() ([]byte, error) {
+		var buf []byte
+		for _, ev := range events() {
+			b, err := ev.MarshalBinary()
+			if err != nil {
+				return nil, err
+			}
+			buf = binary.AppendUvarint(buf, uint64(len(b)))
+			buf = append(buf, b...)
 		}
-		buf = binary.AppendUvarint(buf, uint64(len(b)))
-		buf = append(buf, b...)
+		return buf, nil
 	}
-	return buf, nil
 }
 
 // dispatchLocked hands completed tickets to their waiters, journals the

@@ -49,8 +49,9 @@ type machineHooks struct {
 	// loader restores a snapshot and applies journal records (package
 	// journal); it runs with mu held, or before the machine is shared.
 	loader journal.Loader
-	// snapshot encodes the state machine; called with mu held.
-	snapshot func() ([]byte, error)
+	// snapshot captures the state machine for a snapshot; called with mu held, its
+	// encoding runs later aside (journal.Capture).
+	snapshot journal.Capture
 	// fault, if set, reports a bug the state machine caught in itself: the
 	// machine then reloads rather than trust it.
 	fault func() error

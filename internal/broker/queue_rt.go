@@ -101,7 +101,7 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 			},
 			Apply: q.applyRecord,
 		},
-		snapshot: q.snapshotLocked,
+		snapshot: journal.AtOnce(q.snapshotLocked),
 		fault:    q.cursorFault,
 		reloaded: func() { q.ahead = nil },
 	})

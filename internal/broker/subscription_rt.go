@@ -52,7 +52,7 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 			Restore: sub.restoreSnapshot,
 			Apply:   sub.applyRecord,
 		},
-		snapshot: sub.snapshotLocked,
+		snapshot: journal.AtOnce(sub.snapshotLocked),
 		fault:    sub.cursorFault,
 	})
 	if err != nil {

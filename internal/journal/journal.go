@@ -68,8 +68,11 @@ type Journal struct {
 	// at rest (one of 100,000 idle queues) costs no goroutine.
 	running bool
 	writers sync.WaitGroup // the writer goroutine, for Close
-	pol     linger.Policy  // the writer's; only the running writer touches it
-	kick    chan struct{}  // one token: there is work
+	// encoders are the snapshot encodings under way (MaybeSnapshot), which Close waits
+	// for so that a snapshot taken at shutdown is still written.
+	encoders sync.WaitGroup
+	pol      linger.Policy // the writer's; only the running writer touches it
+	kick     chan struct{} // one token: there is work
 }
 
 // writerIdle is how long a journal's writer waits for work before it ends;
@@ -166,13 +169,21 @@ func (j *Journal) Reset(loaded Loaded) {
 	j.failed = nil
 	j.submitted = j.log.HighWatermark()
 	j.snap.since, j.snap.at = loaded.Replayed, loaded.At
+	j.snap.resets++
 }
 
 // onDurable runs fn (on the journal goroutine) after the next write that
-// makes at least everything submitted so far durable. Snapshots use it:
-// a snapshot may only be kept once the journal holds every event before it.
+// makes at least everything submitted so far durable, with the journal's
+// durable end; with -1 if that write failed, or if the journal is failed or
+// closed already. Snapshots use it: a snapshot may only be kept once the
+// journal holds every event before it.
 func (j *Journal) onDurable(fn func(durable int64)) {
 	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		fn(-1)
+		return
+	}
 	j.afterSync = append(j.afterSync, fn)
 	j.wakeLocked()
 	j.mu.Unlock()
@@ -222,11 +233,12 @@ func (j *Journal) run() {
 		for _, w := range waiters {
 			w <- err
 		}
+		durable := int64(-1)
 		if err == nil {
-			durable := j.log.HighWatermark()
-			for _, fn := range after {
-				fn(durable)
-			}
+			durable = j.log.HighWatermark()
+		}
+		for _, fn := range after {
+			fn(durable)
 		}
 		if closed {
 			return
@@ -293,6 +305,7 @@ func OpenLog(o storage.Options) (log *storage.Log, syncEach bool, err error) {
 
 // Close writes what is pending, stops the goroutine and closes the log.
 func (j *Journal) Close() error {
+	j.encoders.Wait()
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()

@@ -101,9 +101,9 @@ func TestCrashKeepsWhatWasAcknowledged(t *testing.T) {
 						mu.Lock()
 						n := next
 						next++
-						ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, func() ([]byte, error) {
+						ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) {
 							return []byte(strconv.Itoa(n + 1)), nil
-						})
+						}))
 						mu.Unlock()
 						if err := <-ch; err != nil {
 							t.Error(err)
@@ -170,7 +170,7 @@ func TestSnapshotBoundsReplay(t *testing.T) {
 	mem := vfs.NewMem()
 	j, _ := openJournal(t, mem, 100)
 	for n := range 1000 {
-		ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, func() ([]byte, error) { return []byte(strconv.Itoa(n + 1)), nil })
+		ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) { return []byte(strconv.Itoa(n + 1)), nil }))
 		if err := <-ch; err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func fillJournal(t *testing.T, fsys vfs.FS, n, every int) {
 	t.Helper()
 	j, _ := openJournal(t, fsys, every)
 	for i := range n {
-		ch := j.Record([][]byte{[]byte(strconv.Itoa(i))}, func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil })
+		ch := j.Record([][]byte{[]byte(strconv.Itoa(i))}, AtOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil }))
 		if err := <-ch; err != nil {
 			t.Fatal(err)
 		}
@@ -398,4 +398,169 @@ func TestDamagedLastJournalBatch(t *testing.T) {
 		t.Fatalf("replayed %d events, want those before the damaged last batch", len(c.applied))
 	}
 	checkPrefix(t, c, 0)
+}
+
+// A snapshot pending when a write fails is given up, and once the owner has reset the
+// journal, snapshots are taken again (before, the failed write dropped the snapshot's
+// completion and the journal never took another: it grew without bound).
+func TestSnapshotsResumeAfterAWriteFailure(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	j, _ := openJournal(t, efs, 1)
+	defer j.Close()
+	if err := <-j.Record([][]byte{[]byte("0")}, AtOnce(func() ([]byte, error) { return []byte("1"), nil })); err != nil {
+		t.Fatal(err)
+	}
+	waitIdleSnapshot(t, j)
+	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Count: 1})
+	if err := <-j.Record([][]byte{[]byte("1")}, AtOnce(func() ([]byte, error) { return []byte("2"), nil })); err == nil {
+		t.Fatal("a failed write was acknowledged")
+	}
+	c := &counter{}
+	loaded, err := Load(efs, "/j", j.Log(), c.loader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Reset(loaded)
+	n := len(c.applied)
+	for i := n; i < n+3; i++ {
+		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(i))}, AtOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil })); err != nil {
+			t.Fatalf("after Reset: %v", err)
+		}
+	}
+	waitIdleSnapshot(t, j)
+	c = &counter{}
+	loaded, err = Load(efs, "/j", j.Log(), c.loader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded.At < int64(n+1) {
+		t.Fatalf("after Reset the newest snapshot is at %d; events %d–%d were recorded since, a snapshot each", loaded.At, n, n+2)
+	}
+}
+
+// waitIdleSnapshot waits until no snapshot of j is under way.
+func waitIdleSnapshot(t *testing.T, j *Journal) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		j.mu.Lock()
+		busy := j.snap.busy
+		j.mu.Unlock()
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a snapshot is still under way after 10 s")
+		}
+	}
+}
+
+// blockedCapture is a Capture whose encoding waits for release: the owner's state is
+// the count n at capture, encoded as the counter's snapshot.
+func blockedCapture(n int, encoding chan<- struct{}, release <-chan struct{}) Capture {
+	return func() func() ([]byte, error) {
+		return func() ([]byte, error) {
+			encoding <- struct{}{}
+			<-release
+			return []byte(strconv.Itoa(n)), nil
+		}
+	}
+}
+
+// A snapshot's encoding runs beside the journal: while it is under way, later events are
+// written and acknowledged; the snapshot written after it is the state at its capture;
+// Close waits for it, so a snapshot taken at shutdown is kept.
+func TestSnapshotEncodedAside(t *testing.T) {
+	mem := vfs.NewMem()
+	j, _ := openJournal(t, mem, 5)
+	encoding, release := make(chan struct{}), make(chan struct{})
+	for n := range 4 {
+		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) {
+			return []byte(strconv.Itoa(n + 1)), nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorded := make(chan (<-chan error), 1)
+	go func() { recorded <- j.Record([][]byte{[]byte("4")}, blockedCapture(5, encoding, release)) }()
+	select {
+	case ch := <-recorded:
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Record waited for the snapshot's encoding")
+	}
+	<-encoding
+	for n := 5; n < 12; n++ { // acknowledged while the encoding waits
+		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) {
+			t.Error("a second snapshot taken while one was under way")
+			return nil, nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan error)
+	go func() { closed <- j.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a snapshot was being encoded", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	j, c := openJournal(t, mem, 5)
+	defer j.Close()
+	if c.loaded.At != 5 {
+		t.Fatalf("restored the snapshot at %d, want the one captured at 5", c.loaded.At)
+	}
+	checkPrefix(t, c, 12)
+	if len(c.applied) != 12 || c.loaded.Replayed != 7 {
+		t.Fatalf("%d events, %d replayed; want 12 and 7", len(c.applied), c.loaded.Replayed)
+	}
+}
+
+// A snapshot captured before a write failure and encoded after the owner reset the journal
+// is dropped: its state may hold events the failed write lost, whose offsets later events
+// now take.
+func TestSnapshotCapturedBeforeAResetIsDropped(t *testing.T) {
+	efs := vfs.NewErrorFS(vfs.NewMem())
+	j, _ := openJournal(t, efs, 1)
+	defer j.Close()
+	if err := <-j.Submit([][]byte{[]byte("0")}); err != nil {
+		t.Fatal(err)
+	}
+	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Count: 1})
+	encoding, release := make(chan struct{}), make(chan struct{})
+	// A state of 2 events (the owner's memory ran ahead) captured at 1, then the write of
+	// event 1 fails. (Captured before the submission, so that the failure cannot come
+	// first and skip the snapshot.)
+	j.MaybeSnapshot(0, 1, blockedCapture(2, encoding, release))
+	<-encoding
+	if err := <-j.Submit([][]byte{[]byte("1")}); err == nil {
+		t.Fatal("a failed write was acknowledged")
+	}
+	c := &counter{}
+	loaded, err := Load(efs, "/j", j.Log(), c.loader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Reset(loaded)
+	if err := <-j.Submit([][]byte{[]byte("1"), []byte("2")}); err != nil { // the owner, rebuilt, goes on
+		t.Fatal(err)
+	}
+	close(release)
+	waitIdleSnapshot(t, j)
+	if err := <-j.Submit([][]byte{[]byte("3")}); err != nil {
+		t.Fatal(err)
+	}
+	c = &counter{}
+	if loaded, err = Load(efs, "/j", j.Log(), c.loader()); err != nil {
+		t.Fatal(err)
+	}
+	if loaded.At != 0 {
+		t.Fatalf("a snapshot captured before the reset was written at %d", loaded.At)
+	}
+	checkPrefix(t, c, 4)
 }

@@ -36,42 +36,77 @@ type SnapshotPolicy struct {
 type snapshots struct {
 	SnapshotPolicy
 	since int   // events journaled since the last snapshot was taken
-	busy  bool  // a snapshot waits for the journal to reach it
+	busy  bool  // a snapshot is being encoded, or waits for the journal to reach it
 	at    int64 // position of the current snapshot file: the next cut
+	// resets counts Reset calls: a snapshot captured before one holds events the failed
+	// write may have lost, and is dropped.
+	resets int
+}
+
+// Capture takes an owner's state at the journal's current position, called with the lock
+// that makes the state match it (the one held to submit). It returns the encoding of that
+// state, which the journal runs later on a goroutine of its own while the owner goes on:
+// an owner whose state is large captures it cheaply (copy on write) and is not held for
+// the encoding.
+type Capture func() (encode func() ([]byte, error))
+
+// AtOnce is the Capture of an owner that encodes its snapshot under its lock.
+func AtOnce(snapshot func() ([]byte, error)) Capture {
+	return func() func() ([]byte, error) {
+		body, err := snapshot()
+		return func() ([]byte, error) { return body, err }
+	}
 }
 
 // Record submits encoded events and, once enough have piled up since the
-// last snapshot, takes one: snapshot is called at once (the caller holds the
-// lock that makes its state match the journal position) and its bytes are
-// written when the journal is durable up to here.
-func (j *Journal) Record(enc [][]byte, snapshot func() ([]byte, error)) <-chan error {
+// last snapshot, takes one: capture is called at once (the caller holds the
+// lock that makes its state match the journal position), its encoding runs
+// aside, and the bytes are written once the journal is durable up to here.
+func (j *Journal) Record(enc [][]byte, capture Capture) <-chan error {
 	ch := j.Submit(enc)
-	j.MaybeSnapshot(j.snap.Every, len(enc), snapshot)
+	j.MaybeSnapshot(j.snap.Every, len(enc), capture)
 	return ch
 }
 
 // MaybeSnapshot takes a snapshot if at least min events (after adding added)
 // were journaled since the last one. Maintenance calls it with a lower min
 // so an idle owner's last events are folded in too. The caller holds the
-// lock that makes snapshot's state match the journal position.
-func (j *Journal) MaybeSnapshot(min, added int, snapshot func() ([]byte, error)) {
+// lock that makes capture's state match the journal position.
+func (j *Journal) MaybeSnapshot(min, added int, capture Capture) {
 	j.mu.Lock()
 	j.snap.since += added
-	take := j.snap.since > 0 && j.snap.since >= min && !j.snap.busy && j.failed == nil
+	take := j.snap.since > 0 && j.snap.since >= min && !j.snap.busy && j.failed == nil && !j.closed
 	if take {
 		j.snap.busy, j.snap.since = true, 0
+		j.encoders.Add(1)
 	}
-	pos := j.submitted
+	pos, resets := j.submitted, j.snap.resets
 	j.mu.Unlock()
 	if !take {
 		return
 	}
-	body, err := snapshot()
-	if err != nil {
-		j.snapshotDone(fmt.Errorf("encode: %w", err))
-		return
-	}
-	j.onDurable(func(durable int64) { j.snapshotDone(j.writeSnapshot(pos, body, durable)) })
+	encode := capture()
+	go func() {
+		defer j.encoders.Done()
+		body, err := encode()
+		if err != nil {
+			j.snapshotDone(fmt.Errorf("encode: %w", err))
+			return
+		}
+		j.onDurable(func(durable int64) {
+			j.mu.Lock()
+			stale := j.snap.resets != resets
+			j.mu.Unlock()
+			switch {
+			case durable < 0:
+				j.snapshotDone(fmt.Errorf("the journal write before it failed"))
+			case stale:
+				j.snapshotDone(fmt.Errorf("the journal was reset after a write failure since it was taken"))
+			default:
+				j.snapshotDone(j.writeSnapshot(pos, body, durable))
+			}
+		})
+	}()
 }
 
 // SnapshotEvery is the policy's Every, for owners that derive their
