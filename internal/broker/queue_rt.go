@@ -101,7 +101,7 @@ func openQueue(b *Broker, s QueueSettings) (*queueRT, error) {
 			},
 			Apply: q.applyRecord,
 		},
-		snapshot: journal.AtOnce(q.snapshotLocked),
+		snapshot: q.captureLocked,
 		fault:    q.cursorFault,
 		reloaded: func() { q.ahead = nil },
 	})
@@ -131,8 +131,13 @@ func (q *queueRT) journalLocked(evs []queue.Event) <-chan error {
 	return q.recordLocked(onCursor(nil, 0, evs))
 }
 
-// snapshotLocked is the cursor's snapshot. Called with q.mu held.
-func (q *queueRT) snapshotLocked() ([]byte, error) { return q.cur().Snapshot(), nil }
+// captureLocked captures the cursor for a snapshot (queue.Cursor.CaptureSnapshot: a copy
+// of what is in flight), whose encoding the journal runs beside the queue's lock. Called
+// with q.mu held.
+func (q *queueRT) captureLocked() func() ([]byte, error) {
+	encode := q.cur().CaptureSnapshot()
+	return func() ([]byte, error) { return encode(), nil }
+}
 
 // maintain deletes message segments every message of which is finished,
 // writes a snapshot if events piled up, and wakes long-polls whose messages

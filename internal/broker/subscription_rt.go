@@ -52,7 +52,7 @@ func openSub(t *topicRT, s SubscriptionSettings, create bool) (*subRT, error) {
 			Restore: sub.restoreSnapshot,
 			Apply:   sub.applyRecord,
 		},
-		snapshot: journal.AtOnce(sub.snapshotLocked),
+		snapshot: sub.captureLocked,
 		fault:    sub.cursorFault,
 	})
 	if err != nil {
@@ -156,16 +156,23 @@ func (sub *subRT) restoreSnapshot(rest []byte) error {
 	return nil
 }
 
-// snapshotLocked encodes every cursor's snapshot: a uvarint count, then
-// each with a uvarint length. Called with mu held.
-func (sub *subRT) snapshotLocked() ([]byte, error) {
-	body := binary.AppendUvarint(nil, uint64(len(sub.curs)))
-	for _, c := range sub.curs {
-		snap := c.Snapshot()
-		body = binary.AppendUvarint(body, uint64(len(snap)))
-		body = append(body, snap...)
+// captureLocked captures every cursor for a snapshot (queue.Cursor.CaptureSnapshot); the
+// encoding it returns, which the journal runs beside the subscription's lock, is a uvarint
+// count, then each cursor's snapshot with a uvarint length. Called with mu held.
+func (sub *subRT) captureLocked() func() ([]byte, error) {
+	encodes := make([]func() []byte, len(sub.curs))
+	for i, c := range sub.curs {
+		encodes[i] = c.CaptureSnapshot()
 	}
-	return body, nil
+	return func() ([]byte, error) {
+		body := binary.AppendUvarint(nil, uint64(len(encodes)))
+		for _, encode := range encodes {
+			snap := encode()
+			body = binary.AppendUvarint(body, uint64(len(snap)))
+			body = append(body, snap...)
+		}
+		return body, nil
+	}
 }
 
 // floor is the lowest offset of a partition the subscription still needs.

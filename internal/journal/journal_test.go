@@ -101,7 +101,7 @@ func TestCrashKeepsWhatWasAcknowledged(t *testing.T) {
 						mu.Lock()
 						n := next
 						next++
-						ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) {
+						ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, atOnce(func() ([]byte, error) {
 							return []byte(strconv.Itoa(n + 1)), nil
 						}))
 						mu.Unlock()
@@ -170,7 +170,7 @@ func TestSnapshotBoundsReplay(t *testing.T) {
 	mem := vfs.NewMem()
 	j, _ := openJournal(t, mem, 100)
 	for n := range 1000 {
-		ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) { return []byte(strconv.Itoa(n + 1)), nil }))
+		ch := j.Record([][]byte{[]byte(strconv.Itoa(n))}, atOnce(func() ([]byte, error) { return []byte(strconv.Itoa(n + 1)), nil }))
 		if err := <-ch; err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func fillJournal(t *testing.T, fsys vfs.FS, n, every int) {
 	t.Helper()
 	j, _ := openJournal(t, fsys, every)
 	for i := range n {
-		ch := j.Record([][]byte{[]byte(strconv.Itoa(i))}, AtOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil }))
+		ch := j.Record([][]byte{[]byte(strconv.Itoa(i))}, atOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil }))
 		if err := <-ch; err != nil {
 			t.Fatal(err)
 		}
@@ -407,12 +407,12 @@ func TestSnapshotsResumeAfterAWriteFailure(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
 	j, _ := openJournal(t, efs, 1)
 	defer j.Close()
-	if err := <-j.Record([][]byte{[]byte("0")}, AtOnce(func() ([]byte, error) { return []byte("1"), nil })); err != nil {
+	if err := <-j.Record([][]byte{[]byte("0")}, atOnce(func() ([]byte, error) { return []byte("1"), nil })); err != nil {
 		t.Fatal(err)
 	}
 	waitIdleSnapshot(t, j)
 	efs.Inject(vfs.Fault{Op: vfs.OpWrite, Count: 1})
-	if err := <-j.Record([][]byte{[]byte("1")}, AtOnce(func() ([]byte, error) { return []byte("2"), nil })); err == nil {
+	if err := <-j.Record([][]byte{[]byte("1")}, atOnce(func() ([]byte, error) { return []byte("2"), nil })); err == nil {
 		t.Fatal("a failed write was acknowledged")
 	}
 	c := &counter{}
@@ -423,7 +423,7 @@ func TestSnapshotsResumeAfterAWriteFailure(t *testing.T) {
 	j.Reset(loaded)
 	n := len(c.applied)
 	for i := n; i < n+3; i++ {
-		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(i))}, AtOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil })); err != nil {
+		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(i))}, atOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil })); err != nil {
 			t.Fatalf("after Reset: %v", err)
 		}
 	}
@@ -474,7 +474,7 @@ func TestSnapshotEncodedAside(t *testing.T) {
 	j, _ := openJournal(t, mem, 5)
 	encoding, release := make(chan struct{}), make(chan struct{})
 	for n := range 4 {
-		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) {
+		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(n))}, atOnce(func() ([]byte, error) {
 			return []byte(strconv.Itoa(n + 1)), nil
 		})); err != nil {
 			t.Fatal(err)
@@ -492,7 +492,7 @@ func TestSnapshotEncodedAside(t *testing.T) {
 	}
 	<-encoding
 	for n := 5; n < 12; n++ { // acknowledged while the encoding waits
-		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(n))}, AtOnce(func() ([]byte, error) {
+		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(n))}, atOnce(func() ([]byte, error) {
 			t.Error("a second snapshot taken while one was under way")
 			return nil, nil
 		})); err != nil {
@@ -563,4 +563,12 @@ func TestSnapshotCapturedBeforeAResetIsDropped(t *testing.T) {
 		t.Fatalf("a snapshot captured before the reset was written at %d", loaded.At)
 	}
 	checkPrefix(t, c, 4)
+}
+
+// atOnce is the Capture of an owner that encodes its snapshot under its lock.
+func atOnce(snapshot func() ([]byte, error)) Capture {
+	return func() func() ([]byte, error) {
+		body, err := snapshot()
+		return func() ([]byte, error) { return body, err }
+	}
 }

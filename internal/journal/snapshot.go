@@ -50,14 +50,6 @@ type snapshots struct {
 // the encoding.
 type Capture func() (encode func() ([]byte, error))
 
-// AtOnce is the Capture of an owner that encodes its snapshot under its lock.
-func AtOnce(snapshot func() ([]byte, error)) Capture {
-	return func() func() ([]byte, error) {
-		body, err := snapshot()
-		return func() ([]byte, error) { return body, err }
-	}
-}
-
 // Record submits encoded events and, once enough have piled up since the
 // last snapshot, takes one: capture is called at once (the caller holds the
 // lock that makes its state match the journal position), its encoding runs

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -48,5 +49,33 @@ func BenchmarkEventEncode(b *testing.B) {
 	for b.Loop() {
 		buf, _ = d.AppendBinary(buf[:0])
 		buf, _ = Acked{Offset: 123456789}.AppendBinary(buf)
+	}
+}
+
+// BenchmarkCursorSnapshot measures a cursor's Snapshot with n messages in flight (SQS
+// allows 120,000 in flight per standard queue): the broker takes it under the queue's lock.
+func BenchmarkCursorSnapshot(b *testing.B) {
+	for _, n := range []int{10_000, 120_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			c := mustNew(b, Config{Lookahead: n})
+			metas := make([]Meta, n)
+			for i := range metas {
+				metas[i] = Meta{Offset: int64(i), SentAt: t0}
+			}
+			c.Offer(t0, metas)
+			if ds, _, _ := c.Receive(t0, n, time.Hour); len(ds) != n {
+				b.Fatalf("%d received, want %d", len(ds), n)
+			}
+			b.Run("at-once", func(b *testing.B) {
+				for b.Loop() {
+					c.Snapshot()
+				}
+			})
+			b.Run("capture", func(b *testing.B) {
+				for b.Loop() {
+					c.CaptureSnapshot()
+				}
+			})
+		})
 	}
 }

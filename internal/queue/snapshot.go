@@ -34,33 +34,48 @@ var snapMagicV1 = [4]byte{'S', 'Q', 'C', 1}
 var ErrBadSnapshot = errors.New("queue: bad snapshot")
 
 // Snapshot encodes the cursor's durable state.
-func (c *Cursor) Snapshot() []byte {
-	b := append([]byte(nil), snapMagic[:]...)
-	for _, v := range []uint64{uint64(c.done.floor), c.token, c.ctr.receives, c.ctr.redeliveries,
-		c.ctr.deadLettered, c.ctr.expired, c.ctr.purges, c.ctr.acks} {
-		b = binary.AppendUvarint(b, v)
-	}
-	b = binary.AppendUvarint(b, uint64(len(c.done.runs)))
-	prev := c.done.floor
-	for _, r := range c.done.runs {
-		b = binary.AppendUvarint(b, uint64(r.start-prev))
-		b = binary.AppendUvarint(b, uint64(r.end-r.start))
-		prev = r.end
-	}
-	var held []*entry
+func (c *Cursor) Snapshot() []byte { return c.CaptureSnapshot()() }
+
+// CaptureSnapshot copies what Snapshot encodes (the counters, the done runs, each delivered
+// message's entry by value) and returns its encoding, which may run later on any goroutine
+// while the cursor goes on: the owner holds its lock only for the copy. With 120,000
+// messages in flight the copy is a few ms and the encoding (a sort and 120,000 entries)
+// ten times that (BenchmarkCursorSnapshot).
+func (c *Cursor) CaptureSnapshot() (encode func() []byte) {
+	head := []uint64{uint64(c.done.floor), c.token, c.ctr.receives, c.ctr.redeliveries,
+		c.ctr.deadLettered, c.ctr.expired, c.ctr.purges, c.ctr.acks}
+	floor, runs := c.done.floor, slices.Clone(c.done.runs)
+	held := make([]entry, 0, len(c.msgs))
 	for _, e := range c.msgs {
 		if e.count > 0 {
-			held = append(held, e)
+			held = append(held, *e)
 		}
 	}
-	slices.SortFunc(held, func(a, b *entry) int { return cmp.Compare(a.off, b.off) })
-	b = binary.AppendUvarint(b, uint64(len(held)))
-	prev = 0
-	for _, e := range held {
-		b = appendEntry(b, e, prev)
-		prev = e.off
+	return func() []byte {
+		b := append(make([]byte, 0, 64+len(runs)*4+len(held)*24), snapMagic[:]...)
+		for _, v := range head {
+			b = binary.AppendUvarint(b, v)
+		}
+		b = binary.AppendUvarint(b, uint64(len(runs)))
+		prev := floor
+		for _, r := range runs {
+			b = binary.AppendUvarint(b, uint64(r.start-prev))
+			b = binary.AppendUvarint(b, uint64(r.end-r.start))
+			prev = r.end
+		}
+		order := make([]*entry, len(held)) // sorting pointers moves 8 bytes a swap, not an entry
+		for i := range held {
+			order[i] = &held[i]
+		}
+		slices.SortFunc(order, func(a, b *entry) int { return cmp.Compare(a.off, b.off) })
+		b = binary.AppendUvarint(b, uint64(len(order)))
+		prev = 0
+		for _, e := range order {
+			b = appendEntry(b, e, prev)
+			prev = e.off
+		}
+		return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	}
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 func appendEntry(b []byte, e *entry, prev int64) []byte {
