@@ -135,8 +135,8 @@ func (q *queueRT) journalLocked(evs []queue.Event) <-chan error {
 // of what is in flight), whose encoding the journal runs beside the queue's lock. Called
 // with q.mu held.
 func (q *queueRT) captureLocked() func() ([]byte, error) {
-	encode := q.cur().CaptureSnapshot()
-	return func() ([]byte, error) { return encode(), nil }
+	captured := q.cur().CaptureSnapshot()
+	return func() ([]byte, error) { return captured.Encode(), nil }
 }
 
 // maintain deletes message segments every message of which is finished,

@@ -160,14 +160,14 @@ func (sub *subRT) restoreSnapshot(rest []byte) error {
 // encoding it returns, which the journal runs beside the subscription's lock, is a uvarint
 // count, then each cursor's snapshot with a uvarint length. Called with mu held.
 func (sub *subRT) captureLocked() func() ([]byte, error) {
-	encodes := make([]func() []byte, len(sub.curs))
+	captured := make([]*queue.CapturedSnapshot, len(sub.curs))
 	for i, c := range sub.curs {
-		encodes[i] = c.CaptureSnapshot()
+		captured[i] = c.CaptureSnapshot()
 	}
 	return func() ([]byte, error) {
-		body := binary.AppendUvarint(nil, uint64(len(encodes)))
-		for _, encode := range encodes {
-			snap := encode()
+		body := binary.AppendUvarint(nil, uint64(len(captured)))
+		for _, cs := range captured {
+			snap := cs.Encode()
 			body = binary.AppendUvarint(body, uint64(len(snap)))
 			body = append(body, snap...)
 		}

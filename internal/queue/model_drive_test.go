@@ -39,8 +39,8 @@ func TestModel(t *testing.T) {
 // lock while the cursor goes on, so nothing the encoding reads may be the cursor's own.
 func TestCaptureSnapshotIsTheStateAtCapture(t *testing.T) {
 	type captured struct {
-		encode func() []byte
-		want   []byte
+		captured *CapturedSnapshot
+		want     []byte
 	}
 	compared := 0
 	for seed := range int64(20) {
@@ -53,8 +53,12 @@ func TestCaptureSnapshotIsTheStateAtCapture(t *testing.T) {
 			}
 			if len(pending) > 0 && (h.rng.Intn(30) == 0 || i == 1499) {
 				for _, p := range pending {
-					if got := p.encode(); !bytes.Equal(got, p.want) {
+					got := p.captured.Encode()
+					if !bytes.Equal(got, p.want) {
 						t.Fatalf("seed %d: a capture encoded later differs from the snapshot at its capture:\n got  %x\n want %x", seed, got, p.want)
+					}
+					if len(got) > p.captured.Size() {
+						t.Fatalf("seed %d: encoded %d bytes, more than its Size %d", seed, len(got), p.captured.Size())
 					}
 					compared++
 				}

@@ -40,13 +40,13 @@ func (m *Machine) Snapshot() ([]byte, error) {
 }
 
 // capturedSnapshot is the state a snapshot encodes, taken under the lock: what later
-// applies change is copied (numbers, the cursor's snapshot, the keys), what they never
+// applies change is copied (numbers, the cursor's entries, the keys), what they never
 // change is shared (a stored message is never written after it is made; applies only
 // drop it from the maps).
 type capturedSnapshot struct {
 	now, next int64
 	applied   uint64
-	cur       []byte
+	cur       *queue.CapturedSnapshot
 	msgs      []capturedMsg // by offset
 	dead      []capturedMsg // by offset, with their receive counts
 	keys      []capturedKey
@@ -70,12 +70,14 @@ type capturedKey struct {
 // goroutine of its own while the groups go on, for encoding a backlog of 100,000 messages
 // took 200 ms to a second (BenchmarkBacklogSnapshot), during which no group of the node
 // advanced. Capturing it copies no body: one pass over the messages (a pointer each, and
-// their size for encode's buffer), and a sort.
+// their size for encode's buffer), and a sort; the cursor copies the entries of the
+// messages in flight, and sorts and encodes them in encode (with 120,000 in flight, 7 ms
+// in the loop instead of 57: BenchmarkCursorSnapshot in internal/queue).
 func (m *Machine) CaptureSnapshot() (func() ([]byte, error), error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := &capturedSnapshot{now: m.now, next: m.next, applied: m.applied, cur: m.cur.Snapshot()}
-	c.size = len(c.cur) + 64 + binary.MaxVarintLen64 // room for every length and number at its widest
+	c := &capturedSnapshot{now: m.now, next: m.next, applied: m.applied, cur: m.cur.CaptureSnapshot()}
+	c.size = c.cur.Size() + 64 + binary.MaxVarintLen64 // room for every length and number at its widest
 	c.msgs = make([]capturedMsg, 0, len(m.msgs))
 	for off, s := range m.msgs {
 		c.msgs = append(c.msgs, capturedMsg{off: off, s: s})
@@ -102,12 +104,13 @@ func (m *Machine) CaptureSnapshot() (func() ([]byte, error), error) {
 // encode writes the captured state, into a buffer sized first: grown by appends, a
 // backlog's snapshot of 100 MiB was copied a dozen times over on its way.
 func (c *capturedSnapshot) encode() ([]byte, error) {
+	cur := c.cur.Encode()
 	b := make([]byte, 0, c.size)
 	b = append(b, snapVersion)
 	b = binary.AppendVarint(b, c.now)
 	b = binary.AppendUvarint(b, uint64(c.next))
 	b = binary.AppendUvarint(b, c.applied)
-	b = appendBytes(b, c.cur)
+	b = appendBytes(b, cur)
 	b = binary.AppendUvarint(b, uint64(len(c.msgs)))
 	for _, x := range c.msgs {
 		b = binary.AppendUvarint(b, uint64(x.off))
