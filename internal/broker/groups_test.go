@@ -346,6 +346,7 @@ func TestGroupCommitsDuringSnapshotEncoding(t *testing.T) {
 	}
 	check("before restart")
 	g, _ := e.b.groups()
+	e.restart() // Close waits for a snapshot being encoded, and writes it
 	data, err := vfs.ReadFile(e.fs, filepath.Join(g.dir, journal.SnapshotFile))
 	if err != nil {
 		t.Fatalf("no group journal snapshot was written: %v", err)
@@ -353,7 +354,6 @@ func TestGroupCommitsDuringSnapshotEncoding(t *testing.T) {
 	if at, _, err := journal.UnframeSnapshot(data); err != nil || at == 0 {
 		t.Fatalf("the newest group journal snapshot is at %d (%v)", at, err)
 	}
-	e.restart()
 	check("after restart")
 	e.crash()
 	check("after crash")

@@ -59,6 +59,7 @@ func TestQueueWorkDuringSnapshotEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.restart() // Close waits for a snapshot being encoded, and writes it
 	data, err := vfs.ReadFile(e.fs, filepath.Join(q.dir, journal.SnapshotFile))
 	if err != nil {
 		t.Fatalf("no queue journal snapshot was written: %v", err)
@@ -66,7 +67,6 @@ func TestQueueWorkDuringSnapshotEncoding(t *testing.T) {
 	if at, _, err := journal.UnframeSnapshot(data); err != nil || at == 0 {
 		t.Fatalf("the newest queue journal snapshot is at %d (%v)", at, err)
 	}
-	e.restart()
 	e.crash()
 	e.clock.Advance(2 * time.Minute) // every lease left in flight ends
 	left := map[string]bool{}
