@@ -38,9 +38,9 @@ type CheckpointKeeper interface {
 
 var _ multiraft.SnapshotCapturer = (*Machine)(nil)
 
-// CaptureSnapshot is Snapshot, its checkpoint made durable by the encoding's goroutine
-// (the snapshot's bytes are all known at the capture). A Log that cannot capture is
-// checkpointed at once, as Snapshot does.
+// CaptureSnapshot is Snapshot, its checkpoint made durable and its cursors encoded by the
+// encoding's goroutine (captureCursors). A Log that cannot capture is checkpointed at
+// once, as Snapshot does.
 func (m *Machine) CaptureSnapshot() (func() ([]byte, error), error) {
 	c, ok := m.log.(CheckpointCapturer)
 	if !ok {
@@ -56,12 +56,12 @@ func (m *Machine) CaptureSnapshot() (func() ([]byte, error), error) {
 	}
 	m.sinceSnap, m.captured = 0, cp
 	m.mu.Lock()
-	data := m.encodeSnapshot(cp)
+	snap := m.captureCursors(cp)
 	m.mu.Unlock()
 	return func() ([]byte, error) {
 		if err := persist(); err != nil {
 			return nil, fmt.Errorf("replpart: checkpoint: %w", err)
 		}
-		return data, nil
+		return snap.encode(), nil
 	}, nil
 }

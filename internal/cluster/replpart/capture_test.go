@@ -3,6 +3,9 @@ package replpart
 import (
 	"bytes"
 	"testing"
+	"time"
+
+	"github.com/sluice-mq/sluice/internal/queue"
 )
 
 // TestCaptureSnapshotPersistsInTheEncoding: with a Log that captures its checkpoints, the
@@ -96,5 +99,54 @@ func TestCheckpointStoredOnlyOnceItsSnapshotIs(t *testing.T) {
 	m.CompactTo(3)
 	if len(stored) != 2 || !bytes.HasSuffix(data, []byte(stored[1])) {
 		t.Fatalf("the captured checkpoint was not said stored: %d calls", len(stored))
+	}
+}
+
+// TestCapturedCursorsAreTheStateAtCapture: the cursors a snapshot captures (records in
+// flight, finished ranges, dead letters) encode later, after receives, acks, new dead
+// letters and a new subscription, to the snapshot at the capture byte for byte: the
+// encoding runs off the Ready loop while applies change the cursors.
+func TestCapturedCursorsAreTheStateAtCapture(t *testing.T) {
+	qcfg := queue.Config{Visibility: time.Minute}
+	cur, err := queue.New(qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	metas := make([]queue.Meta, 20)
+	for i := range metas {
+		metas[i] = queue.Meta{Offset: int64(i), SentAt: now}
+	}
+	cur.Offer(now, metas)
+	ds, _, err := cur.Receive(now, 8, 0)
+	if err != nil || len(ds) != 8 {
+		t.Fatalf("receive: %d, %v", len(ds), err)
+	}
+	if _, err := cur.Ack(now, ds[1].Receipt); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMachine(1, nil)
+	m.clock.Set(now.UnixNano())
+	m.cursors[5] = &subCursor{cur: cur, cfg: CursorConfig{Queue: qcfg}, dead: map[int64]int{30: 2}}
+	captured := m.captureCursors([]byte("cp"))
+	want := m.encodeSnapshot([]byte("cp"))
+
+	for _, d := range ds[2:6] {
+		if _, err := cur.Ack(now, d.Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if more, _, err := cur.Receive(now, 5, 0); err != nil || len(more) == 0 {
+		t.Fatalf("receive after the capture: %d, %v", len(more), err)
+	}
+	m.cursors[5].dead[31] = 1
+	delete(m.cursors[5].dead, 30)
+	m.cursors[6] = &subCursor{cur: cur, cfg: CursorConfig{Queue: qcfg}}
+	m.clock.Advance(now.Add(time.Second))
+	if now := m.encodeSnapshot([]byte("cp")); bytes.Equal(now, want) {
+		t.Fatal("the changes after the capture changed nothing in a snapshot: the test checks nothing")
+	}
+	if got := captured.encode(); !bytes.Equal(got, want) {
+		t.Fatalf("encoded after later changes:\n got  %x\n want %x (the snapshot at the capture)", got, want)
 	}
 }

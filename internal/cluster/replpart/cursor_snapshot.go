@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/sluice-mq/sluice/internal/cluster/replcursor"
 	"github.com/sluice-mq/sluice/internal/queue"
@@ -39,36 +38,64 @@ const snapVersionDead = 3
 const maxCursorSnapshot = 256 << 20
 
 // encodeSnapshot is the snapshot of a checkpoint and the cursors (under mu).
-func (m *Machine) encodeSnapshot(cp []byte) []byte {
-	if len(m.cursors) == 0 && m.clock.UnixNano() == 0 {
-		return append([]byte{snapVersion}, cp...)
+func (m *Machine) encodeSnapshot(cp []byte) []byte { return m.captureCursors(cp).encode() }
+
+// capturedSnap is what encodeSnapshot writes, copied under mu (captureCursors) so that
+// CaptureSnapshot's encoding, off the Ready loop, sorts and encodes the cursors' records
+// in flight (queue.Cursor.CaptureSnapshot: 57 ms in the loop with 120,000 in flight, 7 ms
+// to copy them) while applies go on.
+type capturedSnap struct {
+	version byte
+	cp      []byte
+	now     int64
+	cursors []capturedCursor // by subscription id
+}
+
+type capturedCursor struct {
+	id   uint64
+	cfg  CursorConfig
+	cur  *queue.CapturedSnapshot
+	dead [][2]uint64 // offset, receives; by offset
+}
+
+// captureCursors copies the cursors for a snapshot with checkpoint cp (under mu).
+func (m *Machine) captureCursors(cp []byte) *capturedSnap {
+	c := &capturedSnap{version: snapVersion, cp: cp, now: m.clock.UnixNano()}
+	if len(m.cursors) == 0 && c.now == 0 {
+		return c
 	}
-	version := byte(snapVersionCursors)
-	for _, sc := range m.cursors {
-		if len(sc.dead) > 0 {
-			version = snapVersionDead
-		}
-	}
-	b := []byte{version}
-	b = replcursor.AppendBytes(b, cp)
-	b = binary.AppendVarint(b, m.clock.UnixNano())
-	ids := make([]uint64, 0, len(m.cursors))
-	for id := range m.cursors {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	b = binary.AppendUvarint(b, uint64(len(ids)))
-	for _, id := range ids {
+	c.version = snapVersionCursors
+	for _, id := range slices.Sorted(maps.Keys(m.cursors)) {
 		sc := m.cursors[id]
-		b = binary.AppendUvarint(b, id)
-		b = appendCursorConfig(b, sc.cfg)
-		b = replcursor.AppendBytes(b, sc.cur.Snapshot())
-		if version == snapVersionDead {
-			offs := slices.Sorted(maps.Keys(sc.dead))
-			b = binary.AppendUvarint(b, uint64(len(offs)))
-			for _, off := range offs {
-				b = binary.AppendUvarint(b, uint64(off))
-				b = binary.AppendUvarint(b, uint64(sc.dead[off]))
+		cc := capturedCursor{id: id, cfg: sc.cfg, cur: sc.cur.CaptureSnapshot()}
+		if len(sc.dead) > 0 {
+			c.version = snapVersionDead
+			for _, off := range slices.Sorted(maps.Keys(sc.dead)) {
+				cc.dead = append(cc.dead, [2]uint64{uint64(off), uint64(sc.dead[off])})
+			}
+		}
+		c.cursors = append(c.cursors, cc)
+	}
+	return c
+}
+
+func (c *capturedSnap) encode() []byte {
+	if c.version == snapVersion {
+		return append([]byte{snapVersion}, c.cp...)
+	}
+	b := []byte{c.version}
+	b = replcursor.AppendBytes(b, c.cp)
+	b = binary.AppendVarint(b, c.now)
+	b = binary.AppendUvarint(b, uint64(len(c.cursors)))
+	for _, cc := range c.cursors {
+		b = binary.AppendUvarint(b, cc.id)
+		b = appendCursorConfig(b, cc.cfg)
+		b = replcursor.AppendBytes(b, cc.cur.Encode())
+		if c.version == snapVersionDead {
+			b = binary.AppendUvarint(b, uint64(len(cc.dead)))
+			for _, d := range cc.dead {
+				b = binary.AppendUvarint(b, d[0])
+				b = binary.AppendUvarint(b, d[1])
 			}
 		}
 	}
