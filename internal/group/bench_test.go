@@ -162,4 +162,31 @@ func BenchmarkSnapshot(b *testing.B) {
 			c.Snapshot()
 		}
 	})
+	// What copy on write costs a commit: the first commit to a group after a capture
+	// clones its offsets map (100 entries here); the others write in place.
+	commit := func(b *testing.B, g int) {
+		at := epoch.Add(time.Hour)
+		ev := Event{Type: EventOffsetsCommitted, Group: fmt.Sprintf("group-%d", g%2000), Time: at,
+			Offsets: []CommittedOffset{{Topic: fmt.Sprintf("topic-%d", g%50), Partition: 7, Committed: Committed{Offset: int64(g), CommitTime: at}}}}
+		if err := c.Apply(ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("commit", func(b *testing.B) {
+		g := 0
+		for b.Loop() {
+			commit(b, g)
+			g++
+		}
+	})
+	b.Run("commit-first-after-capture", func(b *testing.B) {
+		g := 0
+		for b.Loop() {
+			b.StopTimer()
+			c.CaptureSnapshot()
+			b.StartTimer()
+			commit(b, g)
+			g++
+		}
+	})
 }
