@@ -149,12 +149,7 @@ func TestWriteFailureIsSticky(t *testing.T) {
 	if err := <-j.Submit([][]byte{[]byte("1")}); err == nil {
 		t.Fatal("a submission after a failed write was acknowledged before Reset")
 	}
-	c := &counter{}
-	loaded, err := Load(efs, "/j", j.Log(), c.loader())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Reset(loaded)
+	c := resetAfterFailure(t, efs, j)
 	if err := <-j.Submit([][]byte{[]byte(strconv.Itoa(len(c.applied)))}); err != nil {
 		t.Fatalf("after Reset: %v", err)
 	}
@@ -415,12 +410,7 @@ func TestSnapshotsResumeAfterAWriteFailure(t *testing.T) {
 	if err := <-j.Record([][]byte{[]byte("1")}, atOnce(func() ([]byte, error) { return []byte("2"), nil })); err == nil {
 		t.Fatal("a failed write was acknowledged")
 	}
-	c := &counter{}
-	loaded, err := Load(efs, "/j", j.Log(), c.loader())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Reset(loaded)
+	c := resetAfterFailure(t, efs, j)
 	n := len(c.applied)
 	for i := n; i < n+3; i++ {
 		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(i))}, atOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil })); err != nil {
@@ -429,7 +419,7 @@ func TestSnapshotsResumeAfterAWriteFailure(t *testing.T) {
 	}
 	waitIdleSnapshot(t, j)
 	c = &counter{}
-	loaded, err = Load(efs, "/j", j.Log(), c.loader())
+	loaded, err := Load(efs, "/j", j.Log(), c.loader())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,12 +531,7 @@ func TestSnapshotCapturedBeforeAResetIsDropped(t *testing.T) {
 	if err := <-j.Submit([][]byte{[]byte("1")}); err == nil {
 		t.Fatal("a failed write was acknowledged")
 	}
-	c := &counter{}
-	loaded, err := Load(efs, "/j", j.Log(), c.loader())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j.Reset(loaded)
+	c := resetAfterFailure(t, efs, j)
 	if err := <-j.Submit([][]byte{[]byte("1"), []byte("2")}); err != nil { // the owner, rebuilt, goes on
 		t.Fatal(err)
 	}
@@ -556,7 +541,8 @@ func TestSnapshotCapturedBeforeAResetIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = &counter{}
-	if loaded, err = Load(efs, "/j", j.Log(), c.loader()); err != nil {
+	loaded, err := Load(efs, "/j", j.Log(), c.loader())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if loaded.At != 0 {
@@ -571,4 +557,17 @@ func atOnce(snapshot func() ([]byte, error)) Capture {
 		body, err := snapshot()
 		return func() ([]byte, error) { return body, err }
 	}
+}
+
+// resetAfterFailure is what an owner does after a failed write: it reloads its state from
+// what the journal holds and resets the journal.
+func resetAfterFailure(t *testing.T, fsys vfs.FS, j *Journal) *counter {
+	t.Helper()
+	c := &counter{}
+	loaded, err := Load(fsys, "/j", j.Log(), c.loader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Reset(loaded)
+	return c
 }
