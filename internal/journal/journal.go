@@ -69,8 +69,10 @@ type Journal struct {
 	running bool
 	writers sync.WaitGroup // the writer goroutine, for Close
 	// encoders are the snapshot encodings under way (MaybeSnapshot), which Close waits
-	// for so that a snapshot taken at shutdown is still written.
+	// for so that a snapshot taken at shutdown is still written. closing (guarded by mu)
+	// refuses new ones first, so that no Add races Close's Wait.
 	encoders sync.WaitGroup
+	closing  bool
 	pol      linger.Policy // the writer's; only the running writer touches it
 	kick     chan struct{} // one token: there is work
 }
@@ -305,6 +307,9 @@ func OpenLog(o storage.Options) (log *storage.Log, syncEach bool, err error) {
 
 // Close writes what is pending, stops the goroutine and closes the log.
 func (j *Journal) Close() error {
+	j.mu.Lock()
+	j.closing = true
+	j.mu.Unlock()
 	j.encoders.Wait()
 	j.mu.Lock()
 	if j.closed {

@@ -67,7 +67,7 @@ func (j *Journal) Record(enc [][]byte, capture Capture) <-chan error {
 func (j *Journal) MaybeSnapshot(min, added int, capture Capture) {
 	j.mu.Lock()
 	j.snap.since += added
-	take := j.snap.since > 0 && j.snap.since >= min && !j.snap.busy && j.failed == nil && !j.closed
+	take := j.snap.since > 0 && j.snap.since >= min && !j.snap.busy && j.failed == nil && !j.closing
 	if take {
 		j.snap.busy, j.snap.since = true, 0
 		j.encoders.Add(1)
@@ -91,7 +91,7 @@ func (j *Journal) MaybeSnapshot(min, added int, capture Capture) {
 			j.mu.Unlock()
 			switch {
 			case durable < 0:
-				j.snapshotDone(fmt.Errorf("the journal write before it failed"))
+				j.snapshotDone(fmt.Errorf("the journal failed or closed before it was durable"))
 			case stale:
 				j.snapshotDone(fmt.Errorf("the journal was reset after a write failure since it was taken"))
 			default:
