@@ -5,7 +5,8 @@
 //
 // It owns the journal's write path (one writer goroutine per journal, the
 // ordering and durability promise to submitters), the snapshot file and its
-// framing, and replay. It must never know what the events mean (a queue
+// framing (a snapshot captured under the owner's lock, encoded on a goroutine
+// of its own: Capture), and replay. It must never know what the events mean (a queue
 // cursor's, a subscription's, the group coordinator's: the owner encodes
 // them) and never decide what an owner does after a failure: it reports the
 // failure, refuses later submissions until Reset, and the owner rebuilds.
