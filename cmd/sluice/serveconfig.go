@@ -231,6 +231,19 @@ var serveSettings = []serveSetting{
 		func(c *server.Config) *string { return &c.ClusterID }),
 	durationSetting("cluster-tick", "the Raft tick (a `duration`): a leader's loss is noticed in about 10 to 20 ticks",
 		func(c *server.Config) *time.Duration { return &c.ClusterTick }),
+	{
+		name: "cluster-snapshot-entries",
+		usage: "a Raft group snapshots its state and compacts its log after this many applied `entries` (etcd's --snapshot-count; " +
+			"0: 10000); a partition also after 8 MiB, a queue paced by its backlog (docs/cluster.md, \"Snapshot, compaction and seeding a replica\")",
+		get: func(c *server.Config) string { return strconv.Itoa(c.ClusterSnapshotEntries) },
+		set: func(c *server.Config, v string) (err error) {
+			c.ClusterSnapshotEntries, err = strconv.Atoi(v)
+			if err == nil && c.ClusterSnapshotEntries < 0 {
+				err = fmt.Errorf("want 0 or more, got %d", c.ClusterSnapshotEntries)
+			}
+			return err
+		},
+	},
 	durationSetting("cluster-leader-balance", "how often a node hands the partitions and queues it leads back to their preferred leaders (a `duration`; "+
 		"Kafka's leader.imbalance.check.interval.seconds; 0: never, as auto.leader.rebalance.enable=false: Kafka's ElectLeaders, kafka-leader-election.sh, does it on request)",
 		func(c *server.Config) *time.Duration { return &c.ClusterLeaderBalance }),

@@ -103,7 +103,8 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	host, err := multiraft.New(multiraft.Config{Node: self, Peers: otherIDs, Engine: eng, Transport: tr, Log: log})
+	host, err := multiraft.New(multiraft.Config{Node: self, Peers: otherIDs, Engine: eng, Transport: tr, Log: log,
+		SnapshotEntries: uint64(cfg.ClusterSnapshotEntries)})
 	if err != nil {
 		tr.Close()
 		return nil, fmt.Errorf("cluster: %w", err)

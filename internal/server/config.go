@@ -180,6 +180,9 @@ type Config struct {
 	// back to their preferred leaders; 0 never (Kafka's auto.leader.rebalance.enable=false),
 	// then Kafka's ElectLeaders does it on request.
 	ClusterLeaderBalance time.Duration
+	// ClusterSnapshotEntries is how many applied entries a Raft group goes between
+	// snapshots (multiraft.Config.SnapshotEntries; 0: its default, 10,000).
+	ClusterSnapshotEntries int
 	// Mutual TLS of the Raft transport (docs/cluster.md, "Transport security"): this
 	// node's certificate (subject CN node-<id>) and key, and the cluster CA every peer's
 	// certificate must chain to; all three or none. Reloaded as --tls-cert is.
