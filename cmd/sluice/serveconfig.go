@@ -149,18 +149,8 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
-	{
-		name:  "snapshot-every",
-		usage: "journal `events` between a queue's (or subscription's, or the groups') snapshots; fewer replay faster at start (0: 100000)",
-		get:   func(c *server.Config) string { return strconv.Itoa(c.SnapshotEvery) },
-		set: func(c *server.Config, v string) (err error) {
-			c.SnapshotEvery, err = strconv.Atoi(v)
-			if err == nil && c.SnapshotEvery < 0 {
-				err = fmt.Errorf("want 0 or more, got %d", c.SnapshotEvery)
-			}
-			return err
-		},
-	},
+	countSetting("snapshot-every", "journal `events` between a queue's (or subscription's, or the groups') snapshots; fewer replay faster at start (0: 100000)",
+		func(c *server.Config) *int { return &c.SnapshotEvery }),
 	{
 		name:  "kafka-auto-create-topics",
 		usage: "`bool`: a Kafka client's metadata request creates the topics it names (Kafka's auto.create.topics.enable)",
@@ -213,37 +203,17 @@ var serveSettings = []serveSetting{
 			return err
 		},
 	},
-	{
-		name: "cluster-max-feature-level",
-		usage: "the newest feature `level` this node lets the cluster use (0: all this binary reads); the cluster's level rises only " +
-			"when every node reads it, and never falls: hold it on one node during a rolling upgrade you may roll back (docs/cluster.md, \"Upgrades\")",
-		get: func(c *server.Config) string { return strconv.Itoa(c.ClusterMaxFeatureLevel) },
-		set: func(c *server.Config, v string) (err error) {
-			c.ClusterMaxFeatureLevel, err = strconv.Atoi(v)
-			if err == nil && c.ClusterMaxFeatureLevel < 0 {
-				err = fmt.Errorf("a level is 0 or more")
-			}
-			return err
-		},
-	},
+	countSetting("cluster-max-feature-level", "the newest feature `level` this node lets the cluster use (0: all this binary reads); the cluster's level rises only "+
+		"when every node reads it, and never falls: hold it on one node during a rolling upgrade you may roll back (docs/cluster.md, \"Upgrades\")",
+		func(c *server.Config) *int { return &c.ClusterMaxFeatureLevel }),
 	setting("cluster-id", "the cluster's `id`, told to Kafka clients and checked in every node-to-node handshake "+
 		"(default: a single node's derived from its data directory, stable across restarts; a cluster's \"sluice\": give every node the same)",
 		func(c *server.Config) *string { return &c.ClusterID }),
 	durationSetting("cluster-tick", "the Raft tick (a `duration`): a leader's loss is noticed in about 10 to 20 ticks",
 		func(c *server.Config) *time.Duration { return &c.ClusterTick }),
-	{
-		name: "cluster-snapshot-entries",
-		usage: "a Raft group snapshots its state and compacts its log after this many applied `entries` (etcd's --snapshot-count; " +
-			"0: 10000); a partition also after 8 MiB, a queue paced by its backlog (docs/cluster.md, \"Snapshot, compaction and seeding a replica\")",
-		get: func(c *server.Config) string { return strconv.Itoa(c.ClusterSnapshotEntries) },
-		set: func(c *server.Config, v string) (err error) {
-			c.ClusterSnapshotEntries, err = strconv.Atoi(v)
-			if err == nil && c.ClusterSnapshotEntries < 0 {
-				err = fmt.Errorf("want 0 or more, got %d", c.ClusterSnapshotEntries)
-			}
-			return err
-		},
-	},
+	countSetting("cluster-snapshot-entries", "a Raft group snapshots its state and compacts its log after this many applied `entries` (etcd's --snapshot-count; "+
+		"0: 10000); a partition also after 8 MiB, a queue paced by its backlog (docs/cluster.md, \"Snapshot, compaction and seeding a replica\")",
+		func(c *server.Config) *int { return &c.ClusterSnapshotEntries }),
 	durationSetting("cluster-leader-balance", "how often a node hands the partitions and queues it leads back to their preferred leaders (a `duration`; "+
 		"Kafka's leader.imbalance.check.interval.seconds; 0: never, as auto.leader.rebalance.enable=false: Kafka's ElectLeaders, kafka-leader-election.sh, does it on request)",
 		func(c *server.Config) *time.Duration { return &c.ClusterLeaderBalance }),
@@ -292,6 +262,20 @@ func durationSetting(name, usage string, p func(*server.Config) *time.Duration) 
 		func(c *server.Config) string { return p(c).String() },
 		func(c *server.Config, v string) (err error) {
 			*p(c), err = time.ParseDuration(v)
+			return err
+		}}
+}
+
+// countSetting is a number that is 0 (the default, named in usage) or more.
+func countSetting(name, usage string, p func(*server.Config) *int) serveSetting {
+	return serveSetting{name, usage,
+		func(c *server.Config) string { return strconv.Itoa(*p(c)) },
+		func(c *server.Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err == nil && n < 0 {
+				err = fmt.Errorf("want 0 or more, got %d", n)
+			}
+			*p(c) = n
 			return err
 		}}
 }
