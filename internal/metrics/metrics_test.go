@@ -124,14 +124,16 @@ func TestHistogramsAndHandler(t *testing.T) {
 	m.ObserveRequest("sqs", "SendMessage", time.Millisecond)
 	m.ObserveFsync(200 * time.Microsecond)
 	m.ObserveCommitBatch(17)
+	m.ObserveRaftRound(400 * time.Millisecond)
 
 	n, err := testutil.GatherAndCount(m.Registry(), "sluice_request_duration_seconds",
-		"sluice_storage_fsync_duration_seconds", "sluice_storage_group_commit_batch_size")
+		"sluice_storage_fsync_duration_seconds", "sluice_storage_group_commit_batch_size",
+		"sluice_raft_ready_round_duration_seconds")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 4 {
-		t.Fatalf("got %d histogram series, want 4", n)
+	if n != 5 {
+		t.Fatalf("got %d histogram series, want 5", n)
 	}
 
 	rec := httptest.NewRecorder()
@@ -141,6 +143,8 @@ func TestHistogramsAndHandler(t *testing.T) {
 		`sluice_build_info{version="v1.2.3"} 1`,
 		`sluice_request_duration_seconds_count{operation="QueueService/Send",protocol="connect"} 1`,
 		`sluice_storage_group_commit_batch_size_sum 17`,
+		`sluice_raft_ready_round_duration_seconds_bucket{le="0.2048"} 0`,
+		`sluice_raft_ready_round_duration_seconds_bucket{le="0.4096"} 1`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(string(body), want) {

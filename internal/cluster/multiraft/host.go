@@ -52,6 +52,10 @@ type Config struct {
 	// OnDiskFull, if set, hears the first append of a stall the disk had no room for
 	// (diskfull.go), from the Ready loop: it must not wait for the host.
 	OnDiskFull func(error)
+	// ObserveRound, if set, hears how long each Ready round that did work took (Run's):
+	// a round longer than the node timeout's slack stalls every group of the node, and
+	// its peers count it down. Called from the Ready loop: it must not block.
+	ObserveRound func(time.Duration)
 }
 
 func (c *Config) defaults() {

@@ -66,12 +66,16 @@ func (h *Host) Run(ctx context.Context, t Ticker) error {
 		// Rounds until no group has work: whatever arrived during a round's sync is
 		// taken by the next, which is how many proposals share one sync.
 		for {
+			began := time.Now()
 			worked, err := h.ProcessReady()
 			if err != nil {
 				return err
 			}
 			if !worked {
 				break
+			}
+			if h.cfg.ObserveRound != nil {
+				h.cfg.ObserveRound(time.Since(began))
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -384,3 +384,36 @@ func TestSecondConfChangeDropped(t *testing.T) {
 		t.Fatalf("learners %v, want [7]", st.Learners)
 	}
 }
+
+// TestRunObservesEveryRound: Config.ObserveRound hears each Ready round that did work
+// (what sluice_raft_ready_round_duration_seconds is made of), with its duration.
+func TestRunObservesEveryRound(t *testing.T) {
+	var mu sync.Mutex
+	var observed int
+	var total time.Duration
+	cfg := multiraft.Config{ObserveRound: func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		observed++
+		total += d
+	}}
+	lc := newLiveCluster(t, 3, 2, 5*time.Millisecond, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		if _, err := lc.hosts[0].Propose(ctx, multiraft.GroupID(1+i%2), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc.stop()
+	var rounds uint64
+	for _, h := range lc.hosts {
+		rounds += h.Stats().Rounds
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// No snapshot was taken, so every round that did work is one Stats counts.
+	if uint64(observed) != rounds || rounds < 20 || total <= 0 {
+		t.Fatalf("observed %d rounds taking %v in all; the hosts counted %d", observed, total, rounds)
+	}
+}
