@@ -2,6 +2,7 @@ package multiraft
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/vfs"
 	"go.etcd.io/raft/v3/raftpb"
@@ -16,6 +17,16 @@ import (
 // and its log keeps the entries since the previous one (a crash meanwhile restarts from
 // that one and applies them again). A leader's snapshot restored meanwhile makes the
 // encoded one stale: CreateSnapshot refuses it (ErrSnapOutOfDate) and it is dropped.
+
+// snapshotStoreBudget is how long one round may spend storing encoded snapshots before
+// it leaves the rest to the rounds after it (at least one is stored per round). Storing
+// one costs three fdatasyncs (the snapshot file, the state file, the state file again
+// for the compaction): 1.5–2 ms on this project's test disk. A burst of encodings ending
+// together (every partition of a node checkpointing after the feature level rose:
+// bench/cluster/levelrise.sh) stored in one round held every group of the node for a
+// second and more, and its peers counted it down; spread out, the rounds between carry
+// the other groups' appends, heartbeats and the liveness beat.
+const snapshotStoreBudget = 10 * time.Millisecond
 
 // encodedSnap is a snapshot encoded off the Ready loop, for the next round to store.
 type encodedSnap struct {
@@ -53,7 +64,8 @@ func (h *Host) startEncoding(g *group, c SnapshotCapturer) error {
 }
 
 // storeEncoded stores the snapshots encoded since the last round and compacts their
-// groups' logs behind them; it reports whether there were any. A group removed, stopped
+// groups' logs behind them, for at most the store budget (snapshotStoreBudget), the rest
+// left for the next round; it reports whether there were any. A group removed, stopped
 // or sent a newer snapshot meanwhile drops its own; one the disk has no room for is taken
 // again later (the next apply past the interval); any other storage error stops the group
 // on this node, as a snapshot taken in apply would. Ready loop only.
@@ -61,8 +73,17 @@ func (h *Host) storeEncoded() bool {
 	h.mu.Lock()
 	done := h.encoded
 	h.encoded = nil
+	budget := h.storeBudget
 	h.mu.Unlock()
-	for _, e := range done {
+	began := time.Now()
+	for i, e := range done {
+		if i > 0 && time.Since(began) >= budget {
+			h.mu.Lock()
+			h.encoded = append(done[i:], h.encoded...) // in the order they ended
+			h.signal()
+			h.mu.Unlock()
+			break
+		}
 		g := e.g
 		g.encoding = false
 		h.mu.Lock()

@@ -142,3 +142,61 @@ func (c *cluster) waitEncodings() {
 		}
 	}
 }
+
+// TestSnapshotStoresSpreadOverRounds: encodings that end together are stored a store
+// budget's worth per round (at least one), the rest in the rounds after, so a burst of
+// them does not hold the node's other groups for the whole burst; with the budget
+// (10 ms, and a store on the in-memory engine costs microseconds) one round stores all.
+func TestSnapshotStoresSpreadOverRounds(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		budget     time.Duration
+		wantRounds int
+	}{
+		{"one per round with no budget", 0, 8},
+		{"all in one round within the budget", 10 * time.Millisecond, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1, 1, multiraft.Config{SnapshotEntries: 3, DisableQuiesce: true})
+			nd := c.nodes[1]
+			release := make(chan struct{})
+			const groups = 8
+			for g := multiraft.GroupID(1); g <= groups; g++ {
+				sm := &capturing{recorder: &recorder{}, release: release}
+				if err := nd.host.CreateGroup(g, c.ids, sm); err != nil {
+					t.Fatal(err)
+				}
+				nd.sms[g], nd.groups = sm.recorder, append(nd.groups, g)
+				_ = nd.host.Campaign(g)
+			}
+			c.settle()
+			for g := multiraft.GroupID(1); g <= groups; g++ {
+				for i := range 4 { // past SnapshotEntries: every group captures once
+					p, err := nd.host.ProposeAsync(g, []byte(fmt.Sprint(i)))
+					if err != nil || !c.await(p, 50) {
+						t.Fatalf("group %d, entry %d: %v", g, i, err)
+					}
+				}
+			}
+			nd.host.SetSnapshotStoreBudget(tc.budget)
+			before := nd.host.Stats().SnapsCreated
+			close(release)
+			c.waitEncodings() // every encoding ended: all wait for the next round together
+			rounds := 0
+			for nd.host.Stats().SnapsCreated-before < groups {
+				if rounds++; rounds > groups {
+					t.Fatalf("%d of %d snapshots stored after %d rounds", nd.host.Stats().SnapsCreated-before, groups, rounds-1)
+				}
+				if _, err := nd.host.ProcessReady(); err != nil {
+					t.Fatal(err)
+				}
+				if tc.budget == 0 && nd.host.Stats().SnapsCreated-before != uint64(rounds) {
+					t.Fatalf("round %d: %d snapshots stored so far, want one per round", rounds, nd.host.Stats().SnapsCreated-before)
+				}
+			}
+			if rounds != tc.wantRounds {
+				t.Fatalf("stored in %d rounds, want %d", rounds, tc.wantRounds)
+			}
+		})
+	}
+}

@@ -11,3 +11,11 @@ func (h *Host) Woken(s Sleeper)      { h.woken(s) }
 
 // NewTimeTickerForTest is NewTimeTicker as the Sleeper it is.
 func NewTimeTickerForTest(d time.Duration) Sleeper { return NewTimeTicker(d).(Sleeper) }
+
+// SetSnapshotStoreBudget changes how long a round may store encoded snapshots
+// (snapshotStoreBudget); 0 stores one per round.
+func (h *Host) SetSnapshotStoreBudget(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.storeBudget = d
+}

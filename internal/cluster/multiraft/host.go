@@ -143,6 +143,8 @@ type Host struct {
 	prepWG     sync.WaitGroup
 	preparing  int           // under mu
 	encoded    []encodedSnap // under mu: encodings done, for the next round to store
+	// storeBudget bounds a round's storing of them (snapshotStoreBudget; tests change it).
+	storeBudget time.Duration
 }
 
 // Stats are a host's counters since it started, and (Groups, Awake, PeersDown) its
@@ -185,7 +187,8 @@ func New(cfg Config) (*Host, error) {
 	}
 	cfg.defaults()
 	h := &Host{cfg: cfg, groups: map[GroupID]*group{}, creating: map[GroupID]bool{}, active: map[GroupID]*group{},
-		dirty: map[GroupID]struct{}{}, peers: map[NodeID]*peer{}, work: make(chan struct{}, 1)}
+		dirty: map[GroupID]struct{}{}, peers: map[NodeID]*peer{}, work: make(chan struct{}, 1),
+		storeBudget: snapshotStoreBudget}
 	h.prepCtx, h.prepCancel = context.WithCancel(context.Background())
 	h.SetOnDiskFull(cfg.OnDiskFull)
 	// Sequence numbers start at random, so a restarted node's proposals never carry the
