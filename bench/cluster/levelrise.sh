@@ -36,6 +36,10 @@ for i in 1 2 3; do ready "n$i" "2${i}080"; done
 metric() { # metric HTTP-PORT NAME: the sum of NAME's samples
   curl -fsS "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n || index($1, n "{") == 1 {s += $2} END {printf "%d", s}'
 }
+rounds() { # rounds HTTP-PORT: the Ready round histogram's buckets, "le count" per line
+  curl -fsS "http://127.0.0.1:$1/metrics" | awk 'index($1, "sluice_raft_ready_round_duration_seconds_bucket{") == 1 {
+    match($1, /le="[^"]*"/); print substr($1, RSTART + 4, RLENGTH - 5), $2}'
+}
 status() { ./sluice cluster status --server "http://127.0.0.1:$1" -o json; }
 level() { status "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["feature_level"])'; }
 
@@ -53,6 +57,8 @@ status 21080 >"$WORK/before.json"
 echo "partitions with a checkpoint: $(status 21080 | python3 -c 'import json,sys; print(sum(1 for p in json.load(sys.stdin)["partitions"] if p.get("applied", 0) > 5))')+ (applied past the first snapshot)"
 declare -A SNAPS
 for i in 1 2 3; do SNAPS[$i]=$(metric "2${i}080" sluice_raft_snapshots_created_total); done
+for i in 1 2; do rounds "2${i}080" >"$WORK/rounds$i.before"; done
+: >"$WORK/rounds3.before" # node 3 restarts: a new process counts from 0
 log "snapshots so far: n1 ${SNAPS[1]}, n2 ${SNAPS[2]}, n3 ${SNAPS[3]}; restarting node 3 without the cap"
 kill -TERM "${PID[n3]}"; wait "${PID[n3]}" 2>/dev/null || true
 start_node 3 --log-level info --kafka-addr 127.0.0.1:23092 --sqs-addr "" "${SNAP[@]}"
@@ -85,6 +91,18 @@ for i in 1 2 3; do
   echo "  node $i: $(($(metric "2${i}080" sluice_raft_snapshots_created_total) - ${SNAPS[$i]})) snapshots since"
 done
 echo "most peers any node counted down once all were up again: $down"
+for i in 1 2 3; do # Ready rounds since: how many took longer than 0.2 s, and the longest's bucket
+  rounds "2${i}080" | python3 -c '
+import sys
+before = dict(l.split() for l in open(sys.argv[1]))
+now = [(l.split()[0], float(l.split()[1]) - float(before.get(l.split()[0], 0))) for l in sys.stdin]
+total = dict(now)["+Inf"]
+under = {le: n for le, n in now}
+slow = total - under.get("0.2048", 0)
+longest = next(le for le, n in now if n == total)
+print("  node %s: %d Ready rounds since, %d over 0.2 s, the longest at most %s s" % (sys.argv[2], total, slow, longest))
+' "$WORK/rounds$i.before" "$i"
+done
 [ -f "$WORK/down.txt" ] && uniq "$WORK/down.txt" | head -20
 python3 - "$WORK/before.json" "$WORK/after.json" <<'EOF'
 import json, sys

@@ -2,7 +2,9 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -124,5 +126,55 @@ func TestClusterIdlePartitionCheckpointsWithStateOnceTheLevelAdmits(t *testing.T
 			t.Errorf("n%d: snapshot at %d after 5 entries (bootstrap %d, %v), outdated %v, refresh asked %v", id,
 				index, bootstrap[id], err, h.log.CheckpointOutdated(), h.log.refreshAsked.Load() != 0)
 		}
+	}
+}
+
+// TestChooseRefreshesPacesAndLeavesFollowersToTheirLeader: refreshCheckpoints asks for at
+// most refreshAsksPerRound entries a round, leaders first (a follower is only marked the
+// first time: its leader's entry serves it), and none again within refreshAskEvery.
+func TestChooseRefreshesPacesAndLeavesFollowersToTheirLeader(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	ago := func(d time.Duration) int64 { return now.Add(-d).UnixNano() }
+	for _, tc := range []struct {
+		name  string
+		leads []bool  // per candidate, group i+1
+		asked []int64 // refreshAsked before (0: never)
+		limit int
+		want  []multiraft.GroupID
+		mark  []bool // refreshAsked is now afterwards
+	}{
+		{name: "leaders never asked, within the limit",
+			leads: []bool{true, true, true}, asked: []int64{0, 0, 0}, limit: 5,
+			want: []multiraft.GroupID{1, 2, 3}, mark: []bool{true, true, true}},
+		{name: "the limit leaves the rest to the next round, unmarked",
+			leads: []bool{true, true, true, true}, asked: []int64{0, 0, 0, 0}, limit: 2,
+			want: []multiraft.GroupID{1, 2}, mark: []bool{true, true, false, false}},
+		{name: "asked lately: not again; asked long ago: again",
+			leads: []bool{true, true}, asked: []int64{ago(10 * time.Second), ago(refreshAskEvery)}, limit: 5,
+			want: []multiraft.GroupID{2}, mark: []bool{false, true}},
+		{name: "a follower first seen is only marked, and asks once its leader's entry did not serve it",
+			leads: []bool{false, false, false}, asked: []int64{0, ago(time.Second), ago(refreshAskEvery + time.Second)}, limit: 5,
+			want: []multiraft.GroupID{3}, mark: []bool{true, false, true}},
+		{name: "followers marked do not count against the limit",
+			leads: []bool{false, true, false, true}, asked: []int64{0, 0, 0, 0}, limit: 1,
+			want: []multiraft.GroupID{2}, mark: []bool{true, true, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cands []refreshCandidate
+			for i, leads := range tc.leads {
+				r := &replicaLog{}
+				r.refreshAsked.Store(tc.asked[i])
+				cands = append(cands, refreshCandidate{log: r, group: multiraft.GroupID(i + 1), leads: leads})
+			}
+			got := chooseRefreshes(cands, now, tc.limit)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("asked for %v, want %v", got, tc.want)
+			}
+			for i, r := range cands {
+				if marked := r.log.refreshAsked.Load() == now.UnixNano(); marked != tc.mark[i] {
+					t.Errorf("group %d: marked asked now %v, want %v", i+1, marked, tc.mark[i])
+				}
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replpart"
 	"github.com/sluice-mq/sluice/internal/wire"
 )
@@ -115,19 +116,27 @@ func (r *replicaLog) restoreState(cp checkpoint) error {
 
 // refreshAskEvery is how long refreshCheckpoints waits before asking a replica's group for
 // an entry again while its checkpoint stays outdated (the entry lost with a leader, or the
-// checkpoint refused by a full disk).
+// checkpoint refused by a full disk); a follower's first ask waits as long, as its
+// leader's ask serves it too.
 const refreshAskEvery = 30 * time.Second
+
+// refreshAsksPerRound bounds the entries one reconcile round (a second) asks for. Each
+// costs every replica of its group a snapshot (three fdatasyncs); after the level rises
+// every partition wants one, and asked all at once they held each node's Ready loop for
+// seconds (docs/benchmarks.md, "The feature level's rise with 1,000 partitions"). 50 a
+// second per node takes 1,000 partitions led evenly by 3 nodes 7 s.
+const refreshAsksPerRound = 50
 
 // refreshCheckpoints is the reconcile loop's step that gives every partition replica here
 // whose last checkpoint lacks the state the feature level admits an entry to checkpoint
-// after: an empty one (multiraft.Host.ProposeEmpty), from whichever replica asks, that every
-// replica applies. Once after the level rises, and for a replica that restored an old
-// checkpoint since; nothing otherwise.
+// after: an empty one (multiraft.Host.ProposeEmpty), asked for by the group's leader
+// (a follower only if that did not serve it), that every replica applies. Once after the
+// level rises, and for a replica that restored an old checkpoint since; nothing otherwise.
 func (c *clusterRT) refreshCheckpoints() {
 	if !c.checkpointsCarryState() {
 		return
 	}
-	now := time.Now()
+	var outdated []refreshCandidate
 	for _, t := range c.b.streams.topicList() {
 		_, parts := t.snapshot()
 		for _, p := range parts {
@@ -135,16 +144,46 @@ func (c *clusterRT) refreshCheckpoints() {
 			if h == nil || !h.log.CheckpointOutdated() {
 				continue
 			}
-			if asked := h.log.refreshAsked.Load(); asked != 0 && now.Sub(time.Unix(0, asked)) < refreshAskEvery {
-				continue
-			}
-			h.log.refreshAsked.Store(now.UnixNano())
-			if err := c.host.ProposeEmpty(h.group); err != nil {
-				c.log.Debug("cluster: no entry to checkpoint a partition after; asked again later",
-					"topic", p.topic, "partition", p.index, "err", err)
-			}
+			st, err := c.host.Status(h.group)
+			outdated = append(outdated, refreshCandidate{log: h.log, group: h.group, leads: err == nil && st.Leader == c.node})
 		}
 	}
+	for _, g := range chooseRefreshes(outdated, time.Now(), refreshAsksPerRound) {
+		if err := c.host.ProposeEmpty(g); err != nil {
+			c.log.Debug("cluster: no entry to checkpoint a partition after; asked again later", "group", uint64(g), "err", err)
+		}
+	}
+}
+
+// refreshCandidate is a partition replica here whose checkpoint is outdated.
+type refreshCandidate struct {
+	log   *replicaLog
+	group multiraft.GroupID
+	leads bool // this node leads its group
+}
+
+// chooseRefreshes returns the groups of the candidates to ask an entry for now, at most
+// limit of them, and marks them asked: a leader never asked, or one asked refreshAskEvery
+// ago or more; a follower likewise, except that the first time it is seen it is only
+// marked (its leader's entry serves it, and it asks itself only if that did not).
+func chooseRefreshes(cands []refreshCandidate, now time.Time, limit int) []multiraft.GroupID {
+	var out []multiraft.GroupID
+	for _, r := range cands {
+		if len(out) == limit {
+			break
+		}
+		asked := r.log.refreshAsked.Load()
+		switch {
+		case asked != 0 && now.Sub(time.Unix(0, asked)) < refreshAskEvery:
+			continue
+		case asked == 0 && !r.leads:
+			r.log.refreshAsked.Store(now.UnixNano())
+			continue
+		}
+		r.log.refreshAsked.Store(now.UnixNano())
+		out = append(out, r.group)
+	}
+	return out
 }
 
 var _ replpart.CheckpointAger = (*replicaLog)(nil)
