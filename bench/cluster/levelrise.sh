@@ -91,16 +91,17 @@ for i in 1 2 3; do
   echo "  node $i: $(($(metric "2${i}080" sluice_raft_snapshots_created_total) - ${SNAPS[$i]})) snapshots since"
 done
 echo "most peers any node counted down once all were up again: $down"
-for i in 1 2 3; do # Ready rounds since: how many took longer than 0.2 s, and the longest's bucket
+for i in 1 2 3; do # Ready rounds since: how many took longer than 0.05 and 0.2 s, and the longest's bucket
   rounds "2${i}080" | python3 -c '
 import sys
 before = dict(l.split() for l in open(sys.argv[1]))
 now = [(l.split()[0], float(l.split()[1]) - float(before.get(l.split()[0], 0))) for l in sys.stdin]
 total = dict(now)["+Inf"]
 under = {le: n for le, n in now}
-slow = total - under.get("0.2048", 0)
+over = lambda le: total - under.get(le, 0)
 longest = next(le for le, n in now if n == total)
-print("  node %s: %d Ready rounds since, %d over 0.2 s, the longest at most %s s" % (sys.argv[2], total, slow, longest))
+print("  node %s: %d Ready rounds since, %d over 0.05 s, %d over 0.2 s, the longest at most %s s"
+      % (sys.argv[2], total, over("0.0512"), over("0.2048"), longest))
 ' "$WORK/rounds$i.before" "$i"
 done
 [ -f "$WORK/down.txt" ] && uniq "$WORK/down.txt" | head -20

@@ -1,5 +1,6 @@
 # bench/cluster/lib.sh — what the cluster benches share, sourced by run.sh, w2.sh and
-# profile.sh after they parsed their flags: a work directory under /tmp removed on exit, every
+# profile.sh after they parsed their flags: a work directory under /tmp removed on exit (but
+# for the nodes' logs after a failure), every
 # process started recorded in PID and stopped on exit, the binaries built into it, and the
 # helpers to start nodes and wait for them. Ports sit below Linux's ephemeral range (32768
 # and up, where a client's own port may sit): node i of the cluster uses 2i080 (HTTP),
@@ -15,7 +16,13 @@ PEERS="1=127.0.0.1:21095,2=127.0.0.1:22095,3=127.0.0.1:23095"
 declare -A PID
 
 bench_cleanup() {
+  local rc=$?
   for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  if [ "$rc" != 0 ] && [ "$rc" != 130 ]; then # a failed run keeps its nodes' logs to read
+    rm -rf "$WORK/sluice" "$WORK/sluice-bench" "$WORK"/n?/
+    echo "exit $rc: the nodes' logs are kept in $WORK" >&2
+    return
+  fi
   rm -rf "$WORK"
 }
 

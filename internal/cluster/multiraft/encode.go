@@ -98,6 +98,7 @@ func (h *Host) storeEncoded() bool {
 		}
 		switch {
 		case err == nil:
+			h.round.stores++
 		case vfs.NoSpace(err) && !storageFailed(g.store.Storage):
 			h.cfg.Log.Warn("multiraft: no room on the disk for a snapshot; the group goes on and tries again",
 				"group", uint64(g.id), "err", err)

@@ -145,6 +145,11 @@ type Host struct {
 	encoded    []encodedSnap // under mu: encodings done, for the next round to store
 	// storeBudget bounds a round's storing of them (snapshotStoreBudget; tests change it).
 	storeBudget time.Duration
+
+	// round is where the last ProcessReady's time went, and slow the warnings about
+	// slow rounds (run.go). Ready loop only.
+	round roundTrace
+	slow  slowRounds
 }
 
 // Stats are a host's counters since it started, and (Groups, Awake, PeersDown) its

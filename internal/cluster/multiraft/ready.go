@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -75,11 +76,14 @@ func (h *Host) ProcessReady() (bool, error) {
 	if err := h.storageError(); err != nil {
 		return false, err
 	}
+	h.round = roundTrace{}
 	// A round the disk had no room for is finished first, from where it stopped: before
 	// its sync, or in its apply (diskfull.go). Nothing else moves here until it is.
 	work, persisted := h.stalledWork()
 	if work == nil {
+		began := time.Now()
 		stored := h.storeEncoded() // encode.go
+		h.round.store = time.Since(began)
 		var out []Message
 		var beat bool
 		work, out, beat = h.takeReadys()
@@ -87,10 +91,15 @@ func (h *Host) ProcessReady() (bool, error) {
 			return stored, nil
 		}
 		h.send(work, out, beat, false)
+		began = time.Now()
 		h.applyEarly(work)
+		h.round.apply = time.Since(began)
 	}
+	h.round.readys = len(work)
 	if !persisted {
+		began := time.Now()
 		err := h.persist(work)
+		h.round.persist = time.Since(began)
 		if h.stallOnFull(work, false, err) {
 			return false, nil // Run retries the round
 		}
@@ -108,12 +117,15 @@ func (h *Host) ProcessReady() (bool, error) {
 		}
 		h.send(work, nil, false, true)
 	}
+	began := time.Now()
 	for i := range work {
+		h.round.applied += len(work[i].rd.CommittedEntries)
 		if full := h.applyRest(&work[i]); full != nil {
 			h.stallOnFull(work, true, full)
 			return false, nil
 		}
 	}
+	h.round.apply += time.Since(began)
 	h.endStall()
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -74,8 +74,12 @@ func (h *Host) Run(ctx context.Context, t Ticker) error {
 			if !worked {
 				break
 			}
+			took := time.Since(began)
 			if h.cfg.ObserveRound != nil {
-				h.cfg.ObserveRound(time.Since(began))
+				h.cfg.ObserveRound(took)
+			}
+			if took >= slowRound {
+				h.warnSlowRound(took, time.Now())
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -88,4 +92,45 @@ func (h *Host) isClosed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.closed
+}
+
+// slowRound is how long a Ready round may take before the host says so: two thirds of the
+// slack the liveness beat leaves by default (6 ticks of 50 ms, Config.LivenessTicks), past
+// which the node's peers count it down and its groups elect leaders elsewhere.
+const slowRound = 200 * time.Millisecond
+
+// slowWarnEvery bounds the warnings about slow rounds to one per interval; the rounds in
+// between are counted in the next.
+const slowWarnEvery = 10 * time.Second
+
+// roundTrace is where one Ready round's time went (ProcessReady fills it).
+type roundTrace struct {
+	store   time.Duration // storing snapshots encoded since the last round (encode.go)
+	stores  int           // how many it stored
+	persist time.Duration // writing the Readys and the engine's sync
+	apply   time.Duration // the state machines' applies, snapshots taken in them included
+	readys  int           // groups with a Ready
+	applied int           // committed entries the round handed to state machines
+}
+
+// slowRounds is the slow-round warnings' rate limit.
+type slowRounds struct {
+	warned time.Time // the last warning
+	since  int       // slow rounds not warned about since
+}
+
+// warnSlowRound tells the operator a round held every group of the node for took, and
+// where the time went, at most once per slowWarnEvery. Ready loop only.
+func (h *Host) warnSlowRound(took time.Duration, now time.Time) {
+	h.slow.since++
+	if !h.slow.warned.IsZero() && now.Sub(h.slow.warned) < slowWarnEvery {
+		return
+	}
+	r := h.round
+	h.cfg.Log.Warn("multiraft: a Ready round held every group of this node; past the liveness slack its peers count it down",
+		"took", took.Round(time.Millisecond), "persist", r.persist.Round(time.Millisecond),
+		"apply", r.apply.Round(time.Millisecond), "store_snapshots", r.store.Round(time.Millisecond),
+		"snapshots_stored", r.stores, "readys", r.readys, "entries_applied", r.applied,
+		"slow_rounds_since_last_warning", h.slow.since)
+	h.slow.warned, h.slow.since = now, 0
 }

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,5 +420,89 @@ func TestRunObservesEveryRound(t *testing.T) {
 	// No snapshot was taken, so every round that did work is one Stats counts.
 	if uint64(observed) != rounds || rounds < 20 || total <= 0 {
 		t.Fatalf("observed %d rounds taking %v in all; the hosts counted %d", observed, total, rounds)
+	}
+}
+
+// slowSyncEngine is a MemEngine whose Sync takes delay more while slow is set: a disk
+// stalling the Ready loop.
+type slowSyncEngine struct {
+	*multiraft.MemEngine
+	slow  atomic.Bool
+	delay time.Duration
+}
+
+func (e *slowSyncEngine) Sync(written []multiraft.Storage) error {
+	if e.slow.Load() {
+		time.Sleep(e.delay)
+	}
+	return e.MemEngine.Sync(written)
+}
+
+// lockedBuffer is a log destination several hosts write to.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSlowRoundsAreLogged: a Ready round longer than slowRound (200 ms) is logged with
+// where its time went (here the engine's sync, under persist), once per 10 s however many
+// there are; rounds shorter are not.
+func TestSlowRoundsAreLogged(t *testing.T) {
+	var logs lockedBuffer
+	slowNode := &slowSyncEngine{MemEngine: multiraft.NewMemEngine(), delay: 250 * time.Millisecond}
+	cfg := multiraft.Config{Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	// Ticks of 50 ms, as in production: a 250 ms stall stays within the election timeout,
+	// so node 1 keeps leading and its rounds are the slow ones.
+	lc := newLiveClusterOn(t, 3, 1, 50*time.Millisecond, cfg, func(id multiraft.NodeID) multiraft.Engine {
+		if id == 1 {
+			return slowNode
+		}
+		return multiraft.NewMemEngine()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	propose := func(n int) {
+		t.Helper()
+		for range n {
+			if _, err := lc.hosts[0].Propose(ctx, 1, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	propose(3)
+	if strings.Contains(logs.String(), "Ready round") {
+		t.Fatalf("a round was logged slow before any was:\n%s", logs.String())
+	}
+	slowNode.slow.Store(true)
+	propose(3)
+	slowNode.slow.Store(false)
+	lc.stop()
+	var warnings []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "Ready round held every group") {
+			warnings = append(warnings, l)
+		}
+	}
+	if len(warnings) != 1 {
+		t.Fatalf("%d slow-round warnings for 3 slow rounds within 10 s, want 1:\n%s", len(warnings), logs.String())
+	}
+	persist := regexp.MustCompile(`persist=(\d+)ms`).FindStringSubmatch(warnings[0])
+	if persist == nil {
+		t.Fatalf("the warning does not say how long persist took: %s", warnings[0])
+	}
+	if ms, _ := strconv.Atoi(persist[1]); ms < 250 || !strings.Contains(warnings[0], "readys=") {
+		t.Fatalf("the warning does not put the slow sync under persist: %s", warnings[0])
 	}
 }
