@@ -37,8 +37,9 @@ const snapVersionDead = 3
 // one message; the host refuses far smaller ones long before this).
 const maxCursorSnapshot = 256 << 20
 
-// encodeSnapshot is the snapshot of a checkpoint and the cursors (under mu).
-func (m *Machine) encodeSnapshot(cp []byte) []byte { return m.captureCursors(cp).encode() }
+// encodeSnapshot is the snapshot of a checkpoint and the cursors (under mu), encoded at
+// once: each cursor's records are encoded where they are, not copied first.
+func (m *Machine) encodeSnapshot(cp []byte) []byte { return m.cursorsOf(cp, false).encode() }
 
 // capturedSnap is what encodeSnapshot writes, copied under mu (captureCursors) so that
 // CaptureSnapshot's encoding, off the Ready loop, sorts and encodes the cursors' records
@@ -54,12 +55,17 @@ type capturedSnap struct {
 type capturedCursor struct {
 	id   uint64
 	cfg  CursorConfig
-	cur  *queue.CapturedSnapshot
-	dead [][2]uint64 // offset, receives; by offset
+	cur  *queue.CapturedSnapshot // captured, to encode later; or
+	enc  []byte                  // encoded already (encodeSnapshot)
+	dead [][2]uint64             // offset, receives; by offset
 }
 
 // captureCursors copies the cursors for a snapshot with checkpoint cp (under mu).
-func (m *Machine) captureCursors(cp []byte) *capturedSnap {
+func (m *Machine) captureCursors(cp []byte) *capturedSnap { return m.cursorsOf(cp, true) }
+
+// cursorsOf takes the cursors for a snapshot with checkpoint cp (under mu): captured if
+// capture, else each one's snapshot encoded now.
+func (m *Machine) cursorsOf(cp []byte, capture bool) *capturedSnap {
 	c := &capturedSnap{version: snapVersion, cp: cp, now: m.clock.UnixNano()}
 	if len(m.cursors) == 0 && c.now == 0 {
 		return c
@@ -67,7 +73,12 @@ func (m *Machine) captureCursors(cp []byte) *capturedSnap {
 	c.version = snapVersionCursors
 	for _, id := range slices.Sorted(maps.Keys(m.cursors)) {
 		sc := m.cursors[id]
-		cc := capturedCursor{id: id, cfg: sc.cfg, cur: sc.cur.CaptureSnapshot()}
+		cc := capturedCursor{id: id, cfg: sc.cfg}
+		if capture {
+			cc.cur = sc.cur.CaptureSnapshot()
+		} else {
+			cc.enc = sc.cur.Snapshot()
+		}
 		if len(sc.dead) > 0 {
 			c.version = snapVersionDead
 			for _, off := range slices.Sorted(maps.Keys(sc.dead)) {
@@ -90,7 +101,11 @@ func (c *capturedSnap) encode() []byte {
 	for _, cc := range c.cursors {
 		b = binary.AppendUvarint(b, cc.id)
 		b = appendCursorConfig(b, cc.cfg)
-		b = replcursor.AppendBytes(b, cc.cur.Encode())
+		enc := cc.enc
+		if cc.cur != nil {
+			enc = cc.cur.Encode()
+		}
+		b = replcursor.AppendBytes(b, enc)
 		if c.version == snapVersionDead {
 			b = binary.AppendUvarint(b, uint64(len(cc.dead)))
 			for _, d := range cc.dead {
