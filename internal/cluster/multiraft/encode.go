@@ -20,8 +20,9 @@ import (
 
 // snapshotStoreBudget is how long one round may spend storing encoded snapshots before
 // it leaves the rest to the rounds after it (at least one is stored per round). Storing
-// one costs three fdatasyncs (the snapshot file, the state file, the state file again
-// for the compaction): 1.5–2 ms on this project's test disk. A burst of encodings ending
+// one on raftstore writes two files atomically (the snapshot, then the state with the
+// compaction), four fdatasyncs: 1.1–1.3 ms on this project's test disk
+// (BenchmarkSnapshotStore). A burst of encodings ending
 // together (every partition of a node checkpointing after the feature level rose:
 // bench/cluster/levelrise.sh) stored in one round held every group of the node for a
 // second and more, and its peers counted it down; spread out, the rounds between carry
