@@ -121,10 +121,10 @@ func (r *replicaLog) restoreState(cp checkpoint) error {
 const refreshAskEvery = 30 * time.Second
 
 // refreshAsksPerRound bounds the entries one reconcile round (a second) asks for. Each
-// costs every replica of its group a snapshot (three fdatasyncs); after the level rises
-// every partition wants one, and asked all at once they held each node's Ready loop for
-// seconds (docs/benchmarks.md, "The feature level's rise with 1,000 partitions"). 50 a
-// second per node takes 1,000 partitions led evenly by 3 nodes 7 s.
+// costs every replica of its group a snapshot (its log's fdatasync, and four more to store
+// it); after the level rises every partition wants one, and asked all at once they held
+// each node's Ready loop for 1.6–3.3 s with 1,000 partitions (docs/benchmarks.md, "The
+// level rise again"). 50 a second per node takes 1,000 partitions led evenly by 3 nodes 7 s.
 const refreshAsksPerRound = 50
 
 // refreshCheckpoints is the reconcile loop's step that gives every partition replica here
