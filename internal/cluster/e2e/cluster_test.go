@@ -115,8 +115,10 @@ func startClusterOf(c *cluster, n int, proxied bool) *cluster {
 	c.procs = make([]*testproc.Proc, n)
 	// A failed test shows what each node warned of, the live process's and every one killed
 	// before it: a kill test that fails under CI's load says little without them.
+	// SLUICE_CLUSTER_WARNINGS=1 shows them after a passing test too (a long-form run
+	// looking for stalls: "a Ready round held every group", peers counted down).
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("SLUICE_CLUSTER_WARNINGS") == "" {
 			return
 		}
 		for _, p := range c.history {
