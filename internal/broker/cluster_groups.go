@@ -168,6 +168,7 @@ func (c *clusterGroups) ready(ctx context.Context) error {
 		return c.notCoordinator()
 	}
 	c.readyTerm.Store(term)
+	c.g.logger.Info("coordinating the consumer groups: rebuilt from the metadata log", "term", term)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func newGroupCluster(t *testing.T) (*memCluster, multiraft.NodeID, *Broker) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
 	}
-	c := newMemCluster(t, 3)
+	c := startMemCluster(&memCluster{t: t, logs: &logBuffer{}}, 3)
 	c.featureLevelIs(meta.MaxFeatureLevel) // membership records on: every node reads them
 	id, ctl := c.coordinator()
 	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {
@@ -127,6 +128,15 @@ func TestClusterGroupOffsetsSurviveControllerPowerCuts(t *testing.T) {
 		}
 		c.start(id)
 		t.Logf("round %d: coordinator n%d lost power, n%d took over with the acknowledged offsets", round, id, next)
+	}
+	// Each takeover is told as one (it rebuilds the coordinator from the journal), never
+	// as a reload after a write failure, which no write had.
+	logs := c.logs.String()
+	if n := strings.Count(logs, `msg="coordinating the consumer groups: rebuilt from the metadata log"`); n < rounds {
+		t.Errorf("%d coordinator takeovers logged over %d power cuts of the coordinator", n, rounds)
+	}
+	if strings.Contains(logs, "after a write failure") {
+		t.Errorf("a takeover logged as a reload after a write failure:\n%s", logs)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, id := range c.ids {

@@ -38,6 +38,8 @@ type memCluster struct {
 	// wrapFS, when set, is the file system a node runs on, given its disk (an ErrorFS over
 	// it, to fill it: cluster_diskfull_test.go); nil: the disk itself.
 	wrapFS func(multiraft.NodeID, *vfs.MemFS) vfs.FS
+	// logs, when set, keeps what every node's broker logs (Info and above).
+	logs *logBuffer
 }
 
 type memNode struct {
@@ -150,7 +152,11 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	}()
 	// HeadroomBytes: the default 64 MiB headroom file, written as zeros into a MemFS, cost
 	// every start (and every crash clone) seconds under -race; 64 KiB tests the same thing.
-	b, err := Open(Options{Dir: "/data", FS: fsys, Logger: clusterTestLogger(id), SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
+	logger := clusterTestLogger(id)
+	if c.logs != nil {
+		logger = c.logs.logger().With("node", uint64(id))
+	}
+	b, err := Open(Options{Dir: "/data", FS: fsys, Logger: logger, SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
 		HeadroomBytes: testHeadroom,
 		Cluster: &ClusterOptions{Host: h, Meta: m, Catalog: meta.NewCatalog(h, m), Disk: eng,
 			CollectEvery: 20 * time.Millisecond}}) // every cluster test runs with the groups' garbage collection at work

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -294,7 +295,7 @@ func failReadsUnder(efs *vfs.ErrorFS, dir string, n int) {
 // is tried again by the next operation.
 func TestGroupJournalFailureRecovery(t *testing.T) {
 	efs := vfs.NewErrorFS(vfs.NewMem())
-	e := newEnv(t, efs)
+	e := newEnvWithLogs(t, efs)
 	e.createTopic("t", 1)
 	commit := func(g string, off int64) error {
 		errs, err := e.b.CommitOffsets(context.Background(), commitReq(g, "t", off))
@@ -323,6 +324,10 @@ func TestGroupJournalFailureRecovery(t *testing.T) {
 	}
 	if err := commit("g1", 9); err != nil {
 		t.Fatal(err)
+	}
+	// The operator is told, with the failure that made the reload necessary.
+	if reload := regexp.MustCompile(`msg="state reloaded from its journal after a write failure".* err="?([^"\n]*)`).FindStringSubmatch(e.logs.String()); reload == nil || reload[1] == "" || reload[1] == "<nil>" {
+		t.Fatalf("no warning of the reload naming the write failure in the log:\n%s", e.logs.String())
 	}
 	e.restart()
 	if got, _ := e.b.FetchOffset("g1", "t", 0); got.Offset != 9 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,9 +39,36 @@ type env struct {
 	fs    vfs.FS
 	clock *fakeClock
 	b     *Broker
+	logs  *logBuffer // what the broker logs (newEnvWithLogs); nil: discarded
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// logBuffer keeps what a logger writes, for tests that check what an operator is told.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// logger is a logger writing to l (Info and above), or a quiet one if l is nil.
+func (l *logBuffer) logger() *slog.Logger {
+	if l == nil {
+		return quietLogger()
+	}
+	return slog.New(slog.NewTextHandler(l, nil))
+}
 
 // testHeadroom keeps the in-memory FS's headroom file small.
 const testHeadroom = 64 << 10
@@ -48,10 +76,21 @@ const testHeadroom = 64 << 10
 // newEnv opens a broker on fsys (a MemFS when nil) with a fake clock.
 func newEnv(t *testing.T, fsys vfs.FS) *env {
 	t.Helper()
+	return newEnvLogging(t, fsys, nil)
+}
+
+// newEnvWithLogs is newEnv with what the broker logs kept in e.logs.
+func newEnvWithLogs(t *testing.T, fsys vfs.FS) *env {
+	t.Helper()
+	return newEnvLogging(t, fsys, &logBuffer{})
+}
+
+func newEnvLogging(t *testing.T, fsys vfs.FS, logs *logBuffer) *env {
+	t.Helper()
 	if fsys == nil {
 		fsys = vfs.NewMem()
 	}
-	e := &env{t: t, fs: fsys, clock: newClock()}
+	e := &env{t: t, fs: fsys, clock: newClock(), logs: logs}
 	e.open()
 	t.Cleanup(func() {
 		if e.b != nil {
@@ -63,7 +102,7 @@ func newEnv(t *testing.T, fsys vfs.FS) *env {
 
 func (e *env) open() {
 	e.t.Helper()
-	b, err := Open(Options{Dir: "/data", FS: e.fs, Now: e.clock.Now, Logger: quietLogger(), SnapshotEvery: 50,
+	b, err := Open(Options{Dir: "/data", FS: e.fs, Now: e.clock.Now, Logger: e.logs.logger(), SnapshotEvery: 50,
 		HeadroomBytes: testHeadroom})
 	if err != nil {
 		e.t.Fatalf("open: %v", err)

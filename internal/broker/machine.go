@@ -133,12 +133,17 @@ func (m *machine) checkLocked() error {
 	if m.broken == nil {
 		return nil
 	}
+	cause := m.broken
 	if err := m.reloadLocked(); err != nil {
 		return fmt.Errorf("%s is unavailable after a storage failure: %w", m.what, err)
 	}
+	m.logger.Warn("state reloaded from its journal after a write failure", "err", cause)
 	return nil
 }
 
+// reloadLocked replaces the state machine with what its journal holds. Called with mu
+// held: after a write failure (checkLocked), and by a cluster node's coordinator taking
+// over the consumer groups (clusterGroups.reset).
 func (m *machine) reloadLocked() error {
 	jlog := m.jr.Log()
 	if err := jlog.Sync(); err != nil {
@@ -156,7 +161,6 @@ func (m *machine) reloadLocked() error {
 	// Waiters re-read what they wait on: the reload may have brought
 	// deliveries back.
 	m.notifyLocked()
-	m.logger.Warn("state reloaded from its journal after a write failure")
 	return nil
 }
 
