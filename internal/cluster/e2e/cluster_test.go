@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -115,14 +116,22 @@ func startClusterOf(c *cluster, n int, proxied bool) *cluster {
 	c.procs = make([]*testproc.Proc, n)
 	// A failed test shows what each node warned of, the live process's and every one killed
 	// before it: a kill test that fails under CI's load says little without them.
-	// SLUICE_CLUSTER_WARNINGS=1 shows them after a passing test too (a long-form run
-	// looking for stalls: "a Ready round held every group", peers counted down).
+	// SLUICE_CLUSTER_WARNINGS=N shows the last N (all: -1) after a passing test too (a
+	// long-form run looking for stalls: "a Ready round held every group", peers counted
+	// down, or warnings nobody should see).
 	t.Cleanup(func() {
-		if !t.Failed() && os.Getenv("SLUICE_CLUSTER_WARNINGS") == "" {
+		last := 30
+		if v, err := strconv.Atoi(os.Getenv("SLUICE_CLUSTER_WARNINGS")); err == nil {
+			last = v
+		} else if !t.Failed() {
 			return
 		}
+		which := fmt.Sprintf("the last %d", last)
+		if last < 0 {
+			last, which = math.MaxInt, "all"
+		}
 		for _, p := range c.history {
-			t.Logf("%s: its warnings and errors (the last 30):\n%s", p.name, p.proc.Problems(30))
+			t.Logf("%s: its warnings and errors (%s):\n%s", p.name, which, p.proc.Problems(last))
 		}
 	})
 	for i := range n {
