@@ -147,7 +147,13 @@ func (k errKind) faultType() string {
 
 func (h *Handler) writeError(w http.ResponseWriter, c *call, err error) {
 	ae := toAPIError(err)
-	if ae.kind.status >= 500 {
+	switch {
+	case ae.kind == errUnavailable:
+		// The client retries (the SDKs do on 503): a leader moving, a peer down, a full
+		// disk. Each has its own warning and metric where it happens; a failover under
+		// load answered hundreds of these a second, each one a warning.
+		h.log.Debug("sqs: request failed; the client retries", "action", c.action, "err", err)
+	case ae.kind.status >= 500:
 		h.log.Warn("sqs: request failed", "action", c.action, "err", err)
 	}
 	if c.json {
