@@ -5,7 +5,9 @@
 #   W1        Kafka produce, acks=all, 1 KiB, 256 in flight, 1 and 8 partitions: a
 #             single node (--fsync always, rf 1) against a 3-node cluster on loopback
 #             (rf 3), alternated ROUNDS times so both see the same machine; msgs/s,
-#             produce latency p50/p99, and CPU per message of the node(s) serving it.
+#             produce latency p50/p99, CPU per message of the node(s) serving it, and
+#             the cluster's Ready rounds in the run (the bucket of their p99, and of the
+#             longest: every group of a node waits for its round).
 #   failover  the leader of a partition SIGKILLed under an acks=all producer, restarted,
 #             KILLS times: kill to the first acknowledged write (TestLeaderKilledUnderLoad).
 #   idle      the 3 nodes' CPU over IDLE_SECS with 1,000 partitions (rf 3) created and
@@ -79,18 +81,27 @@ fsyncs() {
     awk '/^sluice_storage_fsync_duration_seconds_count/ {n += $2} /^sluice_storage_fsync_duration_seconds_sum/ {s += $2}
       END {printf "%d:%f", n, s}'
 }
+# rounds HTTP-ports…: the Ready round histogram's buckets summed over the nodes, as
+# "le=count," pairs (sluice_raft_ready_round_duration_seconds; empty for a single node).
+rounds() {
+  local port
+  for port in "$@"; do curl -fsS "http://127.0.0.1:$port/metrics"; done |
+    awk 'index($1, "sluice_raft_ready_round_duration_seconds_bucket{") == 1 {
+      match($1, /le="[^"]*"/); n[substr($1, RSTART + 4, RLENGTH - 5)] += $2}
+      END {for (k in n) printf "%s=%d,", k, n[k]}'
+}
 W1=(produce --size 1024 --in-flight 256 --batch 1 --duration "$DUR" --count 100000000 --protocol kafka --probe-dir "" --quiet -o json)
 # w1 label kafka-addr rf partitions name "http-ports" pids…: one W1 run, one table row; the
 # JSON kept.
 w1() {
   local label=$1 addr=$2 rf=$3 parts=$4 name=$5 ports=$6; shift 6
-  local before after fb fa
+  local before after fb fa rb ra
   # shellcheck disable=SC2086
-  fb=$(fsyncs $ports); before=$(ticks "$@")
+  fb=$(fsyncs $ports); rb=$(rounds $ports); before=$(ticks "$@")
   ./sluice-bench "${W1[@]}" --kafka-addr "$addr" --replication-factor "$rf" --partitions "$parts" --name "$name" >"$WORK/$name.json"
   # shellcheck disable=SC2086
-  after=$(ticks "$@"); fa=$(fsyncs $ports)
-  python3 - "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$before" "$after" "$WORK/$name.json" "$fb" "$fa" <<'EOF' | tee -a "$WORK/w1.rows"
+  after=$(ticks "$@"); fa=$(fsyncs $ports); ra=$(rounds $ports)
+  python3 - "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$before" "$after" "$WORK/$name.json" "$fb" "$fa" "$rb" "$ra" <<'EOF' | tee -a "$WORK/w1.rows"
 import json, sys
 r = json.load(open(sys.argv[5]))["result"]
 l = r["latency"]
@@ -100,16 +111,25 @@ a = [int(x) for x in sys.argv[4].split(",") if x]
 per = [(y - x) * 10000 / sent for x, y in zip(b, a)]  # clock ticks are 10 ms
 (n0, s0), (n1, s1) = [map(float, v.split(":")) for v in sys.argv[6:8]]
 syncs = n1 - n0
-print("| %s | %s | %.0f | %.2f | %.2f | %.1f | %s | %.0f | %.2f |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"],
-    l["p99_ms"], sum(per), " / ".join("%.1f" % x for x in per), sent / max(syncs, 1), (s1 - s0) * 1000 / max(syncs, 1)))
+# The Ready rounds in the run, over the nodes: the bucket holding the p99 and the longest.
+hist = lambda v: {k: int(n) for k, n in (kv.split("=") for kv in v.split(",") if kv)}
+rb, ra = hist(sys.argv[8]), hist(sys.argv[9])
+rounds = "—"  # a single node has no Ready loop
+if ra and ra["+Inf"] > rb.get("+Inf", 0):
+    les = sorted((float(k), ra[k] - rb.get(k, 0)) for k in ra if k != "+Inf")
+    total = ra["+Inf"] - rb.get("+Inf", 0)
+    at = lambda q: next(("%g" % (le * 1000) for le, n in les if n >= q * total), "> %g" % (les[-1][0] * 1000))
+    rounds = "%d, ≤ %s / ≤ %s" % (total, at(0.99), at(1.0))
+print("| %s | %s | %.0f | %.2f | %.2f | %.1f | %s | %.0f | %.2f | %s |" % (sys.argv[1], sys.argv[2], r["msgs_per_sec"], l["p50_ms"],
+    l["p99_ms"], sum(per), " / ".join("%.1f" % x for x in per), sent / max(syncs, 1), (s1 - s0) * 1000 / max(syncs, 1), rounds))
 EOF
 }
 
 ./sluice-bench produce --count 1 --protocol kafka --kafka-addr 127.0.0.1:20092 --name probe --probe-dir "$WORK" \
   --quiet | grep 'disk under' || true
 log "W1: $ROUNDS rounds of $DUR, single node vs 3-node cluster"
-echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg | per node (n1 / n2 / n3) | msgs per fdatasync (all nodes) | fdatasync mean ms |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| run | load avg | msgs/s | p50 ms | p99 ms | broker CPU µs/msg | per node (n1 / n2 / n3) | msgs per fdatasync (all nodes) | fdatasync mean ms | Ready rounds (all nodes), p99 / longest ms |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for r in $(seq "$ROUNDS"); do
   for parts in 1 8; do
     w1 "single rf1 p$parts #$r" 127.0.0.1:20092 1 "$parts" "s$parts-$r" 20080 "${PID[single]}"

@@ -36,6 +36,7 @@ type Metrics struct {
 	requests     *prometheus.HistogramVec
 	fsync        prometheus.Histogram
 	commitBatch  prometheus.Histogram
+	raftOnce     sync.Once // registers raftRound (RaftRounds): cluster nodes only
 	raftRound    prometheus.Histogram
 	authFailures *prometheus.CounterVec
 	conns        connMetrics
@@ -70,13 +71,6 @@ func New(version string) *Metrics {
 			Help:      "Appends made durable by one group commit (one fdatasync).",
 			Buckets:   prometheus.ExponentialBuckets(1, 2, 12),
 		}),
-		raftRound: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace,
-			Name:      "raft_ready_round_duration_seconds",
-			Help:      "Time one round of a cluster node's Ready loop took (persist, send and apply for every group with work). Every group of the node waits for it: rounds past the node timeout's slack (6 ticks, 0.3 s at --cluster-tick 50ms) make its peers count it down.",
-			// From 100µs (a round of a few small appends) to ~6.5s.
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
-		}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace,
 			Name:      "auth_failures_total",
@@ -94,7 +88,7 @@ func New(version string) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfo, m.requests, m.fsync, m.commitBatch, m.raftRound, m.authFailures,
+		buildInfo, m.requests, m.fsync, m.commitBatch, m.authFailures,
 	)
 	m.reg.MustRegister(m.conns.collectors()...)
 	return m
@@ -135,9 +129,23 @@ func (m *Metrics) ObserveFsync(d time.Duration) { m.fsync.Observe(d.Seconds()) }
 // ObserveCommitBatch records how many appends one group commit made durable.
 func (m *Metrics) ObserveCommitBatch(n int) { m.commitBatch.Observe(float64(n)) }
 
-// ObserveRaftRound records how long one round of the cluster's Ready loop took
-// (multiraft.Config.ObserveRound).
-func (m *Metrics) ObserveRaftRound(d time.Duration) { m.raftRound.Observe(d.Seconds()) }
+// RaftRounds registers the histogram of a cluster node's Ready rounds and returns what
+// records one (multiraft.Config.ObserveRound). Only a cluster node calls it, so a single
+// node shows no Raft series, as with the others (raft.go).
+func (m *Metrics) RaftRounds() func(time.Duration) {
+	m.raftOnce.Do(func() {
+		m.raftRound = prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace,
+			Name:      "raft_ready_round_duration_seconds",
+			Help:      "Time one round of a cluster node's Ready loop took (persist, send and apply for every group with work). Every group of the node waits for it: rounds past the node timeout's slack (6 ticks, 0.3 s at --cluster-tick 50ms) make its peers count it down.",
+			// From 100µs (a round of a few small appends) to ~6.5s.
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
+		})
+		m.reg.MustRegister(m.raftRound)
+	})
+	h := m.raftRound
+	return func(d time.Duration) { h.Observe(d.Seconds()) }
+}
 
 // StorageObserver is what the storage engine reports to. *Metrics satisfies
 // it; storage declares its own copy of this interface (or accepts these two

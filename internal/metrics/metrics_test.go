@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	dto "github.com/prometheus/client_model/go"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -124,7 +125,7 @@ func TestHistogramsAndHandler(t *testing.T) {
 	m.ObserveRequest("sqs", "SendMessage", time.Millisecond)
 	m.ObserveFsync(200 * time.Microsecond)
 	m.ObserveCommitBatch(17)
-	m.ObserveRaftRound(400 * time.Millisecond)
+	m.RaftRounds()(400 * time.Millisecond)
 
 	n, err := testutil.GatherAndCount(m.Registry(), "sluice_request_duration_seconds",
 		"sluice_storage_fsync_duration_seconds", "sluice_storage_group_commit_batch_size",
@@ -292,5 +293,24 @@ sluice_idempotent_producers_expired_total 3
 	}
 	if n := testutil.CollectAndCount(NewCollector(SourceFuncs{}), names...); n != 0 {
 		t.Fatalf("no producers func: %d series, want none", n)
+	}
+}
+
+// A single node never calls RaftRounds and shows no Ready round series; a cluster node's
+// shows its rounds, however many times it asked for the observer.
+func TestRaftRoundsOnlyWhereAsked(t *testing.T) {
+	m := New("test")
+	if n, err := testutil.GatherAndCount(m.Registry(), "sluice_raft_ready_round_duration_seconds"); err != nil || n != 0 {
+		t.Fatalf("a single node shows %d Ready round series (%v)", n, err)
+	}
+	observe := m.RaftRounds()
+	observe(time.Millisecond)
+	m.RaftRounds()(time.Millisecond)
+	if n, err := testutil.GatherAndCount(m.Registry(), "sluice_raft_ready_round_duration_seconds"); err != nil || n != 1 {
+		t.Fatalf("%d Ready round series after two rounds (%v), want 1", n, err)
+	}
+	var d dto.Metric
+	if err := m.raftRound.Write(&d); err != nil || d.GetHistogram().GetSampleCount() != 2 {
+		t.Fatalf("%d rounds counted (%v), want both", d.GetHistogram().GetSampleCount(), err)
 	}
 }

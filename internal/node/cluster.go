@@ -104,7 +104,7 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	host, err := multiraft.New(multiraft.Config{Node: self, Peers: otherIDs, Engine: eng, Transport: tr, Log: log,
-		SnapshotEntries: uint64(cfg.ClusterSnapshotEntries), ObserveRound: s.Metrics().ObserveRaftRound})
+		SnapshotEntries: uint64(cfg.ClusterSnapshotEntries), ObserveRound: s.Metrics().RaftRounds()})
 	if err != nil {
 		tr.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
