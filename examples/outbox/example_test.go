@@ -7,13 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/sluice-mq/sluice/sluicetest"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 var dbs testproc.Databases
@@ -23,20 +24,6 @@ func TestMain(m *testing.M) {
 	dbs.Stop()
 	os.Exit(code)
 }
-
-// syncBuffer is the worker's output, read while it writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // The README's walk-through, run: setup, three orders, the real relay
 // binary, and the worker sends one email per order, also for an event the
@@ -54,7 +41,7 @@ func TestExampleWalkThrough(t *testing.T) {
 	if _, err := c.CreateQueue(ctx, "emails", nil); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testlog.Buffer
 	if err := run(ctx, "setup", db, c, "emails", 0, &out); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/group"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // coordinator waits for the node that coordinates groups (the metadata leader, ready).
@@ -66,7 +68,7 @@ func newGroupCluster(t *testing.T) (*memCluster, multiraft.NodeID, *Broker) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
 	}
-	c := startMemCluster(&memCluster{t: t, logs: &logBuffer{}}, 3)
+	c := startMemCluster(&memCluster{t: t, logs: &testlog.Buffer{}}, 3)
 	c.featureLevelIs(meta.MaxFeatureLevel) // membership records on: every node reads them
 	id, ctl := c.coordinator()
 	if _, err := ctl.CreateTopic(TopicSettings{Name: "t", Partitions: 2}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/raftstore"
+	"github.com/sluice-mq/sluice/internal/testlog"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -39,7 +40,7 @@ type memCluster struct {
 	// it, to fill it: cluster_diskfull_test.go); nil: the disk itself.
 	wrapFS func(multiraft.NodeID, *vfs.MemFS) vfs.FS
 	// logs, when set, keeps what every node's broker logs (Info and above).
-	logs *logBuffer
+	logs *testlog.Buffer
 }
 
 type memNode struct {
@@ -154,7 +155,7 @@ func (c *memCluster) start(id multiraft.NodeID) {
 	// every start (and every crash clone) seconds under -race; 64 KiB tests the same thing.
 	logger := clusterTestLogger(id)
 	if c.logs != nil {
-		logger = c.logs.logger().With("node", uint64(id))
+		logger = loggerTo(c.logs).With("node", uint64(id))
 	}
 	b, err := Open(Options{Dir: "/data", FS: fsys, Logger: logger, SnapshotEvery: 50, SegmentBytes: c.segmentBytes, Now: c.now,
 		HeadroomBytes: testHeadroom,

@@ -4,11 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/testlog"
 	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
@@ -39,31 +39,13 @@ type env struct {
 	fs    vfs.FS
 	clock *fakeClock
 	b     *Broker
-	logs  *logBuffer // what the broker logs (newEnvWithLogs); nil: discarded
+	logs  *testlog.Buffer // what the broker logs (newEnvWithLogs); nil: discarded
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// logBuffer keeps what a logger writes, for tests that check what an operator is told.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// logger is a logger writing to l (Info and above), or a quiet one if l is nil.
-func (l *logBuffer) logger() *slog.Logger {
+// loggerTo is a logger writing to l (Info and above), or a quiet one if l is nil.
+func loggerTo(l *testlog.Buffer) *slog.Logger {
 	if l == nil {
 		return quietLogger()
 	}
@@ -82,10 +64,10 @@ func newEnv(t *testing.T, fsys vfs.FS) *env {
 // newEnvWithLogs is newEnv with what the broker logs kept in e.logs.
 func newEnvWithLogs(t *testing.T, fsys vfs.FS) *env {
 	t.Helper()
-	return newEnvLogging(t, fsys, &logBuffer{})
+	return newEnvLogging(t, fsys, &testlog.Buffer{})
 }
 
-func newEnvLogging(t *testing.T, fsys vfs.FS, logs *logBuffer) *env {
+func newEnvLogging(t *testing.T, fsys vfs.FS, logs *testlog.Buffer) *env {
 	t.Helper()
 	if fsys == nil {
 		fsys = vfs.NewMem()
@@ -102,7 +84,7 @@ func newEnvLogging(t *testing.T, fsys vfs.FS, logs *logBuffer) *env {
 
 func (e *env) open() {
 	e.t.Helper()
-	b, err := Open(Options{Dir: "/data", FS: e.fs, Now: e.clock.Now, Logger: e.logs.logger(), SnapshotEvery: 50,
+	b, err := Open(Options{Dir: "/data", FS: e.fs, Now: e.clock.Now, Logger: loggerTo(e.logs), SnapshotEvery: 50,
 		HeadroomBytes: testHeadroom})
 	if err != nil {
 		e.t.Fatalf("open: %v", err)

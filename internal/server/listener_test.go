@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/metrics"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // At its cap a listener refuses the next connection at once: an HTTP
@@ -97,7 +99,7 @@ func TestConnectionCapRefusesTheNext(t *testing.T) {
 // the listener down for good) or spinning; it logs once per episode and
 // counts every failure.
 func TestAcceptBacksOffWhileOutOfDescriptors(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	m := metrics.New("test")
 	fake := &failingListener{fails: 4, err: &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}}
 	ln := newGuardedListener(fake, "kafka", 10, nil, m.Listener("kafka"), slog.New(slog.NewTextHandler(logs, nil)))
@@ -268,7 +270,7 @@ func metricValue(t *testing.T, m *metrics.Metrics, name, listener string) float6
 // Refusals are logged at once, then at most every refusalLogEvery with the
 // count since the last line: a flood must not flood the log.
 func TestRefusalLogIsRateLimited(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	ln := newGuardedListener(&failingListener{}, "kafka", 1, nil, nil, slog.New(slog.NewTextHandler(logs, nil)))
 	now := time.Unix(1000, 0)
 	ln.now = func() time.Time { return now }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,29 +8,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
-
-// syncBuffer is a log sink tests can read while the server writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 func testConfig(t *testing.T) Config {
 	cfg := Defaults()
@@ -43,9 +25,9 @@ func testConfig(t *testing.T) Config {
 	return cfg
 }
 
-func newTestServer(t *testing.T, cfg Config) (*Server, *syncBuffer) {
+func newTestServer(t *testing.T, cfg Config) (*Server, *testlog.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	s, err := New(cfg, slog.New(slog.NewTextHandler(logs, nil)), "test")
 	if err != nil {
 		t.Fatal(err)

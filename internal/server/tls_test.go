@@ -21,6 +21,8 @@ import (
 	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/sluice-mq/sluice/internal/tlsconf"
 	"github.com/sluice-mq/sluice/internal/tlsconf/tlstest"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // certs is a CA, server certificates it signed (serials 1, 2, 3), a client
@@ -255,7 +257,7 @@ func TestMetricsListener(t *testing.T) {
 func TestInsecureAllowAnonymousWarns(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.KafkaAddr, cfg.InsecureAllowAnonymous = "0.0.0.0:9092", true
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	s, err := New(cfg, slog.New(slog.NewTextHandler(logs, nil)), "test")
 	if err != nil {
 		t.Fatal(err)

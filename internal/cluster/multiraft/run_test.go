@@ -16,6 +16,8 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/memnet"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // liveCluster is hosts on their own Run goroutines over a live network, ticked by time:
@@ -438,29 +440,11 @@ func (e *slowSyncEngine) Sync(written []multiraft.Storage) error {
 	return e.MemEngine.Sync(written)
 }
 
-// lockedBuffer is a log destination several hosts write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestSlowRoundsAreLogged: a Ready round longer than slowRound (200 ms) is logged with
 // where its time went (here the engine's sync, under persist), once per 10 s however many
 // there are; rounds shorter are not.
 func TestSlowRoundsAreLogged(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	slowNode := &slowSyncEngine{MemEngine: multiraft.NewMemEngine(), delay: 250 * time.Millisecond}
 	cfg := multiraft.Config{Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	// Ticks of 50 ms, as in production: a 250 ms stall stays within the election timeout,

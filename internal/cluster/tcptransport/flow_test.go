@@ -11,6 +11,8 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/faultproxy"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 func beatTo(to multiraft.NodeID, term uint64) multiraft.Batch {
@@ -53,7 +55,7 @@ func TestSendNeverBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	logs := &logBuf{}
+	logs := &testlog.Buffer{}
 	tr, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: px.Addr()},
 		QueueBatches: 64, QueueBytes: 4 << 20, HandshakeTimeout: time.Second, WriteTimeout: time.Second,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
@@ -118,7 +120,7 @@ func TestCloseDuringHandshake(t *testing.T) {
 	}
 	defer ln.Close()
 	tr, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: ln.Addr().String()},
-		HandshakeTimeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(&logBuf{}, nil))})
+		HandshakeTimeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(&testlog.Buffer{}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestCoalescing(t *testing.T) {
 		done <- r
 	}()
 	tr, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: ln.Addr().String()},
-		Logger: slog.New(slog.NewTextHandler(&logBuf{}, nil))})
+		Logger: slog.New(slog.NewTextHandler(&testlog.Buffer{}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +299,7 @@ func TestSlowReaderNotCut(t *testing.T) {
 		}
 		done <- err
 	}()
-	logs := &logBuf{}
+	logs := &testlog.Buffer{}
 	tr, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: ln.Addr().String()},
 		// Two seconds: seven times the 0.3 s between steps of progress (below), so a loaded
 		// machine's late reader (-race, other jobs) is not taken for a stalled one; it once

@@ -1,7 +1,6 @@
 package tcptransport_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -18,6 +17,8 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
 	"go.etcd.io/raft/v3"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // logSM is a state machine that keeps every applied entry's data in order.
@@ -57,24 +58,6 @@ func (s *logSM) applied() []string {
 	return slices.Clone(s.data)
 }
 
-// syncBuffer is a log sink several goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // opts shape a test cluster.
 type opts struct {
 	nodes, groups int
@@ -104,7 +87,7 @@ type cluster struct {
 	ids     []multiraft.NodeID
 	nodes   map[multiraft.NodeID]*node
 	proxies map[[2]multiraft.NodeID]*faultproxy.Proxy // [from, to]
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	log     *slog.Logger
 }
 
@@ -113,7 +96,7 @@ func newCluster(t testing.TB, o opts) *cluster {
 		o.tick = 10 * time.Millisecond
 	}
 	c := &cluster{t: t, o: o, nodes: map[multiraft.NodeID]*node{},
-		proxies: map[[2]multiraft.NodeID]*faultproxy.Proxy{}, logs: &syncBuffer{}}
+		proxies: map[[2]multiraft.NodeID]*faultproxy.Proxy{}, logs: &testlog.Buffer{}}
 	c.log = slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // recorder is a Receiver that keeps what arrives.
@@ -40,29 +42,12 @@ func (r *recorder) all() []multiraft.Batch {
 	return append([]multiraft.Batch(nil), r.batches...)
 }
 
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // serving starts a transport for node 1 of cluster "c1" with peer 2, serving on a fresh
 // loopback listener into a recorder; it returns the transport, its address, the recorder
 // and its log.
-func serving(t *testing.T, cfg Config) (*Transport, string, *recorder, *logBuf) {
+func serving(t *testing.T, cfg Config) (*Transport, string, *recorder, *testlog.Buffer) {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &testlog.Buffer{}
 	if cfg.Node == 0 {
 		cfg.Node = 1
 	}
@@ -180,7 +165,7 @@ func TestRefusesBadPeers(t *testing.T) {
 	}
 }
 
-func waitLog(t *testing.T, logs *logBuf, want string) {
+func waitLog(t *testing.T, logs *testlog.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(logs.String(), want) {

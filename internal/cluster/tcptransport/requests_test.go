@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // answerer is a Receiver that answers requests: "echo" with the request, "big" with 2 MiB,
@@ -35,7 +37,7 @@ func (answerer) HandleRequest(from multiraft.NodeID, g multiraft.GroupID, req []
 // requestPair starts node 1 answering requests (IdleTimeout idle) and node 2 dialling it.
 func requestPair(t *testing.T, idle time.Duration, cluster string) (server, client *Transport) {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	server, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: "127.0.0.1:1"},
 		Logger: log, IdleTimeout: idle})
