@@ -133,11 +133,9 @@ func (m *machine) checkLocked() error {
 	if m.broken == nil {
 		return nil
 	}
-	cause := m.broken
 	if err := m.reloadLocked(); err != nil {
 		return fmt.Errorf("%s is unavailable after a storage failure: %w", m.what, err)
 	}
-	m.logger.Warn("state reloaded from its journal after a write failure", "err", cause)
 	return nil
 }
 
@@ -154,6 +152,11 @@ func (m *machine) reloadLocked() error {
 		return err
 	}
 	m.jr.Reset(loaded)
+	// The reload repairs a write failure whoever asked for it (a cluster's takeover may
+	// come first): say so then, and only then.
+	if m.broken != nil {
+		m.logger.Warn("state reloaded from its journal after a write failure", "err", m.broken)
+	}
 	m.broken = nil
 	if m.hooks.reloaded != nil {
 		m.hooks.reloaded()
