@@ -41,13 +41,22 @@ type encodedSnap struct {
 // startEncoding captures g's state machine's snapshot as of g.applied and encodes it on
 // a goroutine of its own. Ready loop only.
 func (h *Host) startEncoding(g *group, c SnapshotCapturer) error {
+	if h.isClosed() {
+		return nil // the node is stopping: no snapshot (see below)
+	}
 	encode, err := c.CaptureSnapshot()
 	if err != nil {
 		return fmt.Errorf("multiraft: group %d: capture snapshot: %w", g.id, err)
 	}
+	h.mu.Lock()
+	if h.closed { // since the check above
+		// Close is waiting for the encodings under way, or has: one started now would
+		// race its Wait and outlive it. The node is stopping; the snapshot is not taken.
+		h.mu.Unlock()
+		return nil
+	}
 	g.encoding = true
 	index := g.applied
-	h.mu.Lock()
 	cs := g.cs
 	h.preparing++
 	h.prepWG.Add(1)

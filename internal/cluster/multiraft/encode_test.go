@@ -200,3 +200,43 @@ func TestSnapshotStoresSpreadOverRounds(t *testing.T) {
 		})
 	}
 }
+
+// TestNoEncodingStartsOnceClosed: a round that applies past the snapshot interval after
+// Close (a Run not yet stopped, as a crashed node's is) captures nothing and starts no
+// encoding: one started then raced Close's wait for the encodings and outlived it
+// (the race detector caught it in broker.TestClusterPowerCuts).
+func TestNoEncodingStartsOnceClosed(t *testing.T) {
+	// The bootstrap snapshot is at index 1: the snapshot is due once entry 21 applies.
+	c := newCluster(t, 1, 1, multiraft.Config{SnapshotEntries: 20, DisableQuiesce: true})
+	nd := c.nodes[1]
+	release := make(chan struct{})
+	defer close(release)
+	sm := &capturing{recorder: &recorder{}, release: release}
+	if err := nd.host.CreateGroup(1, c.ids, sm); err != nil {
+		t.Fatal(err)
+	}
+	nd.sms[1], nd.groups = sm.recorder, append(nd.groups, 1)
+	_ = nd.host.Campaign(1)
+	c.settle()
+	for i := 0; len(sm.entries()) == 0 || sm.entries()[len(sm.entries())-1].Index < 20; i++ {
+		p, err := nd.host.ProposeAsync(1, []byte(fmt.Sprint(i)))
+		if err != nil || !c.await(p, 50) {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	if len(sm.at) != 0 {
+		t.Fatalf("captured at %v before the interval", sm.at)
+	}
+	if _, err := nd.host.ProposeAsync(1, []byte("past the interval")); err != nil {
+		t.Fatal(err)
+	}
+	nd.host.Close()
+	for range 5 {
+		if _, err := nd.host.ProcessReady(); err != nil {
+			break
+		}
+	}
+	if n := nd.host.BackgroundWork(); n != 0 || len(sm.at) != 0 {
+		t.Fatalf("after Close: %d encodings under way, captures at %v", n, sm.at)
+	}
+}
