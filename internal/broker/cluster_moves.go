@@ -284,14 +284,14 @@ const moveRound = 200 * time.Millisecond
 func (c *clusterRT) balanceQueueLeaders() {
 	st := c.meta.State()
 	hosted := c.hostedQueueList()
-	full := c.fullNodes() // asked only of a preferred leader about to be handed one
+	refuses := c.refusingNodes() // asked only of a preferred leader about to be handed one
 	for _, h := range hosted {
 		cq := st.Queues[h.name]
 		if cq == nil || cq.Group != h.group || cq.Old != nil || len(cq.Replicas) == 0 || cq.Replicas[0] == c.node {
 			continue
 		}
 		gs, err := c.host.Status(h.group)
-		if err != nil || gs.Role != raft.StateLeader || !slices.Contains(gs.InSync, cq.Replicas[0]) || full(cq.Replicas[0]) {
+		if err != nil || gs.Role != raft.StateLeader || !slices.Contains(gs.InSync, cq.Replicas[0]) || refuses(cq.Replicas[0]) {
 			continue
 		}
 		if err := c.host.TransferLeadership(h.group, cq.Replicas[0]); err == nil {

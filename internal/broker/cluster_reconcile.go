@@ -57,6 +57,9 @@ type clusterRT struct {
 	// makes the controller's subscription changes one at a time (cluster_subs.go).
 	subNext atomic.Uint64
 	subsMu  sync.Mutex
+	// stopping is set once the node began handing its leaderships over to stop
+	// (cluster_handoff.go): a peer that asks hears that it refuses leadership.
+	stopping atomic.Bool
 	// featureAsking is set while the metadata leader asks the members what feature level
 	// they read; featureBehind is the members the last round found reading less than this
 	// binary (nil: none, or not the leader), for the log and ClusterStatus
@@ -99,10 +102,12 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 	// retried append fits at once), refuses new data where this node leads and turns
 	// /readyz to 503 until maintenance finds room.
 	o.Host.SetOnDiskFull(func(err error) { b.disk.Note(err) })
-	o.Meta.SetStorageFull(func() bool { return b.disk.Admit() != nil }) // asked by peers (cluster_shed.go)
-	return &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
+	c := &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
 		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, balanceEvery: balance, stop: make(chan struct{}), done: make(chan struct{}),
 		bgCtx: ctx, bgCancel: cancel, txn: newClusterTxn(ctx, b, o)}
+	// Asked by peers before they hand this node a leadership (cluster_shed.go).
+	o.Meta.SetRefusesLeadership(func() bool { return b.disk.Admit() != nil || c.stopping.Load() })
+	return c
 }
 
 // run reconciles after every catalog change, and every second anyway (a round that failed
@@ -439,7 +444,7 @@ var balanceEvery = 10 * time.Second
 // preferred leader (the first replica) once that replica is alive and caught up: after a
 // failover the leaders crowd onto the survivors, and this spreads them back.
 func (c *clusterRT) balanceLeaders() {
-	full := c.fullNodes() // asked only of a preferred leader about to be handed one
+	refuses := c.refusingNodes() // asked only of a preferred leader about to be handed one
 	for _, t := range c.b.streams.topicList() {
 		_, parts := t.snapshot()
 		for _, p := range parts {
@@ -448,7 +453,7 @@ func (c *clusterRT) balanceLeaders() {
 				continue
 			}
 			st, err := c.host.Status(h.group)
-			if err != nil || st.Role != raft.StateLeader || !slices.Contains(st.InSync, h.replicas[0]) || full(h.replicas[0]) {
+			if err != nil || st.Role != raft.StateLeader || !slices.Contains(st.InSync, h.replicas[0]) || refuses(h.replicas[0]) {
 				continue
 			}
 			if err := c.host.TransferLeadership(h.group, h.replicas[0]); err == nil {

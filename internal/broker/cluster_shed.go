@@ -4,10 +4,11 @@ package broker
 // in its full state refuses new data for the partitions and queues it leads, so leading
 // them it would keep them unwritable while their other replicas have room. Each reconcile
 // round it therefore hands the leadership of each, and of the metadata group, to an
-// in-sync replica whose node says its disk is not full (meta.Catalog.NodeStorageFull), and the leader balancing
-// (balanceLeaders, balanceQueueLeaders) hands nothing back to a preferred leader whose
-// node says it is full. A node that cannot say (unreachable, or a binary from before the
-// question) counts as having room: what every node did before.
+// in-sync replica whose node takes leadership (meta.Catalog.NodeRefusesLeadership: a node
+// refuses it while its disk is full or while it stops, cluster_handoff.go), and the leader
+// balancing (balanceLeaders, balanceQueueLeaders) hands nothing back to a preferred leader
+// whose node refuses it. A node that cannot say (unreachable, or a binary from before the
+// question) counts as taking it: what every node did before.
 
 import (
 	"context"
@@ -19,21 +20,22 @@ import (
 	"go.etcd.io/raft/v3"
 )
 
-// askFullTimeout bounds one "is your disk full" question to a peer.
-const askFullTimeout = 500 * time.Millisecond
+// askRefusesTimeout bounds one "do you take leadership" question to a peer.
+const askRefusesTimeout = 500 * time.Millisecond
 
-// fullNodes returns a function that tells whether a node's disk is full, asking each node
-// at most once (the answers hold for one round of shedding or balancing).
-func (c *clusterRT) fullNodes() func(multiraft.NodeID) bool {
+// refusingNodes returns a function that tells whether a node refuses leadership (its disk
+// is full, or it is stopping), asking each node at most once (the answers hold for one
+// round of shedding, balancing or handing off).
+func (c *clusterRT) refusingNodes() func(multiraft.NodeID) bool {
 	answers := map[multiraft.NodeID]bool{}
 	return func(n multiraft.NodeID) bool {
-		if full, ok := answers[n]; ok {
-			return full
+		if refuses, ok := answers[n]; ok {
+			return refuses
 		}
-		ctx, cancel := context.WithTimeout(c.bgCtx, askFullTimeout)
+		ctx, cancel := context.WithTimeout(c.bgCtx, askRefusesTimeout)
 		defer cancel()
-		full, err := c.cat.NodeStorageFull(ctx, n)
-		answers[n] = err == nil && full
+		refuses, err := c.cat.NodeRefusesLeadership(ctx, n)
+		answers[n] = err == nil && refuses
 		return answers[n]
 	}
 }
@@ -44,35 +46,35 @@ func (c *clusterRT) shedLeadersWhileFull() {
 	if c.b.disk.Admit() == nil {
 		return
 	}
-	full := c.fullNodes()
+	refuses := c.refusingNodes()
 	for _, t := range c.b.streams.topicList() {
 		_, parts := t.snapshot()
 		for _, p := range parts {
 			if h := p.repl.Load(); h != nil {
-				c.shedGroup(h.group, full, fmt.Sprintf("partition %s/%d", p.topic, p.index))
+				c.shedGroup(h.group, refuses, fmt.Sprintf("partition %s/%d", p.topic, p.index))
 			}
 		}
 	}
 	for _, h := range c.hostedQueueList() {
-		c.shedGroup(h.group, full, "queue "+h.name)
+		c.shedGroup(h.group, refuses, "queue "+h.name)
 	}
 	// And the controller: the catalog's changes, every consumer group's offset commits and
 	// the transactions' records are the metadata group's entries, which this node would
 	// append to a disk with no room left beyond the headroom the guard released (the
 	// guard refuses a client's data, not the cluster's own records), then stall the
 	// metadata group for the whole cluster until an election moved it.
-	c.shedGroup(meta.Group, full, "the metadata group (the controller)")
+	c.shedGroup(meta.Group, refuses, "the metadata group (the controller)")
 }
 
 // shedGroup transfers group g's leadership, if this node holds it, to its first in-sync
-// replica whose node is not full.
-func (c *clusterRT) shedGroup(g multiraft.GroupID, full func(multiraft.NodeID) bool, what string) {
+// replica whose node takes it.
+func (c *clusterRT) shedGroup(g multiraft.GroupID, refuses func(multiraft.NodeID) bool, what string) {
 	st, err := c.host.Status(g)
 	if err != nil || st.Role != raft.StateLeader {
 		return
 	}
 	for _, n := range st.InSync {
-		if n == c.node || full(n) {
+		if n == c.node || refuses(n) {
 			continue
 		}
 		if err := c.host.TransferLeadership(g, n); err == nil {

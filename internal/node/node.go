@@ -76,6 +76,13 @@ func Setup(opts Options) server.Setup {
 			regCtx, stopReg := context.WithCancel(context.Background())
 			s.OnClose("cluster", func(context.Context) error { stopReg(); return cn.close() })
 			go cn.register(regCtx, s)
+			// Before the listeners stop: the leaderships this node holds go to other
+			// replicas, so its clients are sent there instead of waiting for an election
+			// (docs/cluster.md, "Stopping a node").
+			s.BeforeDrain("cluster leadership", func(ctx context.Context) error {
+				_, err := b.HandOffLeadership(ctx)
+				return err
+			})
 		}
 		b.StartMaintenance(opts.MaintenanceInterval)
 		// While the disk is full (or failing) the node says so: a load

@@ -2,8 +2,9 @@
 // binds the listeners (native HTTP API, Kafka, SQS, each with an optional
 // TLS twin, and an optional metrics listener), serves health, readiness
 // and metrics, mounts the front-ends' handlers, recovers handler panics, and
-// shuts down in order — stop accepting, let in-flight requests finish within
-// a bound, then run the registered closers (the broker's flush-and-sync).
+// shuts down in order — not ready, the hand-offs (a cluster node's leaderships,
+// BeforeDrain), stop accepting, let in-flight requests finish within a bound,
+// then run the registered closers (the broker's flush-and-sync).
 //
 // It also enforces the safe defaults of docs/security.md: without an auth
 // file no listener may bind beyond loopback (config_listeners.go), and the
@@ -72,7 +73,8 @@ type Server struct {
 
 	ready    atomic.Bool
 	mounted  atomic.Bool   // the setups finished: every front-end route is on the mux
-	draining chan struct{} // closed when shutdown begins
+	stopping atomic.Bool   // set when shutdown begins (before the hand-offs)
+	draining chan struct{} // closed once the hand-offs are done and the listeners drain
 	// base is the parent of every request context; cancelBase cuts off
 	// handlers still running when the shutdown timeout ends.
 	base       context.Context
@@ -86,6 +88,7 @@ type Server struct {
 	streamPats  map[string]bool     // patterns of those whose body is a long-lived stream
 	readyChecks []func() error      // see AddReadyCheck
 	closers     []closer
+	handOffs    []closer // see BeforeDrain
 	started     bool
 
 	serveWG sync.WaitGroup // one per Serve goroutine; Wait joins them
@@ -183,6 +186,17 @@ func (s *Server) OnClose(name string, fn func(context.Context) error) {
 	s.closers = append(s.closers, closer{name, fn})
 }
 
+// BeforeDrain registers fn to run when shutdown begins, after /readyz turned 503 but
+// while every listener still serves: a cluster node hands the leadership of its groups to
+// other replicas there, so the clients it still answers are sent to the new leaders
+// instead of waiting for an election. Hand-offs run in registration order, all of them
+// within one --shutdown-timeout, and an error is logged, not fatal: the stop goes on.
+func (s *Server) BeforeDrain(name string, fn func(context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handOffs = append(s.handOffs, closer{name, fn})
+}
+
 // SetReady flips /readyz. Start sets it once the setups have finished;
 // shutdown clears it first so load balancers stop sending.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
@@ -199,7 +213,8 @@ func (s *Server) AddReadyCheck(check func() error) {
 // Ready reports what /readyz answers.
 func (s *Server) Ready() bool { return s.ready.Load() }
 
-// Draining is closed when shutdown begins. Long-poll and streaming handlers
+// Draining is closed when shutdown's hand-offs (BeforeDrain) are done and the
+// listeners begin to drain. Long-poll and streaming handlers
 // select on it to answer early (empty) instead of holding shutdown up.
 func (s *Server) Draining() <-chan struct{} { return s.draining }
 
@@ -228,11 +243,9 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	select {
-	case <-s.draining:
+	if s.stopping.Load() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
-	default:
 	}
 	if !s.ready.Load() {
 		http.Error(w, "not ready: recovering", http.StatusServiceUnavailable)

@@ -10,10 +10,11 @@ import (
 )
 
 // shutdown stops the server in the order that loses nothing acknowledged:
-// not ready, stop accepting and drain in-flight requests (bounded by
-// ShutdownTimeout), cut off stragglers, join the serve goroutines, and only
-// then run the closers — so the broker's final flush-and-sync sees no more
-// writes arriving. It runs once, from Wait or from a failed Start; later
+// not ready, the hand-offs (BeforeDrain: a cluster node's leaderships, while
+// the listeners still answer), stop accepting and drain in-flight requests
+// (bounded by ShutdownTimeout), cut off stragglers, join the serve
+// goroutines, and only then run the closers — so the broker's final
+// flush-and-sync sees no more writes arriving. It runs once, from Wait or from a failed Start; later
 // calls return the first one's result.
 func (s *Server) shutdown() error {
 	s.stopOnce.Do(func() { s.stopErr = s.stop() })
@@ -21,8 +22,8 @@ func (s *Server) shutdown() error {
 }
 
 func (s *Server) stop() error {
+	s.stopping.Store(true)
 	s.SetReady(false)
-	close(s.draining)
 
 	s.mu.Lock()
 	running := make(map[string]Frontend, len(s.running))
@@ -30,7 +31,11 @@ func (s *Server) stop() error {
 		running[name] = f
 	}
 	closers := append([]closer(nil), s.closers...)
+	handOffs := append([]closer(nil), s.handOffs...)
 	s.mu.Unlock()
+
+	s.handOff(handOffs)
+	close(s.draining)
 
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
@@ -63,6 +68,23 @@ func (s *Server) stop() error {
 		s.log.Info("shutdown complete")
 	}
 	return errors.Join(errs...)
+}
+
+// handOff runs the BeforeDrain functions, within one ShutdownTimeout.
+func (s *Server) handOff(handOffs []closer) {
+	if len(handOffs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	for _, h := range handOffs {
+		start := time.Now()
+		if err := h.fn(ctx); err != nil {
+			s.log.Error("hand-off before shutdown failed; stopping anyway", "step", h.name, "err", err)
+			continue
+		}
+		s.log.Info("handed off before shutdown", "step", h.name, "took", time.Since(start))
+	}
 }
 
 func (s *Server) drain(ctx context.Context, name string, f Frontend) {

@@ -164,3 +164,55 @@ func TestDrainingEndsLongPolls(t *testing.T) {
 		t.Fatalf("long poll answered %q", got)
 	}
 }
+
+// TestHandOffsRunWhileListenersServe: a BeforeDrain function runs when shutdown begins,
+// with /readyz already 503 "shutting down" but every listener still answering new
+// requests, and before Draining closes and before any closer; a failing one is logged
+// and the stop goes on; all of them share one ShutdownTimeout.
+func TestHandOffsRunWhileListenersServe(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ShutdownTimeout = 2 * time.Second
+	s, _ := newTestServer(t, cfg)
+	s.RegisterHTTP("GET /hello", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") }))
+	var order []string
+	s.OnClose("broker", func(context.Context) error { order = append(order, "closer"); return nil })
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + s.Addr(HTTP) + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	s.BeforeDrain("first", func(ctx context.Context) error {
+		select {
+		case <-s.Draining():
+			t.Error("Draining closed before the hand-off")
+		default:
+		}
+		if code, body := get("/hello"); code != http.StatusOK || body != "hello" {
+			t.Errorf("during the hand-off a new request got %d %q; want it served", code, body)
+		}
+		if code, body := get("/readyz"); code != http.StatusServiceUnavailable || body != "shutting down\n" {
+			t.Errorf("during the hand-off /readyz answered %d %q", code, body)
+		}
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > cfg.ShutdownTimeout {
+			t.Errorf("hand-off context deadline %v, %v: want within ShutdownTimeout", d, ok)
+		}
+		order = append(order, "first")
+		return errors.New("no replica took it")
+	})
+	s.BeforeDrain("second", func(context.Context) error { order = append(order, "second"); return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatalf("Wait = %v: a failed hand-off must not fail the stop", err)
+	}
+	if want := []string{"first", "second", "closer"}; !slices.Equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+}

@@ -142,8 +142,8 @@ func (d *decoder) level(s *State) {
 
 // The metadata group's requests (multiraft.RequestServer): a kind byte, then its body.
 const (
-	requestFeatureLevel = 1
-	requestStorageFull  = 2 // nodestate.go
+	requestFeatureLevel      = 1
+	requestRefusesLeadership = 2 // nodestate.go: once "is your disk full"
 )
 
 // AdvertiseFeatureLevel sets the level this node tells the leader it reads: at most
@@ -164,8 +164,8 @@ func (m *Machine) ServeRequest(_ multiraft.NodeID, req []byte) ([]byte, error) {
 		switch req[0] {
 		case requestFeatureLevel:
 			return binary.AppendUvarint(nil, uint64(m.AdvertisedFeatureLevel())), nil
-		case requestStorageFull: // nodestate.go
-			if m.storageIsFull() {
+		case requestRefusesLeadership: // nodestate.go
+			if m.refusingLeadership() {
 				return []byte{1}, nil
 			}
 			return []byte{0}, nil

@@ -53,8 +53,9 @@ type Machine struct {
 	snapGen uint64
 	// advertised is the feature level this node tells the leader it reads (features.go).
 	advertised atomic.Int64
-	// storageFull says whether this node's disk is full, for its peers (nodestate.go).
-	storageFull atomic.Pointer[func() bool]
+	// refusesLeadership says whether this node refuses leadership (its disk is full, or
+	// it is stopping), for its peers (nodestate.go).
+	refusesLeadership atomic.Pointer[func() bool]
 	// lastApplied is the index of the last entry applied (Apply's thread only): what a
 	// snapshot's offsets payload is as of (membership_offsets.go).
 	lastApplied uint64

@@ -7,33 +7,40 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
 
-// A node's disk, as its peers see it (docs/cluster.md, "A full disk"): whether the node's
-// disk guard is in its full state, asked over the metadata group's requests. A node in
-// that state hands the leadership of its partitions and queues to a replica whose node
-// says it is not, and the leader balancing hands nothing back to it until it has room.
+// Whether a node takes leadership, as its peers see it: asked over the metadata group's
+// requests. A node refuses it while its disk guard is in its full state (docs/cluster.md,
+// "A full disk": it hands the leadership of its partitions and queues to a replica whose
+// node takes it, and the leader balancing hands nothing back to it until it has room) and
+// while it is stopping ("Stopping a node": it hands every group it leads over first).
 // Nothing here is replicated: the answer is the node's own, at the moment it is asked.
+//
+// On the wire the question is the one first asked as "is your disk full" (the request
+// kind requestRefusesLeadership, one byte of answer): a binary from before stopping nodes
+// answered it for its disk alone, and every caller already read a yes as "leave it no
+// leader".
 
-// SetStorageFull makes this node answer its peers' "is your disk full" with full().
-func (m *Machine) SetStorageFull(full func() bool) { m.storageFull.Store(&full) }
+// SetRefusesLeadership makes this node answer its peers' "do you take leadership" with
+// "no" whenever refuses() is true.
+func (m *Machine) SetRefusesLeadership(refuses func() bool) { m.refusesLeadership.Store(&refuses) }
 
-func (m *Machine) storageIsFull() bool {
-	f := m.storageFull.Load()
+func (m *Machine) refusingLeadership() bool {
+	f := m.refusesLeadership.Load()
 	return f != nil && (*f)()
 }
 
-// NodeStorageFull asks node whether its disk is full. A node that cannot be asked, or
-// answers no such request (a binary from before this request), is an error: the caller
-// decides what not knowing means.
-func (c *Catalog) NodeStorageFull(ctx context.Context, node multiraft.NodeID) (bool, error) {
+// NodeRefusesLeadership asks node whether it refuses leadership (its disk is full, or it
+// is stopping). A node that cannot be asked, or answers no such request (a binary from
+// before this request), is an error: the caller decides what not knowing means.
+func (c *Catalog) NodeRefusesLeadership(ctx context.Context, node multiraft.NodeID) (bool, error) {
 	if node == c.host.Node() {
-		return c.sm.storageIsFull(), nil
+		return c.sm.refusingLeadership(), nil
 	}
-	b, err := c.host.Request(ctx, node, Group, []byte{requestStorageFull})
+	b, err := c.host.Request(ctx, node, Group, []byte{requestRefusesLeadership})
 	if err != nil {
 		return false, err
 	}
 	if len(b) != 1 || b[0] > 1 {
-		return false, fmt.Errorf("meta: node %d answered %d bytes that are no disk state", node, len(b))
+		return false, fmt.Errorf("meta: node %d answered %d bytes that say nothing of leadership", node, len(b))
 	}
 	return b[0] == 1, nil
 }
