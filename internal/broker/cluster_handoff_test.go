@@ -32,9 +32,10 @@ func TestClusterHandOffLeadership(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
 	}
-	was := balanceEvery
+	was, wasAsk := balanceEvery, askRefusesTimeout
 	balanceEvery = 100 * time.Millisecond
-	t.Cleanup(func() { balanceEvery = was })
+	askRefusesTimeout = 10 * time.Second // the answers checked here, even on a loaded machine
+	t.Cleanup(func() { balanceEvery, askRefusesTimeout = was, wasAsk })
 	c := startMemCluster(&memCluster{t: t}, 3)
 	const stopping = multiraft.NodeID(1)
 	b1 := c.nodes[stopping].b
@@ -109,6 +110,9 @@ func TestClusterHandOffGivesUpWithNobodyToTakeIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
 	}
+	wasAsk := askRefusesTimeout
+	askRefusesTimeout = 10 * time.Second // the answers checked here, even on a loaded machine
+	t.Cleanup(func() { askRefusesTimeout = wasAsk })
 	c := startMemCluster(&memCluster{t: t}, 3)
 	b1 := c.nodes[1].b
 	if _, err := b1.CreateTopic(TopicSettings{Name: "kept", Partitions: 1}); err != nil {

@@ -255,7 +255,13 @@ func (c *clusterRT) leaderQueue(name string) (*hostedQueue, QueueSettings, error
 		if slices.Contains(cq.Replicas, c.node) {
 			return nil, s, &NotLeaderError{What: what} // placed here, not hosted yet
 		}
-		return nil, s, &NotLeaderError{What: what, Leader: int32(cq.Replicas[0])}
+		// Hosted elsewhere: the leader its replicas named (cluster_leaders.go), else the
+		// preferred replica, which knows the leader if it is not it.
+		leader := cq.Replicas[0]
+		if rl, ok := c.remoteLeaderOf(cq.Group); ok {
+			leader = rl.Leader
+		}
+		return nil, s, &NotLeaderError{What: what, Leader: int32(leader)}
 	}
 	st, err := c.host.Status(h.group)
 	if err != nil {

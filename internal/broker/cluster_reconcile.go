@@ -60,6 +60,8 @@ type clusterRT struct {
 	// stopping is set once the node began handing its leaderships over to stop
 	// (cluster_handoff.go): a peer that asks hears that it refuses leadership.
 	stopping atomic.Bool
+	// remote is what the peers said of the groups they lead (cluster_leaders.go).
+	remote remoteLeaders
 	// featureAsking is set while the metadata leader asks the members what feature level
 	// they read; featureBehind is the members the last round found reading less than this
 	// binary (nil: none, or not the leader), for the log and ClusterStatus
@@ -107,6 +109,7 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 		bgCtx: ctx, bgCancel: cancel, txn: newClusterTxn(ctx, b, o)}
 	// Asked by peers before they hand this node a leadership (cluster_shed.go).
 	o.Meta.SetRefusesLeadership(func() bool { return b.disk.Admit() != nil || c.stopping.Load() })
+	o.Meta.SetLeadersAnswer(c.encodeLeaders) // cluster_leaders.go
 	return c
 }
 
@@ -124,6 +127,7 @@ func (c *clusterRT) run() {
 		c.featureRound()         // cluster_features.go
 		c.refreshCheckpoints()   // cluster_replica_state.go
 		c.shedLeadersWhileFull() // cluster_shed.go
+		c.refreshRemoteLeaders() // cluster_leaders.go
 		if time.Since(c.collected) >= c.collectEvery {
 			c.collectGroups() // cluster_gc.go
 			c.collected = time.Now()
@@ -409,7 +413,15 @@ func (c *clusterRT) placement(topic string, p *partitionRT) Placement {
 		pl.Replicas = append(pl.Replicas, int32(r))
 	}
 	if hosted == nil {
-		// Not hosted here: the catalog's preferred leader.
+		// Not hosted here: the leader its replicas named (cluster_leaders.go), else (none
+		// asked yet, none answered) the catalog's preferred leader.
+		if rl, ok := c.unhostedLeader(topic, p.index); ok {
+			pl.Leader, pl.Epoch = int32(rl.Leader), int32(rl.Term)
+			for _, v := range rl.InSync {
+				pl.InSync = append(pl.InSync, int32(v))
+			}
+			return pl
+		}
 		if len(pl.Replicas) > 0 {
 			pl.Leader = pl.Replicas[0]
 		}

@@ -354,7 +354,14 @@ func (b *Broker) appendReplicated(ctx context.Context, p *partitionRT, raws [][]
 	return res, nil
 }
 
+// notLeader is the refusal of a request for partition p on a node that does not lead it,
+// naming leader, or (0 on a node hosting no replica of p) the leader its peers named.
 func (c *clusterRT) notLeader(p *partitionRT, leader int32) error {
+	if leader == 0 && p.repl.Load() == nil {
+		if rl, ok := c.unhostedLeader(p.topic, p.index); ok {
+			leader = int32(rl.Leader)
+		}
+	}
 	return &NotLeaderError{What: fmt.Sprintf("%s/%d", p.topic, p.index), Leader: leader}
 }
 

@@ -20,8 +20,10 @@ import (
 	"go.etcd.io/raft/v3"
 )
 
-// askRefusesTimeout bounds one "do you take leadership" question to a peer.
-const askRefusesTimeout = 500 * time.Millisecond
+// askRefusesTimeout bounds one "do you take leadership" question to a peer; a peer that
+// does not answer in time counts as taking it. A variable so that tests on a loaded
+// machine (CI under -race) can wait longer for the answer they check.
+var askRefusesTimeout = 500 * time.Millisecond
 
 // refusingNodes returns a function that tells whether a node refuses leadership (its disk
 // is full, or it is stopping), asking each node at most once (the answers hold for one

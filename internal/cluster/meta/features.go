@@ -144,6 +144,7 @@ func (d *decoder) level(s *State) {
 const (
 	requestFeatureLevel      = 1
 	requestRefusesLeadership = 2 // nodestate.go: once "is your disk full"
+	requestLeaders           = 3 // nodestate.go
 )
 
 // AdvertiseFeatureLevel sets the level this node tells the leader it reads: at most
@@ -169,6 +170,11 @@ func (m *Machine) ServeRequest(_ multiraft.NodeID, req []byte) ([]byte, error) {
 				return []byte{1}, nil
 			}
 			return []byte{0}, nil
+		case requestLeaders: // nodestate.go
+			if b := m.leaders(); b != nil {
+				return b, nil
+			}
+			return nil, fmt.Errorf("meta: this node does not say which groups it leads yet")
 		}
 	}
 	return nil, fmt.Errorf("meta: unknown request of %d bytes", len(req))

@@ -56,6 +56,8 @@ type Machine struct {
 	// refusesLeadership says whether this node refuses leadership (its disk is full, or
 	// it is stopping), for its peers (nodestate.go).
 	refusesLeadership atomic.Pointer[func() bool]
+	// leadersAnswer encodes the groups this node leads, for its peers (nodestate.go).
+	leadersAnswer atomic.Pointer[func() []byte]
 	// lastApplied is the index of the last entry applied (Apply's thread only): what a
 	// snapshot's offsets payload is as of (membership_offsets.go).
 	lastApplied uint64

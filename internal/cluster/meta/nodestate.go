@@ -44,3 +44,26 @@ func (c *Catalog) NodeRefusesLeadership(ctx context.Context, node multiraft.Node
 	}
 	return b[0] == 1, nil
 }
+
+// SetLeadersAnswer makes this node answer its peers' "which groups do you lead" with
+// answer(): the broker's encoding of the groups it leads, which meta only carries (a node
+// that hosts no replica of a partition or queue learns its leader this way).
+func (m *Machine) SetLeadersAnswer(answer func() []byte) { m.leadersAnswer.Store(&answer) }
+
+func (m *Machine) leaders() []byte {
+	f := m.leadersAnswer.Load()
+	if f == nil {
+		return nil
+	}
+	return (*f)()
+}
+
+// NodeLeaders asks node which groups it leads, in the encoding its SetLeadersAnswer
+// gives. A node that cannot be asked, or answers no such request (a binary from before
+// it), is an error.
+func (c *Catalog) NodeLeaders(ctx context.Context, node multiraft.NodeID) ([]byte, error) {
+	if node == c.host.Node() {
+		return c.sm.leaders(), nil
+	}
+	return c.host.Request(ctx, node, Group, []byte{requestLeaders})
+}

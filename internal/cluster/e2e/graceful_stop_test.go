@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestGracefulStopHandsLeadershipOver: three nodes under an idempotent acks=all producer;
+// the leader of partition 0 is stopped with SIGTERM and started again, SLUICE_CLUSTER_STOPS
+// times (CI: 2). Each stop hands every group the node leads to another replica before its
+// listeners close (its log says so, before "shutdown complete", with none kept), the
+// producer goes on with no error, and every acknowledged record is in its partition in
+// order. The stall (SIGTERM to the answer of the first produce call made after it) is
+// logged beside what the same step costs after a SIGKILL (TestLeaderKilledUnderLoad).
+func TestGracefulStopHandsLeadershipOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three sluice processes")
+	}
+	stops := envInt("SLUICE_CLUSTER_STOPS", 2)
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(60+stops*20)*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.client())
+	const topic, parts = "graceful", 3
+	createTopic(ctx, t, adm, topic, parts, 3)
+
+	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
+	var (
+		mu        sync.Mutex
+		acked     = make([][]int, parts)
+		ackedN    atomic.Int64
+		failed    atomic.Int64
+		lastStart atomic.Int64 // when the most recently answered produce call started
+		stop      = make(chan struct{})
+		stopped   = make(chan struct{})
+	)
+	go func() {
+		defer close(stopped)
+		next := make([]int, parts)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var recs []*kgo.Record
+			for p := range parts {
+				for range 10 {
+					recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(strconv.Itoa(next[p]))})
+					next[p]++
+				}
+			}
+			started := time.Now().UnixNano()
+			res := prod.ProduceSync(ctx, recs...)
+			if res.FirstErr() == nil {
+				lastStart.Store(started)
+			}
+			mu.Lock()
+			for _, r := range res {
+				if r.Err != nil {
+					failed.Add(1)
+					continue
+				}
+				v, _ := strconv.Atoi(string(r.Record.Value))
+				acked[r.Record.Partition] = append(acked[r.Record.Partition], v)
+				ackedN.Add(1)
+			}
+			mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+
+	var stalls []time.Duration
+	for round := range stops {
+		time.Sleep(time.Second)
+		var leader int
+		for leader == 0 && ctx.Err() == nil {
+			if leader = c.leaderOf(ctx, adm, topic, 0); leader == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		proc := c.procs[leader-1]
+		signalled := time.Now()
+		proc.Stop() // SIGTERM; fails the test unless it exits 0
+		for lastStart.Load() < signalled.UnixNano() && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		stalls = append(stalls, time.Since(signalled))
+		logs := proc.Logs()
+		handed := strings.Index(logs, "cluster: stopping: leadership handed over")
+		done := strings.Index(logs, "shutdown complete")
+		switch {
+		case handed < 0 || done < 0 || handed > done:
+			t.Fatalf("round %d: node %d's stop did not hand its leadership over before shutting down (handed at %d, complete at %d):\n%s",
+				round, leader, handed, done, proc.Problems(40))
+		case strings.Contains(logs, "stopping with groups still led here"):
+			t.Fatalf("round %d: node %d kept groups it led:\n%s", round, leader, proc.Problems(40))
+		}
+		line := logs[handed:]
+		line = line[:strings.IndexByte(line+"\n", '\n')]
+		t.Logf("round %d: stopped node %d (leader of %s/0) with SIGTERM; producing again after %v (its log: %s)", round, leader, topic, stalls[round], line)
+		c.start(leader)
+		c.procs[leader-1].Addr("kafka")
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	<-stopped
+	if ctx.Err() != nil {
+		t.Fatalf("ran out of time: %v (acknowledged %d)", ctx.Err(), ackedN.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("acknowledged %d records, %d produce errors; SIGTERM to the answer of the first produce call made after it: %v",
+		ackedN.Load(), failed.Load(), summarize(stalls))
+	if n := failed.Load(); n != 0 {
+		t.Errorf("%d records failed across graceful stops", n)
+	}
+	checkPartitions(ctx, t, c, topic, acked)
+	checkReplicasAgree(ctx, t, c, topic, parts)
+}
