@@ -11,6 +11,16 @@
 // the same way; writes are not refused in it (the disk answers for itself).
 // Each state change is logged once; Health reports the state for /readyz.
 //
+// The headroom is at most 1/8 of the file system's size (statfs(2) on the real
+// disk; MaxHeadroomFraction), lowered with a warning at start when the
+// configured size is more. A disk smaller than the configured headroom would
+// otherwise never hold it: the broker would start full on an empty disk and
+// stay full, since leaving the state needs room for twice the headroom. At
+// 1/8, twice the headroom is a quarter of the disk, so an empty disk always
+// has it and leaving the state needs only that a quarter be free. Where the
+// size cannot be read (another OS, a file system without a size), the
+// headroom is as configured.
+//
 // It owns the headroom file and the disk's state; it must never know what
 // is written (queues, topics) or who asked (protocols): the broker calls
 // Admit before a write that adds data, Note with every write's error, and
@@ -74,6 +84,19 @@ func classify(err error) (full, failed bool) {
 // DefaultHeadroom is the headroom's default size.
 const DefaultHeadroom = 64 << 20
 
+// MaxHeadroomFraction is the largest share of the file system the headroom
+// takes: 1/8, so that the twice-the-headroom Recover needs is a quarter of
+// the disk. The default headroom is not lowered on a disk of 512 MiB or more.
+const MaxHeadroomFraction = 8
+
+// SizedFS is a file system that tells the size in bytes of the disk holding
+// dir (false: unknown). The real file system (vfs.Default) is asked with
+// statfs(2) without it; a test's model of a small disk implements it.
+type SizedFS interface {
+	vfs.FS
+	DiskSize(dir string) (int64, bool)
+}
+
 const (
 	headroomFile = "headroom"
 	// spareFile is Recover's probe that there is room beyond the headroom.
@@ -98,12 +121,39 @@ type Guard struct {
 }
 
 // New returns the guard of dir, whose headroom file is headroom bytes (0:
-// none), after writing that file if it is missing or short. A disk already
-// too full for it is not an error: the guard starts in the full state.
+// none; lowered to MaxHeadroomFraction of the disk), after writing that file
+// if it is missing or short. A disk already too full for it is not
+// an error: the guard starts in the full state.
 func New(fsys vfs.FS, dir string, headroom int64, log *slog.Logger, now func() time.Time) (*Guard, error) {
 	g := &Guard{fs: fsys, dir: dir, headroom: max(headroom, 0), log: log, now: now}
+	g.capHeadroom()
 	return g, g.open()
 }
+
+// capHeadroom lowers the headroom to MaxHeadroomFraction of the disk, once,
+// with a warning: an operator who set it (or kept the default) on a small
+// disk learns why the file is smaller than asked.
+func (g *Guard) capHeadroom() {
+	if g.headroom <= 0 {
+		return
+	}
+	var size int64
+	var known bool
+	if s, ok := g.fs.(SizedFS); ok {
+		size, known = s.DiskSize(g.dir)
+	} else if g.fs == vfs.Default {
+		size, known = osDiskSize(g.dir)
+	}
+	limit := size / MaxHeadroomFraction
+	if !known || size <= 0 || g.headroom <= limit {
+		return
+	}
+	g.log.Warn("disk headroom lowered: the disk is too small for the configured headroom",
+		"from", mib(g.headroom), "to", mib(limit), "disk_size", mib(size))
+	g.headroom = limit
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func (g *Guard) open() error {
 	if g.headroom <= 0 {

@@ -1,11 +1,14 @@
 package diskguard
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -101,5 +104,104 @@ func TestIOErrorAndOthers(t *testing.T) {
 	g.Recover() // a probe write on the in-memory FS works
 	if g.Health() != nil {
 		t.Fatal(g.Health())
+	}
+}
+
+// sizedFS is a disk of size bytes: ErrorFS models its free space, DiskSize
+// its size, as statfs(2) tells the guard on the real disk.
+type sizedFS struct {
+	*vfs.ErrorFS
+	size int64
+}
+
+func (f sizedFS) DiskSize(string) (int64, bool) { return f.size, true }
+
+// The headroom is at most 1/8 of the disk: a disk smaller than the
+// configured headroom holds the lowered one, starts writable (it used to
+// start full, for good: the headroom never fit, so Recover never left the
+// state), and fills and recovers as any other.
+func TestHeadroomCappedToDisk(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name     string
+		size     int64 // of the disk; 0: unknown (no DiskSize)
+		free     int64 // at start
+		headroom int64 // configured
+		want     int64 // the headroom file
+	}{
+		{"disk much larger", 1 << 40, 8 * mib, 1 * mib, 1 * mib},
+		{"disk of eight headrooms", 8 * mib, 8 * mib, 1 * mib, 1 * mib},
+		{"disk just under eight headrooms", 8*mib - 8, 8*mib - 8, 1 * mib, 1*mib - 1},
+		{"disk smaller than headroom", 20 * mib, 20 * mib, DefaultHeadroom, 20 * mib / 8},
+		{"tiny disk", 64 << 10, 64 << 10, DefaultHeadroom, 8 << 10},
+		{"size unknown", 0, 8 * mib, 1 * mib, 1 * mib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			efs := vfs.NewErrorFS(vfs.NewMem())
+			var fsys vfs.FS = efs
+			if tc.size > 0 {
+				fsys = sizedFS{efs, tc.size}
+			}
+			if err := fsys.MkdirAll("/d"); err != nil {
+				t.Fatal(err)
+			}
+			efs.SetSpace(tc.free)
+			var logs bytes.Buffer
+			g, err := New(fsys, "/d", tc.headroom, slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := fsys.Stat("/d/" + headroomFile); err != nil || st.Size() != tc.want {
+				t.Fatalf("headroom file: %v %v, want %d bytes", st, err, tc.want)
+			}
+			if g.Admit() != nil || g.Health() != nil {
+				t.Fatalf("an empty disk refuses writes: %v", g.Health())
+			}
+			warned := strings.Count(logs.String(), "disk headroom lowered")
+			if lowered := tc.want < tc.headroom; warned != map[bool]int{true: 1}[lowered] {
+				t.Fatalf("lowered %v, warned %d times:\n%s", lowered, warned, &logs)
+			}
+			if tc.want < tc.headroom && !strings.Contains(logs.String(), fmt.Sprintf("disk_size=\"%.1f MiB\"", float64(tc.size)/mib)) {
+				t.Fatalf("the warning does not name the disk's size:\n%s", &logs)
+			}
+
+			// The disk fills: the headroom, as lowered, is released for the
+			// acks and deletes, and comes back only with room for two.
+			efs.SetSpace(0)
+			if err := g.Note(syscall.ENOSPC); !errors.Is(err, ErrFull) || !errors.Is(g.Admit(), ErrFull) {
+				t.Fatalf("Note(ENOSPC) = %v, Admit %v", err, g.Admit())
+			}
+			if efs.Space() != tc.want {
+				t.Fatalf("released %d bytes, want the headroom's %d", efs.Space(), tc.want)
+			}
+			g.Recover()
+			if g.Health() == nil {
+				t.Fatal("recovered with only the released headroom free")
+			}
+			efs.SetSpace(2 * tc.want)
+			g.Recover()
+			if g.Health() != nil || g.Admit() != nil {
+				t.Fatalf("not recovered with room for two headrooms: %v", g.Health())
+			}
+			if st, err := fsys.Stat("/d/" + headroomFile); err != nil || st.Size() != tc.want {
+				t.Fatalf("headroom after recovery: %v %v, want %d bytes", st, err, tc.want)
+			}
+			if warned := strings.Count(logs.String(), "disk headroom lowered"); warned > 1 {
+				t.Fatalf("warned %d times", warned)
+			}
+		})
+	}
+}
+
+// statfs(2) reads the real disk's size, which caps the headroom on vfs.Default.
+func TestOSDiskSize(t *testing.T) {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("no statfs here: the headroom is as configured")
+	}
+	if size, ok := osDiskSize(t.TempDir()); !ok || size <= 0 {
+		t.Fatalf("osDiskSize = %d, %v", size, ok)
+	}
+	if _, ok := osDiskSize(filepath.Join(t.TempDir(), "missing")); ok {
+		t.Fatal("the size of a missing directory")
 	}
 }

@@ -6,7 +6,12 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 )
 
 // wrap puts every HTTP handler behind the guards no handler may forget: a
@@ -37,15 +42,52 @@ func (s *Server) wrap(next http.Handler, limit int64) http.Handler {
 // for a route that exists a moment later. A 503 is "unavailable" to Connect and every HTTP
 // client, which retry it. Once mounted, it is never in the way again (a drain clears
 // readiness, not this).
+//
+// A call of a procedure in an RPC protocol (Connect, gRPC, gRPC-Web) gets its answer in
+// that protocol, with the NOT_READY reason docs/api.md promises for a recovering broker:
+// a plain-text body would reach the client as a bare "unavailable" it cannot tell from a
+// network failure (client.ErrNotReady would never match). Anything else gets plain text.
 func (s *Server) untilMounted(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.mounted.Load() && !ownRoute(r.URL.Path) {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "not ready: recovering, retry", http.StatusServiceUnavailable)
+		if s.mounted.Load() || ownRoute(r.URL.Path) {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		w.Header().Set("Retry-After", "1")
+		if procedurePath(r.URL.Path) && rpcErrors.IsSupported(r) {
+			_ = rpcErrors.Write(w, r, notReady())
+			return
+		}
+		http.Error(w, "not ready: recovering, retry", http.StatusServiceUnavailable)
 	})
+}
+
+// rpcErrors writes an error in the protocol of the request (Connect unary or streaming,
+// gRPC, gRPC-Web), as the native API's own handlers would.
+var rpcErrors = connect.NewErrorWriter()
+
+// reasonNotReady is common.proto's ErrorInfo reason for a broker that is still recovering.
+// The server may not import internal/api (deps_test.go), which names the reasons; the
+// string is part of the API's contract and never changes.
+const reasonNotReady = "NOT_READY"
+
+// notReady is the native API's answer during recovery: unavailable (HTTP 503 in Connect's
+// unary protocol), with an ErrorInfo whose reason is NOT_READY, as internal/api builds
+// its errors.
+func notReady() *connect.Error {
+	err := connect.NewError(connect.CodeUnavailable, errors.New("the broker is recovering; retry"))
+	if d, derr := connect.NewErrorDetail(&sluicev1.ErrorInfo{Reason: reasonNotReady}); derr == nil {
+		err.AddDetail(d)
+	}
+	return err
+}
+
+// procedurePath reports whether path has the shape of an RPC procedure,
+// /package.Service/Method (the native API's are /sluice.v1.QueueService/Send and the
+// like), unlike the admin endpoints (/v1/admin/...) and the console, which are plain HTTP.
+func procedurePath(path string) bool {
+	service, method, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return ok && strings.Contains(service, ".") && method != "" && !strings.Contains(method, "/")
 }
 
 // ownRoute: the server's own endpoints, served on the API's mux when metrics have no
