@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
+	"github.com/sluice-mq/sluice/internal/queue"
 )
 
 // replTimeout bounds one replicated command: a commit of the queue's group.
@@ -31,35 +32,44 @@ func (c *clusterRT) sendQueue(ctx context.Context, name string, in []SendInput) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, replTimeout)
 	defer cancel()
+	// One entry for the whole batch, in the order given: a single node's send keeps a
+	// batch's order, and so must a cluster's (one proposal per message, made concurrently,
+	// reached the log in any order). No key: a standard queue deduplicates nothing.
 	results := make([]SendResult, len(in))
-	var wg sync.WaitGroup
+	var msgs []replqueue.Msg
+	var idx []int
 	for i := range in {
 		body, delay, err := envelope(s, &in[i])
 		if err != nil {
 			results[i].Err = err
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			off, err := h.q.Send(ctx, body, replqueue.SendOptions{Delay: delay})
+		msgs = append(msgs, replqueue.Msg{Body: body, Delay: delay})
+		idx = append(idx, i)
+	}
+	if len(msgs) == 0 {
+		return results, nil
+	}
+	outs, err := h.q.Put(ctx, msgs, 0)
+	switch {
+	case errors.Is(err, queue.ErrOutOfRange):
+		// A delay past the queue's retention as its replicas hold it (lowered since
+		// envelope checked it against the settings read above) refuses the whole entry:
+		// send one at a time, in order, so that only that message is refused.
+		for k, i := range idx {
+			off, err := h.q.Send(ctx, msgs[k].Body, replqueue.SendOptions{Delay: msgs[k].Delay})
 			if err != nil {
 				results[i].Err = replErr(name, err)
-				return
+				continue
 			}
 			results[i] = SendResult{ID: messageID(h.group, off), Sequence: off}
-		}()
-	}
-	wg.Wait()
-	// Leadership lost before anything was sent: the whole call goes to the leader.
-	var nl *NotLeaderError
-	for _, r := range results {
-		if r.Err == nil || !errors.As(r.Err, &nl) {
-			return results, nil
 		}
+		return results, nil
+	case err != nil:
+		return nil, replErr(name, err)
 	}
-	if nl != nil {
-		return nil, nl
+	for k, i := range idx {
+		results[i] = SendResult{ID: messageID(h.group, outs[k].Offset), Sequence: outs[k].Offset}
 	}
 	return results, nil
 }

@@ -261,3 +261,36 @@ func TestClusterQueueLongPoll(t *testing.T) {
 		t.Fatalf("delayed: %v %v after %v", ds, err, time.Since(start))
 	}
 }
+
+// TestClusterQueueBatchKeepsItsOrder: the messages of one send reach a standard queue in
+// the order given, as on a single node (each was a proposal of its own, made
+// concurrently, and a batch of five came back as m5, m2, m1, m4, m3).
+func TestClusterQueueBatchKeepsItsOrder(t *testing.T) {
+	c := newQCluster(t, 3)
+	if _, err := c.metaLeader().b.CreateQueue(QueueSettings{Name: "ordered"}); err != nil {
+		t.Fatal(err)
+	}
+	l := c.queueLeader("ordered")
+	var in []SendInput
+	for i := range 10 {
+		in = append(in, SendInput{Body: []byte(fmt.Sprint("m", i))})
+	}
+	res, err := l.b.Send(context.Background(), "ordered", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(res); i++ {
+		if res[i].Err != nil || res[i].Sequence <= res[i-1].Sequence {
+			t.Fatalf("results %+v: not in the order sent", res)
+		}
+	}
+	ds, err := l.b.Receive(context.Background(), "ordered", ReceiveOptions{Max: 10, Visibility: time.Minute})
+	if err != nil || len(ds) != 10 {
+		t.Fatalf("receive: %d %v", len(ds), err)
+	}
+	for i, d := range ds {
+		if want := fmt.Sprint("m", i); string(d.Body) != want {
+			t.Fatalf("delivery %d is %q, want %q", i, d.Body, want)
+		}
+	}
+}
