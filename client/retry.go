@@ -34,7 +34,7 @@ type notLeaderRetry time.Duration
 
 func (r notLeaderRetry) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if r <= 0 || req.Spec().Procedure == sluicev1connect.TopicServiceProduceProcedure {
+		if r <= 0 || req.Spec().Procedure == sluicev1connect.TopicServiceProduceProcedure || ctx.Value(noNotLeaderRetry{}) != nil {
 			return next(ctx, req)
 		}
 		wait, deadline := notLeaderFirstWait, time.Now().Add(time.Duration(r))

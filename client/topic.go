@@ -63,17 +63,6 @@ func (c *Client) Produce(ctx context.Context, topic string, records []*ProduceRe
 	return res.GetResults(), err
 }
 
-// Fetch reads records from offsets, long-polling up to req.MaxWait.
-func (c *Client) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
-	return call(ctx, c.topic.Fetch, req)
-}
-
-// ListOffsets resolves earliest, latest or by-time offsets per partition.
-func (c *Client) ListOffsets(ctx context.Context, req *ListOffsetsRequest) ([]*PartitionOffsetResult, error) {
-	res, err := call(ctx, c.topic.ListOffsets, req)
-	return res.GetPartitions(), err
-}
-
 // OffsetsAt is ListOffsets for the first offsets at or after t.
 func (c *Client) OffsetsAt(ctx context.Context, topic string, t time.Time) ([]*PartitionOffsetResult, error) {
 	return c.ListOffsets(ctx, &ListOffsetsRequest{Topic: topic, Spec: &sluicev1.ListOffsetsRequest_Time{Time: timestamppb.New(t)}})

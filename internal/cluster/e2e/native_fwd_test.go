@@ -274,6 +274,7 @@ func checkPartlyWritten(ctx context.Context, t *testing.T, c *cluster) {
 		t.Errorf("the refused produce wrote %d records (high watermarks %v), want 1: node %d's own partition only",
 			total, info.GetPartitions(), via)
 	}
+	checkReadsAcrossLeaders(ctx, t, c, via)
 }
 
 // native is a Go client of node id's HTTP listener, with the test user's token.
