@@ -74,9 +74,15 @@ type NotLeaderError struct {
 	What    string // "topic/partition" or "the catalog"
 	Catalog bool   // the metadata group: Kafka's NOT_CONTROLLER
 	Leader  int32
+	// Why, when set, says why nothing can be done here now instead of naming a leader
+	// (the nodes have not all registered yet): a refusal to retry all the same.
+	Why string
 }
 
 func (e *NotLeaderError) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("%s cannot take this now: %s", e.What, e.Why)
+	}
 	if e.Leader == 0 {
 		return fmt.Sprintf("this node does not lead %s and no leader is known (an election is under way)", e.What)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
@@ -106,11 +107,29 @@ func (c *clusterRT) catalogErr(err error) error {
 	case errors.Is(err, meta.ErrUnknownTopic):
 		return ErrTopicNotFound
 	case errors.Is(err, meta.ErrReplicationFactor):
-		return invalid("replication_factor", "%v", err)
+		return c.replicationErr(err)
 	case errors.Is(err, meta.ErrPartitions):
 		return invalid("partitions", "%v", err)
 	}
 	return err
+}
+
+// replicationErr is the refusal of a replication factor the registered nodes cannot hold.
+// While some nodes of the cluster have not registered (they register within a second of
+// starting, once the metadata group has a leader; a node whose peers are down has none)
+// it is a refusal to retry, as the docs promise — a create made a moment after the
+// cluster started — and only then an invalid argument.
+func (c *clusterRT) replicationErr(err error) error {
+	registered := len(c.meta.State().Nodes)
+	members := 0
+	if st, serr := c.host.Status(meta.Group); serr == nil {
+		members = len(st.Voters) + len(st.Learners)
+	}
+	if registered == 0 || registered < members {
+		return &NotLeaderError{What: "the catalog", Catalog: true,
+			Why: fmt.Sprintf("%d of the cluster's %d nodes registered so far (%v); retry", registered, members, err)}
+	}
+	return invalid("replication_factor", "%v", err)
 }
 
 // defaultReplication is the replication factor of a topic or queue created without one:

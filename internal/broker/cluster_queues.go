@@ -230,7 +230,7 @@ func (c *clusterRT) queueCatalogErr(err error) error {
 	case errors.Is(err, meta.ErrInvalidQueueName):
 		return invalid("name", "%v", err)
 	case errors.Is(err, meta.ErrReplicationFactor):
-		return invalid("replication_factor", "%v", err)
+		return c.replicationErr(err)
 	case errors.Is(err, meta.ErrOutcomeUnknown):
 		return fmt.Errorf("%w: %w", ErrReplicationUnknown, err)
 	}
