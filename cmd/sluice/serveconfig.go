@@ -222,7 +222,8 @@ var serveSettings = []serveSetting{
 	durationSetting("producer-id-expiration", "how long a partition remembers an idempotent producer that writes nothing to it (a `duration`; "+
 		"Kafka's producer.id.expiration.ms; 0: 24h; negative: forever)",
 		func(c *server.Config) *time.Duration { return &c.ProducerIDExpiration }),
-	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`)",
+	durationSetting("shutdown-timeout", "how long in-flight requests may take to finish at shutdown (a `duration`); "+
+		"a cluster node first hands its leaderships to other replicas, within as long again",
 		func(c *server.Config) *time.Duration { return &c.ShutdownTimeout }),
 
 	// Connections: docs/operations.md, "Connections".

@@ -165,7 +165,9 @@ type Config struct {
 	ConsumerGroupAssignors         string
 
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
-	// once shutdown starts; after it they are cut off and closers run.
+	// once shutdown starts; after it they are cut off and closers run. The
+	// hand-offs before the drain (BeforeDrain: a cluster node's leaderships)
+	// get as long again, before it.
 	ShutdownTimeout time.Duration
 
 	// A cluster (docs/cluster.md, "Operating a cluster"): this node's id (0: a single
