@@ -210,7 +210,7 @@ func preferred(id, leader int32) string {
 
 func nodeName(id int32) string {
 	if id == 0 {
-		return "none (an election is under way)"
+		return "none (an election, or too few replicas up to hold one)"
 	}
 	return strconv.Itoa(int(id))
 }

@@ -232,6 +232,12 @@ func (c *clusterRT) queueReplicas() []QueueReplicaState {
 		}
 		if cq := cat.Queues[h.name]; cq != nil && cq.Group == h.group && len(cq.Replicas) > 0 {
 			qs.Preferred, qs.Pinned = int32(cq.Replicas[0]), cq.Pinned
+			if cq.Old == nil { // no move on: the catalog's order, the preferred leader first
+				qs.Replicas = qs.Replicas[:0]
+				for _, r := range cq.Replicas {
+					qs.Replicas = append(qs.Replicas, int32(r))
+				}
+			}
 		}
 		out = append(out, qs)
 	}
