@@ -36,6 +36,9 @@ type ClusterOptions struct {
 	// Peers, when set, is the transport's peer table: nodes added to the cluster are
 	// made peers, removed ones stop being (cluster_moves.go).
 	Peers PeerSet
+	// Addr is this node's own --cluster-addr ("" unknown): AddNode refuses another node
+	// there.
+	Addr string
 	// Disk, when set, is the Raft engine's storage, for removing the groups of deleted
 	// topics and queues that this node no longer opens (cluster_gc.go).
 	Disk GroupDisk

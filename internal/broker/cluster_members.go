@@ -22,6 +22,17 @@ func (b *Broker) AddNode(ctx context.Context, id int32, addr string) error {
 	if id <= 0 || addr == "" {
 		return invalid("node", "want ID=HOST:PORT with a positive id, got %d=%q", id, addr)
 	}
+	// A second node at a member's address would never be reached (the member answers
+	// for itself, "wrong node id") and every node would warn of it each second; the
+	// catalog knows only added nodes' addresses, the transport every peer's.
+	if addr == c.addr {
+		return invalid("node", "%s is this node's (%d) --cluster-addr: each node has an address of its own", addr, c.node)
+	}
+	if c.peers != nil {
+		if other, ok := c.peers.PeerAt(addr); ok && other != multiraft.NodeID(id) {
+			return invalid("node", "%s is node %d's --cluster-addr: each node has an address of its own", addr, other)
+		}
+	}
 	return membershipErr(c.cat.AddNode(ctx, multiraft.NodeID(id), addr))
 }
 

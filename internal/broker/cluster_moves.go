@@ -46,6 +46,8 @@ const metaVoters = 3
 type PeerSet interface {
 	SetPeer(id multiraft.NodeID, addr string) error
 	RemovePeer(id multiraft.NodeID)
+	// PeerAt is the peer dialled at addr, if any (AddNode refuses a second node there).
+	PeerAt(addr string) (multiraft.NodeID, bool)
 }
 
 // hostsPartition reports whether node n hosts partition cp's group: it is a replica, or

@@ -27,6 +27,7 @@ type clusterRT struct {
 	meta  *meta.Machine
 	cat   *meta.Catalog
 	peers PeerSet   // nil: the transport's peers are fixed
+	addr  string    // this node's --cluster-addr ("" unknown)
 	disk  GroupDisk // nil: no garbage collection of groups (cluster_gc.go)
 	// collected is when collectGroups last ran (the run loop's only), every how often.
 	collected    time.Time
@@ -105,7 +106,7 @@ func newClusterRT(b *Broker, o *ClusterOptions) *clusterRT {
 	// /readyz to 503 until maintenance finds room.
 	o.Host.SetOnDiskFull(func(err error) { b.disk.Note(err) })
 	c := &clusterRT{b: b, log: b.log.With("component", "cluster"), host: o.Host, node: o.Host.Node(),
-		meta: o.Meta, cat: o.Catalog, peers: o.Peers, disk: o.Disk, collectEvery: every, balanceEvery: balance, stop: make(chan struct{}), done: make(chan struct{}),
+		meta: o.Meta, cat: o.Catalog, peers: o.Peers, addr: o.Addr, disk: o.Disk, collectEvery: every, balanceEvery: balance, stop: make(chan struct{}), done: make(chan struct{}),
 		bgCtx: ctx, bgCancel: cancel, txn: newClusterTxn(ctx, b, o)}
 	// Asked by peers before they hand this node a leadership (cluster_shed.go).
 	o.Meta.SetRefusesLeadership(func() bool { return b.disk.Admit() != nil || c.stopping.Load() })

@@ -41,6 +41,7 @@ type clusterNode struct {
 	host   *multiraft.Host
 	meta   *meta.Machine
 	cat    *meta.Catalog
+	addr   string // --cluster-addr
 	cancel context.CancelFunc
 	ran    chan struct{}
 }
@@ -115,7 +116,7 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 		return nil, fmt.Errorf("--cluster-addr: %w", err)
 	}
 	go tr.Serve(ln, host)
-	c := &clusterNode{log: log, self: self, eng: eng, tr: tr, host: host, meta: meta.NewMachine(self), ran: make(chan struct{})}
+	c := &clusterNode{log: log, self: self, eng: eng, tr: tr, addr: cfg.ClusterAddr, host: host, meta: meta.NewMachine(self), ran: make(chan struct{})}
 	if cfg.ClusterMaxFeatureLevel > 0 {
 		c.meta.AdvertiseFeatureLevel(cfg.ClusterMaxFeatureLevel)
 	}
@@ -156,7 +157,7 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 
 // brokerOptions is the broker's view of the cluster.
 func (c *clusterNode) brokerOptions() *broker.ClusterOptions {
-	return &broker.ClusterOptions{Host: c.host, Meta: c.meta, Catalog: c.cat, Peers: c.tr, Disk: c.eng}
+	return &broker.ClusterOptions{Host: c.host, Meta: c.meta, Catalog: c.cat, Peers: c.tr, Addr: c.addr, Disk: c.eng}
 }
 
 // register keeps this node's client addresses in the catalog: at start, and again

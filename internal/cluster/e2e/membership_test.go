@@ -72,6 +72,13 @@ func TestMembershipUnderLoad(t *testing.T) {
 	// A fourth node joins; the rebalance moves replicas onto it (queues and partitions,
 	// orders among them with its records, while both loads run) until the counts even out.
 	n4 := c.join(t)
+	// A new id at a member's address is refused: its own (via's) and another's.
+	for _, at := range []int{via, via%3 + 1} {
+		if out, err := c.cliErr(via, "cluster", "add-node", fmt.Sprintf("%d=%s", n4, c.raft[at-1])); err == nil ||
+			!strings.Contains(out, "an address of its own") {
+			t.Fatalf("adding node %d at node %d's address through node %d: %v\n%s", n4, at, via, err, out)
+		}
+	}
 	added := time.Now()
 	c.cli(t, via, "cluster", "add-node", fmt.Sprintf("%d=%s", n4, c.raft[n4-1]))
 	st := c.awaitStatus(ctx, t, n4, "node 4 in the metadata group holding replicas", func(st broker.ClusterStatus) bool {

@@ -172,6 +172,16 @@ func (t *Transport) SetPeer(id multiraft.NodeID, addr string) error {
 	return nil
 }
 
+// PeerAt returns the peer dialled at addr, if any (the address as given, not resolved).
+func (t *Transport) PeerAt(addr string) (multiraft.NodeID, bool) {
+	for id, p := range *t.peers.Load() {
+		if p.addr == addr {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
 // RemovePeer stops treating node id as a peer (a node removed from the cluster): batches
 // to it are dropped, its connections closed, and new ones from it refused.
 func (t *Transport) RemovePeer(id multiraft.NodeID) {
