@@ -44,7 +44,7 @@ var serveSettings = []serveSetting{
 	setting("sqs-addr", "`host:port` for the SQS API (\"\" disables)", func(c *server.Config) *string { return &c.SQSAddr }),
 	setting("http-advertised-addr", "`host:port` clients are told for the HTTP listener (default: the bound address)", func(c *server.Config) *string { return &c.HTTPAdvertisedAddr }),
 	setting("kafka-advertised-addr", "`host:port` Kafka clients are told in metadata (default: the bound address)", func(c *server.Config) *string { return &c.KafkaAdvertisedAddr }),
-	setting("sqs-advertised-addr", "`host:port` used in SQS queue URLs (default: the bound address)", func(c *server.Config) *string { return &c.SQSAdvertisedAddr }),
+	setting("sqs-advertised-addr", "`host:port` used in SQS queue URLs (default: the request's Host)", func(c *server.Config) *string { return &c.SQSAdvertisedAddr }),
 	setting("auth-file", "users `file` (YAML) every protocol authenticates against and whose ACLs it enforces; reread on change and on SIGHUP (docs/security.md; \"\": no authentication)", func(c *server.Config) *string { return &c.AuthFile }),
 	// TLS and safe defaults: docs/security.md.
 	setting("http-tls-addr", "`host:port` for the native API over TLS (HTTPS, HTTP/2 by ALPN; \"\" disables)", func(c *server.Config) *string { return &c.HTTPTLSAddr }),
@@ -94,9 +94,10 @@ var serveSettings = []serveSetting{
 		},
 	},
 	{
-		name:  "disk-headroom",
-		usage: "keep this many `bytes` free in the data directory for acks and deletes once the disk is full; sends are refused meanwhile (0 disables)",
-		get:   func(c *server.Config) string { return formatBytes(c.DiskHeadroomBytes) },
+		name: "disk-headroom",
+		usage: "keep this many `bytes` free in the data directory for acks and deletes once the disk is full; sends are refused meanwhile " +
+			"(0 disables; at most 1/8 of the disk, lowered with a warning on a smaller one)",
+		get: func(c *server.Config) string { return formatBytes(c.DiskHeadroomBytes) },
 		set: func(c *server.Config, v string) (err error) {
 			if strings.TrimSpace(v) == "0" {
 				c.DiskHeadroomBytes = 0
