@@ -365,8 +365,14 @@ func (s *Server) listen(name string, f Frontend) error {
 	s.listeners[name] = ln
 	s.running[name] = f
 	s.mu.Unlock()
-	s.log.Info("listening", "listener", name, "addr", ln.Addr().String(), "advertised", s.AdvertisedAddr(name),
-		"max_connections", maxConns, "tls", isTLS(name))
+	attrs := []any{"listener", name, "addr", ln.Addr().String(), "max_connections", maxConns, "tls", isTLS(name)}
+	if a := s.cfg.advertised(name); a != "" {
+		// Only when set: the front-ends' defaults differ (Kafka names the host when bound
+		// to every interface, SQS the request's Host), and the bound address, [::]:9092,
+		// said what no client is told.
+		attrs = append(attrs, "advertised", a)
+	}
+	s.log.Info("listening", attrs...)
 	s.serveWG.Go(func() {
 		err := f.Serve(ln)
 		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
