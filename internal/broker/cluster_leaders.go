@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type remoteLeader struct {
 	Leader multiraft.NodeID
 	Term   uint64
 	InSync []multiraft.NodeID // the leader's in-sync replicas (Kafka's ISR)
+	// HighWatermark and LogStart, of a partition's group: its offsets on its leader (0
+	// for a queue or the metadata group), for DescribeTopic and lag on a node that holds
+	// no copy of the partition.
+	HighWatermark, LogStart int64
 }
 
 // remoteLeaders is what the last round learned.
@@ -62,6 +67,20 @@ func (c *clusterRT) unhostedLeader(topic string, index int32) (remoteLeader, boo
 		return remoteLeader{}, false
 	}
 	return c.remoteLeaderOf(ct.Partitions[index].Group)
+}
+
+// offsetsOf is partition p's offsets as this node best knows them: its own copy's, or,
+// on a node that holds none, those its leader told (cluster_leaders.go; at most a round
+// old; zero when not known yet).
+func (b *Broker) offsetsOf(p *partitionRT) PartitionState {
+	if b.cluster == nil || p.repl.Load() != nil {
+		return partitionState(p)
+	}
+	rl, ok := b.cluster.unhostedLeader(p.topic, p.index)
+	if !ok {
+		return partitionState(p)
+	}
+	return PartitionState{HighWatermark: rl.HighWatermark, LastStableOffset: rl.HighWatermark, LogStartOffset: rl.LogStart}
 }
 
 // refreshRemoteLeaders asks every live peer which groups it leads, when the catalog has a
@@ -132,24 +151,36 @@ func (c *clusterRT) hostsLessThanCatalog() bool {
 
 // leaderClaim is one group a node leads, as it tells its peers.
 type leaderClaim struct {
-	group  multiraft.GroupID
-	term   uint64
-	inSync []multiraft.NodeID
+	group     multiraft.GroupID
+	term      uint64
+	inSync    []multiraft.NodeID
+	hw, start int64 // a partition's offsets; 0 for other groups
 }
 
 // encodeLeaders is this node's answer to "which groups do you lead".
 func (c *clusterRT) encodeLeaders() []byte {
+	offsets := map[multiraft.GroupID]PartitionState{}
+	for _, t := range c.b.streams.topicList() {
+		_, parts := t.snapshot()
+		for _, p := range parts {
+			if h := p.repl.Load(); h != nil {
+				offsets[h.group] = partitionState(p)
+			}
+		}
+	}
 	var claims []leaderClaim
 	for _, g := range c.host.Groups() {
 		if st, err := c.host.Status(g); err == nil && st.Role == raft.StateLeader && !st.Removed {
-			claims = append(claims, leaderClaim{group: g, term: st.Term, inSync: st.InSync})
+			o := offsets[g]
+			claims = append(claims, leaderClaim{group: g, term: st.Term, inSync: st.InSync, hw: o.HighWatermark, start: o.LogStartOffset})
 		}
 	}
 	return encodeLeadersOf(claims)
 }
 
 // encodeLeadersOf encodes claims as uvarints: their count, then for each the group, the
-// term, the number of in-sync replicas and their node ids.
+// term, the number of in-sync replicas and their node ids, the high watermark and the log
+// start.
 func encodeLeadersOf(claims []leaderClaim) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(claims)))
 	for _, cl := range claims {
@@ -159,6 +190,8 @@ func encodeLeadersOf(claims []leaderClaim) []byte {
 		for _, n := range cl.inSync {
 			b = binary.AppendUvarint(b, uint64(n))
 		}
+		b = binary.AppendUvarint(b, uint64(max(cl.hw, 0)))
+		b = binary.AppendUvarint(b, uint64(max(cl.start, 0)))
 	}
 	return b
 }
@@ -176,7 +209,7 @@ func decodeLeaders(b []byte, from multiraft.NodeID) (map[multiraft.GroupID]remot
 		return v, nil
 	}
 	count, err := next()
-	if err != nil || count > uint64(len(b)) { // every group takes three bytes at least
+	if err != nil || count > uint64(len(b)) { // every group takes five bytes at least
 		return nil, errLeadersEncoding
 	}
 	out := make(map[multiraft.GroupID]remoteLeader, count)
@@ -201,6 +234,15 @@ func decodeLeaders(b []byte, from multiraft.NodeID) (map[multiraft.GroupID]remot
 			}
 			rl.InSync = append(rl.InSync, multiraft.NodeID(v))
 		}
+		hw, err := next()
+		if err != nil {
+			return nil, err
+		}
+		start, err := next()
+		if err != nil || hw > math.MaxInt64 || start > hw {
+			return nil, errLeadersEncoding
+		}
+		rl.HighWatermark, rl.LogStart = int64(hw), int64(start)
 		out[multiraft.GroupID(g)] = rl
 	}
 	if len(b) != 0 {

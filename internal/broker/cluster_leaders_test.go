@@ -68,10 +68,29 @@ func TestClusterNodeWithoutAReplicaNamesTheLeader(t *testing.T) {
 		}
 		return nil
 	})
+	c.eventually(t, "node outside describing wide/0 with its leader's offsets", func() error {
+		info, err := bo.DescribeTopic("wide")
+		if err != nil {
+			return err
+		}
+		if pi := info.Partitions[part]; pi.HighWatermark != 3 {
+			return fmt.Errorf("wide/%d: %+v", part, pi)
+		}
+		return nil
+	})
+	// A group's lag there counts from the leader's high watermark (in messages; its age
+	// is unknown where no copy of the records is).
+	_, pp, err := bo.streams.partition("wide", part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := partitionLag(pp, bo.offsetsOf(pp), 1, time.Now()); l.Messages != 2 || l.HighWatermark != 3 {
+		t.Fatalf("lag of a group at offset 1 on node outside: %+v, want 2 messages behind 3", l)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	p := part
-	_, err := bo.Produce(ctx, "wide", []ProduceRecord{{Value: []byte("x"), Partition: &p}}, ProduceOptions{})
+	_, err = bo.Produce(ctx, "wide", []ProduceRecord{{Value: []byte("x"), Partition: &p}}, ProduceOptions{})
 	var nl *NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != int32(moved) {
 		t.Fatalf("produce through node %d: %v; want NOT_LEADER naming node %d", outside, err, moved)
@@ -117,14 +136,17 @@ func TestClusterNodeWithoutAReplicaNamesTheLeader(t *testing.T) {
 // TestDecodeLeadersRefusesMalformed: the answer round-trips, and every cut or padded
 // copy of it is refused rather than read as fewer or other groups.
 func TestDecodeLeadersRefusesMalformed(t *testing.T) {
-	enc := encodeLeadersOf([]leaderClaim{{group: 7, term: 3, inSync: []multiraft.NodeID{2, 4}}, {group: 300, term: 1 << 40}})
+	enc := encodeLeadersOf([]leaderClaim{{group: 7, term: 3, inSync: []multiraft.NodeID{2, 4}, hw: 1000, start: 10}, {group: 300, term: 1 << 40}})
 	got, err := decodeLeaders(enc, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[7].Leader != 2 || got[7].Term != 3 || !slices.Equal(got[7].InSync, []multiraft.NodeID{2, 4}) ||
-		got[300].Term != 1<<40 || len(got[300].InSync) != 0 {
+		got[7].HighWatermark != 1000 || got[7].LogStart != 10 || got[300].Term != 1<<40 || len(got[300].InSync) != 0 {
 		t.Fatalf("decoded %+v", got)
+	}
+	if _, err := decodeLeaders(encodeLeadersOf([]leaderClaim{{group: 1, term: 1, hw: 5, start: 6}}), 2); err == nil {
+		t.Error("a log start past the high watermark decoded")
 	}
 	for i := range len(enc) {
 		if _, err := decodeLeaders(enc[:i], 2); err == nil {
@@ -152,7 +174,7 @@ func FuzzDecodeLeaders(f *testing.F) {
 		}
 		var claims []leaderClaim
 		for g, rl := range got {
-			claims = append(claims, leaderClaim{group: g, term: rl.Term, inSync: rl.InSync})
+			claims = append(claims, leaderClaim{group: g, term: rl.Term, inSync: rl.InSync, hw: rl.HighWatermark, start: rl.LogStart})
 		}
 		again, err := decodeLeaders(encodeLeadersOf(claims), 1)
 		if err != nil || len(again) != len(got) {

@@ -62,7 +62,7 @@ func (b *Broker) GroupLag(groupID string) (GroupLag, error) {
 		if err != nil {
 			continue // the topic or partition is gone
 		}
-		l := partitionLag(p, off, now)
+		l := partitionLag(p, b.offsetsOf(p), off, now)
 		out.Partitions = append(out.Partitions, l)
 		out.Messages += l.Messages
 		out.MaxAge = max(out.MaxAge, l.Age)
@@ -79,8 +79,10 @@ type topicPart struct {
 	partition int32
 }
 
-func partitionLag(p *partitionRT, committed int64, now time.Time) PartitionLag {
-	st := partitionState(p)
+// partitionLag is a group's lag on p, whose offsets are st (Broker.offsetsOf: on a cluster
+// node holding no copy of p, its leader's; the lag in time is then unknown, 0, since the
+// records are elsewhere).
+func partitionLag(p *partitionRT, st PartitionState, committed int64, now time.Time) PartitionLag {
 	l := PartitionLag{Topic: p.topic, Partition: p.index, Committed: committed,
 		HighWatermark: st.HighWatermark, LogStartOffset: st.LogStartOffset}
 	next := committed

@@ -246,9 +246,10 @@ func (b *Broker) DescribeTopic(name string) (TopicInfo, error) {
 	info := TopicInfo{Settings: s}
 	for _, p := range parts {
 		size := p.sizeBytes()
+		st := b.offsetsOf(p) // cluster_leaders.go: the leader's, on a node without a copy
 		info.Partitions = append(info.Partitions, PartitionInfo{
-			Partition: p.index, LogStartOffset: p.log.LogStartOffset(),
-			HighWatermark: p.log.HighWatermark(), SizeBytes: size,
+			Partition: p.index, LogStartOffset: st.LogStartOffset,
+			HighWatermark: st.HighWatermark, SizeBytes: size,
 		})
 	}
 	t.mu.RLock()
