@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-mq/sluice/internal/cluster/memnet"
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
-	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
-	"github.com/sluice-mq/sluice/internal/vfs"
 )
 
 // TestClusterCreateBeforeEveryNodeRegisteredIsRetried: a topic or queue created while
@@ -21,18 +18,7 @@ func TestClusterCreateBeforeEveryNodeRegisteredIsRetried(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster")
 	}
-	c := &memCluster{t: t}
-	c.net, c.nodes = memnet.NewLive(1), map[multiraft.NodeID]*memNode{}
-	c.ids = []multiraft.NodeID{1, 2, 3}
-	for _, id := range c.ids {
-		c.nodes[id] = &memNode{fs: vfs.NewMem()}
-		c.start(id)
-	}
-	t.Cleanup(func() {
-		for _, id := range c.ids {
-			c.stop(id)
-		}
-	})
+	c := startMemClusterUnregistered(&memCluster{t: t}, 3)
 	b1 := c.nodes[1].b
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

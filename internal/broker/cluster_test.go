@@ -92,6 +92,14 @@ func newMemClusterClock(t *testing.T, n int, segmentBytes int64, now func() time
 
 // startMemCluster starts n nodes configured as c says.
 func startMemCluster(c *memCluster, n int) *memCluster {
+	startMemClusterUnregistered(c, n)
+	c.register()
+	return c
+}
+
+// startMemClusterUnregistered starts n nodes and registers none of them in the catalog
+// (each node's glue would, a moment after its start).
+func startMemClusterUnregistered(c *memCluster, n int) *memCluster {
 	t := c.t
 	c.net, c.nodes = memnet.NewLive(1), map[multiraft.NodeID]*memNode{}
 	for i := 1; i <= n; i++ {
@@ -106,7 +114,6 @@ func startMemCluster(c *memCluster, n int) *memCluster {
 			c.stop(id)
 		}
 	})
-	c.register()
 	return c
 }
 
