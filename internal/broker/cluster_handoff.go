@@ -73,6 +73,9 @@ func (b *Broker) HandOffLeadership(ctx context.Context) (HandOff, error) {
 		if len(led) == 0 {
 			break
 		}
+		if !c.anyPeerUp(led) { // the last node of a cluster stopping: nobody to wait for
+			return c.handOffDone(out, began, "no other replica is up"), nil
+		}
 		moving := false
 		for _, st := range led {
 			if st.Transferring != 0 { // raft drops it after an election timeout; then again
@@ -113,6 +116,8 @@ func (c *clusterRT) handOffDone(out HandOff, began time.Time, why string) HandOf
 		attrs = append(attrs, "alone", out.Alone)
 	}
 	switch {
+	case out.Kept > 0 && why == "no other replica is up":
+		c.log.Info("cluster: stopping with groups still led here ("+why+")", append(attrs, "kept", out.Kept)...)
 	case out.Kept > 0:
 		c.log.Warn("cluster: stopping with groups still led here ("+why+"); their other replicas elect a leader once they count this node down",
 			append(attrs, "kept", out.Kept)...)
@@ -122,6 +127,18 @@ func (c *clusterRT) handOffDone(out HandOff, began time.Time, why string) HandOf
 		c.log.Info("cluster: stopping: no group to hand over", attrs...)
 	}
 	return out
+}
+
+// anyPeerUp reports whether a voter of one of the groups, other than this node, is alive.
+func (c *clusterRT) anyPeerUp(led []multiraft.GroupStatus) bool {
+	for _, st := range led {
+		for _, v := range st.Voters {
+			if v != c.node && c.host.PeerAlive(v) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ledGroups returns the status of every group this node leads that has another voter,

@@ -188,3 +188,43 @@ func TestHandOffOutsideACluster(t *testing.T) {
 		t.Fatalf("got %v, want ErrNotClustered", err)
 	}
 }
+
+// TestClusterHandOffReturnsAtOnceWithNoPeerUp: the last node of a cluster to stop has
+// nobody to hand its groups to and nothing to wait for: the hand-off returns at once
+// rather than after handOffPatience.
+func TestClusterHandOffReturnsAtOnceWithNoPeerUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a three-node cluster")
+	}
+	c := startMemCluster(&memCluster{t: t}, 3)
+	b1 := c.nodes[1].b
+	if _, err := b1.CreateTopic(TopicSettings{Name: "last", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually(t, "node 1 leading last/0", func() error {
+		if l := c.leaderID("last", 0, 0); l != 1 {
+			if l != 0 {
+				_ = c.nodes[l].b.TransferLeader("last", 0, 1)
+			}
+			return fmt.Errorf("led by n%d", l)
+		}
+		return nil
+	})
+	c.stop(2)
+	c.stop(3)
+	h := b1.cluster.host
+	c.eventually(t, "nodes 2 and 3 counted down", func() error { return notYet(!h.PeerAlive(2) && !h.PeerAlive(3)) })
+	began := time.Now()
+	out, err := b1.HandOffLeadership(context.Background())
+	took := time.Since(began)
+	t.Logf("hand-off: %+v in %v", out, took)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Led == 0 {
+		t.Skip("node 1 stepped down before the hand-off (CheckQuorum): nothing to check")
+	}
+	if out.Kept != out.Led || took >= handOffPatience {
+		t.Fatalf("hand-off %+v in %v with no peer up: want every group kept, at once", out, took)
+	}
+}
