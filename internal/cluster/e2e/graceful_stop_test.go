@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,52 +30,7 @@ func TestGracefulStopHandsLeadershipOver(t *testing.T) {
 	createTopic(ctx, t, adm, topic, parts, 3)
 
 	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
-	var (
-		mu        sync.Mutex
-		acked     = make([][]int, parts)
-		ackedN    atomic.Int64
-		failed    atomic.Int64
-		lastStart atomic.Int64 // when the most recently answered produce call started
-		stop      = make(chan struct{})
-		stopped   = make(chan struct{})
-	)
-	go func() {
-		defer close(stopped)
-		next := make([]int, parts)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var recs []*kgo.Record
-			for p := range parts {
-				for range 10 {
-					recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(strconv.Itoa(next[p]))})
-					next[p]++
-				}
-			}
-			started := time.Now().UnixNano()
-			res := prod.ProduceSync(ctx, recs...)
-			if res.FirstErr() == nil {
-				lastStart.Store(started)
-			}
-			mu.Lock()
-			for _, r := range res {
-				if r.Err != nil {
-					failed.Add(1)
-					continue
-				}
-				v, _ := strconv.Atoi(string(r.Record.Value))
-				acked[r.Record.Partition] = append(acked[r.Record.Partition], v)
-				ackedN.Add(1)
-			}
-			mu.Unlock()
-			if ctx.Err() != nil {
-				return
-			}
-		}
-	}()
+	op := startOrderedProducer(ctx, prod, topic, parts)
 
 	var stalls []time.Duration
 	for round := range stops {
@@ -92,10 +44,7 @@ func TestGracefulStopHandsLeadershipOver(t *testing.T) {
 		proc := c.procs[leader-1]
 		signalled := time.Now()
 		proc.Stop() // SIGTERM; fails the test unless it exits 0
-		for lastStart.Load() < signalled.UnixNano() && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-		stalls = append(stalls, time.Since(signalled))
+		stalls = append(stalls, op.answeredSince(ctx, signalled))
 		logs := proc.Logs()
 		handed := strings.Index(logs, "cluster: stopping: leadership handed over")
 		done := strings.Index(logs, "shutdown complete")
@@ -113,16 +62,13 @@ func TestGracefulStopHandsLeadershipOver(t *testing.T) {
 		c.procs[leader-1].Addr("kafka")
 	}
 	time.Sleep(time.Second)
-	close(stop)
-	<-stopped
+	acked := op.finish()
 	if ctx.Err() != nil {
-		t.Fatalf("ran out of time: %v (acknowledged %d)", ctx.Err(), ackedN.Load())
+		t.Fatalf("ran out of time: %v (acknowledged %d)", ctx.Err(), op.ackedN.Load())
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	t.Logf("acknowledged %d records, %d produce errors; SIGTERM to the answer of the first produce call made after it: %v",
-		ackedN.Load(), failed.Load(), summarize(stalls))
-	if n := failed.Load(); n != 0 {
+		op.ackedN.Load(), op.failed.Load(), summarize(stalls))
+	if n := op.failed.Load(); n != 0 {
 		t.Errorf("%d records failed across graceful stops", n)
 	}
 	checkPartitions(ctx, t, c, topic, acked)

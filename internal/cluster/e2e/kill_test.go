@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,54 +32,7 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 	createTopic(ctx, t, adm, topic, parts, 3)
 
 	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
-	var (
-		mu     sync.Mutex
-		acked  = make([][]int, parts) // per partition, acknowledged values in ack order
-		ackedN atomic.Int64
-		// lastStart is when the most recently answered produce call started: a
-		// failover is over when a call made after the kill is answered.
-		lastStart atomic.Int64
-		stop      = make(chan struct{})
-		stopped   = make(chan struct{})
-		failed    atomic.Int64
-	)
-	go func() {
-		defer close(stopped)
-		next := make([]int, parts)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var recs []*kgo.Record
-			for p := range parts {
-				for range 10 {
-					recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(strconv.Itoa(next[p]))})
-					next[p]++
-				}
-			}
-			started := time.Now().UnixNano()
-			res := prod.ProduceSync(ctx, recs...)
-			if res.FirstErr() == nil {
-				lastStart.Store(started)
-			}
-			mu.Lock()
-			for _, r := range res {
-				if r.Err != nil {
-					failed.Add(1)
-					continue
-				}
-				v, _ := strconv.Atoi(string(r.Record.Value))
-				acked[r.Record.Partition] = append(acked[r.Record.Partition], v)
-				ackedN.Add(1)
-			}
-			mu.Unlock()
-			if ctx.Err() != nil {
-				return
-			}
-		}
-	}()
+	op := startOrderedProducer(ctx, prod, topic, parts)
 
 	var failovers []time.Duration
 	for round := range kills {
@@ -95,25 +46,19 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 		}
 		c.kill(leader)
 		killed := time.Now()
-		for lastStart.Load() < killed.UnixNano() && ctx.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-		failovers = append(failovers, time.Since(killed))
+		failovers = append(failovers, op.answeredSince(ctx, killed))
 		t.Logf("round %d: killed node %d (leader of %s/0); producing again after %v", round, leader, topic, failovers[round])
 		time.Sleep(500 * time.Millisecond)
 		c.start(leader)
 		c.procs[leader-1].Addr("kafka")
 	}
 	time.Sleep(time.Second)
-	close(stop)
-	<-stopped
+	acked := op.finish()
 	if ctx.Err() != nil {
-		t.Fatalf("ran out of time: %v (acknowledged %d)", ctx.Err(), ackedN.Load())
+		t.Fatalf("ran out of time: %v (acknowledged %d)", ctx.Err(), op.ackedN.Load())
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	t.Logf("acknowledged %d records, %d produce errors; failover (kill to the answer of the first produce call made after it, every partition): %v",
-		ackedN.Load(), failed.Load(), summarize(failovers))
+		op.ackedN.Load(), op.failed.Load(), summarize(failovers))
 	checkPartitions(ctx, t, c, topic, acked)
 	checkLeadersSpread(ctx, t, c, adm, topic, parts)
 	checkReplicasAgree(ctx, t, c, topic, parts)
