@@ -174,5 +174,17 @@ func (c *clusterRT) health() error {
 	if c.host.DiskFull() != nil {
 		return errors.New("cluster: storage full: this node's Raft groups wait for room to write their logs")
 	}
+	// A node that is not (or no longer) part of the cluster answers from an empty or
+	// stale catalog (a queue that exists is QUEUE_NOT_FOUND there): a load balancer should
+	// send nothing to it. Not "no leader known": a node bootstrapping with its peers still
+	// starting is ready, or nodes started one at a time, each waiting for the last to be
+	// ready (a Kubernetes StatefulSet's OrderedReady), would wait for ever.
+	if ms, err := c.host.Status(meta.Group); err == nil && ms.Blank {
+		return errors.New("cluster: this node has no catalog yet: it waits to be added to the cluster (sluice cluster add-node on a member)")
+	}
+	if c.meta.State().Removed[c.node] {
+		// Its replicas move off meanwhile (its Raft groups go on); clients go elsewhere.
+		return errors.New("cluster: this node was removed from the cluster; stop it once its replicas have moved (sluice cluster status)")
+	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,8 +85,11 @@ func TestClusterMembershipJoinAndRemove(t *testing.T) {
 		return err
 	})
 
-	// Node 4 joins.
+	// Node 4 joins. Until it is added it has no catalog, and says so on /readyz.
 	n4 := c.join(4)
+	if err := n4.b.Health(); err == nil || !strings.Contains(err.Error(), "add-node") {
+		t.Fatalf("node 4 before add-node: health %v, want not ready", err)
+	}
 	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	if err := c.nodes[2].b.AddNode(actx, 4, n4.addr); err != nil { // a follower's call is forwarded
@@ -113,6 +117,9 @@ func TestClusterMembershipJoinAndRemove(t *testing.T) {
 		}
 		return nil
 	})
+	if err := n4.b.Health(); err != nil {
+		t.Fatalf("node 4 holding replicas: health %v", err)
+	}
 	if got, ok := n4.b.FetchOffset("g", "t", 0); !ok || got.Offset != 42 {
 		t.Fatalf("node 4's committed offset of g: %+v %v, want 42", got, ok)
 	}
@@ -153,6 +160,9 @@ func TestClusterMembershipJoinAndRemove(t *testing.T) {
 					return fmt.Errorf("%s on node %d: %+v %v, want %v", g.What(), id, m, err, g.Replicas)
 				}
 			}
+		}
+		if err := c.nodes[2].b.Health(); err == nil || !strings.Contains(err.Error(), "removed") {
+			return fmt.Errorf("node 2 removed and holding nothing: health %v", err)
 		}
 		// Node 2 is in no group's configuration (it may not learn that the last changes
 		// committed, since it is no longer sent the log: the operator stops it).
