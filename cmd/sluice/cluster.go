@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-mq/sluice/client"
@@ -184,6 +185,14 @@ func adminCall(ctx context.Context, f *clientFlags, server, method, path string,
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
+		// Refused before the handler (credentials, rights): the same reasons, and so the
+		// same hints (clierrors.go), as a native call's; it was a bare "401 Unauthorized".
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			return &client.Error{Code: connect.CodeUnauthenticated, Reason: "UNAUTHENTICATED", Message: path + " needs credentials this node accepts"}
+		case http.StatusForbidden:
+			return &client.Error{Code: connect.CodePermissionDenied, Reason: "PERMISSION_DENIED", Message: path + " is not allowed to this user"}
+		}
 		var ae node.AdminError
 		if json.Unmarshal(data, &ae) == nil && ae.Message != "" {
 			return ae
