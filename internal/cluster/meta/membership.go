@@ -26,7 +26,7 @@ var (
 	ErrNodeExists = errors.New("meta: node is already a member")
 	// ErrNoQuorum: removing the node would leave a group without somewhere to keep its
 	// replicas, so without a quorum once the node is gone.
-	ErrNoQuorum = errors.New("meta: removing the node would leave a group without a quorum")
+	ErrNoQuorum = errors.New("meta: removing the node would leave a group with too few nodes to keep its replicas")
 	// ErrMove: a replica move the catalog refused (the group is moving already, the nodes
 	// are not what the move assumes).
 	ErrMove = errors.New("meta: replica move refused")
