@@ -417,12 +417,16 @@ func TestSnapshotsResumeAfterAWriteFailure(t *testing.T) {
 	}
 	c := resetAfterFailure(t, efs, j)
 	n := len(c.applied)
+	// The snapshot the failed write's event asked for may still be encoding (on a loaded
+	// machine): while it is, no event takes another. Wait for it, and for each one after,
+	// so that every event below takes one (CI once saw none taken after the Reset).
+	waitIdleSnapshot(t, j)
 	for i := n; i < n+3; i++ {
 		if err := <-j.Record([][]byte{[]byte(strconv.Itoa(i))}, atOnce(func() ([]byte, error) { return []byte(strconv.Itoa(i + 1)), nil })); err != nil {
 			t.Fatalf("after Reset: %v", err)
 		}
+		waitIdleSnapshot(t, j)
 	}
-	waitIdleSnapshot(t, j)
 	c = &counter{}
 	loaded, err := Load(efs, "/j", j.Log(), c.loader())
 	if err != nil {
