@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestGracefulStopHandsLeadershipOver: three nodes under an idempotent acks=all producer;
@@ -22,25 +18,14 @@ func TestGracefulStopHandsLeadershipOver(t *testing.T) {
 		t.Skip("runs three sluice processes")
 	}
 	stops := envInt("SLUICE_CLUSTER_STOPS", 2)
-	c := startCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(60+stops*20)*time.Second)
+	lc, cancel := startLoadedCluster(t, "graceful", stops)
 	defer cancel()
-	adm := kadm.NewClient(c.client())
-	const topic, parts = "graceful", 3
-	createTopic(ctx, t, adm, topic, parts, 3)
-
-	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
-	op := startOrderedProducer(ctx, prod, topic, parts)
+	c, ctx, op, topic, parts := lc.cluster, lc.ctx, lc.op, lc.topic, int32(3)
 
 	var stalls []time.Duration
 	for round := range stops {
 		time.Sleep(time.Second)
-		var leader int
-		for leader == 0 && ctx.Err() == nil {
-			if leader = c.leaderOf(ctx, adm, topic, 0); leader == 0 {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
+		leader := lc.leaderOfFirst(t)
 		proc := c.procs[leader-1]
 		signalled := time.Now()
 		proc.Stop() // SIGTERM; fails the test unless it exits 0

@@ -24,26 +24,14 @@ func TestLeaderKilledUnderLoad(t *testing.T) {
 		t.Skip("runs three sluice processes")
 	}
 	kills := envInt("SLUICE_CLUSTER_KILLS", 3)
-	c := startCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(60+kills*20)*time.Second)
+	lc, cancel := startLoadedCluster(t, "orders", kills)
 	defer cancel()
-	adm := kadm.NewClient(c.client())
-	const topic, parts = "orders", 3
-	createTopic(ctx, t, adm, topic, parts, 3)
-
-	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
-	op := startOrderedProducer(ctx, prod, topic, parts)
+	c, ctx, adm, op, topic, parts := lc.cluster, lc.ctx, lc.adm, lc.op, lc.topic, int32(3)
 
 	var failovers []time.Duration
 	for round := range kills {
 		time.Sleep(time.Second)
-		var leader int
-		for leader == 0 && ctx.Err() == nil {
-			leader = c.leaderOf(ctx, adm, topic, 0)
-			if leader == 0 {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
+		leader := lc.leaderOfFirst(t)
 		c.kill(leader)
 		killed := time.Now()
 		failovers = append(failovers, op.answeredSince(ctx, killed))

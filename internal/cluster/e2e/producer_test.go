@@ -5,10 +5,46 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// loadedCluster is three nodes, a topic of three partitions on all of them, and an
+// ordered producer on it: the leader kill and graceful stop tests' set-up.
+type loadedCluster struct {
+	*cluster
+	ctx   context.Context
+	adm   *kadm.Client
+	topic string
+	op    *orderedProducer
+}
+
+// startLoadedCluster starts it, with rounds × 20 s (and a minute) for the test.
+func startLoadedCluster(t *testing.T, topic string, rounds int) (*loadedCluster, context.CancelFunc) {
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(60+rounds*20)*time.Second)
+	adm := kadm.NewClient(c.client())
+	const parts = 3
+	createTopic(ctx, t, adm, topic, parts, 3)
+	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
+	return &loadedCluster{cluster: c, ctx: ctx, adm: adm, topic: topic, op: startOrderedProducer(ctx, prod, topic, parts)}, cancel
+}
+
+// leaderOfFirst waits for partition 0's leader and returns it.
+func (lc *loadedCluster) leaderOfFirst(t *testing.T) int {
+	t.Helper()
+	for lc.ctx.Err() == nil {
+		if leader := lc.leaderOf(lc.ctx, lc.adm, lc.topic, 0); leader != 0 {
+			return leader
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no leader of %s/0: %v (acknowledged %d)", lc.topic, lc.ctx.Err(), lc.op.ackedN.Load())
+	return 0
+}
 
 // orderedProducer produces without pause to every partition of a topic, ten records a
 // partition per call, each record's value the next number of its partition, and keeps
