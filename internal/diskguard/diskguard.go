@@ -142,7 +142,8 @@ func (g *Guard) capHeadroom() {
 	if s, ok := g.fs.(SizedFS); ok {
 		size, known = s.DiskSize(g.dir)
 	} else if g.fs == vfs.Default {
-		size, known = osDiskSize(g.dir)
+		total, _ := DiskSpace(g.dir)
+		size, known = int64(total), total > 0
 	}
 	limit := size / MaxHeadroomFraction
 	if !known || size <= 0 || g.headroom <= limit {

@@ -194,14 +194,14 @@ func TestHeadroomCappedToDisk(t *testing.T) {
 }
 
 // statfs(2) reads the real disk's size, which caps the headroom on vfs.Default.
-func TestOSDiskSize(t *testing.T) {
+func TestDiskSpace(t *testing.T) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("no statfs here: the headroom is as configured")
 	}
-	if size, ok := osDiskSize(t.TempDir()); !ok || size <= 0 {
-		t.Fatalf("osDiskSize = %d, %v", size, ok)
+	if free, size := DiskSpace(t.TempDir()); size == 0 || free > size {
+		t.Fatalf("DiskSpace = %d free of %d", free, size)
 	}
-	if _, ok := osDiskSize(filepath.Join(t.TempDir(), "missing")); ok {
-		t.Fatal("the size of a missing directory")
+	if free, size := DiskSpace(filepath.Join(t.TempDir(), "missing")); free != 0 || size != 0 {
+		t.Fatalf("a missing directory: %d free of %d", free, size)
 	}
 }

@@ -4,12 +4,13 @@ package diskguard
 
 import "syscall"
 
-// osDiskSize is the size in bytes of the file system holding dir, as statfs(2) reports it
-// (f_blocks: the whole file system, not what is free); false if it cannot be read.
-func osDiskSize(dir string) (int64, bool) {
+// DiskSpace is the free and total bytes of the file system holding dir, as statfs(2)
+// reports them (free: f_bavail, what an unprivileged writer may still use); 0, 0 if it
+// cannot be read. The headroom's cap reads the total; /metrics and the admin API both.
+func DiskSpace(dir string) (free, size uint64) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, false
+		return 0, 0
 	}
-	return int64(st.Blocks) * int64(st.Bsize), st.Blocks > 0
+	return uint64(st.Bavail) * uint64(st.Bsize), uint64(st.Blocks) * uint64(st.Bsize)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/metrics"
 	"github.com/sluice-mq/sluice/internal/server"
 )
@@ -107,7 +108,7 @@ func mountAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 func nodeReport(s *server.Server, b *broker.Broker) NodeReport {
 	st := b.StorageStats()
 	dir := s.Config().DataDir
-	free, size := diskSpace(dir)
+	free, size := diskguard.DiskSpace(dir)
 	r := NodeReport{DataDir: dir, DiskFreeBytes: free, DiskSizeBytes: size, OpenFiles: st.OpenFiles,
 		MaxOpenFiles: st.MaxOpenFiles, Fsync: s.Metrics().Fsyncs()}
 	if st.WriteFailure != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/metrics"
 )
 
@@ -11,7 +12,7 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 	return metrics.SourceFuncs{Queues: queueStats(b), Groups: groupStats(b), Topics: topicStats(b),
 		Storage: func() metrics.StorageStat {
 			st := b.StorageStats()
-			free, size := diskSpace(dataDir)
+			free, size := diskguard.DiskSpace(dataDir)
 			pulls := b.ReplicaPullStats()
 			return metrics.StorageStat{OpenFiles: st.OpenFiles, MaxOpenFiles: st.MaxOpenFiles,
 				FileEvictions: uint64(st.FileEvictions), CorruptBatches: uint64(st.CorruptBatches),
