@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"go.etcd.io/raft/v3"
 )
@@ -49,6 +50,11 @@ type remoteLeader struct {
 type remoteLeaders struct {
 	mu      sync.Mutex
 	byGroup map[multiraft.GroupID]remoteLeader
+	// catalog is the catalog state (immutable, replaced on every change) partial was
+	// computed for: whether it has a partition or queue this node hosts no replica of.
+	// The run loop's only: an idle node does not walk every partition each second.
+	catalog *meta.State
+	partial bool
 }
 
 // remoteLeaderOf returns what this node knows of group g's leader from its peers.
@@ -134,15 +140,23 @@ func (c *clusterRT) refreshRemoteLeaders() {
 // replicas do not include this node.
 func (c *clusterRT) hostsLessThanCatalog() bool {
 	st := c.meta.State()
+	if st == c.remote.catalog {
+		return c.remote.partial
+	}
+	c.remote.catalog, c.remote.partial = st, hostsLess(st, c.node)
+	return c.remote.partial
+}
+
+func hostsLess(st *meta.State, node multiraft.NodeID) bool {
 	for _, t := range st.Topics {
 		for _, p := range t.Partitions {
-			if !slices.Contains(p.Replicas, c.node) {
+			if !slices.Contains(p.Replicas, node) {
 				return true
 			}
 		}
 	}
 	for _, q := range st.Queues {
-		if !slices.Contains(q.Replicas, c.node) {
+		if !slices.Contains(q.Replicas, node) {
 			return true
 		}
 	}
