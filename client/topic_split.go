@@ -75,7 +75,8 @@ func (c *Client) ListOffsets(ctx context.Context, req *ListOffsetsRequest) ([]*P
 
 // Fetch reads records from offsets, long-polling up to req.MaxWait. Partitions the node
 // answered NOT_LEADER for are fetched again one by one from their leaders (with the wait
-// left, if nothing came yet), and the whole answer keeps req.MaxRecords.
+// left, if nothing came yet, until one of them has records), and the whole answer keeps
+// req.MaxRecords.
 func (c *Client) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error) {
 	began := time.Now()
 	res, err := call(ctx, c.topic.Fetch, req)
@@ -97,17 +98,29 @@ func (c *Client) Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, 
 	if got == 0 && req.GetMaxWait() != nil {
 		wait = max(req.GetMaxWait().AsDuration()-time.Since(began), 0)
 	}
+	// A long poll ends at the first partition with records: the others' waits are cut,
+	// and answer nothing, from where they were asked.
+	pctx, cut := context.WithCancel(ctx)
+	defer cut()
 	var wg sync.WaitGroup
 	for _, i := range again {
 		wg.Go(func() {
+			asked := req.GetPartitions()[i]
 			one := proto.CloneOf(req)
-			one.Partitions = []*PartitionOffset{req.GetPartitions()[i]}
+			one.Partitions = []*PartitionOffset{asked}
 			one.MaxWait = durationpb.New(wait)
-			r, err := call(ctx, c.topic.Fetch, one)
-			if err != nil || len(r.GetPartitions()) != 1 {
-				return // the partition keeps its NOT_LEADER: the caller sees why
+			r, err := call(pctx, c.topic.Fetch, one)
+			switch {
+			case err != nil && pctx.Err() != nil && ctx.Err() == nil:
+				res.Partitions[i] = &PartitionRecords{Partition: asked.GetPartition(), NextOffset: asked.GetOffset()}
+			case err != nil || len(r.GetPartitions()) != 1:
+				// the partition keeps its NOT_LEADER: the caller sees why
+			default:
+				res.Partitions[i] = r.GetPartitions()[0]
+				if wait > 0 && len(r.GetPartitions()[0].GetRecords()) > 0 {
+					cut() // never without a wait: every partition answers at once
+				}
 			}
-			res.Partitions[i] = r.GetPartitions()[0]
 		})
 	}
 	wg.Wait()

@@ -34,6 +34,7 @@ type (
 	Header                = sluicev1.Header
 	FetchRequest          = sluicev1.FetchRequest
 	FetchResponse         = sluicev1.FetchResponse
+	PartitionRecords      = sluicev1.PartitionRecords
 	PartitionOffset       = sluicev1.PartitionOffset
 	ListOffsetsRequest    = sluicev1.ListOffsetsRequest
 	Subscription          = sluicev1.Subscription

@@ -7,8 +7,10 @@
 // become `internal` errors, request bodies are bounded, every call's
 // latency is recorded, and every call is authenticated and authorized
 // (authz.go) before its handler runs. In a cluster it forwards a call
-// answered NOT_LEADER to the leader's HTTP address, once (forward.go): it
-// owns that proxying, never the decision of who leads (the broker's).
+// answered NOT_LEADER to the leader's HTTP address, once (forward.go), and
+// splits a Fetch or ListOffsets over partitions led by several nodes into
+// one call per leader (topic_fanout.go): it owns that proxying, never the
+// decision of who leads (the broker's).
 //
 // It must never hold queue, topic or group logic of its own (that belongs in
 // internal/broker, where the Kafka and SQS front-ends share it), import
@@ -63,6 +65,7 @@ type API struct {
 	streams  *leases
 	auth     *auth.Store       // nil: authentication off
 	tracer   *telemetry.Tracer // nil: tracing off
+	fwd      *forwarder        // in a cluster: forwards calls, and fans out (topic_fanout.go); else nil
 }
 
 // New returns the API over opts.Broker.
@@ -99,7 +102,7 @@ func (a *API) Routes() []Route {
 		f := newForwarder(a.b.NodeID(), a.nodeAddr, a.maxBytes, func(leader int32, err error) {
 			a.log.Debug("api: forwarding failed", "leader", leader, "err", err)
 		})
-		wrap = f.wrap
+		wrap, a.fwd = f.wrap, f
 		opts = append(opts, connect.WithInterceptors(forwardInterceptor{}))
 	}
 	var out []Route

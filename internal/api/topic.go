@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -244,7 +245,7 @@ func (t *topicService) InitProducer(_ context.Context, req *connect.Request[slui
 	return connect.NewResponse(&sluicev1.InitProducerResponse{ProducerId: id.ID, ProducerEpoch: int32(id.Epoch)}), nil
 }
 
-func (t *topicService) ListOffsets(_ context.Context, req *connect.Request[sluicev1.ListOffsetsRequest]) (*connect.Response[sluicev1.ListOffsetsResponse], error) {
+func (t *topicService) ListOffsets(ctx context.Context, req *connect.Request[sluicev1.ListOffsetsRequest]) (*connect.Response[sluicev1.ListOffsetsResponse], error) {
 	name := req.Msg.GetTopic()
 	parts, err := t.partitions(name, req.Msg.GetPartitions())
 	if err != nil {
@@ -258,8 +259,20 @@ func (t *topicService) ListOffsets(_ context.Context, req *connect.Request[sluic
 		at = spec.Time.AsTime().UnixMilli()
 	}
 	out := &sluicev1.ListOffsetsResponse{}
-	for _, p := range parts {
+	// Partitions led elsewhere, by leader (topic_fanout.go), and the first such refusal.
+	var remote map[int32][]int
+	var notLed error
+	for i, p := range parts {
 		o, err := t.b.ListOffsets(name, p, at)
+		var nl *broker.NotLeaderError
+		if errors.As(err, &nl) && nl.Leader != 0 && t.fanOut(ctx) {
+			if remote == nil {
+				remote, notLed = map[int32][]int{}, t.toConnect(err, pmeta(name, p))
+			}
+			remote[nl.Leader] = append(remote[nl.Leader], i)
+			out.Partitions = append(out.Partitions, nil)
+			continue
+		}
 		if err != nil {
 			return nil, t.toConnect(err, pmeta(name, p))
 		}
@@ -276,7 +289,24 @@ func (t *topicService) ListOffsets(_ context.Context, req *connect.Request[sluic
 		}
 		out.Partitions = append(out.Partitions, r)
 	}
+	if len(remote) == 1 && len(remote[leaderOfAll(remote)]) == len(parts) {
+		return nil, notLed // one other node leads them all: forwarded whole (forward.go)
+	}
+	if err := t.listOffsetsFrom(ctx, req.Header(), req.Msg, parts, out.Partitions, remote, notLed); err != nil {
+		return nil, err
+	}
 	return connect.NewResponse(out), nil
+}
+
+// leaderOfAll is the one leader of remote (0 if there are several or none).
+func leaderOfAll(remote map[int32][]int) int32 {
+	if len(remote) != 1 {
+		return 0
+	}
+	for l := range remote {
+		return l
+	}
+	return 0
 }
 
 // partitions returns the requested partitions, or all of the topic's.

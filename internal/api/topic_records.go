@@ -94,6 +94,11 @@ func (t *topicService) Fetch(ctx context.Context, req *connect.Request[sluicev1.
 	if n == 0 && markForward(ctx, fetchLeader(out)) {
 		return connect.NewResponse(out), nil // every partition is led elsewhere, by one node
 	}
+	if t.fanOut(ctx) {
+		if remote := ledElsewhere(out); len(remote) > 0 {
+			return t.fetchAcross(ctx, req.Header(), m, out, n, remote, wait)
+		}
+	}
 	if n == 0 && wait > 0 && !advanced(out, m) {
 		pollCtx, cancel := t.untilDrain(ctx)
 		defer cancel()
