@@ -335,19 +335,20 @@ func resolveServeConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)
 	if fs.Changed(configFlag) {
 		path, _ = fs.GetString(configFlag)
 	}
+	from := map[string]string{} // where each setting given came from, the last one winning
 	if path != "" {
 		file, err := readConfigFile(path)
 		if err != nil {
 			return cfg, err
 		}
-		if err := applyAll(&cfg, "config file "+path, func(name string) (string, bool) { v, ok := file[name]; return v, ok }); err != nil {
+		if err := applyAll(&cfg, from, "config file "+path, func(name string) (string, bool) { v, ok := file[name]; return v, ok }); err != nil {
 			return cfg, err
 		}
 	}
-	if err := applyAll(&cfg, "", func(name string) (string, bool) { return lookupEnv(envName(name)) }); err != nil {
+	if err := applyAll(&cfg, from, "", func(name string) (string, bool) { return lookupEnv(envName(name)) }); err != nil {
 		return cfg, err
 	}
-	if err := applyAll(&cfg, "command line", func(name string) (string, bool) {
+	if err := applyAll(&cfg, from, "command line", func(name string) (string, bool) {
 		if !fs.Changed(name) {
 			return "", false
 		}
@@ -356,26 +357,42 @@ func resolveServeConfig(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)
 	}); err != nil {
 		return cfg, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, withOrigin(cfg.Validate(), from)
 }
 
-// applyAll sets every setting that lookup has. origin "" means the
-// environment, whose variable name is the clearest origin to report.
-func applyAll(cfg *server.Config, origin string, lookup func(name string) (string, bool)) error {
+// applyAll sets every setting that lookup has, noting in from where it came from. origin
+// "" means the environment, whose variable name is the clearest origin to report.
+func applyAll(cfg *server.Config, from map[string]string, origin string, lookup func(name string) (string, bool)) error {
 	for _, s := range serveSettings {
 		v, ok := lookup(s.name)
 		if !ok {
 			continue
 		}
+		o := origin
+		if o == "" {
+			o = envName(s.name)
+		}
+		from[s.name] = o
 		if err := s.set(cfg, v); err != nil {
-			from := origin
-			if from == "" {
-				from = envName(s.name)
-			}
-			return fmt.Errorf("--%s (from %s): %w", s.name, from, err)
+			return fmt.Errorf("--%s (from %s): %w", s.name, o, err)
 		}
 	}
 	return nil
+}
+
+// withOrigin adds to a validation error that begins with a setting's flag ("--fsync: ...")
+// where that setting came from, unless the command line: an operator who set
+// SLUICE_FSYNC in a unit file looks for that, not for a flag they never typed.
+func withOrigin(err error, from map[string]string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	name, rest, ok := strings.Cut(strings.TrimPrefix(msg, "--"), ":")
+	if !ok || !strings.HasPrefix(msg, "--") || from[name] == "" || from[name] == "command line" {
+		return err
+	}
+	return fmt.Errorf("--%s (from %s):%s", name, from[name], rest)
 }
 
 // readConfigFile reads a flat YAML mapping of flag names to scalars. Unknown

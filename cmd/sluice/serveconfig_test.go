@@ -104,9 +104,11 @@ func TestServeConfigRejectsBadValues(t *testing.T) {
 		want string // the one-line error must contain this
 	}{
 		{"bad fsync flag", []string{"--fsync", "sometimes"}, nil, "", "--fsync: want always, never or a positive duration"},
-		{"bad fsync env", nil, map[string]string{"SLUICE_FSYNC": "0s"}, "", "--fsync:"},
+		{"bad fsync env", nil, map[string]string{"SLUICE_FSYNC": "0s"}, "", "--fsync (from SLUICE_FSYNC): want always"},
+		{"bad fsync in file", nil, nil, "fsync: sometimes\n", "--fsync (from config file"},
+		{"bad fsync env, flag wins", []string{"--fsync", "sometimes"}, map[string]string{"SLUICE_FSYNC": "0s"}, "", "--fsync: want always"},
 		{"bad log level", []string{"--log-level", "loud"}, nil, "", "--log-level:"},
-		{"bad log format", nil, map[string]string{"SLUICE_LOG_FORMAT": "xml"}, "", "--log-format:"},
+		{"bad log format", nil, map[string]string{"SLUICE_LOG_FORMAT": "xml"}, "", "--log-format (from SLUICE_LOG_FORMAT): want text or json"},
 		{"bad address", []string{"--sqs-addr", "9324"}, nil, "", "--sqs-addr: want host:port"},
 		{"bad size in env", nil, map[string]string{"SLUICE_MAX_REQUEST_BYTES": "lots"}, "", "--max-request-bytes (from SLUICE_MAX_REQUEST_BYTES)"},
 		{"negative size", []string{"--max-request-bytes", "-5"}, nil, "", "--max-request-bytes (from command line)"},

@@ -130,7 +130,7 @@ func (b *Broker) TransferLeader(topic string, partition, to int32) error {
 		return c.notLeader(p, int32(st.Leader))
 	}
 	if !slices.Contains(st.InSync, multiraft.NodeID(to)) {
-		return invalid("to", "node %d is not an in-sync replica of %s/%d (in sync: %v)", to, topic, partition, st.InSync)
+		return invalid("target node", "node %d is not an in-sync replica of %s/%d (in sync: %v)", to, topic, partition, st.InSync)
 	}
 	if int32(c.node) == to {
 		return nil

@@ -69,6 +69,13 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 		// and a partition's is compacted every 8 MiB of records (replpart), so its disk use
 		// stays within about two snapshot intervals and a segment.
 		Store: raftstore.Options{Dir: filepath.Join(cfg.DataDir, "raft"), SegmentBytes: 16 << 20, DeleteInBackground: true, Logger: log, Observer: s.Metrics()}})
+	if errors.Is(err, engine.ErrStateLost) {
+		// The remedy, not only the refusal: the operator's next step is not obvious.
+		return nil, fmt.Errorf("cluster: %w; under node id %d it would vote having forgotten its votes and what it acknowledged, "+
+			"so it comes back as a new node: an empty --data-dir, a new --node-id with --cluster-join, "+
+			"\"sluice cluster add-node\" for it and \"sluice cluster remove-node %d\" (docs/cluster.md, \"Replace a node that lost its disk\")",
+			err, cfg.NodeID, cfg.NodeID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
