@@ -62,9 +62,12 @@ func groupDescribeCmd(f *clientFlags) *cobra.Command {
 		}
 		rows := make([][]string, len(d.GetPartitions()))
 		for i, p := range d.GetPartitions() {
-			rows[i] = []string{p.GetTopic(), strconv.Itoa(int(p.GetPartition())), strconv.FormatInt(p.GetCommittedOffset(), 10),
-				strconv.FormatInt(p.GetHighWatermark(), 10), strconv.FormatInt(p.GetLagMessages(), 10),
-				fmtDur(p.GetLag().AsDuration()), orDash(p.GetMemberId())}
+			committed, lag, lagTime := "-", "-", "-" // nothing committed: no lag to speak of, as Kafka's tools show it
+			if p.GetCommittedOffset() >= 0 {
+				committed, lag, lagTime = strconv.FormatInt(p.GetCommittedOffset(), 10), strconv.FormatInt(p.GetLagMessages(), 10), fmtDur(p.GetLag().AsDuration())
+			}
+			rows[i] = []string{p.GetTopic(), strconv.Itoa(int(p.GetPartition())), committed,
+				strconv.FormatInt(p.GetHighWatermark(), 10), lag, lagTime, orDash(p.GetMemberId())}
 		}
 		return table(cmd.OutOrStdout(), []string{"TOPIC", "PARTITION", "COMMITTED", "HIGH WATERMARK", "LAG", "LAG TIME", "MEMBER"}, rows)
 	})

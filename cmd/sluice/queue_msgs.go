@@ -86,6 +86,24 @@ func messageRow(m *client.Message) []string {
 	return []string{m.GetId(), strconv.Itoa(int(m.GetReceiveCount())), m.GetReceipt(), printable(m.GetBody())}
 }
 
+// streamedWidths are the columns' widths when rows are printed as they come (consume),
+// where table cannot measure them first: a message id (a UUID), a count, a receipt.
+var streamedWidths = []int{36, 8, 27}
+
+// streamedLine is one row of messageHeader's columns padded to streamedWidths (a longer
+// cell pushes the rest of its row right; the body, last, is never padded).
+func streamedLine(cells []string) string {
+	var b strings.Builder
+	for i, c := range cells {
+		if i < len(streamedWidths) {
+			fmt.Fprintf(&b, "%-*s  ", streamedWidths[i], c)
+			continue
+		}
+		b.WriteString(c)
+	}
+	return b.String()
+}
+
 func queueConsumeCmd(f *clientFlags) *cobra.Command {
 	var max, prefetch int
 	var vis time.Duration
@@ -119,7 +137,7 @@ receipt, or they are delivered again when their visibility ends.`,
 		}
 		w, n := cmd.OutOrStdout(), 0
 		if !quiet && !f.json() {
-			fmt.Fprintln(w, strings.Join(messageHeader, "  "))
+			fmt.Fprintln(w, streamedLine(messageHeader))
 		}
 		for m, err := range c.Consume(ctx, args[0], opts...) {
 			if err != nil {
@@ -151,7 +169,7 @@ func printStreamed(w io.Writer, f *clientFlags, m *client.Message, quiet bool) e
 	case f.json():
 		return printJSON(w, m)
 	}
-	_, err := fmt.Fprintln(w, strings.Join(messageRow(m), "  "))
+	_, err := fmt.Fprintln(w, streamedLine(messageRow(m)))
 	return err
 }
 

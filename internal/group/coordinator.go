@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Config bounds what members may ask for. The zero value is usable: zero
@@ -183,10 +185,30 @@ func (c *Coordinator) Describe(id string) (info GroupInfo, ok bool) {
 		info.Members = append(info.Members, MemberInfo{
 			MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID,
 			ClientHost: m.clientHost, Metadata: m.metadataFor(g.protocol),
-			Assignment: m.assignment, Partitions: m.partitions, LastSeen: m.lastSeen,
+			Assignment: m.assignment, Partitions: g.shownPartitions(m), LastSeen: m.lastSeen,
 		})
 	}
 	return info, true
+}
+
+// shownPartitions is what m was assigned, for describing the group: the coordinator's own
+// assignment, or in a Kafka consumer group ("consumer" protocol type) the partitions the
+// leader's opaque assignment names, read as Kafka's ConsumerProtocolAssignment — what
+// kafka-consumer-groups.sh --describe shows. Any other protocol type's (Connect, Streams'
+// own), or one that does not read, shows none.
+func (g *group) shownPartitions(m *member) []TopicPartitions {
+	if m.partitions != nil || g.protocolType != "consumer" || len(m.assignment) == 0 {
+		return m.partitions
+	}
+	var a kmsg.ConsumerMemberAssignment
+	if a.ReadFrom(m.assignment) != nil {
+		return nil
+	}
+	var out []TopicPartitions
+	for _, t := range a.Topics {
+		out = append(out, TopicPartitions{Topic: t.Topic, Partitions: slices.Clone(t.Partitions)})
+	}
+	return out
 }
 
 // Delete removes an Empty group and its committed offsets.

@@ -1,8 +1,10 @@
 // Package group is the consumer-group coordinator: membership, generations,
 // rebalances, partition assignment and committed offsets, for every
 // front-end (the native API assigns through the broker; Kafka's classic
-// protocol relays the leader's assignment; KIP-848 consumer groups are
-// assigned by the coordinator through heartbeats, consumer*.go).
+// protocol relays the leader's assignment, opaque except when a group is
+// described, where a Kafka consumer's is read to show who holds what;
+// KIP-848 consumer groups are assigned by the coordinator through
+// heartbeats, consumer*.go).
 //
 // # What it owns, and what it must never do
 //

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -134,6 +135,25 @@ func TestKafkaClientGroupFlow(t *testing.T) {
 	}
 	checkCoverage(t, ms, 6)
 	kept := ms[0].owned["orders"]
+	// Describe shows each member's partitions, read from the leader's opaque assignment.
+	info, _ := c.Describe("kg")
+	for _, m := range ms {
+		var shown []int32
+		for _, im := range info.Members {
+			if im.MemberID == m.id {
+				for _, tp := range im.Partitions {
+					if tp.Topic == "orders" {
+						shown = append(shown, tp.Partitions...)
+					}
+				}
+			}
+		}
+		slices.Sort(shown)
+		owned := slices.Sorted(slices.Values(m.owned["orders"]))
+		if !slices.Equal(shown, owned) {
+			t.Errorf("Describe shows %s with partitions %v, it owns %v", m.name, shown, owned)
+		}
+	}
 
 	if errs, _ := c.Leave(now, "kg", []MemberRef{{MemberID: ms[2].id}}); errs[0] != nil {
 		t.Fatal(errs[0])
@@ -157,4 +177,22 @@ func containsInt32(xs []int32, x int32) bool {
 		}
 	}
 	return false
+}
+
+// FuzzShownPartitions: whatever bytes a Kafka group leader sends as a member's
+// assignment, describing the group reads them without failing, and shows partitions
+// only when they read as a ConsumerProtocolAssignment.
+func FuzzShownPartitions(f *testing.F) {
+	valid := kmsg.ConsumerMemberAssignment{Topics: []kmsg.ConsumerMemberAssignmentTopic{{Topic: "orders", Partitions: []int32{0, 2}}}}
+	f.Add(valid.AppendTo(nil))
+	f.Add([]byte{0, 0, 0, 0, 0, 1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g := &group{protocolType: "consumer"}
+		shown := g.shownPartitions(&member{assignment: b})
+		var a kmsg.ConsumerMemberAssignment
+		if a.ReadFrom(b) != nil && shown != nil {
+			t.Fatalf("an assignment that does not read showed %v", shown)
+		}
+	})
 }
