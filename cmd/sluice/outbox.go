@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/outbox"
+	"github.com/sluice-mq/sluice/internal/server"
 )
 
 func init() { subcommands = append(subcommands, newOutboxCmd) }
@@ -70,13 +71,7 @@ reads PostgreSQL's WAL through a logical replication slot. The broker is
 }
 
 func relayLogger(cmd *cobra.Command, format string) (*slog.Logger, error) {
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
+	return server.NewLogger(cmd.ErrOrStderr(), "info", format) // as sluice serve logs
 }
 
 // runRelay opens the database, waits for the broker (a relay started
