@@ -76,12 +76,14 @@ func TestWorkerExtendsLeaseWhileHandlerRuns(t *testing.T) {
 	extended := make(chan struct{}, 16)
 	handled := make(chan struct{})
 	w := c.NewWorker("slow", func(ctx context.Context, m *client.Message) error {
-		for range 3 { // three renewals of a 2 s lease: the handler runs past it
+		for range 3 { // three renewals of a 4 s lease: the handler runs past it
 			waitFor(t, extended, "a lease extension")
 		}
 		close(handled)
 		return nil
-	}, client.LeaseDuration(2*time.Second))
+		// 4 s, renewed every 2 s: a 2 s lease left 1 s for each renewal's round trip, which
+		// a loaded CI machine (-race, two cores) once missed, and the message came again.
+	}, client.LeaseDuration(4*time.Second))
 	client.SetExtendHook(w, func(*client.Message) { extended <- struct{}{} })
 	runWorker(t, w)
 	waitFor(t, handled, "the handler")
