@@ -45,21 +45,34 @@ func handleMetadata(_ context.Context, c *conn, req *kmsg.MetadataRequest) (repl
 			resp.Topics = append(resp.Topics, deniedTopic(*t.Topic))
 			continue
 		}
+		var refused error
 		if autoCreate && c.mayCreateQuiet(*t.Topic) {
-			c.autoCreate(*t.Topic)
+			refused = c.autoCreate(*t.Topic)
 		}
-		resp.Topics = append(resp.Topics, c.topicMetadata(*t.Topic))
+		mt := c.topicMetadata(*t.Topic)
+		var ia *broker.InvalidArgumentError
+		if mt.ErrorCode == kerr.UnknownTopicOrPartition.Code && errors.As(refused, &ia) {
+			// A name auto-creation refuses (a reserved "__" prefix) is the client's
+			// mistake to be told at once, not a topic to wait for: INVALID_TOPIC_EXCEPTION
+			// fails its produce, where UNKNOWN_TOPIC_OR_PARTITION has it retry until its
+			// own timeout.
+			mt.ErrorCode = kerr.InvalidTopicException.Code
+		}
+		resp.Topics = append(resp.Topics, mt)
 	}
 	return msg(resp)
 }
 
-// autoCreate creates a topic a client asked for, when allowed. A failure
-// shows up as the topic's error in the metadata that follows.
-func (c *conn) autoCreate(name string) {
+// autoCreate creates a topic a client asked for, when allowed, and returns why not if
+// it could not (nil if it exists). A failure shows up as the topic's error in the
+// metadata that follows.
+func (c *conn) autoCreate(name string) error {
 	_, err := c.s.b.CreateTopic(broker.TopicSettings{Name: name, Partitions: c.s.cfg.DefaultPartitions})
 	if err != nil && !errors.Is(err, broker.ErrTopicExists) {
 		c.s.log.Info("auto-create topic failed", "topic", name, "err", err)
+		return err
 	}
+	return nil
 }
 
 func deniedTopic(name string) kmsg.MetadataResponseTopic {

@@ -60,6 +60,15 @@ func TestAutoCreate(t *testing.T) {
 	if bad := meta(on, "bad name", true); bad.ErrorCode != kerr.InvalidTopicException.Code {
 		t.Fatalf("invalid name: %+v", bad)
 	}
+	// A reserved name is refused at once (a client fails its produce), not left unknown
+	// (a client would wait for it until its own timeout); without auto-creation asked, it
+	// is simply unknown.
+	if reserved := meta(on, "__mine", true); reserved.ErrorCode != kerr.InvalidTopicException.Code {
+		t.Fatalf("reserved name, auto-created: %+v", reserved)
+	}
+	if reserved := meta(on, "__mine", false); reserved.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("reserved name, not auto-created: %+v", reserved)
+	}
 	// Lookup by topic id (v10+).
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
