@@ -99,7 +99,12 @@ func runRelay(ctx context.Context, cfg outbox.Config, c *client.Client, log *slo
 		if (missing && !waitForDestination) || errors.Is(err, client.ErrUnauthenticated) || errors.Is(err, client.ErrPermissionDenied) {
 			return err
 		}
-		log.Warn("outbox: broker not reachable yet", "err", err, "attempt", attempt)
+		if missing {
+			// Only inside `sluice serve`: the destination may be created after the start.
+			log.Warn("outbox: waiting for the destination to be created", "err", err, "attempt", attempt)
+		} else {
+			log.Warn("outbox: broker not reachable yet", "err", err, "attempt", attempt)
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -127,8 +128,20 @@ func (c Config) validateListeners() error {
 			if a.v == "" {
 				continue
 			}
-			if _, _, err := net.SplitHostPort(a.v); err != nil {
+			host, port, err := net.SplitHostPort(a.v)
+			if err != nil {
 				return fmt.Errorf("%s: want host:port, got %q", a.flag, a.v)
+			}
+			if !strings.HasSuffix(a.flag, "-advertised-addr") {
+				continue
+			}
+			// Told to clients (Kafka Metadata, SQS queue URLs, cluster forwarding): refused
+			// here, before any listener opens, rather than when its front-end mounts.
+			if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+				return fmt.Errorf("%s: host %q: clients cannot connect to it; give a name or address they can reach", a.flag, host)
+			}
+			if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+				return fmt.Errorf("%s: port %q: want 1 to 65535", a.flag, port)
 			}
 		}
 	}
