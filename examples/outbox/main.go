@@ -2,7 +2,7 @@
 // example of docs/outbox.md, on PostgreSQL. Two roles:
 //
 //	outbox -dsn postgres://… setup               # the tables: orders, outbox, sent_emails
-//	outbox -dsn postgres://… checkout -n 5        # place 5 orders, each with its event
+//	outbox -dsn postgres://… -n 5 checkout        # place 5 orders, each with its event (flags before the role)
 //	outbox -dsn postgres://… -server URL worker   # send the emails, once per event
 //
 // Between them runs the relay, `sluice outbox relay --config relay.yaml`
