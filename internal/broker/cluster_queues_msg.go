@@ -174,24 +174,34 @@ func (c *clusterRT) receiveQueue(ctx context.Context, name string, opts ReceiveO
 	}
 }
 
+// messageOf is a replicated queue's message as the broker hands it out: its envelope
+// opened (attributes, system attributes), and a dead letter's copy header read.
+func messageOf(g multiraft.GroupID, rm replqueue.Message) (Message, error) {
+	hdr, env, err := unwrapCopy(rm.Body)
+	if err != nil {
+		return Message{}, fmt.Errorf("queue message %d: %w", rm.Offset, err)
+	}
+	attrs, sys, body, err := decodeEnvelope(env)
+	if err != nil {
+		return Message{}, fmt.Errorf("queue message %d: %w", rm.Offset, err)
+	}
+	m := Message{ID: messageID(g, rm.Offset), Body: body, Attributes: attrs, System: sys,
+		SentAt: rm.SentAt, GroupID: rm.Group, DedupID: rm.Dedup}
+	if hdr.id != "" {
+		m.ID = hdr.id // a copy keeps the message's id, as on a single node
+	}
+	if hdr.source != "" {
+		m.DeadLetter = &DeadLetterInfo{SourceQueue: hdr.source, ReceiveCount: hdr.count}
+	}
+	return m, nil
+}
+
 func deliveriesOf(g multiraft.GroupID, ds []replqueue.Delivery) ([]Delivery, error) {
 	out := make([]Delivery, 0, len(ds))
 	for _, d := range ds {
-		hdr, env, err := unwrapCopy(d.Body)
+		m, err := messageOf(g, d.Message)
 		if err != nil {
-			return nil, fmt.Errorf("queue message %d: %w", d.Offset, err)
-		}
-		attrs, sys, body, err := decodeEnvelope(env)
-		if err != nil {
-			return nil, fmt.Errorf("queue message %d: %w", d.Offset, err)
-		}
-		m := Message{ID: messageID(g, d.Offset), Body: body, Attributes: attrs, System: sys,
-			SentAt: d.SentAt, GroupID: d.Group, DedupID: d.Dedup}
-		if hdr.id != "" {
-			m.ID = hdr.id // a copy keeps the message's id, as on a single node
-		}
-		if hdr.source != "" {
-			m.DeadLetter = &DeadLetterInfo{SourceQueue: hdr.source, ReceiveCount: hdr.count}
+			return nil, err
 		}
 		out = append(out, Delivery{
 			Message:  m,

@@ -65,6 +65,9 @@ func (b *Broker) PeekQueue(name string, opts PeekOptions) (PeekResult, error) {
 	if opts.Max == 0 {
 		opts.Max = 10
 	}
+	if b.cluster != nil && b.cluster.clusteredQueue(name) {
+		return b.cluster.peekQueue(name, opts) // cluster_queues_peek.go
+	}
 	q, err := b.queue(name)
 	if err != nil {
 		return PeekResult{}, err
