@@ -111,6 +111,11 @@ type ClusterNode struct {
 	KafkaAddr string // host:port, "" when the node has not registered one
 	HTTPAddr  string
 	SQSAddr   string
+	// The TLS listeners' addresses, as the node said when asked (cluster_listeners.go):
+	// "" when it has none, or has not been asked yet.
+	KafkaTLSAddr string `json:",omitempty"`
+	HTTPTLSAddr  string `json:",omitempty"`
+	SQSTLSAddr   string `json:",omitempty"`
 }
 
 // ClusterNodes lists the nodes the catalog knows, sorted by id; nil for a single node.
@@ -124,7 +129,12 @@ func (b *Broker) ClusterNodes() []ClusterNode {
 		if !st.Listed(n.ID) { // removed, its moves done (cluster_moves.go)
 			continue
 		}
-		out = append(out, ClusterNode{ID: int32(n.ID), KafkaAddr: n.KafkaAddr, HTTPAddr: n.HTTPAddr, SQSAddr: n.SQSAddr})
+		l := b.cluster.listeners.of(n.ID)
+		if n.ID == b.cluster.node {
+			l = b.cluster.meta.Listeners()
+		}
+		out = append(out, ClusterNode{ID: int32(n.ID), KafkaAddr: n.KafkaAddr, HTTPAddr: n.HTTPAddr, SQSAddr: n.SQSAddr,
+			KafkaTLSAddr: l.KafkaTLS, HTTPTLSAddr: l.HTTPTLS, SQSTLSAddr: l.SQSTLS})
 	}
 	return out
 }

@@ -63,6 +63,8 @@ type clusterRT struct {
 	stopping atomic.Bool
 	// remote is what the peers said of the groups they lead (cluster_leaders.go).
 	remote remoteLeaders
+	// listeners are the peers' TLS listeners, as they said (cluster_listeners.go).
+	listeners peerListeners
 	// featureAsking is set while the metadata leader asks the members what feature level
 	// they read; featureBehind is the members the last round found reading less than this
 	// binary (nil: none, or not the leader), for the log and ClusterStatus
@@ -125,10 +127,11 @@ func (c *clusterRT) run() {
 		c.reconcile()
 		c.reconcileCursors() // cluster_subs_host.go
 		c.reconcileQueues()
-		c.featureRound()         // cluster_features.go
-		c.refreshCheckpoints()   // cluster_replica_state.go
-		c.shedLeadersWhileFull() // cluster_shed.go
-		c.refreshRemoteLeaders() // cluster_leaders.go
+		c.featureRound()               // cluster_features.go
+		c.refreshCheckpoints()         // cluster_replica_state.go
+		c.shedLeadersWhileFull()       // cluster_shed.go
+		c.refreshRemoteLeaders()       // cluster_leaders.go
+		c.refreshListeners(time.Now()) // cluster_listeners.go
 		if time.Since(c.collected) >= c.collectEvery {
 			c.collectGroups() // cluster_gc.go
 			c.collected = time.Now()

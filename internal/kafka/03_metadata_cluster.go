@@ -12,15 +12,24 @@ import (
 // its Raft group stands: leader, leader epoch (the Raft term), replicas and the voters as
 // the in-sync set (docs/cluster.md, "What a Kafka client sees").
 
+// A front-end serving a TLS listener names the other nodes by their TLS listeners (as
+// each said when asked: broker/cluster_listeners.go), as Kafka names each broker by the
+// listener the client came in on: a client that bootstrapped over TLS dialling a plaintext
+// port fails its handshake. A node whose TLS listener is not known (it has none, or was
+// not asked yet) is named by its plaintext one, as before.
 func (c *conn) brokers() []kmsg.MetadataResponseBroker {
 	self := c.s.cfg.NodeID
 	adv := c.s.advertisedAddr()
 	out := []kmsg.MetadataResponseBroker{{NodeID: self, Host: adv.host, Port: adv.port}}
 	for _, n := range c.s.b.ClusterNodes() {
-		if n.ID == self || n.KafkaAddr == "" {
+		addr := n.KafkaAddr
+		if c.s.cfg.TLS && n.KafkaTLSAddr != "" {
+			addr = n.KafkaTLSAddr
+		}
+		if n.ID == self || addr == "" {
 			continue
 		}
-		host, port, err := SplitAdvertised(n.KafkaAddr)
+		host, port, err := SplitAdvertised(addr)
 		if err != nil {
 			continue
 		}

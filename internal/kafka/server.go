@@ -27,7 +27,10 @@ type Config struct {
 	// connect to 0.0.0.0.
 	AdvertisedHost string
 	AdvertisedPort int32
-	NodeID         int32 // this broker's id; default 0
+	// TLS: this front-end serves a TLS listener, so a cluster's other nodes are named by
+	// their TLS listeners' addresses in Metadata (03_metadata_cluster.go).
+	TLS    bool
+	NodeID int32 // this broker's id; default 0
 	// Auth authenticates connections (SASL) and authorizes each request;
 	// nil: authentication off, everything allowed.
 	Auth      *auth.Store

@@ -190,6 +190,9 @@ func (c *clusterNode) register(ctx context.Context, s *server.Server) {
 		}
 		want := meta.Node{ID: c.self, KafkaAddr: s.AdvertisedAddr(server.Kafka),
 			HTTPAddr: s.AdvertisedAddr(server.HTTP), SQSAddr: s.AdvertisedAddr(server.SQS)}
+		// The TLS listeners are not registered but told to peers that ask (meta/listeners.go).
+		c.meta.SetListeners(meta.Listeners{KafkaTLS: s.AdvertisedAddr(server.KafkaTLS),
+			HTTPTLS: s.AdvertisedAddr(server.HTTPTLS), SQSTLS: s.AdvertisedAddr(server.SQSTLS)})
 		var retry <-chan time.Time
 		if !c.registered(want) {
 			if want.KafkaAddr != "" || s.Config().KafkaAddr == "" {

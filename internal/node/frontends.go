@@ -55,7 +55,7 @@ func mountKafka(s *server.Server, b *broker.Broker, store *auth.Store, tr *telem
 			continue
 		}
 		s.RegisterFrontend(l.name, kafka.New(b, kafka.Config{ClusterID: kafkaClusterID(cfg, b),
-			AdvertisedHost: host, AdvertisedPort: port, NodeID: b.NodeID(), Logger: s.Logger(), Auth: store,
+			AdvertisedHost: host, AdvertisedPort: port, TLS: l.name == server.KafkaTLS, NodeID: b.NodeID(), Logger: s.Logger(), Auth: store,
 			SessionLifetime:  lifetime,
 			AutoCreateTopics: cfg.KafkaAutoCreateTopics, DefaultPartitions: cfg.KafkaDefaultPartitions,
 			MaxIdle: cfg.KafkaMaxIdle, OnIdleClose: s.Metrics().Listener(l.name).IdleClosed,

@@ -20,7 +20,8 @@ import (
 // (--cluster-tls-cert/-key/-ca, certificates made by openssl in the test, CN node-<id>)
 // replicate a topic. Node 3 restarted with a certificate of another CA (CN node-3 all
 // the same) is refused by its peers and gets nothing of what is produced meanwhile; back
-// with its own certificate, it catches up.
+// with its own certificate, it catches up. Each node also serves Kafka over TLS to
+// clients, and a TLS client is told every node's TLS listener (checkKafkaOverTLS).
 func TestClusterMutualTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three sluice processes")
@@ -53,7 +54,9 @@ func TestClusterMutualTLS(t *testing.T) {
 		if id == 3 && useRogue {
 			p, caFile = rogue, other.Cert
 		}
-		return []string{"--cluster-tls-cert", p.Cert, "--cluster-tls-key", p.Key, "--cluster-tls-ca", caFile}
+		return []string{"--cluster-tls-cert", p.Cert, "--cluster-tls-key", p.Key, "--cluster-tls-ca", caFile,
+			// and a Kafka TLS listener for clients, with the same certificate (checkKafkaOverTLS)
+			"--tls-cert", p.Cert, "--tls-key", p.Key, "--kafka-tls-addr", "127.0.0.1:0"}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -75,6 +78,7 @@ func TestClusterMutualTLS(t *testing.T) {
 	}
 	produce(20)
 	waitCaughtUp(ctx, t, c, "secure")
+	checkKafkaOverTLS(ctx, t, c, ca.Cert)
 
 	// Node 3 again, with a certificate of another CA.
 	c.kill(3)

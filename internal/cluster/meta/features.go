@@ -145,6 +145,7 @@ const (
 	requestFeatureLevel      = 1
 	requestRefusesLeadership = 2 // nodestate.go: once "is your disk full"
 	requestLeaders           = 3 // nodestate.go
+	requestListeners         = 4 // listeners.go
 )
 
 // AdvertiseFeatureLevel sets the level this node tells the leader it reads: at most
@@ -175,6 +176,12 @@ func (m *Machine) ServeRequest(_ multiraft.NodeID, req []byte) ([]byte, error) {
 				return b, nil
 			}
 			return nil, fmt.Errorf("meta: this node does not say which groups it leads yet")
+		case requestListeners: // listeners.go
+			if l := m.listeners.Load(); l != nil {
+				return l.encode(), nil
+			}
+			// Not told yet (the node is starting): not "none", which would be kept.
+			return nil, fmt.Errorf("meta: this node does not say what its listeners are yet")
 		}
 	}
 	return nil, fmt.Errorf("meta: unknown request of %d bytes", len(req))

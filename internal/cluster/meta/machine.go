@@ -58,6 +58,8 @@ type Machine struct {
 	refusesLeadership atomic.Pointer[func() bool]
 	// leadersAnswer encodes the groups this node leads, for its peers (nodestate.go).
 	leadersAnswer atomic.Pointer[func() []byte]
+	// listeners are this node's TLS listeners' advertised addresses (listeners.go).
+	listeners atomic.Pointer[Listeners]
 	// lastApplied is the index of the last entry applied (Apply's thread only): what a
 	// snapshot's offsets payload is as of (membership_offsets.go).
 	lastApplied uint64
