@@ -59,10 +59,19 @@ and pin.`,
 			fmt.Fprintf(out, "feature level held by: %s\n", strings.Join(st.FeatureLevelHeldBy, ", "))
 		}
 		rows := make([][]string, len(st.Nodes))
+		anyTLS := false
 		for i, n := range st.Nodes {
 			rows[i] = []string{strconv.Itoa(int(n.ID)), strconv.FormatBool(n.Alive), n.KafkaAddr, n.HTTPAddr, n.SQSAddr}
+			anyTLS = anyTLS || n.KafkaTLSAddr != "" || n.HTTPTLSAddr != "" || n.SQSTLSAddr != ""
 		}
-		if err := table(out, []string{"NODE", "ALIVE", "KAFKA", "HTTP", "SQS"}, rows); err != nil {
+		header := []string{"NODE", "ALIVE", "KAFKA", "HTTP", "SQS"}
+		if anyTLS { // the TLS listeners, as each node told this one (none: no columns)
+			header = append(header, "KAFKA TLS", "HTTP TLS", "SQS TLS")
+			for i, n := range st.Nodes {
+				rows[i] = append(rows[i], orDash(n.KafkaTLSAddr), orDash(n.HTTPTLSAddr), orDash(n.SQSTLSAddr))
+			}
+		}
+		if err := table(out, header, rows); err != nil {
 			return err
 		}
 		fmt.Fprintln(out)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,10 @@ func checkKafkaOverTLS(ctx context.Context, t *testing.T, c *cluster, caCert str
 			t.Fatalf("brokers over TLS: %v (%v), want the TLS listeners %v", told, err, tlsPorts)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	// `sluice cluster status` lists them too.
+	if out := c.cli(t, 1, "cluster", "status"); !strings.Contains(out, "KAFKA TLS") || !strings.Contains(out, tlsPorts[3]) {
+		t.Errorf("cluster status does not list the TLS listeners %v:\n%s", tlsPorts, out)
 	}
 	leaders := map[int]bool{}
 	for p := range int32(3) {
