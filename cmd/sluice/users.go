@@ -158,8 +158,13 @@ now. The user may do nothing until "sluice acl add" grants it something.`,
 			if accessKey {
 				fmt.Fprintf(out, "access key id: %s\nsecret access key: %s\n", key.ID, key.Secret)
 			}
-			if tok != "" || accessKey {
-				fmt.Fprintln(cmd.ErrOrStderr(), "(shown once: the file keeps the token only hashed; store these now)")
+			switch {
+			case tok != "" && accessKey:
+				fmt.Fprintln(cmd.ErrOrStderr(), "(shown once: the file keeps the token only hashed and the secret access key in clear, as SigV4 needs it; no command prints either again; store them now)")
+			case tok != "":
+				fmt.Fprintln(cmd.ErrOrStderr(), "(shown once: the file keeps the token only hashed; store it now)")
+			case accessKey:
+				fmt.Fprintln(cmd.ErrOrStderr(), "(shown once: the file keeps the secret access key in clear, as SigV4 needs it, but no command prints it again; store it now)")
 			}
 			return nil
 		},
