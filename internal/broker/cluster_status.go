@@ -143,6 +143,21 @@ func (b *Broker) TransferLeader(topic string, partition, to int32) error {
 
 // RaftStats is the node's Raft host's counters and state (multiraft.Stats), for
 // /metrics; false outside a cluster.
+// refusalCounter is a transport that counts the connections it refused (tcptransport's).
+type refusalCounter interface{ RefusedTotal() uint64 }
+
+// TransportRefused is how many connections this node's cluster transport refused (0: a
+// single node, or a transport that does not count them).
+func (b *Broker) TransportRefused() uint64 {
+	if b.cluster == nil {
+		return 0
+	}
+	if rc, ok := b.cluster.peers.(refusalCounter); ok {
+		return rc.RefusedTotal()
+	}
+	return 0
+}
+
 func (b *Broker) RaftStats() (multiraft.Stats, bool) {
 	if b.cluster == nil {
 		return multiraft.Stats{}, false

@@ -38,7 +38,7 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,
 				SnapshotsCreated: st.SnapsCreated, SnapshotBytes: st.SnapBytesCreated,
-				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats,
+				VotesRefused: st.VotesRefused, LostLogBeats: st.LostLogBeats, TransportRefused: b.TransportRefused(),
 				FeatureLevel: level, ReadsFeatureLevel: reads, GroupStateTooLarge: b.GroupStateTooLarge(),
 				DiskFull: st.DiskFull, DiskFullStalls: st.DiskFullStalls}, ok
 		},

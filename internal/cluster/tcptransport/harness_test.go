@@ -97,7 +97,9 @@ func newCluster(t testing.TB, o opts) *cluster {
 	}
 	c := &cluster{t: t, o: o, nodes: map[multiraft.NodeID]*node{},
 		proxies: map[[2]multiraft.NodeID]*faultproxy.Proxy{}, logs: &testlog.Buffer{}}
-	c.log = slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Debug: a refusal past the first of a window is a debug line (refuseLogEvery), and the
+	// refusal tests look for each one's reason.
+	c.log = slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("transport log:\n%s", c.logs)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -122,8 +123,8 @@ func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Co
 	if tc, ok := c.(*tls.Conn); ok && code == Accepted && t.cfg.VerifyPeer != nil {
 		if err := t.cfg.VerifyPeer(h.From, tc.ConnectionState()); err != nil {
 			code = NotAuthorized
-			t.log.Warn("cluster transport: peer's certificate refused", "remote", remote,
-				"claims_node", uint64(h.From), "err", err)
+			// counted once, with the refused handshake below
+			t.logRefusal("peer's certificate refused", remote, "claims_node", uint64(h.From), "err", err)
 		}
 	}
 	answer := appendHello(nil, hello{Version: version, Code: code, Cluster: t.cfg.ClusterID, From: t.cfg.Node, To: h.From})
@@ -173,9 +174,52 @@ func (t *Transport) judge(h hello) Code {
 
 func (t *Transport) refuse(msg, remote string, args ...any) {
 	t.stats.refused.Add(1)
-	if t.ctx.Err() == nil {
-		t.log.Warn("cluster transport: "+msg, append([]any{"remote", remote}, args...)...)
+	t.logRefusal(msg, remote, args...)
+}
+
+// logRefusal logs a refusal, as a warning at most once a refuseLogEvery.
+func (t *Transport) logRefusal(msg, remote string, args ...any) {
+	if t.ctx.Err() != nil {
+		return
 	}
+	args = append([]any{"remote", remote}, args...)
+	warn, suppressed := t.refusals.allow(time.Now())
+	if !warn {
+		t.log.Debug("cluster transport: "+msg, args...)
+		return
+	}
+	if suppressed > 0 {
+		args = append(args, "refusals_not_logged", suppressed)
+	}
+	t.log.Warn("cluster transport: "+msg, args...)
+}
+
+// refuseLogEvery bounds the refusal warnings to one a window: anyone who can reach the
+// cluster port can make handshakes fail, and a line each would flood the log (the client
+// listeners log theirs at debug for the same reason). The first refusal of a window is a
+// warning, saying how many were not logged since the last; the others are debug lines.
+// The refusals counter (Stats, the sluice_raft_transport_* metrics) counts every one.
+const refuseLogEvery = 10 * time.Second
+
+// logLimiter lets one warning through per refuseLogEvery.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a warning may be logged at now, and how many were held back
+// since the last one logged.
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < refuseLogEvery {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
 }
 
 // forget drops c as from's live connection, unless a newer one replaced it.

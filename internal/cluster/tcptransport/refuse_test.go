@@ -57,7 +57,7 @@ func serving(t *testing.T, cfg Config) (*Transport, string, *recorder, *testlog.
 	if cfg.Peers == nil {
 		cfg.Peers = map[multiraft.NodeID]string{2: "127.0.0.1:1"}
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})) // refusals past the first of a window are debug lines
 	tr, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -54,3 +54,8 @@ func (c *counters) snapshot() Stats {
 		RequestsServed: c.requestsServed.Load(),
 	}
 }
+
+// RefusedTotal is how many connections the listener refused (a failed TLS handshake, not
+// a sluice peer, another cluster, a node not admitted) since the transport started: each
+// is counted, while the log warns of them at most once a refuseLogEvery.
+func (t *Transport) RefusedTotal() uint64 { return t.stats.refused.Load() }

@@ -102,6 +102,8 @@ type Transport struct {
 	// without a lock.
 	peers atomic.Pointer[map[multiraft.NodeID]*peer]
 	stats counters
+	// refusals limits the refused handshakes' warnings (inbound.go).
+	refusals logLimiter
 
 	mu      sync.Mutex // guards everything below
 	closed  bool
