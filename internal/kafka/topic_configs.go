@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -85,6 +86,11 @@ var topicConfigs = []topicConfig{
 		name: "cleanup.policy", typ: kmsg.ConfigTypeList,
 		get: func(s broker.TopicSettings) string { return s.CleanupPolicy },
 		set: func(s *broker.TopicSettings, v string) error {
+			if strings.TrimSpace(v) == "" {
+				// The broker reads "" as its default, delete: an empty list set on purpose
+				// would silently do something else than asked.
+				return fmt.Errorf("cleanup.policy %q: an empty list; want delete, compact or compact,delete", v)
+			}
 			s.CleanupPolicy = v // the broker refuses what it does not implement
 			return nil
 		},
