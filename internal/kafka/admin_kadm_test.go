@@ -81,7 +81,7 @@ func TestKadmAlterConfigs(t *testing.T) {
 		{set("min.insync.replicas", "2")},
 		{{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: strp("bogus")}},
 		{{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: strp("delete")}}, // leaves none
-		{set("cleanup.policy", "")}, // an empty list, set directly: refused as well
+		{set("cleanup.policy", "")},                                                // an empty list, set directly: refused as well
 		{{Op: kadm.AppendConfig, Name: "retention.ms", Value: strp("1")}},
 	} {
 		if r := alter(false, false, bad...); !errors.Is(r.Err, kerr.InvalidConfig) {
