@@ -110,6 +110,7 @@ func TestServeConfigRejectsBadValues(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, "", "--log-level:"},
 		{"bad log format", nil, map[string]string{"SLUICE_LOG_FORMAT": "xml"}, "", "--log-format (from SLUICE_LOG_FORMAT): want text or json"},
 		{"bad address", []string{"--sqs-addr", "9324"}, nil, "", "--sqs-addr: want host:port"},
+		{"metrics beyond loopback", []string{"--metrics-addr", "0.0.0.0:9100"}, nil, "", "--metrics-addr: 0.0.0.0:9100 is not a loopback address, and no --auth-file is set: anyone who can reach it could read /metrics"},
 		{"unspecified advertised host", []string{"--kafka-advertised-addr", "0.0.0.0:9092"}, nil, "", `--kafka-advertised-addr: host "0.0.0.0": clients cannot connect to it`},
 		{"advertised port 0", nil, map[string]string{"SLUICE_SQS_ADVERTISED_ADDR": "localhost:0"}, "", `--sqs-advertised-addr (from SLUICE_SQS_ADVERTISED_ADDR): port "0"`},
 		{"bad size in env", nil, map[string]string{"SLUICE_MAX_REQUEST_BYTES": "lots"}, "", "--max-request-bytes (from SLUICE_MAX_REQUEST_BYTES)"},

@@ -185,6 +185,11 @@ func (c Config) checkExposure() error {
 		if addr == "" || IsLoopback(addr) {
 			continue
 		}
+		if name == Metrics { // it serves no queue or topic, but names them all
+			return fmt.Errorf("--metrics-addr: %s is not a loopback address, and no --auth-file is set: anyone who can reach it "+
+				"could read /metrics, which names every queue, topic and consumer group; bind 127.0.0.1, ::1 or localhost "+
+				"(or a private interface with --insecure-allow-anonymous), or set --auth-file", addr)
+		}
 		return fmt.Errorf("--%s-addr: %s is not a loopback address, and no --auth-file is set, so anyone who can reach it "+
 			"could read, write and delete every queue and topic; bind 127.0.0.1, ::1 or localhost, set --auth-file, "+
 			"or pass --insecure-allow-anonymous to accept that", name, addr)
