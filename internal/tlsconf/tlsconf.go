@@ -111,7 +111,7 @@ func New(opts Options) (*Reloader, error) {
 		return nil, err
 	}
 	r.cur.Store(m)
-	r.log.Info("tls certificate loaded", certAttrs(m.cert.Leaf)...)
+	r.logServed("tls certificate loaded", m.cert.Leaf)
 	return r, nil
 }
 
@@ -252,6 +252,10 @@ func (r *Reloader) Poll() {
 	defer r.mu.Unlock()
 	raw, sum, err := r.readSum()
 	if err == nil && sum == r.cur.Load().sum {
+		if r.failReported { // the files are back to what is served: say the failure is over
+			r.log.Info("tls certificate files load again; the certificate served is unchanged", certAttrs(r.cur.Load().cert.Leaf)...)
+			r.opts.OnReload(r.cur.Load().cert.Leaf, nil)
+		}
 		r.failSum, r.failReported = [sha256.Size]byte{}, false
 		return
 	}
@@ -281,7 +285,7 @@ func (r *Reloader) Poll() {
 func (r *Reloader) swap(m *material) {
 	old := r.cur.Swap(m)
 	if old.sum != m.sum {
-		r.log.Info("tls certificate reloaded", certAttrs(m.cert.Leaf)...)
+		r.logServed("tls certificate reloaded", m.cert.Leaf)
 	}
 	r.opts.OnReload(m.cert.Leaf, nil)
 }
@@ -291,6 +295,22 @@ func (r *Reloader) reportFailure(err error) {
 	r.log.Error("tls certificate reload failed; the previous certificate is still served",
 		append([]any{"err", err}, certAttrs(leaf)...)...)
 	r.opts.OnReload(leaf, err)
+}
+
+// logServed logs the certificate now served: a warning if it is outside its validity
+// (expired, or not yet valid), which every client will refuse — it loads all the same,
+// as a replacement may be on its way, but the operator must not learn it from clients.
+func (r *Reloader) logServed(msg string, leaf *x509.Certificate) {
+	now := r.opts.Now()
+	switch {
+	case now.After(leaf.NotAfter):
+		r.log.Warn(msg+", but it has expired: clients will refuse every handshake", certAttrs(leaf)...)
+	case now.Before(leaf.NotBefore):
+		r.log.Warn(msg+", but it is not valid yet: clients will refuse every handshake",
+			append(certAttrs(leaf), "not_before", leaf.NotBefore.UTC().Format(time.RFC3339))...)
+	default:
+		r.log.Info(msg, certAttrs(leaf)...)
+	}
 }
 
 func certAttrs(c *x509.Certificate) []any {

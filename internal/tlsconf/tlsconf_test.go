@@ -1,6 +1,7 @@
 package tlsconf
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -410,5 +411,53 @@ func waitSerial(t *testing.T, r *Reloader, want int64, nudge func()) {
 		}
 		nudge()
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLogsWhatClientsWouldRefuse: a certificate served outside its validity loads (a
+// replacement may be on its way) with a warning, not a plain "loaded" line; and files put
+// back to the served certificate after a failed reload say the failure is over.
+func TestLogsWhatClientsWouldRefuse(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		want string
+	}{
+		{"expired", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), "level=WARN msg=\"tls certificate loaded, but it has expired"},
+		{"not valid yet", time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC), "level=WARN msg=\"tls certificate loaded, but it is not valid yet"},
+		{"valid", time.Now(), "level=INFO msg=\"tls certificate loaded\""},
+	} {
+		var logs bytes.Buffer
+		o := f.options("")
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		o.Now = func() time.Time { return tc.at }
+		if _, err := New(o); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("%s: logged %q, want %q", tc.name, logs.String(), tc.want)
+		}
+	}
+
+	var logs bytes.Buffer
+	o := f.options("")
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	r, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.cert, []byte("-----BEGIN CERTIFICATE-----\ngarbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.Poll()
+	r.Poll()
+	r.Poll() // reported
+	if err := tlstest.Install(f.one, f.cert, f.key); err != nil { // back to what is served
+		t.Fatal(err)
+	}
+	r.Poll()
+	if !strings.Contains(logs.String(), "tls certificate files load again") {
+		t.Errorf("no line saying the failure is over:\n%s", logs.String())
 	}
 }
