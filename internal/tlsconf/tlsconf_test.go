@@ -452,7 +452,7 @@ func TestLogsWhatClientsWouldRefuse(t *testing.T) {
 	}
 	r.Poll()
 	r.Poll()
-	r.Poll() // reported
+	r.Poll()                                                      // reported
 	if err := tlstest.Install(f.one, f.cert, f.key); err != nil { // back to what is served
 		t.Fatal(err)
 	}
