@@ -111,6 +111,12 @@ func (s *Store) Reload() error {
 	for _, w := range f.Warnings() {
 		s.opts.Logger.Warn("auth file keeps a secret in clear text", "file", s.path, "detail", w)
 	}
+	// SQS secrets are in clear and the rest are hashes worth guessing against: the file
+	// is for the broker's user alone, as `sluice user` writes it (0600).
+	if st, err := os.Stat(s.path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		s.opts.Logger.Warn("auth file is open to other users: chmod 600 it", "file", s.path,
+			"mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+	}
 	v, err := index(f, raw)
 	if err != nil {
 		return fmt.Errorf("--auth-file %s: %w", s.path, err)

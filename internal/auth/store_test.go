@@ -195,3 +195,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestWarnsOfAFileOpenToOthers: an auth file other users may read is loaded with a
+// warning to chmod it; one only its owner reads is not.
+func TestWarnsOfAFileOpenToOthers(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o600, false}, {0o640, true}, {0o644, true}, {0o400, false}} {
+		path := filepath.Join(t.TempDir(), "users.yaml")
+		writeUsers(t, path, handWritten)
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		if _, err := Open(path, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "auth file is open to other users"); got != tc.warn {
+			t.Errorf("mode %#o: warned %v, want %v:\n%s", tc.mode, got, tc.warn, logs.String())
+		}
+	}
+}
