@@ -101,6 +101,14 @@ func TestCLIOverMutualTLS(t *testing.T) {
 	if _, _, err := cli(t, srv.URL, "", "queue", "create", "jobs2"); err == nil || !strings.Contains(err.Error(), "UNAUTHENTICATED") {
 		t.Errorf("TLS without a client certificate: %v, want UNAUTHENTICATED", err)
 	}
+	// A client certificate of another CA: Go's client does not send it, the broker sees
+	// none, and the hint says the one given was not taken (not "pass a certificate").
+	other, otherKey, _, _ := writeCert(t, dir, "other-ca", nil, nil, true, false)
+	_, _, malloryCert, malloryKey := writeCert(t, dir, "mallory", other, otherKey, false, false)
+	_, _, err = cli(t, srv.URL, "", "queue", "create", "jobs3", "--tls-client-cert", malloryCert, "--tls-client-key", malloryKey)
+	if err == nil || !strings.Contains(err.Error(), "UNAUTHENTICATED") || !strings.Contains(err.Error(), "client certificate given was not accepted") {
+		t.Errorf("a client certificate of another CA: %v, want UNAUTHENTICATED saying the certificate given was not accepted", err)
+	}
 	t.Setenv("SLUICE_TLS_CA", "")
 	if _, _, err := cli(t, srv.URL, "", "queue", "list"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a private CA's server without --tls-ca: %v, want a certificate error", err)

@@ -60,6 +60,10 @@ func cliError(err error, server string, cmd *cobra.Command) error {
 		msg = fmt.Sprintf("the broker at %s speaks http, not https: use an http:// --server, or start it with TLS", server)
 	case strings.Contains(msg, "x509:") || strings.Contains(msg, "tls:"):
 		msg = fmt.Sprintf("TLS with %s failed: %s (trust a private CA with --tls-ca FILE)", server, strings.TrimPrefix(msg, "sluice: "))
+	case clientCertGiven(cmd) && strings.Contains(msg, "connection reset by peer"):
+		// TLS 1.3: the server checks the client's certificate after the client thinks the
+		// handshake done, and a refusal reaches it as a reset on its first write.
+		msg += " (the broker may have refused the client certificate: expired, or not issued by a CA in its --tls-client-ca)"
 	case errors.As(err, &e):
 		msg = strings.Replace(msg, e.Error(), describe(e, cmd), 1)
 	}
@@ -76,10 +80,26 @@ func describe(e *client.Error, cmd *cobra.Command) string {
 	if m := e.Message; m != "" && m != e.Reason {
 		out += ": " + flagWords(m, e.Metadata["field"], cmd)
 	}
-	if h, ok := hints[e.Reason]; ok {
+	h, ok := hints[e.Reason]
+	if e.Reason == "UNAUTHENTICATED" && clientCertGiven(cmd) {
+		// Go's TLS client sends no certificate the server's CA list does not name: one
+		// was given, so it is that one the broker did not take.
+		h, ok = "the client certificate given was not accepted: it must be issued by a CA the broker trusts (its --tls-client-ca) and be valid now; or pass --token", true
+	}
+	if ok {
 		out += " (" + h + ")"
 	}
 	return out
+}
+
+// clientCertGiven reports whether the command was given a client certificate (flag or
+// environment).
+func clientCertGiven(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	f := cmd.Flag("tls-client-cert")
+	return f != nil && f.Value.String() != ""
 }
 
 var fieldRE = regexp.MustCompile(`\b[a-z][a-z0-9]*(?:_[a-z0-9]+)*\b`)
