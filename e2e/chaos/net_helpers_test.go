@@ -51,7 +51,7 @@ func dialHTTP(t *testing.T, addr string) *httpConn {
 // status and body; status 0 and the error if it failed.
 func (c *httpConn) get(path string) (int, string) {
 	_ = c.nc.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c.nc, "GET %s HTTP/1.1\r\nHost: sluice\r\n\r\n", path); err != nil {
+	if _, err := fmt.Fprintf(c.nc, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path); err != nil {
 		return 0, err.Error()
 	}
 	resp, err := http.ReadResponse(c.br, nil)

@@ -104,20 +104,20 @@ func TestSmugglingThroughAnOverLimitBody(t *testing.T) {
 	c := client.New("http://" + p.Addr("http"))
 	native := func(q string) string {
 		js := fmt.Sprintf(`{"name":%q}`, q)
-		return fmt.Sprintf("POST /sluice.v1.QueueService/CreateQueue HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(js), js)
+		return fmt.Sprintf("POST /sluice.v1.QueueService/CreateQueue HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(js), js)
 	}
 	sqs := func(q string) string {
 		js := fmt.Sprintf(`{"QueueName":%q}`, q)
-		return fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSQS.CreateQueue\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: %d\r\n\r\n%s", len(js), js)
+		return fmt.Sprintf("POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AmazonSQS.CreateQueue\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: %d\r\n\r\n%s", len(js), js)
 	}
 	cases := []struct {
 		name, listener, head string
 		limit                int
 		hidden               func(string) string
 	}{
-		{"native connect", "http", "POST /sluice.v1.QueueService/CreateQueue HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n", nativeLimit, native},
-		{"native health", "http", "GET /healthz HTTP/1.1\r\nHost: x\r\n", nativeLimit, native},
-		{"sqs", "sqs", "POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AmazonSQS.CreateQueue\r\nContent-Type: application/x-amz-json-1.0\r\n", sqsLimit, sqs},
+		{"native connect", "http", "POST /sluice.v1.QueueService/CreateQueue HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n", nativeLimit, native},
+		{"native health", "http", "GET /healthz HTTP/1.1\r\nHost: localhost\r\n", nativeLimit, native},
+		{"sqs", "sqs", "POST / HTTP/1.1\r\nHost: localhost\r\nX-Amz-Target: AmazonSQS.CreateQueue\r\nContent-Type: application/x-amz-json-1.0\r\n", sqsLimit, sqs},
 	}
 	for i, tc := range cases {
 		for _, chunked := range []bool{false, true} {

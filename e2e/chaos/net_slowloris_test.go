@@ -21,8 +21,8 @@ func TestSlowlorisIsCutOff(t *testing.T) {
 	}
 	p := serve(t, 0, "--read-header-timeout", timeout.String(), "--read-body-timeout", timeout.String())
 	heads := map[string]string{ // %s: the path
-		"headers": "POST %s HTTP/1.1\r\nHost: sluice\r\n",
-		"body":    "POST %s HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n",
+		"headers": "POST %s HTTP/1.1\r\nHost: localhost\r\n",
+		"body":    "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n",
 	}
 	paths := map[string]string{"http": "/sluice.v1.QueueService/CreateQueue", "sqs": "/"}
 	for _, listener := range []string{"http", "sqs"} {

@@ -228,6 +228,13 @@ func (c *Console) client(w http.ResponseWriter, r *http.Request) (api *client.Cl
 // sameOrigin: a state-changing POST came from a page of this console, as
 // the browser says (Sec-Fetch-Site, or Origin against Host). Without it a
 // page elsewhere could post a redrive to a console on loopback.
+//
+// It takes the Host header to name this console, which alone it cannot
+// know: a page whose own name was rebound to 127.0.0.1 is same-origin to
+// the browser. On a loopback listener without authentication the server
+// refuses any Host but loopback, localhost and the advertised address
+// before the console sees the request (internal/server, hostguard.go);
+// with authentication such a page has no token cookie to send.
 func sameOrigin(r *http.Request) bool {
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
 		return s == "same-origin"

@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/crosssite"
 	"github.com/sluice-mq/sluice/internal/server"
 )
 
@@ -92,7 +93,7 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 		}
 		writeJSON(w, http.StatusOK, st)
 	})))
-	s.RegisterHTTP("POST "+ClusterTransferPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.RegisterHTTP("POST "+ClusterTransferPath, sameSiteOnly(api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req TransferRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
 			writeJSON(w, http.StatusBadRequest, AdminError{Message: "want a JSON body {topic, partition, to}: " + err.Error()})
@@ -103,8 +104,8 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 			return
 		}
 		writeJSON(w, http.StatusAccepted, struct{}{})
-	})))
-	s.RegisterHTTP("POST "+ClusterNodesPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}))))
+	s.RegisterHTTP("POST "+ClusterNodesPath, sameSiteOnly(api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req NodeRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
 			writeJSON(w, http.StatusBadRequest, AdminError{Message: "want a JSON body {id, addr}: " + err.Error()})
@@ -117,8 +118,8 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 			return
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
-	})))
-	s.RegisterHTTP("POST "+ClusterReassignPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}))))
+	s.RegisterHTTP("POST "+ClusterReassignPath, sameSiteOnly(api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req ReassignRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || (req.Topic == "") == (req.Queue == "") ||
 			req.Cancel == (len(req.Replicas) > 0) {
@@ -145,8 +146,8 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 			return
 		}
 		writeJSON(w, http.StatusAccepted, struct{}{})
-	})))
-	s.RegisterHTTP("POST "+ClusterElectPath, api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}))))
+	s.RegisterHTTP("POST "+ClusterElectPath, sameSiteOnly(api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req ElectRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || (req.Topic == "") == (req.Queue == "") {
 			msg := "want a JSON body {topic, partition} or {queue}"
@@ -169,8 +170,8 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 			return
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
-	})))
-	s.RegisterHTTP("DELETE "+ClusterNodesPath+"/{id}", api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}))))
+	s.RegisterHTTP("DELETE "+ClusterNodesPath+"/{id}", sameSiteOnly(api.GuardHTTP(store, auth.Alter, cluster, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 32)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, AdminError{Message: "want a node id, got " + strconv.Quote(r.PathValue("id"))})
@@ -183,7 +184,7 @@ func mountClusterAdmin(s *server.Server, b *broker.Broker, store *auth.Store) {
 			return
 		}
 		writeJSON(w, http.StatusOK, struct{}{})
-	})))
+	}))))
 }
 
 func writeAdminError(w http.ResponseWriter, err error) {
@@ -217,4 +218,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// sameSiteOnly refuses an admin call a browser sent for a page of another site
+// (internal/crosssite): the endpoints decode JSON whatever the Content-Type, so a form or
+// a no-cors fetch from any web page could otherwise add or remove nodes, reassign or
+// elect on a cluster whose listener is loopback without --auth-file. The CLI sends
+// neither header a browser sets.
+func sameSiteOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := crosssite.Why(r); why != "" {
+			writeJSON(w, http.StatusForbidden, AdminError{Message: "a web page of another site may not call the admin API (" + why + ")"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

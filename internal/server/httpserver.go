@@ -19,7 +19,9 @@ import (
 // ALPN on a TLS listener, whose handshake the header timeout bounds too,
 // as net/http does), the header, body and idle
 // timeouts of the configuration, request contexts under the server's base
-// (cancelled at the end of shutdown), and idle closes counted.
+// (cancelled at the end of shutdown), idle closes counted, and, on a
+// loopback listener without authentication, the Host check against DNS
+// rebinding (hostguard.go), before anything else sees the request.
 func (s *Server) newHTTPServer(name string, h http.Handler) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -31,7 +33,7 @@ func (s *Server) newHTTPServer(name string, h http.Handler) *http.Server {
 	m := s.metrics.Listener(name)
 	idle := s.cfg.HTTPIdleTimeout
 	return &http.Server{
-		Handler:           h,
+		Handler:           s.guardHost(name, h),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       idle,

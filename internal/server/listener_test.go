@@ -226,7 +226,7 @@ func dialHTTP(t *testing.T, addr string) *rawHTTP {
 
 // get asks for path on the connection, keeping it open; 0 if it failed.
 func (c *rawHTTP) get(t *testing.T, path string) int {
-	if _, err := fmt.Fprintf(c.nc, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+	if _, err := fmt.Fprintf(c.nc, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path); err != nil {
 		return 0
 	}
 	resp, err := http.ReadResponse(c.br, nil)

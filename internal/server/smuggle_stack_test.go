@@ -96,12 +96,12 @@ func TestOverLimitMessageIsRequestTooLarge(t *testing.T) {
 // past what net/http would discard to keep the connection.
 func smuggle(method, path, contentType string, limit int, queue string, chunked bool) string {
 	js := fmt.Sprintf(`{"name":%q}`, queue)
-	hidden := fmt.Sprintf("POST /sluice.v1.QueueService/CreateQueue HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(js), js)
+	hidden := fmt.Sprintf("POST /sluice.v1.QueueService/CreateQueue HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(js), js)
 	body := strings.Repeat(" ", limit+1) + hidden + strings.Repeat("\r\n", 200<<10)
 	if strings.HasPrefix(contentType, "application/grpc") { // one envelope, declaring it all
 		body = fmt.Sprintf("\x00%c%c%c%c", byte(len(body)>>24), byte(len(body)>>16), byte(len(body)>>8), byte(len(body))) + body
 	}
-	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n", method, path, contentType)
+	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: %s\r\n", method, path, contentType)
 	if chunked {
 		return head + fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
 	}

@@ -19,9 +19,9 @@ import (
 // 256 KiB of an unread body to keep a connection). A server that parses
 // the tail as a new request serves /hidden.
 func smuggled(method, path, contentType string, limit int, chunked bool) string {
-	hidden := "POST /hidden HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+	hidden := "POST /hidden HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}"
 	body := strings.Repeat("a", limit+1) + hidden + strings.Repeat("\r\n", 200<<10)
-	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n", method, path, contentType)
+	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: %s\r\n", method, path, contentType)
 	if chunked {
 		return head + fmt.Sprintf("Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(body), body)
 	}

@@ -214,6 +214,11 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err := h.authenticate(r, c, body); err != nil {
 		return err
 	}
+	// After authentication, so that a verified signature lets a presigned URL through
+	// wherever it was opened from (crosssite.go); before the action is even read.
+	if why := crossSite(r); why != "" && c.keyID == "" {
+		return refuseCrossSite(why)
+	}
 	c.senderID = senderID(r, h.cfg.Account)
 	if c.keyID != "" {
 		c.senderID = c.keyID // verified, and a presigned URL carries it outside the header
