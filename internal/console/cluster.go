@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -96,8 +97,13 @@ func adminError(status int, body []byte) error {
 		Error string `json:"error"`
 	}
 	msg := http.StatusText(status)
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+	switch text := strings.TrimSpace(string(body)); {
+	case json.Unmarshal(body, &e) == nil && e.Error != "":
 		msg = e.Error
+	case text != "" && len(text) < 512 && !strings.ContainsAny(text, "<{"):
+		// the authorization guard's plain-text refusal ("permission_denied: mailer may
+		// not describe cluster"): it says who may not do what, which "Forbidden" does not
+		msg = text
 	}
 	code := connect.CodeInternal
 	switch status {

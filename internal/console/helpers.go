@@ -74,6 +74,14 @@ func depth(st *client.QueueStats) int64 { return st.GetVisible() + st.GetInFligh
 
 var funcs = template.FuncMap{
 	"depth": depth,
+	// nodes is a list of node ids as the CLI prints them ("2, 3, 1"), not Go's "[2 3 1]".
+	"nodes": func(ids []int32) string {
+		parts := make([]string, len(ids))
+		for i, id := range ids {
+			parts[i] = strconv.Itoa(int(id))
+		}
+		return strings.Join(parts, ", ")
+	},
 	"age": func(d *durationpb.Duration) string {
 		if d == nil || d.AsDuration() == 0 {
 			return "–"

@@ -1,8 +1,11 @@
 package console
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/client"
 )
 
 // Rates are per second between readings at least minSampleGap apart;
@@ -45,6 +48,31 @@ func TestSafeNext(t *testing.T) {
 	} {
 		if got := safeNext(next); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
+		}
+	}
+}
+
+// TestNodesAndAdminErrors: node ids print as the CLI prints them, and an admin refusal
+// shows what the endpoint said — its JSON error, or the authorization guard's plain text
+// naming who may not do what — rather than the bare status text.
+func TestNodesAndAdminErrors(t *testing.T) {
+	if got := funcs["nodes"].(func([]int32) string)([]int32{2, 3, 1}); got != "2, 3, 1" {
+		t.Errorf("nodes = %q, want 2, 3, 1", got)
+	}
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   string
+	}{
+		{403, "permission_denied: mailer may not describe cluster\n", "permission_denied: mailer may not describe cluster"},
+		{404, `{"error":"not a cluster"}`, "not a cluster"},
+		{500, "", "Internal Server Error"},
+		{502, "<html>proxy error</html>", "Bad Gateway"},
+	} {
+		err := adminError(tc.status, []byte(tc.body))
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Message != tc.want {
+			t.Errorf("%d %q: %v, want message %q", tc.status, tc.body, err, tc.want)
 		}
 	}
 }
