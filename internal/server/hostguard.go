@@ -5,8 +5,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/lograte"
 )
 
 // DNS rebinding (docs/security.md, "Safe defaults"). Without --auth-file a listener
@@ -45,7 +46,7 @@ func (s *Server) guardHost(name string, h http.Handler) http.Handler {
 	if name == Metrics {
 		hint = "" // it has no advertised address: nothing else to set
 	}
-	var lastLog, dropped atomic.Int64
+	logged := &lograte.Limiter{Every: refusalLogEvery}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hostAllowed(r.Host, advertised) {
 			h.ServeHTTP(w, r)
@@ -54,13 +55,10 @@ func (s *Server) guardHost(name string, h http.Handler) http.Handler {
 		// Said in the log, for the operator whose proxy passes its own Host; at most a
 		// line every refusalLogEvery (listener.go's), so a page that keeps trying does
 		// not fill the log.
-		now, last := time.Now().UnixNano(), lastLog.Load()
-		if now-last >= int64(refusalLogEvery) && lastLog.CompareAndSwap(last, now) {
+		if ok, held := logged.Allow(time.Now()); ok {
 			s.log.Warn("refused a request addressed to a name this listener does not answer to "+
 				"(DNS rebinding from a web page, or a proxy that passes its own Host)",
-				"listener", name, "host", r.Host, "peer", r.RemoteAddr, "suppressed", dropped.Swap(0))
-		} else {
-			dropped.Add(1)
+				"listener", name, "host", r.Host, "peer", r.RemoteAddr, "suppressed", held)
 		}
 		// Answered before the body guard (body.go) bounds the body's time, so the body
 		// must not be read at all: net/http drains what is left of it after the handler,

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/lograte"
 	"github.com/sluice-mq/sluice/internal/metrics"
 )
 
@@ -33,9 +34,7 @@ type guardedListener struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	logMu       sync.Mutex // guards the refusal log's rate limit
-	lastLog     time.Time
-	unloggedRef int
+	logged lograte.Limiter // the refusal log's rate limit
 }
 
 // maxRefusing bounds the refusals answered at once; past it a refused
@@ -47,7 +46,7 @@ const maxRefusing = 64
 const refusalLogEvery = 10 * time.Second
 
 func newGuardedListener(ln net.Listener, name string, max int64, refuse func(net.Conn), m *metrics.Listener, log *slog.Logger) *guardedListener {
-	return &guardedListener{Listener: ln, name: name, max: max, refuse: refuse, m: m, log: log,
+	return &guardedListener{Listener: ln, name: name, max: max, refuse: refuse, m: m, log: log, logged: lograte.Limiter{Every: refusalLogEvery},
 		now: time.Now, closed: make(chan struct{})}
 }
 
@@ -129,13 +128,9 @@ func (l *guardedListener) refuseConn(nc net.Conn) {
 // logRefusal logs the first refusal and then at most one line every
 // refusalLogEvery, with the count since the last line.
 func (l *guardedListener) logRefusal() {
-	l.logMu.Lock()
-	defer l.logMu.Unlock()
-	l.unloggedRef++
-	if now := l.now(); l.lastLog.IsZero() || now.Sub(l.lastLog) >= refusalLogEvery {
+	if ok, held := l.logged.Allow(l.now()); ok {
 		l.log.Warn("connections refused: listener at its connection limit",
-			"listener", l.name, "max_connections", l.max, "refused", l.unloggedRef)
-		l.lastLog, l.unloggedRef = now, 0
+			"listener", l.name, "max_connections", l.max, "refused", held+1) // this one too
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -183,7 +182,7 @@ func (t *Transport) logRefusal(msg, remote string, args ...any) {
 		return
 	}
 	args = append([]any{"remote", remote}, args...)
-	warn, suppressed := t.refusals.allow(time.Now())
+	warn, suppressed := t.refusals.Allow(time.Now())
 	if !warn {
 		t.log.Debug("cluster transport: "+msg, args...)
 		return
@@ -198,29 +197,8 @@ func (t *Transport) logRefusal(msg, remote string, args ...any) {
 // cluster port can make handshakes fail, and a line each would flood the log (the client
 // listeners log theirs at debug for the same reason). The first refusal of a window is a
 // warning, saying how many were not logged since the last; the others are debug lines.
-// The refusals counter (Stats, the sluice_raft_transport_* metrics) counts every one.
+// The refusals counter (Stats, sluice_raft_transport_refused_total) counts every one.
 const refuseLogEvery = 10 * time.Second
-
-// logLimiter lets one warning through per refuseLogEvery.
-type logLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// allow reports whether a warning may be logged at now, and how many were held back
-// since the last one logged.
-func (l *logLimiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < refuseLogEvery {
-		l.suppressed++
-		return false, 0
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	return true, n
-}
 
 // forget drops c as from's live connection, unless a newer one replaced it.
 func (t *Transport) forget(from multiraft.NodeID, c net.Conn) {

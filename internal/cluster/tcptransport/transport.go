@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/lograte"
 )
 
 // Receiver is what arriving batches are handed to: a multiraft.Host.
@@ -103,7 +104,7 @@ type Transport struct {
 	peers atomic.Pointer[map[multiraft.NodeID]*peer]
 	stats counters
 	// refusals limits the refused handshakes' warnings (inbound.go).
-	refusals logLimiter
+	refusals lograte.Limiter
 
 	mu      sync.Mutex // guards everything below
 	closed  bool
@@ -122,7 +123,7 @@ func New(cfg Config) (*Transport, error) {
 	}
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &Transport{cfg: cfg, log: cfg.Logger, ctx: ctx, stop: cancel,
+	t := &Transport{cfg: cfg, log: cfg.Logger, ctx: ctx, stop: cancel, refusals: lograte.Limiter{Every: refuseLogEvery},
 		inbound: map[multiraft.NodeID]net.Conn{}, conns: map[net.Conn]struct{}{}}
 	peers := map[multiraft.NodeID]*peer{}
 	for id, addr := range cfg.Peers {

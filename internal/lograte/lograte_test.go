@@ -1,4 +1,4 @@
-package tcptransport
+package lograte
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 
 // TestLogLimiter: one warning a window; the next one says how many were held back.
 func TestLogLimiter(t *testing.T) {
-	var l logLimiter
+	l := Limiter{Every: 10 * time.Second}
 	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	for _, step := range []struct {
 		at         time.Duration
@@ -22,7 +22,7 @@ func TestLogLimiter(t *testing.T) {
 		{time.Minute, true, 1},
 		{2 * time.Minute, true, 0},
 	} {
-		warn, n := l.allow(t0.Add(step.at))
+		warn, n := l.Allow(t0.Add(step.at))
 		if warn != step.warn || n != step.suppressed {
 			t.Errorf("at %v: allow = %v, %d; want %v, %d", step.at, warn, n, step.warn, step.suppressed)
 		}
