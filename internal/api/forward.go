@@ -305,13 +305,7 @@ func notLeader(err error) int32 {
 	if err == nil || !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnavailable {
 		return 0
 	}
-	for _, d := range cerr.Details() {
-		v, derr := d.Value()
-		if info, ok := v.(*sluicev1.ErrorInfo); derr == nil && ok {
-			return leaderOf(info)
-		}
-	}
-	return 0
+	return leaderOf(errorInfoOf(err))
 }
 
 // leaderOf is the leader a NOT_LEADER ErrorInfo names (0: another reason, or none).

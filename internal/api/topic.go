@@ -262,6 +262,7 @@ func (t *topicService) ListOffsets(ctx context.Context, req *connect.Request[slu
 	// Partitions led elsewhere, by leader (topic_fanout.go), and the first such refusal.
 	var remote map[int32][]int
 	var notLed error
+	elsewhere := 0
 	for i, p := range parts {
 		o, err := t.b.ListOffsets(name, p, at)
 		var nl *broker.NotLeaderError
@@ -270,6 +271,7 @@ func (t *topicService) ListOffsets(ctx context.Context, req *connect.Request[slu
 				remote, notLed = map[int32][]int{}, t.toConnect(err, pmeta(name, p))
 			}
 			remote[nl.Leader] = append(remote[nl.Leader], i)
+			elsewhere++
 			out.Partitions = append(out.Partitions, nil)
 			continue
 		}
@@ -289,24 +291,13 @@ func (t *topicService) ListOffsets(ctx context.Context, req *connect.Request[slu
 		}
 		out.Partitions = append(out.Partitions, r)
 	}
-	if len(remote) == 1 && len(remote[leaderOfAll(remote)]) == len(parts) {
+	if len(remote) == 1 && elsewhere == len(parts) {
 		return nil, notLed // one other node leads them all: forwarded whole (forward.go)
 	}
 	if err := t.listOffsetsFrom(ctx, req.Header(), req.Msg, parts, out.Partitions, remote, notLed); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(out), nil
-}
-
-// leaderOfAll is the one leader of remote (0 if there are several or none).
-func leaderOfAll(remote map[int32][]int) int32 {
-	if len(remote) != 1 {
-		return 0
-	}
-	for l := range remote {
-		return l
-	}
-	return 0
 }
 
 // partitions returns the requested partitions, or all of the topic's.

@@ -32,9 +32,6 @@ import (
 // TLS. Those answer NOT_LEADER per partition (Fetch) or for the call (ListOffsets), and
 // the Go client splits the call itself (client/topic_split.go).
 
-// subCallMaxBytes bounds a sub-call's answer, as forward.go bounds a proxied message.
-const subCallMaxBytes = 64 << 20
-
 // subCallSlack bounds a sub-call beyond the wait it asks for: a leader that does not
 // answer (cut off, stalled) must not hold back what the others answered.
 const subCallSlack = 5 * time.Second
@@ -56,7 +53,7 @@ func (a *API) peerTopics(node int32) (sluicev1connect.TopicServiceClient, bool) 
 	if addr == "" {
 		return nil, false
 	}
-	return sluicev1connect.NewTopicServiceClient(a.fwd.h1, "http://"+addr, connect.WithReadMaxBytes(subCallMaxBytes)), true
+	return sluicev1connect.NewTopicServiceClient(a.fwd.h1, "http://"+addr, connect.WithReadMaxBytes(maxForwardedAnswer)), true // bounded as a proxied answer
 }
 
 // subRequest is msg as a sub-call on behalf of the caller whose headers are hdr.

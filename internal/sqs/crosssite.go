@@ -1,11 +1,5 @@
 package sqs
 
-import (
-	"net/http"
-
-	"github.com/sluice-mq/sluice/internal/crosssite"
-)
-
 // Cross-site request forgery (docs/security.md, "SQS"). The query protocol is a form
 // POST (or a GET with the parameters in the URL), which a browser sends for any page
 // without asking the server first (a CORS "simple" request): without authentication,
@@ -15,16 +9,14 @@ import (
 // the SDKs, the AWS CLI, boto3 — send neither, and a URL typed or pasted into the
 // address bar is Sec-Fetch-Site: none without an Origin, so neither is refused.
 //
-// A request with a verified SigV4 signature is not refused: what authorizes it is the
+// The judgment is internal/crosssite's (the admin API uses it too). A request with a
+// verified SigV4 signature is not refused: what authorizes it is the
 // signature, which no page can make for itself. A presigned URL a page links to or
 // embeds was handed out by the key's owner to whoever holds it, who could as well
 // paste it; it keeps working wherever it is opened from. With authentication on, a
 // request without a signature is refused anyway, so the check changes nothing there.
 
-// crossSite says why r was sent by a page of another site (crosssite.Why), or "".
-func crossSite(r *http.Request) string { return crosssite.Why(r) }
-
-// refuseCrossSite is the answer to a request crossSite names: AccessDenied, in the
+// refuseCrossSite is the answer to a request crosssite.Why names: AccessDenied, in the
 // request's protocol, before anything reaches the broker.
 func refuseCrossSite(why string) *apiError {
 	return newError(errAccessDenied, "A web page of another site may not send requests to this SQS endpoint (%s). "+

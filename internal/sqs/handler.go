@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/crosssite"
 	"github.com/sluice-mq/sluice/internal/telemetry"
 )
 
@@ -216,7 +217,7 @@ func (h *Handler) parse(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	// After authentication, so that a verified signature lets a presigned URL through
 	// wherever it was opened from (crosssite.go); before the action is even read.
-	if why := crossSite(r); why != "" && c.keyID == "" {
+	if why := crosssite.Why(r); why != "" && c.keyID == "" {
 		return refuseCrossSite(why)
 	}
 	c.senderID = senderID(r, h.cfg.Account)
