@@ -1,7 +1,6 @@
 package tcptransport_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
@@ -10,13 +9,14 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
+	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // TestRefusalsDoNotFloodTheLog: twenty connections that are not TLS, made to a transport
 // that requires it (a port scanner, anyone who can reach the cluster port), are each
 // refused and counted, but logged as one warning, not twenty.
 func TestRefusalsDoNotFloodTheLog(t *testing.T) {
-	var logs bytes.Buffer
+	var logs testlog.Buffer // written by the transport's goroutines while the test reads it
 	tr, err := tcptransport.New(tcptransport.Config{Node: 1, ClusterID: "test", ServerTLS: newPKI(t, "sluice test CA", 1).server(t, 1),
 		HandshakeTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
