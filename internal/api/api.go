@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -50,6 +51,10 @@ type Options struct {
 	Auth *auth.Store
 	// Tracer records spans and carries trace context (trace.go); nil: off.
 	Tracer *telemetry.Tracer
+	// DialPeer, in a cluster, opens a byte stream to another node over the cluster
+	// transport, on which it serves its API to peers (forward.go): calls that came over
+	// TLS are forwarded that way. Nil: they are not forwarded.
+	DialPeer func(ctx context.Context, node int32) (net.Conn, error)
 }
 
 // Protocol is the label request metrics carry for this front-end.
@@ -66,12 +71,14 @@ type API struct {
 	auth     *auth.Store       // nil: authentication off
 	tracer   *telemetry.Tracer // nil: tracing off
 	fwd      *forwarder        // in a cluster: forwards calls, and fans out (topic_fanout.go); else nil
+	dialPeer func(context.Context, int32) (net.Conn, error)
 }
 
 // New returns the API over opts.Broker.
 func New(opts Options) *API {
 	a := &API{b: opts.Broker, log: opts.Logger, maxBytes: opts.MaxRequestBytes,
-		draining: opts.Draining, observe: opts.ObserveRequest, streams: newLeases(), auth: opts.Auth, tracer: opts.Tracer}
+		draining: opts.Draining, observe: opts.ObserveRequest, streams: newLeases(), auth: opts.Auth, tracer: opts.Tracer,
+		dialPeer: opts.DialPeer}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -99,7 +106,7 @@ func (a *API) Routes() []Route {
 	wrap := func(h http.Handler) http.Handler { return h }
 	if a.b != nil && a.b.Clustered() {
 		// Calls for what another node leads go there (forward.go).
-		f := newForwarder(a.b.NodeID(), a.nodeAddr, a.maxBytes, func(leader int32, err error) {
+		f := newForwarder(a.b.NodeID(), a.nodeAddr, a.maxBytes, a.dialPeer, func(leader int32, err error) {
 			a.log.Debug("api: forwarding failed", "leader", leader, "err", err)
 		})
 		wrap, a.fwd = f.wrap, f

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -71,6 +73,18 @@ func principalOf(ctx context.Context) auth.Principal {
 func (a *API) authenticate(ctx context.Context, h http.Header, peer, procedure string) (auth.Principal, error) {
 	if !a.auth.Enabled() {
 		return auth.Anonymous, nil
+	}
+	if node := peerOf(ctx); node != 0 {
+		// A call a peer forwarded over the cluster transport, for the caller it
+		// authenticated (forward.go); one naming nobody is checked as any other.
+		if v := h.Get(principalHeader); v != "" {
+			name, err := url.PathUnescape(v)
+			if err != nil || name == "" {
+				a.auth.Fail(Protocol, auth.ReasonMalformed, auth.Anonymous, peer, procedure)
+				return auth.Anonymous, unauthenticated("node " + strconv.Itoa(int(node)) + " named no principal it forwarded a call for")
+			}
+			return auth.Principal(name), nil
+		}
 	}
 	if v := h.Get("Authorization"); v != "" {
 		scheme, tok, _ := strings.Cut(v, " ")

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/sluice-mq/sluice/internal/auth"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 )
 
@@ -22,13 +24,21 @@ import (
 // unary or a Consume stream — is passed back: the client never sees leadership.
 //
 // Identity: the call is authenticated and authorized here before any broker call (a
-// refused call is never forwarded), and forwarded with the client's own Authorization
-// header, which the leader checks again. No node vouches for a principal, so no header a
-// client could forge (the forwarded marker included) grants anything: the marker only
-// stops a second forward. The cost is that every node needs the same --auth-file, as
-// SQS forwarding (SigV4 checked again) already needs. A call that came over TLS is not
-// forwarded (a client certificate cannot be passed on, and the leader is dialled over
-// plain HTTP): it gets NOT_LEADER with the leader's id, as before.
+// refused call is never forwarded). A call that came in clear text is forwarded to the
+// leader's registered plain HTTP listener with the client's own Authorization header,
+// which the leader checks again: no node vouches for a principal there, so every node
+// needs the same --auth-file (as SQS forwarding, where the leader checks the SigV4
+// signature again, needs already), and no header a client could forge (the forwarded
+// marker included) grants anything: the marker only stops a second forward.
+//
+// A call that came over TLS is forwarded over a byte stream of the cluster transport
+// instead (DialPeer; node/peerstreams.go): the cluster's own mutual TLS, so what the
+// client sent encrypted is not sent on in clear, and the leader knows which node sends
+// it. That node names the caller it authenticated (principalHeader) — a client
+// certificate cannot be passed on — and the leader authorizes that principal against its
+// own rules. It trusts the name only on a peer's stream (FromPeer), which only a node
+// holding a cluster certificate can open: a node that can already vote and append to
+// every log. The client's Authorization does not travel on.
 //
 // Mechanism: the request body (one message for every sluice procedure: none streams from
 // the client) is read before the handler runs, and the handler's answer is held back
@@ -44,6 +54,10 @@ import (
 // forwardedHeader marks a forwarded call; its value is the forwarding node's id.
 const forwardedHeader = "Sluice-Forwarded-By"
 
+// principalHeader names, on a call forwarded over the cluster transport, the caller the
+// forwarding node authenticated (path-escaped). Read only on a peer's stream.
+const principalHeader = "Sluice-Forwarded-Principal"
+
 // holdMax bounds the answer held back before it is sent as it is: a NOT_LEADER answer
 // is far smaller, and a larger one (a big Fetch) is not doubled in memory.
 const holdMax = 64 << 10
@@ -58,13 +72,35 @@ type forwarder struct {
 	addr     func(node int32) string // a node's registered HTTP host:port, "" unknown
 	maxBytes int64
 	h1, h2c  *http.Client // Connect and gRPC-Web over HTTP/1.1; gRPC over cleartext HTTP/2
-	onError  func(leader int32, err error)
+	// viaPeer are h1 and h2c over the cluster transport (nil: TLS calls not forwarded).
+	viaPeer *[2]*http.Client
+	onError func(leader int32, err error)
 }
 
-func newForwarder(self int32, addr func(int32) string, maxBytes int64, onError func(int32, error)) *forwarder {
-	mk := func(h2c bool) *http.Client {
+// peerHost is the host part of a URL that reaches node over the cluster transport.
+func peerHost(node int32) string { return "node-" + strconv.Itoa(int(node)) + ".sluice-peer" }
+
+// peerOfHost is the node peerHost named (0: none).
+func peerOfHost(hostport string) int32 {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	id, ok := strings.CutPrefix(host, "node-")
+	if id, ok = strings.CutSuffix(id, ".sluice-peer"); !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(id, 10, 32)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return int32(n)
+}
+
+func newForwarder(self int32, addr func(int32) string, maxBytes int64, dialPeer func(context.Context, int32) (net.Conn, error), onError func(int32, error)) *forwarder {
+	mk := func(h2c bool, dial func(context.Context, string, string) (net.Conn, error)) *http.Client {
 		t := &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			DialContext:         dial,
 			MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
 			// The client's Accept-Encoding is passed on: the body goes back as it came.
 			DisableCompression: true,
@@ -79,29 +115,102 @@ func newForwarder(self int32, addr func(int32) string, maxBytes int64, onError f
 		return &http.Client{Transport: t,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &forwarder{self: self, addr: addr, maxBytes: maxBytes, h1: mk(false), h2c: mk(true), onError: onError}
+	direct := (&net.Dialer{Timeout: 2 * time.Second}).DialContext
+	f := &forwarder{self: self, addr: addr, maxBytes: maxBytes, h1: mk(false, direct), h2c: mk(true, direct), onError: onError}
+	if dialPeer != nil {
+		viaPeer := func(ctx context.Context, _, hostport string) (net.Conn, error) {
+			node := peerOfHost(hostport)
+			if node == 0 {
+				return nil, &net.OpError{Op: "dial", Net: "sluice-peer", Err: errors.New("not a node: " + hostport)}
+			}
+			c, err := dialPeer(ctx, node)
+			if err != nil {
+				// A stream that could not be opened carried nothing: as a refused dial
+				// (notSent), the held NOT_LEADER is answered.
+				return nil, &net.OpError{Op: "dial", Net: "sluice-peer", Err: err}
+			}
+			return c, nil
+		}
+		f.viaPeer = &[2]*http.Client{mk(false, viaPeer), mk(true, viaPeer)}
+	}
+	return f
 }
 
-// fwdSlot is a call's mark: the node to forward it to (0: none).
-type fwdSlot struct{ leader int32 }
+// route is how this node reaches node for a call that came over TLS or not: the base URL
+// and the HTTP/1.1 and HTTP/2 clients, and whether it is the cluster transport (false:
+// node's plain HTTP listener). False if node is this one or cannot be reached that way
+// (no registered address; a TLS call on a node that does not forward them).
+func (f *forwarder) route(node int32, overTLS bool) (base string, h1, h2c *http.Client, peer, ok bool) {
+	switch {
+	case node == f.self || node == 0:
+		return "", nil, nil, false, false
+	case overTLS && f.viaPeer != nil:
+		return "http://" + peerHost(node), f.viaPeer[0], f.viaPeer[1], true, true
+	case overTLS:
+		return "", nil, nil, false, false
+	}
+	addr := f.addr(node)
+	return "http://" + addr, f.h1, f.h2c, false, addr != ""
+}
+
+// setIdentity sets the headers that say who a forwarded call is from and for: the
+// forwarded mark, and over the cluster transport the caller this node authenticated in
+// place of the client's credential (Anonymous: authentication is off here, and nothing is
+// named).
+func (f *forwarder) setIdentity(h http.Header, peer bool, p auth.Principal) {
+	h.Set(forwardedHeader, strconv.Itoa(int(f.self)))
+	if !peer {
+		return
+	}
+	h.Del("Authorization")
+	h.Del(principalHeader)
+	if p != auth.Anonymous {
+		h.Set(principalHeader, url.PathEscape(string(p)))
+	}
+}
+
+// fwdSlot is a call's mark: the node to forward it to (0: none), and what forwarding
+// needs to know of the call: whether it came over TLS, and who made it.
+type fwdSlot struct {
+	leader    int32
+	overTLS   bool
+	principal auth.Principal
+}
 
 const fwdKey ctxKey = 100
 
 // markForward asks for the call to be forwarded to leader once its handler returns; it
-// reports whether the call can be (it arrived neither forwarded nor over TLS).
+// reports whether the call can be (it arrived in a cluster, not forwarded, and over TLS
+// only where TLS calls are forwarded).
 func markForward(ctx context.Context, leader int32) bool {
 	s, _ := ctx.Value(fwdKey).(*fwdSlot)
 	if s == nil || leader == 0 {
 		return false
 	}
 	s.leader = leader
+	s.principal = principalOf(ctx)
 	return true
+}
+
+// peerKey marks the context of a request that came on a peer's stream.
+const peerKey ctxKey = 101
+
+// FromPeer marks ctx, a request's on a stream the cluster transport authenticated as
+// node's: the only requests whose principalHeader is believed.
+func FromPeer(ctx context.Context, node int32) context.Context {
+	return context.WithValue(ctx, peerKey, node)
+}
+
+// peerOf is the node a request's stream came from (0: not a peer's stream).
+func peerOf(ctx context.Context) int32 {
+	n, _ := ctx.Value(peerKey).(int32)
+	return n
 }
 
 // wrap serves h, forwarding the calls it marks.
 func (f *forwarder) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(forwardedHeader) != "" || r.TLS != nil {
+		if r.Header.Get(forwardedHeader) != "" || (r.TLS != nil && f.viaPeer == nil) {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -113,12 +222,12 @@ func (f *forwarder) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r2)
 			return
 		}
-		slot := &fwdSlot{}
+		slot := &fwdSlot{overTLS: r.TLS != nil}
 		r2 := r.WithContext(context.WithValue(r.Context(), fwdKey, slot))
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		hw := &holdWriter{w: w, hdr: http.Header{}, slot: slot}
 		h.ServeHTTP(hw, r2)
-		if slot.leader != 0 && !hw.sent && f.forward(w, r, body, slot.leader) {
+		if slot.leader != 0 && !hw.sent && f.forward(w, r, body, slot) {
 			return
 		}
 		hw.finish()
@@ -130,17 +239,15 @@ type readCloser struct {
 	io.Closer
 }
 
-// forward proxies the call to leader and reports whether it answered; false leaves the
-// held answer to be sent.
-func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte, leader int32) bool {
-	addr := ""
-	if leader != f.self {
-		addr = f.addr(leader)
-	}
-	if addr == "" {
+// forward proxies the call to the leader slot names and reports whether it answered;
+// false leaves the held answer to be sent.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte, slot *fwdSlot) bool {
+	leader := slot.leader
+	base, h1, h2c, peer, ok := f.route(leader, slot.overTLS)
+	if !ok {
 		return false
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		f.onError(leader, err)
 		return false
@@ -149,11 +256,11 @@ func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	for _, k := range hopHeaders {
 		req.Header.Del(k)
 	}
-	req.Header.Set(forwardedHeader, strconv.Itoa(int(f.self)))
+	f.setIdentity(req.Header, peer, slot.principal)
 	p := wireOf(r)
-	hc := f.h1
+	hc := h1
 	if p == wireGRPC && r.ProtoMajor == 2 {
-		hc = f.h2c                       // gRPC needs HTTP/2 end to end (trailers)
+		hc = h2c                         // gRPC needs HTTP/2 end to end (trailers)
 		req.Header.Set("Te", "trailers") // hop-by-hop, but gRPC's spec asks for it on every hop
 	}
 	resp, err := hc.Do(req)

@@ -78,7 +78,7 @@ func newFakeCluster(t testing.TB, nodes ...*fakeNode) *fakeCluster {
 	c := &fakeCluster{nodes: nodes, addrs: map[int32]string{}}
 	for i, n := range nodes {
 		self := int32(i + 1)
-		f := newForwarder(self, func(id int32) string { return c.addrs[id] }, 1<<20, func(int32, error) {})
+		f := newForwarder(self, func(id int32) string { return c.addrs[id] }, 1<<20, nil, func(int32, error) {})
 		_, h := sluicev1connect.NewQueueServiceHandler(n, connect.WithInterceptors(forwardInterceptor{}))
 		srv := httptest.NewUnstartedServer(f.wrap(h))
 		srv.Config.Protocols = new(http.Protocols)
@@ -312,3 +312,70 @@ func BenchmarkForward(b *testing.B) {
 // noRetry: these tests watch what the server answers to one call, so the client must not
 // retry NOT_LEADER itself (the Go client does by default, client/retry.go).
 var noRetry = client.WithNotLeaderRetry(0)
+
+// TestForwardOverTLSViaPeer: a call that came over TLS is forwarded over the peer stream
+// (DialPeer), not to the leader's plain listener: in every protocol, unary and streaming
+// (gRPC over HTTP/2 on both legs), without the client's credential, which the leader does
+// not need; a node without DialPeer answers it NOT_LEADER, as before.
+func TestForwardOverTLSViaPeer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	leader := &fakeNode{}
+	_, lh := sluicev1connect.NewQueueServiceHandler(leader, connect.WithInterceptors(forwardInterceptor{}))
+	// The leader's peer streams: a plain listener whose requests are from node 1.
+	peerSrv := httptest.NewUnstartedServer(newForwarder(2, func(int32) string { return "" }, 1<<20, nil, func(int32, error) {}).wrap(lh))
+	peerSrv.Config.Protocols = new(http.Protocols)
+	peerSrv.Config.Protocols.SetHTTP1(true)
+	peerSrv.Config.Protocols.SetUnencryptedHTTP2(true)
+	peerSrv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context { return FromPeer(ctx, 1) }
+	peerSrv.Start()
+	t.Cleanup(peerSrv.Close)
+	var dialled atomic.Int32
+	dial := func(ctx context.Context, node int32) (net.Conn, error) {
+		dialled.Add(1)
+		if node != 2 {
+			return nil, fmt.Errorf("dialled node %d", node)
+		}
+		return (&net.Dialer{}).DialContext(ctx, "tcp", strings.TrimPrefix(peerSrv.URL, "http://"))
+	}
+	start := func(dial func(context.Context, int32) (net.Conn, error)) *httptest.Server {
+		f := newForwarder(1, func(int32) string { return "127.0.0.1:1" }, 1<<20, dial, func(int32, error) {})
+		_, h := sluicev1connect.NewQueueServiceHandler(&fakeNode{leader: 2}, connect.WithInterceptors(forwardInterceptor{}))
+		srv := httptest.NewUnstartedServer(f.wrap(h))
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	tlsNode := start(dial)
+	for name, p := range map[string]client.Protocol{"connect": client.ProtocolConnect, "json": client.ProtocolConnectJSON,
+		"grpc": client.ProtocolGRPC, "grpc-web": client.ProtocolGRPCWeb} {
+		t.Run(name, func(t *testing.T) {
+			cl := client.New(tlsNode.URL, noRetry, client.WithProtocol(p), client.WithToken("tok"),
+				client.WithTLS(tlsNode.Client().Transport.(*http.Transport).TLSClientConfig))
+			res, err := cl.Send(ctx, "q", []byte("hello"))
+			if err != nil {
+				t.Fatalf("send over TLS through node 1: %v", err)
+			}
+			if want := "|1|hello"; res.GetMessageId() != want {
+				t.Errorf("the leader saw %q, want %q (no credential, forwarding node, body)", res.GetMessageId(), want)
+			}
+			var got []string
+			for m, err := range cl.Consume(ctx, "q") {
+				if err != nil {
+					t.Fatalf("consume over TLS through node 1: %v", err)
+				}
+				got = append(got, m.GetId())
+			}
+			if strings.Join(got, ",") != "0,1,2" {
+				t.Errorf("consumed %v through node 1, want the leader's 0,1,2", got)
+			}
+		})
+	}
+	if dialled.Load() == 0 {
+		t.Error("no call went over the peer stream")
+	}
+	old := start(nil)
+	_, err := client.New(old.URL, noRetry, client.WithTLS(old.Client().Transport.(*http.Transport).TLSClientConfig)).Send(ctx, "q", []byte("x"))
+	wantNotLeader(t, err, "2")
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -28,43 +27,47 @@ import (
 // whoever leads. A Fetch's long poll waits on every leader at once and answers as soon as
 // any partition has records.
 //
-// Not fanned out, as not forwarded (forward.go): a call that arrived forwarded, or over
-// TLS. Those answer NOT_LEADER per partition (Fetch) or for the call (ListOffsets), and
-// the Go client splits the call itself (client/topic_split.go).
+// A call that came over TLS is fanned out over the cluster transport, as it is forwarded
+// (forward.go). Not fanned out, as not forwarded: a call that arrived forwarded, or over
+// TLS on a node without the transport's streams. Those answer NOT_LEADER per partition
+// (Fetch) or for the call (ListOffsets), and the Go client splits the call itself
+// (client/topic_split.go).
 
 // subCallSlack bounds a sub-call beyond the wait it asks for: a leader that does not
 // answer (cut off, stalled) must not hold back what the others answered.
 const subCallSlack = 5 * time.Second
 
-// fanOut reports whether the call of ctx may be fanned out: it arrived in a cluster,
-// neither forwarded nor over TLS (forward.go put its slot in the context).
+// fanOut reports whether the call of ctx may be fanned out: it arrived in a cluster, not
+// forwarded, and over TLS only where TLS calls are forwarded (forward.go put its slot in
+// the context).
 func (a *API) fanOut(ctx context.Context) bool {
 	s, _ := ctx.Value(fwdKey).(*fwdSlot)
 	return s != nil && a.fwd != nil
 }
 
-// peerTopics is a TopicService client of node's HTTP listener (false: node is this one,
-// or has no registered address).
-func (a *API) peerTopics(node int32) (sluicev1connect.TopicServiceClient, bool) {
-	if node == a.fwd.self {
+// peerTopics is a TopicService client of node, for the call of ctx: over the cluster
+// transport for a call that came over TLS, else to node's plain HTTP listener (false:
+// node is this one, or cannot be reached that way).
+func (a *API) peerTopics(ctx context.Context, node int32) (sluicev1connect.TopicServiceClient, bool) {
+	s, _ := ctx.Value(fwdKey).(*fwdSlot)
+	base, h1, _, _, ok := a.fwd.route(node, s != nil && s.overTLS)
+	if !ok {
 		return nil, false
 	}
-	addr := a.fwd.addr(node)
-	if addr == "" {
-		return nil, false
-	}
-	return sluicev1connect.NewTopicServiceClient(a.fwd.h1, "http://"+addr, connect.WithReadMaxBytes(maxForwardedAnswer)), true // bounded as a proxied answer
+	return sluicev1connect.NewTopicServiceClient(h1, base, connect.WithReadMaxBytes(maxForwardedAnswer)), true // bounded as a proxied answer
 }
 
-// subRequest is msg as a sub-call on behalf of the caller whose headers are hdr.
-func subRequest[T any](a *API, msg *T, hdr http.Header) *connect.Request[T] {
+// subRequest is msg as a sub-call of the call of ctx, whose headers are hdr: with the
+// caller's credential, or over the cluster transport the caller's name (forward.go).
+func subRequest[T any](ctx context.Context, a *API, msg *T, hdr http.Header) *connect.Request[T] {
 	r := connect.NewRequest(msg)
 	for _, k := range []string{"Authorization", "Traceparent", "Tracestate"} {
 		if v := hdr.Get(k); v != "" {
 			r.Header().Set(k, v)
 		}
 	}
-	r.Header().Set(forwardedHeader, strconv.Itoa(int(a.fwd.self)))
+	s, _ := ctx.Value(fwdKey).(*fwdSlot)
+	a.fwd.setIdentity(r.Header(), s != nil && s.overTLS && a.fwd.viaPeer != nil, principalOf(ctx))
 	return r
 }
 
@@ -92,7 +95,7 @@ func (t *topicService) fetchFrom(ctx context.Context, hdr http.Header, m *sluice
 	var mu sync.Mutex
 	got := 0
 	for leader, idx := range remote {
-		peer, ok := t.peerTopics(leader)
+		peer, ok := t.peerTopics(ctx, leader)
 		if !ok {
 			continue
 		}
@@ -105,7 +108,7 @@ func (t *topicService) fetchFrom(ctx context.Context, hdr http.Header, m *sluice
 			sub.MaxWait = durationpb.New(wait)
 			sctx, cancel := context.WithTimeout(ctx, wait+subCallSlack)
 			defer cancel()
-			res, err := peer.Fetch(sctx, subRequest(t.API, sub, hdr))
+			res, err := peer.Fetch(sctx, subRequest(ctx, t.API, sub, hdr))
 			if err == nil && len(res.Msg.GetPartitions()) != len(idx) {
 				err = connect.NewError(connect.CodeInternal, errors.New("a leader answered a Fetch with another number of partitions"))
 			}
@@ -253,7 +256,7 @@ func (t *topicService) waitAnywhere(ctx context.Context, hdr http.Header, m *slu
 func (t *topicService) listOffsetsFrom(ctx context.Context, hdr http.Header, m *sluicev1.ListOffsetsRequest, parts []int32, out []*sluicev1.PartitionOffsetResult, remote map[int32][]int, notLed error) error {
 	peers := map[int32]sluicev1connect.TopicServiceClient{}
 	for leader := range remote {
-		peer, ok := t.peerTopics(leader)
+		peer, ok := t.peerTopics(ctx, leader)
 		if !ok {
 			return notLed
 		}
@@ -271,7 +274,7 @@ func (t *topicService) listOffsetsFrom(ctx context.Context, hdr http.Header, m *
 			}
 			sctx, cancel := context.WithTimeout(ctx, subCallSlack)
 			defer cancel()
-			res, err := peer.ListOffsets(sctx, subRequest(t.API, sub, hdr))
+			res, err := peer.ListOffsets(sctx, subRequest(ctx, t.API, sub, hdr))
 			if err == nil && len(res.Msg.GetPartitions()) != len(idx) {
 				err = connect.NewError(connect.CodeInternal, errors.New("a leader answered a ListOffsets with another number of partitions"))
 			}

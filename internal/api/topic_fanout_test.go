@@ -70,7 +70,7 @@ func fanOutNode(t *testing.T, leaders ...*fakeLeader) *topicService {
 		t.Cleanup(srv.Close)
 		addrs[int32(i+2)] = strings.TrimPrefix(srv.URL, "http://")
 	}
-	f := newForwarder(1, func(id int32) string { return addrs[id] }, 1<<20, func(int32, error) {})
+	f := newForwarder(1, func(id int32) string { return addrs[id] }, 1<<20, nil, func(int32, error) {})
 	return &topicService{API: &API{fwd: f, log: slog.New(slog.DiscardHandler)}}
 }
 

@@ -34,16 +34,18 @@ const memberMarker = "cluster-member"
 // clusterNode is the Raft side of a node: its engine, transport and host, and the
 // metadata group, all started before the broker opens over them.
 type clusterNode struct {
-	log    *slog.Logger
-	self   multiraft.NodeID
-	eng    *engine.Engine
-	tr     *tcptransport.Transport
-	host   *multiraft.Host
-	meta   *meta.Machine
-	cat    *meta.Catalog
-	addr   string // --cluster-addr
-	cancel context.CancelFunc
-	ran    chan struct{}
+	log  *slog.Logger
+	self multiraft.NodeID
+	eng  *engine.Engine
+	tr   *tcptransport.Transport
+	host *multiraft.Host
+	meta *meta.Machine
+	cat  *meta.Catalog
+	addr string // --cluster-addr
+	// streams are the native API calls peers forward over the transport (peerstreams.go).
+	streams *peerListener
+	cancel  context.CancelFunc
+	ran     chan struct{}
 }
 
 // openCluster starts the Raft engine of a node configured with --node-id.
@@ -102,7 +104,8 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	if id == "" {
 		id = clusterName
 	}
-	tcfg := tcptransport.Config{Node: self, ClusterID: id, Peers: others, Logger: log}
+	streams := newPeerListener()
+	tcfg := tcptransport.Config{Node: self, ClusterID: id, Peers: others, Logger: log, Streams: streams.handle}
 	reloader, err := clusterTLS(cfg, log, &tcfg)
 	if err != nil {
 		return nil, err
@@ -123,7 +126,8 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 		return nil, fmt.Errorf("--cluster-addr: %w", err)
 	}
 	go tr.Serve(ln, host)
-	c := &clusterNode{log: log, self: self, eng: eng, tr: tr, addr: cfg.ClusterAddr, host: host, meta: meta.NewMachine(self), ran: make(chan struct{})}
+	c := &clusterNode{log: log, self: self, eng: eng, tr: tr, addr: cfg.ClusterAddr, host: host, meta: meta.NewMachine(self),
+		streams: streams, ran: make(chan struct{})}
 	if cfg.ClusterMaxFeatureLevel > 0 {
 		c.meta.AdvertiseFeatureLevel(cfg.ClusterMaxFeatureLevel)
 	}

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"fmt"
+	"net"
 
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/auth"
@@ -15,12 +17,14 @@ import (
 // mountAPI serves the native ConnectRPC API on the HTTP listeners' mux
 // (plaintext and TLS), beside /healthz, /readyz and /metrics unless those
 // have a listener of their own. With tr set its calls are traced
-// (internal/api's trace.go).
-func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer) {
+// (internal/api's trace.go). dial, in a cluster, opens a stream to a peer for the calls
+// forwarded over the cluster transport (peerstreams.go).
+func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer, dial func(context.Context, int32) (net.Conn, error)) {
 	cfg := s.Config()
 	a := api.New(api.Options{
 		Broker: b, Logger: s.Logger(), MaxRequestBytes: cfg.MaxRequestBytes,
 		Draining: s.Draining(), ObserveRequest: s.Metrics().ObserveRequest, Auth: store, Tracer: tr,
+		DialPeer: dial,
 	})
 	for _, r := range a.Routes() {
 		if r.Stream {

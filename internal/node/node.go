@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/broker"
@@ -95,7 +96,14 @@ func Setup(opts Options) server.Setup {
 		if err != nil {
 			return err
 		}
-		mountAPI(s, b, store, tr)
+		var dial func(context.Context, int32) (net.Conn, error)
+		if cn != nil {
+			dial = dialPeer(cn.tr)
+		}
+		mountAPI(s, b, store, tr, dial)
+		if cn != nil {
+			s.ServeNodeHTTP(cn.streams, peerContext)
+		}
 		mountAdmin(s, b, store)
 		if err := mountConsole(s, store != nil); err != nil {
 			return err

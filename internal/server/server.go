@@ -69,7 +69,10 @@ type Server struct {
 	metrics *metrics.Metrics
 	mux     *http.ServeMux          // the native API's, served on HTTP and HTTPTLS
 	https   map[string]*http.Server // the server's own HTTP listeners: HTTP, HTTPTLS, Metrics
-	tls     *tlsconf.Reloader       // nil without --tls-cert
+	// apiHandler is what HTTP and HTTPTLS serve (the mux inside the edge's middleware),
+	// before the Host guard: ServeNodeHTTP serves it too.
+	apiHandler http.Handler
+	tls        *tlsconf.Reloader // nil without --tls-cert
 
 	ready    atomic.Bool
 	mounted  atomic.Bool   // the setups finished: every front-end route is on the mux
@@ -108,7 +111,7 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 		cfg: cfg, log: log, metrics: metrics.New(version), mux: http.NewServeMux(),
 		draining: make(chan struct{}), base: base, cancelBase: cancel,
 		frontends: map[string]Frontend{}, listeners: map[string]net.Listener{},
-		running: map[string]Frontend{}, routes: map[string]bool{}, streamPats: map[string]bool{}, errc: make(chan error, len(listenerNames)),
+		running: map[string]Frontend{}, routes: map[string]bool{}, streamPats: map[string]bool{}, errc: make(chan error, len(listenerNames)+1), // +1: ServeNodeHTTP
 	}
 	// Health and metrics live on the API's mux unless they have a
 	// listener of their own.
@@ -121,6 +124,7 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 	ops.Handle("GET /metrics", s.metrics.Handler())
 
 	api := s.wrap(s.untilMounted(s.mux), cfg.MaxRequestBytes)
+	s.apiHandler = api
 	s.https = map[string]*http.Server{HTTP: s.newHTTPServer(HTTP, api), HTTPTLS: s.newHTTPServer(HTTPTLS, api),
 		Metrics: s.newHTTPServer(Metrics, s.wrap(ops, cfg.MaxRequestBytes))}
 	if err := s.loadTLS(); err != nil {

@@ -237,21 +237,7 @@ func checkPartlyWritten(ctx context.Context, t *testing.T, c *cluster) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Wait for a leader of each partition, three different nodes.
-	adm := kadm.NewClient(c.client(kgo.SASL(plain.Auth{User: "app", Pass: "app-pw"}.AsMechanism())))
-	var leaders []int
-	for len(leaders) < 3 {
-		leaders = leaders[:0]
-		for p := range int32(3) {
-			if l := c.leaderOf(ctx, adm, "spread", p); l != 0 && !containsInt(leaders, l) {
-				leaders = append(leaders, l)
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no three leaders of spread's partitions: %v", leaders)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	leaders := c.spreadLeaders(ctx, t, "spread")
 	via := leaders[0] // leads partition 0
 	var recs []*client.ProduceRecord
 	for p := range int32(3) {
@@ -470,4 +456,26 @@ func (ck *nativeChecker) report(t *testing.T, failovers []time.Duration) {
 	if len(ck.acked) < 50 {
 		t.Errorf("only %d sends acknowledged", len(ck.acked))
 	}
+}
+
+// spreadLeaders waits until topic's three partitions are led by three different nodes
+// (placement spreads them) and returns their leaders, by partition.
+func (c *cluster) spreadLeaders(ctx context.Context, t *testing.T, topic string) []int {
+	t.Helper()
+	adm := kadm.NewClient(c.client(kgo.SASL(plain.Auth{User: "app", Pass: "app-pw"}.AsMechanism())))
+	defer adm.Close()
+	var leaders []int
+	for len(leaders) < 3 {
+		leaders = leaders[:0]
+		for p := range int32(3) {
+			if l := c.leaderOf(ctx, adm, topic, p); l != 0 && !containsInt(leaders, l) {
+				leaders = append(leaders, l)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no three leaders of %s's partitions: %v", topic, leaders)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return leaders
 }

@@ -49,4 +49,8 @@
 //
 //	request payload:  group id uvarint | request bytes
 //	response payload: status u8 (0 ok, 1 error) | answer bytes, or the error's text
+//
+// A byte stream (streams.go, DialStream) is a connection whose dialler's hello carries code
+// 0x80+kind: judged as above (NotServed if the listener takes no streams), then handed to
+// the host as a plain connection; what flows on it is the host's (forwarded HTTP calls).
 package tcptransport

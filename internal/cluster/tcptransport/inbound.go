@@ -52,6 +52,10 @@ func (t *Transport) serveConn(c net.Conn, r Receiver) {
 		t.serveRequests(conn, from, r, log)
 		return
 	}
+	if isStream(code) {
+		t.serveStream(conn, c, code, from)
+		return
+	}
 	defer t.forget(from, c)
 	var buf []byte
 	for {
@@ -138,8 +142,8 @@ func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Co
 		return 0, nil, 0, false
 	}
 	_ = c.SetDeadline(time.Time{})
-	if h.Code == codeRequests {
-		return h.From, c, h.Code, true // a request stream is not the peer's raft stream
+	if h.Code == codeRequests || isStream(h.Code) {
+		return h.From, c, h.Code, true // not the peer's raft stream
 	}
 	t.mu.Lock()
 	if t.peer(h.From) == nil { // removed since judged: RemovePeer holds mu to close inbound
@@ -159,7 +163,7 @@ func (t *Transport) admit(raw net.Conn, remote string) (multiraft.NodeID, net.Co
 
 func (t *Transport) judge(h hello) Code {
 	switch {
-	case h.Version != version, h.Code != 0 && h.Code != codeRequests:
+	case h.Version != version, h.Code != 0 && h.Code != codeRequests && !isStream(h.Code):
 		return VersionMismatch
 	case h.Cluster != t.cfg.ClusterID:
 		return WrongCluster
@@ -167,6 +171,8 @@ func (t *Transport) judge(h hello) Code {
 		return WrongNode
 	case t.peer(h.From) == nil:
 		return UnknownPeer
+	case isStream(h.Code) && t.cfg.Streams == nil:
+		return NotServed
 	}
 	return Accepted
 }

@@ -204,6 +204,12 @@ func (p *peer) closeIdle() {
 // dialRequests opens a request stream to the peer: TCP, TLS and VerifyPeer as the raft
 // stream's dial, then the hello with codeRequests.
 func (p *peer) dialRequests(ctx context.Context) (*reqConn, error) {
+	return p.dialCode(ctx, codeRequests)
+}
+
+// dialCode opens a connection to the peer that is not its raft stream, authenticated as
+// that one is (TCP, TLS and VerifyPeer), with code in its hello.
+func (p *peer) dialCode(ctx context.Context, code Code) (*reqConn, error) {
 	t := p.t
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout+t.cfg.HandshakeTimeout)
 	defer cancel()
@@ -238,7 +244,7 @@ func (p *peer) dialRequests(ctx context.Context) (*reqConn, error) {
 			}
 		}
 	}
-	if err := t.handshake(conn, p.id, codeRequests); err != nil {
+	if err := t.handshake(conn, p.id, code); err != nil {
 		t.untrack(raw)
 		return nil, err
 	}

@@ -31,6 +31,10 @@ type Stats struct {
 	RequestsSent    uint64 // requests written to a peer
 	RequestFailures uint64 // requests that got no answer, or an error answer
 	RequestsServed  uint64 // peers' requests handed to the receiver
+
+	// Byte streams (streams.go).
+	StreamsDialled  uint64 // streams this node opened to a peer
+	StreamsAccepted uint64 // streams peers opened, handed to Config.Streams
 }
 
 type counters struct {
@@ -40,6 +44,7 @@ type counters struct {
 	batchesReceived, messagesReceived, bytesReceived         atomic.Uint64
 	refused, badFrames                                       atomic.Uint64
 	requestsSent, requestFailures, requestsServed            atomic.Uint64
+	streamsDialled, streamsAccepted                          atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -52,6 +57,7 @@ func (c *counters) snapshot() Stats {
 		BytesReceived: c.bytesReceived.Load(), Refused: c.refused.Load(), BadFrames: c.badFrames.Load(),
 		RequestsSent: c.requestsSent.Load(), RequestFailures: c.requestFailures.Load(),
 		RequestsServed: c.requestsServed.Load(),
+		StreamsDialled: c.streamsDialled.Load(), StreamsAccepted: c.streamsAccepted.Load(),
 	}
 }
 

@@ -39,7 +39,10 @@ type Config struct {
 	// bound to its node id (say, CN node-N), so a node of the cluster cannot speak as
 	// another; without it any certificate the CA signed may claim any peer id.
 	VerifyPeer func(id multiraft.NodeID, cs tls.ConnectionState) error
-	Logger     *slog.Logger // (slog.Default() with the node's id; a given one is expected to name the node)
+	// Streams, when set, takes the byte streams peers open (streams.go); without it they
+	// are refused.
+	Streams StreamHandler
+	Logger  *slog.Logger // (slog.Default() with the node's id; a given one is expected to name the node)
 
 	QueueBatches int // batches waiting per peer before Send drops (1024)
 	QueueBytes   int // their estimated size, likewise (64 MiB)

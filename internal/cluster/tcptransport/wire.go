@@ -39,6 +39,7 @@ const (
 	UnknownPeer     Code = 3 // the dialer's node id is not one of the listener's peers
 	VersionMismatch Code = 4 // the listener does not speak the dialer's protocol version
 	NotAuthorized   Code = 5 // the dialler's certificate does not vouch for the node id it claims
+	NotServed       Code = 6 // the listener serves no byte streams of the kind the dialler asked for
 )
 
 func (c Code) String() string {
@@ -55,6 +56,8 @@ func (c Code) String() string {
 		return "protocol version mismatch"
 	case NotAuthorized:
 		return "certificate does not match the node id"
+	case NotServed:
+		return "no such stream served"
 	}
 	return fmt.Sprintf("code %d", uint8(c))
 }
