@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/peerhttp"
 	"github.com/sluice-mq/sluice/internal/telemetry"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
 )
@@ -54,7 +54,7 @@ type Options struct {
 	// DialPeer, in a cluster, opens a byte stream to another node over the cluster
 	// transport, on which it serves its API to peers (forward.go): calls that came over
 	// TLS are forwarded that way. Nil: they are not forwarded.
-	DialPeer func(ctx context.Context, node int32) (net.Conn, error)
+	DialPeer peerhttp.Dial
 }
 
 // Protocol is the label request metrics carry for this front-end.
@@ -71,7 +71,7 @@ type API struct {
 	auth     *auth.Store       // nil: authentication off
 	tracer   *telemetry.Tracer // nil: tracing off
 	fwd      *forwarder        // in a cluster: forwards calls, and fans out (topic_fanout.go); else nil
-	dialPeer func(context.Context, int32) (net.Conn, error)
+	dialPeer peerhttp.Dial
 }
 
 // New returns the API over opts.Broker.

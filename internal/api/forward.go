@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/peerhttp"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 )
 
@@ -77,27 +78,7 @@ type forwarder struct {
 	onError func(leader int32, err error)
 }
 
-// peerHost is the host part of a URL that reaches node over the cluster transport.
-func peerHost(node int32) string { return "node-" + strconv.Itoa(int(node)) + ".sluice-peer" }
-
-// peerOfHost is the node peerHost named (0: none).
-func peerOfHost(hostport string) int32 {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	id, ok := strings.CutPrefix(host, "node-")
-	if id, ok = strings.CutSuffix(id, ".sluice-peer"); !ok {
-		return 0
-	}
-	n, err := strconv.ParseInt(id, 10, 32)
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return int32(n)
-}
-
-func newForwarder(self int32, addr func(int32) string, maxBytes int64, dialPeer func(context.Context, int32) (net.Conn, error), onError func(int32, error)) *forwarder {
+func newForwarder(self int32, addr func(int32) string, maxBytes int64, dialPeer peerhttp.Dial, onError func(int32, error)) *forwarder {
 	mk := func(h2c bool, dial func(context.Context, string, string) (net.Conn, error)) *http.Client {
 		t := &http.Transport{
 			DialContext:         dial,
@@ -118,19 +99,9 @@ func newForwarder(self int32, addr func(int32) string, maxBytes int64, dialPeer 
 	direct := (&net.Dialer{Timeout: 2 * time.Second}).DialContext
 	f := &forwarder{self: self, addr: addr, maxBytes: maxBytes, h1: mk(false, direct), h2c: mk(true, direct), onError: onError}
 	if dialPeer != nil {
-		viaPeer := func(ctx context.Context, _, hostport string) (net.Conn, error) {
-			node := peerOfHost(hostport)
-			if node == 0 {
-				return nil, &net.OpError{Op: "dial", Net: "sluice-peer", Err: errors.New("not a node: " + hostport)}
-			}
-			c, err := dialPeer(ctx, node)
-			if err != nil {
-				// A stream that could not be opened carried nothing: as a refused dial
-				// (notSent), the held NOT_LEADER is answered.
-				return nil, &net.OpError{Op: "dial", Net: "sluice-peer", Err: err}
-			}
-			return c, nil
-		}
+		// A stream that could not be opened carried nothing: its error is a dial's
+		// (notSent), and the held NOT_LEADER is answered.
+		viaPeer := peerhttp.DialContext(dialPeer)
 		f.viaPeer = &[2]*http.Client{mk(false, viaPeer), mk(true, viaPeer)}
 	}
 	return f
@@ -145,7 +116,7 @@ func (f *forwarder) route(node int32, overTLS bool) (base string, h1, h2c *http.
 	case node == f.self || node == 0:
 		return "", nil, nil, false, false
 	case overTLS && f.viaPeer != nil:
-		return "http://" + peerHost(node), f.viaPeer[0], f.viaPeer[1], true, true
+		return "http://" + peerhttp.Host(node), f.viaPeer[0], f.viaPeer[1], true, true
 	case overTLS:
 		return "", nil, nil, false, false
 	}

@@ -191,7 +191,7 @@ sluice_storage_write_failing 1
 // A cluster node's Raft host is reported; a single node (Raft says false)
 // reports none of its series rather than zeros that look like a stalled cluster.
 func TestCollectorMapsRaft(t *testing.T) {
-	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, NotPreferred: 4, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2, TransportRefused: 20,
+	st := RaftStat{Groups: 1001, Awake: 3, PeersDown: 1, NotPreferred: 4, GroupTicks: 70, Batches: 9, Messages: 40, VotesRefused: 2, TransportRefused: 20, StreamsOpened: 6, StreamsAccepted: 8,
 		FeatureLevel: 1, ReadsFeatureLevel: 2, GroupStateTooLarge: true, DiskFull: true, DiskFullStalls: 3,
 		SnapshotsCreated: 5, SnapshotBytes: 4096}
 	cluster := true
@@ -215,6 +215,12 @@ sluice_raft_transport_messages_total 40
 # HELP sluice_raft_transport_refused_total Connections to the cluster port refused: a failed TLS handshake, not a sluice peer, another cluster's, a node not admitted. Each is counted; the log warns of them at most once every 10 s.
 # TYPE sluice_raft_transport_refused_total counter
 sluice_raft_transport_refused_total 20
+# HELP sluice_raft_transport_streams_opened_total Streams this node opened to peers over the cluster port to forward calls its TLS clients made (native API, SQS) to their leader.
+# TYPE sluice_raft_transport_streams_opened_total counter
+sluice_raft_transport_streams_opened_total 6
+# HELP sluice_raft_transport_streams_accepted_total Streams peers opened to this node over the cluster port to forward calls their TLS clients made.
+# TYPE sluice_raft_transport_streams_accepted_total counter
+sluice_raft_transport_streams_accepted_total 8
 # HELP sluice_raft_votes_refused_total Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.
 # TYPE sluice_raft_votes_refused_total counter
 sluice_raft_votes_refused_total 2
@@ -241,7 +247,8 @@ sluice_raft_snapshots_created_total 5
 sluice_raft_snapshot_bytes_created_total 4096
 `
 	names := []string{"sluice_raft_groups", "sluice_raft_groups_awake", "sluice_raft_peers_down", "sluice_raft_leaders_not_preferred",
-		"sluice_raft_transport_messages_total", "sluice_raft_transport_refused_total", "sluice_raft_votes_refused_total", "sluice_cluster_feature_level", "sluice_cluster_reads_feature_level",
+		"sluice_raft_transport_messages_total", "sluice_raft_transport_refused_total", "sluice_raft_transport_streams_opened_total",
+		"sluice_raft_transport_streams_accepted_total", "sluice_raft_votes_refused_total", "sluice_cluster_feature_level", "sluice_cluster_reads_feature_level",
 		"sluice_cluster_group_state_too_large", "sluice_raft_disk_full", "sluice_raft_disk_full_stalls_total",
 		"sluice_raft_snapshots_created_total", "sluice_raft_snapshot_bytes_created_total"}
 	if err := testutil.CollectAndCompare(NewCollector(src), strings.NewReader(want), names...); err != nil {

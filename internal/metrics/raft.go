@@ -14,6 +14,9 @@ type RaftStat struct {
 	SnapshotsCreated, SnapshotBytes   uint64 // taken of this node's state machines, and their size
 	VotesRefused, LostLogBeats        uint64
 	TransportRefused                  uint64 // connections the cluster port refused
+	// StreamsOpened and StreamsAccepted count the transport's byte streams: calls a TLS
+	// client made forwarded to a peer, and peers' forwarded to this node.
+	StreamsOpened, StreamsAccepted uint64
 	// FeatureLevel is the cluster's (docs/cluster.md, "Upgrades"), ReadsFeatureLevel
 	// what this node tells the controller it reads.
 	FeatureLevel, ReadsFeatureLevel int
@@ -58,6 +61,8 @@ var (
 	raftSnapBytes  = desc("raft_snapshot_bytes_created_total", "Bytes of those snapshots: against the entries' bytes, what snapshots cost the disk (a clustered queue's snapshot holds its whole backlog).")
 	raftVotesRef   = desc("raft_votes_refused_total", "Vote requests dropped because this replica was blank (a node on an empty disk, a replica not caught up): it must not vote with state it lacks.")
 	raftRefused    = desc("raft_transport_refused_total", "Connections to the cluster port refused: a failed TLS handshake, not a sluice peer, another cluster's, a node not admitted. Each is counted; the log warns of them at most once every 10 s.")
+	raftStreamsOut = desc("raft_transport_streams_opened_total", "Streams this node opened to peers over the cluster port to forward calls its TLS clients made (native API, SQS) to their leader.")
+	raftStreamsIn  = desc("raft_transport_streams_accepted_total", "Streams peers opened to this node over the cluster port to forward calls their TLS clients made.")
 	raftLostBeats  = desc("raft_lost_log_heartbeats_total", "Heartbeats dropped because they commit past entries this replica no longer holds.")
 	raftFeature    = desc("cluster_feature_level", "The cluster's feature level: which kinds of entry its logs may hold (docs/cluster.md, \"Upgrades\"). It rises once every node reads the next one; below sluice_cluster_reads_feature_level on every node, some node holds it back.")
 	raftReadsLevel = desc("cluster_reads_feature_level", "The feature level this node tells the controller it reads: its binary's, or --cluster-max-feature-level.")
@@ -68,7 +73,7 @@ var (
 )
 
 var raftDescs = []*prometheus.Desc{raftGroups, raftAwake, raftPeersDown, raftTicks, raftRounds, raftSyncs, raftReadys,
-	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftSnapsMade, raftSnapBytes, raftVotesRef, raftLostBeats, raftRefused, raftNotPref, raftFeature, raftReadsLevel, raftStateLarge,
+	raftBatches, raftMessages, raftQuiesces, raftWakes, raftSnapsSent, raftSnapsTaken, raftSnapsMade, raftSnapBytes, raftVotesRef, raftLostBeats, raftRefused, raftStreamsOut, raftStreamsIn, raftNotPref, raftFeature, raftReadsLevel, raftStateLarge,
 	raftDiskFull, raftFullStalls}
 
 func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
@@ -93,6 +98,8 @@ func collectRaft(ch chan<- prometheus.Metric, s RaftStat) {
 	counter(raftReadys, s.Readys)
 	counter(raftBatches, s.Batches)
 	counter(raftRefused, s.TransportRefused)
+	counter(raftStreamsOut, s.StreamsOpened)
+	counter(raftStreamsIn, s.StreamsAccepted)
 	counter(raftMessages, s.Messages)
 	counter(raftQuiesces, s.Quiesces)
 	counter(raftWakes, s.Wakes)

@@ -42,8 +42,8 @@ type clusterNode struct {
 	meta *meta.Machine
 	cat  *meta.Catalog
 	addr string // --cluster-addr
-	// streams are the native API calls peers forward over the transport (peerstreams.go).
-	streams *peerListener
+	// streams are the calls peers forward over the transport (peerstreams.go).
+	streams *peerStreams
 	cancel  context.CancelFunc
 	ran     chan struct{}
 }
@@ -104,7 +104,7 @@ func openCluster(s *server.Server) (_ *clusterNode, err error) {
 	if id == "" {
 		id = clusterName
 	}
-	streams := newPeerListener()
+	streams := newPeerStreams()
 	tcfg := tcptransport.Config{Node: self, ClusterID: id, Peers: others, Logger: log, Streams: streams.handle}
 	reloader, err := clusterTLS(cfg, log, &tcfg)
 	if err != nil {

@@ -1,14 +1,13 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"net"
 
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/kafka"
+	"github.com/sluice-mq/sluice/internal/peerhttp"
 	"github.com/sluice-mq/sluice/internal/server"
 	"github.com/sluice-mq/sluice/internal/sqs"
 	"github.com/sluice-mq/sluice/internal/telemetry"
@@ -19,7 +18,7 @@ import (
 // have a listener of their own. With tr set its calls are traced
 // (internal/api's trace.go). dial, in a cluster, opens a stream to a peer for the calls
 // forwarded over the cluster transport (peerstreams.go).
-func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer, dial func(context.Context, int32) (net.Conn, error)) {
+func mountAPI(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer, dial peerhttp.Dial) {
 	cfg := s.Config()
 	a := api.New(api.Options{
 		Broker: b, Logger: s.Logger(), MaxRequestBytes: cfg.MaxRequestBytes,
@@ -86,7 +85,9 @@ func kafkaClusterID(cfg server.Config, b *broker.Broker) string {
 // has (no write timeout: a ReceiveMessage long poll may wait 20 s). Each
 // has its own handler only so that queue URLs name the listener asked:
 // http:// or https://, and its advertised address.
-func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer) {
+// dial, in a cluster, opens a stream to a peer for the requests that came over TLS
+// (peerstreams.go).
+func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemetry.Tracer, dial peerhttp.Dial) {
 	cfg := s.Config()
 	for _, l := range []struct{ name, addr, scheme, advertised string }{
 		{server.SQS, cfg.SQSAddr, "http://", cfg.SQSAdvertisedAddr},
@@ -100,7 +101,7 @@ func mountSQS(s *server.Server, b *broker.Broker, store *auth.Store, tr *telemet
 			url = l.scheme + l.advertised
 		}
 		h := sqs.NewHandler(b, sqs.Config{AdvertisedURL: url, Logger: s.Logger(), Auth: store,
-			ObserveRequest: s.Metrics().ObserveRequest, Tracer: tr})
+			ObserveRequest: s.Metrics().ObserveRequest, Tracer: tr, DialPeer: dial})
 		s.RegisterFrontend(l.name, s.HTTPFrontend(l.name, h))
 	}
 }

@@ -2,13 +2,15 @@ package node
 
 import (
 	"github.com/sluice-mq/sluice/internal/broker"
+	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
 	"github.com/sluice-mq/sluice/internal/diskguard"
 	"github.com/sluice-mq/sluice/internal/metrics"
 )
 
-// metricsSource adapts the broker's stats, and the free space of the file
-// system under dataDir, to what /metrics reads at scrape time.
-func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
+// metricsSource adapts the broker's stats, the free space of the file system under
+// dataDir, and in a cluster (cn not nil) its transport's, to what /metrics reads at
+// scrape time.
+func metricsSource(b *broker.Broker, dataDir string, cn *clusterNode) metrics.Source {
 	return metrics.SourceFuncs{Queues: queueStats(b), Groups: groupStats(b), Topics: topicStats(b),
 		Storage: func() metrics.StorageStat {
 			st := b.StorageStats()
@@ -33,7 +35,12 @@ func metricsSource(b *broker.Broker, dataDir string) metrics.Source {
 		Raft: func() (metrics.RaftStat, bool) {
 			st, ok := b.RaftStats()
 			level, reads := b.FeatureLevels()
-			return metrics.RaftStat{Groups: st.Groups, Awake: st.Awake, PeersDown: st.PeersDown, NotPreferred: b.LeadersNotPreferred(),
+			var ts tcptransport.Stats
+			if cn != nil {
+				ts = cn.tr.Stats()
+			}
+			return metrics.RaftStat{StreamsOpened: ts.StreamsDialled, StreamsAccepted: ts.StreamsAccepted,
+				Groups: st.Groups, Awake: st.Awake, PeersDown: st.PeersDown, NotPreferred: b.LeadersNotPreferred(),
 				GroupTicks: st.GroupTicks, Rounds: st.Rounds, Syncs: st.Syncs, Readys: st.Readys,
 				Batches: st.Batches, Messages: st.Messages, Quiesces: st.Quiesces, Wakes: st.Wakes,
 				SnapshotsSent: st.SnapsSent, SnapshotsRestored: st.SnapsTaken,

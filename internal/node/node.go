@@ -23,11 +23,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/server"
+	"github.com/sluice-mq/sluice/internal/sqs"
 )
 
 // Options tune Setup; zero values take the defaults.
@@ -89,20 +89,16 @@ func Setup(opts Options) server.Setup {
 		// While the disk is full (or failing) the node says so: a load
 		// balancer sends producers elsewhere; acks and deletes still work.
 		s.AddReadyCheck(b.Health)
-		if err := s.Metrics().RegisterSource(metricsSource(b, s.Config().DataDir)); err != nil {
+		if err := s.Metrics().RegisterSource(metricsSource(b, s.Config().DataDir, cn)); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		tr, err := openTracer(s)
 		if err != nil {
 			return err
 		}
-		var dial func(context.Context, int32) (net.Conn, error)
+		mountAPI(s, b, store, tr, dialPeer(cn, streamNativeHTTP))
 		if cn != nil {
-			dial = dialPeer(cn.tr)
-		}
-		mountAPI(s, b, store, tr, dial)
-		if cn != nil {
-			s.ServeNodeHTTP(cn.streams, peerContext)
+			s.ServeNodeHTTP(cn.streams.native, peerContext)
 		}
 		mountAdmin(s, b, store)
 		if err := mountConsole(s, store != nil); err != nil {
@@ -111,7 +107,13 @@ func Setup(opts Options) server.Setup {
 		if err := mountKafka(s, b, store, tr); err != nil {
 			return err
 		}
-		mountSQS(s, b, store, tr)
+		mountSQS(s, b, store, tr, dialPeer(cn, streamSQS))
+		if cn != nil {
+			// Requests peers forward arrive with the base URL their client used, which
+			// their answers' queue URLs name: no advertised URL of its own.
+			s.ServeNodeSQS(cn.streams.sqs, sqs.NewHandler(b, sqs.Config{Logger: s.Logger(), Auth: store,
+				ObserveRequest: s.Metrics().ObserveRequest, Tracer: tr}))
+		}
 		return nil
 	}
 }

@@ -8,23 +8,49 @@ import (
 
 	"github.com/sluice-mq/sluice/internal/api"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
-	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
+	"github.com/sluice-mq/sluice/internal/peerhttp"
 )
 
 // Calls forwarded over the cluster transport (docs/cluster.md, "Native API forwarding").
-// A node forwards a native API call that came over TLS to the leader over a byte stream of
-// the Raft transport (tcptransport.DialStream), not over the leader's plain HTTP listener:
+// A node forwards a native API call or an SQS request that came over TLS to the leader over
+// a byte stream of the Raft transport (tcptransport.DialStream), not over the leader's plain
+// HTTP listener:
 // the channel is the cluster's own mutual TLS, the leader knows which node the call came
 // from, and the forwarding node can vouch for the caller it authenticated (a client
-// certificate cannot be passed on). The leader serves those streams as one more HTTP
-// listener (server.ServeNodeHTTP), whose requests carry the peer's node id in their
-// context (api.FromPeer), the only thing that makes api trust the caller a peer names.
+// certificate cannot be passed on; SQS needs no vouching, the leader checks the signature).
+// The leader serves those streams as one more HTTP listener per kind (server.ServeNodeHTTP,
+// ServeNodeSQS); a native call's requests carry the peer's node id in their context
+// (api.FromPeer), the only thing that makes api trust the caller a peer names.
 
-// streamNativeHTTP is the kind of byte stream that carries native API calls.
-const streamNativeHTTP uint8 = 1
+// The kinds of byte stream a node serves: native API calls, SQS requests.
+const (
+	streamNativeHTTP uint8 = 1
+	streamSQS        uint8 = 2
+)
 
-// peerListener is the net.Listener of the streams peers open: the transport's stream
-// handler hands each one over, and ServeNodeHTTP's server accepts them.
+// peerStreams are the listeners of the streams peers open, by kind.
+type peerStreams struct{ native, sqs *peerListener }
+
+func newPeerStreams() *peerStreams {
+	return &peerStreams{native: newPeerListener(), sqs: newPeerListener()}
+}
+
+// handle is the transport's StreamHandler: a stream of a kind this node serves waits for
+// its server to accept it (the transport's goroutine for it blocks, nothing else); any
+// other kind is closed.
+func (p *peerStreams) handle(kind uint8, from multiraft.NodeID, conn net.Conn) {
+	switch kind {
+	case streamNativeHTTP:
+		p.native.hand(from, conn)
+	case streamSQS:
+		p.sqs.hand(from, conn)
+	default:
+		_ = conn.Close()
+	}
+}
+
+// peerListener is the net.Listener of one kind of stream: the transport's stream handler
+// hands each one over, and a server.ServeNode* server accepts them.
 type peerListener struct {
 	conns chan net.Conn
 	done  chan struct{}
@@ -35,14 +61,8 @@ func newPeerListener() *peerListener {
 	return &peerListener{conns: make(chan net.Conn), done: make(chan struct{})}
 }
 
-// handle is the transport's StreamHandler: a stream of a kind this node serves waits for
-// the server to accept it (the transport's goroutine for it blocks, nothing else); any
-// other kind, or one arriving once the listener closed, is closed.
-func (l *peerListener) handle(kind uint8, from multiraft.NodeID, conn net.Conn) {
-	if kind != streamNativeHTTP {
-		_ = conn.Close()
-		return
-	}
+// hand gives conn to the server, or closes it once the listener is closed.
+func (l *peerListener) hand(from multiraft.NodeID, conn net.Conn) {
 	select {
 	case l.conns <- &peerConn{Conn: conn, node: int32(from)}:
 	case <-l.done:
@@ -89,9 +109,13 @@ func peerContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// dialPeer opens a native API stream to node, for api.Options.DialPeer.
-func dialPeer(tr *tcptransport.Transport) func(context.Context, int32) (net.Conn, error) {
+// dialPeer opens a stream of kind to a node, for api.Options.DialPeer (streamNativeHTTP)
+// and sqs.Config.DialPeer (streamSQS). Nil without a cluster.
+func dialPeer(cn *clusterNode, kind uint8) peerhttp.Dial {
+	if cn == nil {
+		return nil
+	}
 	return func(ctx context.Context, node int32) (net.Conn, error) {
-		return tr.DialStream(ctx, multiraft.NodeID(node), streamNativeHTTP)
+		return cn.tr.DialStream(ctx, multiraft.NodeID(node), kind)
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"net/http"
 )
 
-// NodeHTTP names the HTTP "listener" of calls other nodes of a cluster forward over the
-// Raft transport (ServeNodeHTTP); it labels its metrics and log lines.
-const NodeHTTP = "cluster-http"
+// The HTTP "listeners" of calls other nodes of a cluster forward over the Raft transport
+// (ServeNodeHTTP, ServeNodeSQS); the names label their metrics and log lines.
+const (
+	NodeHTTP = "cluster-http"
+	NodeSQS  = "cluster-sqs"
+)
 
 // ServeNodeHTTP serves the HTTP listeners' routes (the native API) on ln, a listener the
 // process feeds itself: the byte streams a cluster's peers open over the Raft transport to
@@ -22,10 +25,21 @@ const NodeHTTP = "cluster-http"
 func (s *Server) ServeNodeHTTP(ln net.Listener, connCtx func(context.Context, net.Conn) context.Context) {
 	srv := s.newHTTPServer(NodeHTTP, s.apiHandler)
 	srv.ConnContext = connCtx
+	s.serveNode(NodeHTTP, ln, srv)
+}
+
+// ServeNodeSQS serves h, an SQS front-end's handler, on ln as ServeNodeHTTP serves the
+// native API: the requests peers forward for their TLS clients. h guards request sizes
+// and panics itself (as for HTTPFrontend).
+func (s *Server) ServeNodeSQS(ln net.Listener, h http.Handler) {
+	s.serveNode(NodeSQS, ln, s.newHTTPServer(NodeSQS, s.timeBodies(h)))
+}
+
+func (s *Server) serveNode(name string, ln net.Listener, srv *http.Server) {
 	s.mu.Lock()
-	s.running[NodeHTTP] = srv
+	s.running[name] = srv
 	s.mu.Unlock()
-	s.log.Info("serving calls forwarded by other nodes over the cluster transport", "listener", NodeHTTP)
+	s.log.Info("serving calls forwarded by other nodes over the cluster transport", "listener", name)
 	s.serveWG.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.errc <- err

@@ -111,7 +111,7 @@ func New(cfg Config, log *slog.Logger, version string) (*Server, error) {
 		cfg: cfg, log: log, metrics: metrics.New(version), mux: http.NewServeMux(),
 		draining: make(chan struct{}), base: base, cancelBase: cancel,
 		frontends: map[string]Frontend{}, listeners: map[string]net.Listener{},
-		running: map[string]Frontend{}, routes: map[string]bool{}, streamPats: map[string]bool{}, errc: make(chan error, len(listenerNames)+1), // +1: ServeNodeHTTP
+		running: map[string]Frontend{}, routes: map[string]bool{}, streamPats: map[string]bool{}, errc: make(chan error, len(listenerNames)+2), // +2: ServeNodeHTTP, ServeNodeSQS
 	}
 	// Health and metrics live on the API's mux unless they have a
 	// listener of their own.

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/auth"
 	"github.com/sluice-mq/sluice/internal/broker"
 	"github.com/sluice-mq/sluice/internal/crosssite"
+	"github.com/sluice-mq/sluice/internal/peerhttp"
 	"github.com/sluice-mq/sluice/internal/telemetry"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	ObserveRequest func(protocol, operation string, d time.Duration)
 	// Tracer records spans and carries trace context (trace.go); nil: off.
 	Tracer *telemetry.Tracer
+	// DialPeer, in a cluster, opens a byte stream to another node over the cluster
+	// transport, on which that node serves SQS to its peers: requests that came over TLS
+	// are forwarded that way (forward.go). Nil: over plain HTTP, as the others.
+	DialPeer peerhttp.Dial
 }
 
 // Defaults of Config.
@@ -61,6 +66,8 @@ type Handler struct {
 	log      *slog.Logger
 	attempts attempts // FIFO ReceiveRequestAttemptId answers (receive_attempts.go)
 	keys     keyCache // SigV4 signing keys of recent requests (auth.go)
+	// peerClient forwards over the cluster transport (forward.go); nil without DialPeer.
+	peerClient *http.Client
 }
 
 // NewHandler returns the SQS front-end for b.
@@ -87,7 +94,11 @@ func NewHandler(b *broker.Broker, cfg Config) *Handler {
 	if cfg.AdvertisedURL != "" && !strings.Contains(cfg.AdvertisedURL, "://") {
 		cfg.AdvertisedURL = "http://" + cfg.AdvertisedURL // a bare host:port, as --sqs-advertised-addr takes
 	}
-	return &Handler{b: b, cfg: cfg, log: cfg.Logger}
+	h := &Handler{b: b, cfg: cfg, log: cfg.Logger}
+	if cfg.DialPeer != nil {
+		h.peerClient = newForwardClient(peerhttp.DialContext(cfg.DialPeer))
+	}
+	return h
 }
 
 // actionFunc runs one decoded action and returns the value to encode (nil

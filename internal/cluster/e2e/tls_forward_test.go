@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/client"
@@ -22,8 +24,8 @@ import (
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
 )
 
-// TestNativeOverTLSThroughFollower: three nodes with mutual TLS between them, an
-// --auth-file, and the native API served over TLS with a client CA. Clients of a node
+// TestOverTLSThroughFollower: three nodes with mutual TLS between them, an --auth-file,
+// and the native API and SQS served over TLS, the native API with a client CA. Clients of a node
 // that leads neither the queue nor most partitions, over TLS — a bearer token, and a
 // client certificate whose CN (carol) the users file only lets consume — are answered as
 // by the leader, in Connect and gRPC: their calls go to the leader over the cluster
@@ -31,8 +33,11 @@ import (
 // apply (carol's Send is refused). A Fetch and a ListOffsets of three partitions led by
 // three nodes, made with a plain generated Connect client over TLS through each node,
 // answer for all three (fanned out the same way). Before, every one of these answered
-// NOT_LEADER: a TLS call was never forwarded.
-func TestNativeOverTLSThroughFollower(t *testing.T) {
+// NOT_LEADER: a TLS call was never forwarded. Then the AWS SDK over HTTPS sends, receives
+// and deletes through a node that does not lead the queue: forwarded over the cluster
+// transport too (the node's streams counter moves), not in clear to the leader's plain
+// SQS listener as before.
+func TestOverTLSThroughFollower(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three sluice processes")
 	}
@@ -63,7 +68,8 @@ func TestNativeOverTLSThroughFollower(t *testing.T) {
 	c := startClusterEach(t, 3, false, func(id int) []string {
 		p := pairs[id]
 		return []string{"--cluster-tls-cert", p.Cert, "--cluster-tls-key", p.Key, "--cluster-tls-ca", ca.Cert,
-			"--tls-cert", p.Cert, "--tls-key", p.Key, "--http-tls-addr", "127.0.0.1:0", "--tls-client-ca", ca.Cert}
+			"--tls-cert", p.Cert, "--tls-key", p.Key, "--http-tls-addr", "127.0.0.1:0", "--tls-client-ca", ca.Cert,
+			"--sqs-tls-addr", "127.0.0.1:0"}
 	}, "--auth-file", users)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -157,5 +163,44 @@ func TestNativeOverTLSThroughFollower(t *testing.T) {
 				t.Errorf("list offsets over TLS through node %d: partition %d at %d, want 1", id, i, r.GetOffset())
 			}
 		}
+	}
+	checkSQSOverTLS(ctx, t, c, tlsCfg(tlstest.Pair{}))
+}
+
+// checkSQSOverTLS: the AWS SDK, over HTTPS to a node that does not lead its queue, sends,
+// receives and deletes; the node forwarded over the cluster transport (its streams counter
+// moved), and the queue URLs it was given name the TLS listener it called.
+func checkSQSOverTLS(ctx context.Context, t *testing.T, c *cluster, tc *tls.Config) {
+	t.Helper()
+	over := func(id int) *awssqs.Client {
+		return c.sqsClient(ctx, t, id, func(o *awssqs.Options) {
+			o.BaseEndpoint = aws.String("https://" + c.procs[id-1].Addr("sqs-tls"))
+			o.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+		})
+	}
+	createQueue(ctx, t, over(1), "secure-sqs", 30)
+	leader := c.queueLeader(ctx, t, "secure-sqs")
+	via := leader%3 + 1
+	opened, _ := metric(c, via, "sluice_raft_transport_streams_opened_total")
+	cl := over(via)
+	url, err := cl.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String("secure-sqs")})
+	if err != nil {
+		t.Fatalf("GetQueueUrl over TLS through node %d: %v", via, err)
+	}
+	if want := "https://" + c.procs[via-1].Addr("sqs-tls") + "/"; !strings.HasPrefix(aws.ToString(url.QueueUrl), want) {
+		t.Errorf("queue URL %s, want one under %s (the listener the client called)", aws.ToString(url.QueueUrl), want)
+	}
+	if _, err := cl.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: url.QueueUrl, MessageBody: aws.String("sqs over TLS")}); err != nil {
+		t.Fatalf("SendMessage over TLS through node %d (node %d leads): %v", via, leader, err)
+	}
+	got, err := cl.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: url.QueueUrl, WaitTimeSeconds: 2})
+	if err != nil || len(got.Messages) != 1 || aws.ToString(got.Messages[0].Body) != "sqs over TLS" {
+		t.Fatalf("ReceiveMessage over TLS through node %d: %v, %v", via, got, err)
+	}
+	if _, err := cl.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: url.QueueUrl, ReceiptHandle: got.Messages[0].ReceiptHandle}); err != nil {
+		t.Fatalf("DeleteMessage over TLS through node %d: %v", via, err)
+	}
+	if now, _ := metric(c, via, "sluice_raft_transport_streams_opened_total"); now <= opened {
+		t.Errorf("node %d opened no stream over the cluster transport for its SQS TLS clients (%v, before %v): forwarded in clear", via, now, opened)
 	}
 }
