@@ -33,8 +33,9 @@ func NodeOf(hostport string) int32 {
 	if err != nil {
 		host = hostport
 	}
-	id, ok := strings.CutPrefix(host, "node-")
-	if id, ok = strings.CutSuffix(id, suffix); !ok || id == "" || id[0] == '+' {
+	id, okPrefix := strings.CutPrefix(host, "node-")
+	id, okSuffix := strings.CutSuffix(id, suffix)
+	if !okPrefix || !okSuffix || id == "" || id[0] == '+' {
 		return 0
 	}
 	n, err := strconv.ParseInt(id, 10, 32)

@@ -16,6 +16,7 @@ func TestHostAndNodeOf(t *testing.T) {
 		{"node-3.sluice-peer:443", 3}, {"node-0.sluice-peer", 0}, {"node--1.sluice-peer", 0},
 		{"node-+1.sluice-peer", 0}, {"node-.sluice-peer", 0}, {"node-1.example.com", 0},
 		{"node-2147483648.sluice-peer", 0}, {"127.0.0.1:8080", 0}, {"", 0}, {"node-1x.sluice-peer", 0},
+		{"1.sluice-peer", 0}, {"node-1", 0}, {"xnode-1.sluice-peer", 0},
 	} {
 		if got := NodeOf(c.in); got != c.want {
 			t.Errorf("NodeOf(%q) = %d, want %d", c.in, got, c.want)
