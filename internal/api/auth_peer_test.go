@@ -72,4 +72,10 @@ func TestPeerNamesThePrincipal(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.name, got, body, c.want)
 		}
 	}
+	// A forwarded call whose token the leader does not know: the node that forwarded it
+	// took it, so the answer says the users files differ.
+	if got, body := call(plain.URL, "Receive", receive, map[string]string{"Authorization": "Bearer sl_not-here"}); got != 401 ||
+		!strings.Contains(body, "forwarded by node 2") || !strings.Contains(body, "same --auth-file") {
+		t.Errorf("a forwarded call with a token unknown here: %d %s, want 401 saying the users files differ", got, body)
+	}
 }

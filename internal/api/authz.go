@@ -96,6 +96,12 @@ func (a *API) authenticate(ctx context.Context, h http.Header, peer, procedure s
 		p, ok := a.auth.Token(tok)
 		if !ok {
 			a.auth.Fail(Protocol, auth.ReasonBadCredentials, auth.Anonymous, peer, procedure)
+			if by, err := strconv.Atoi(h.Get(forwardedHeader)); err == nil && by > 0 {
+				// The node the client called took the token: the users files differ.
+				return auth.Anonymous, unauthenticated("the bearer token is not valid on the node that leads what the call " +
+					"is for (node " + strconv.Itoa(int(a.b.NodeID())) + "; forwarded by node " + strconv.Itoa(by) +
+					", which took it): every node needs the same --auth-file")
+			}
 			return auth.Anonymous, unauthenticated("the bearer token is not valid")
 		}
 		return p, nil
