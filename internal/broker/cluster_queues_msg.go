@@ -206,7 +206,7 @@ func deliveriesOf(g multiraft.GroupID, ds []replqueue.Delivery) ([]Delivery, err
 		out = append(out, Delivery{
 			Message:  m,
 			Sequence: d.Offset, Receipt: bindReceipt(g, d.Receipt), ReceiveCount: d.ReceiveCount,
-			Deadline: d.Deadline})
+			FirstReceivedAt: d.FirstReceivedAt, Deadline: d.Deadline, FencingToken: d.FencingToken})
 	}
 	return out, nil
 }

@@ -64,7 +64,8 @@ func (m *Machine) receive(now time.Time, c *Command, r *Result) {
 			}
 			want--
 			r.Deliveries = append(r.Deliveries, Delivery{Message: s.message(d.Offset),
-				Receipt: d.Receipt, ReceiveCount: d.ReceiveCount, Deadline: d.Deadline})
+				Receipt: d.Receipt, ReceiveCount: d.ReceiveCount, FirstReceivedAt: d.FirstReceivedAt,
+				Deadline: d.Deadline, FencingToken: d.FencingToken})
 		}
 		m.fill(now)
 	}

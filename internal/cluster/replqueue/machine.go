@@ -32,9 +32,13 @@ type Message struct {
 // Delivery is one received message and its receipt.
 type Delivery struct {
 	Message
-	Receipt      string
-	ReceiveCount int
-	Deadline     time.Time
+	Receipt         string
+	ReceiveCount    int
+	FirstReceivedAt time.Time // when it was first delivered (SQS's ApproximateFirstReceiveTimestamp)
+	Deadline        time.Time
+	// FencingToken grows with every delivery of the queue (queue.Delivery's), so a
+	// downstream system can refuse a worker whose lease ran out.
+	FencingToken uint64
 }
 
 // Result is what applying one command did, kept for the node that proposed it.
