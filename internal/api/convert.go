@@ -156,7 +156,7 @@ func messageToProto(m broker.Message, seq int64) *sluicev1.Message {
 		out.DeadLetter = &sluicev1.DeadLetterInfo{
 			SourceQueue: dl.SourceQueue, ReceiveCount: int32(dl.ReceiveCount),
 			FirstReceiveTime: ts(dl.FirstReceiveAt), LastReceiveTime: ts(dl.LastReceiveAt),
-			LastNackReason: dl.Reason,
+			LastNackReason: dl.Reason, DeadLetterTime: ts(dl.At),
 		}
 	}
 	return out

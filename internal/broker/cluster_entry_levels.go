@@ -24,6 +24,7 @@ var queueOpLevels = map[replqueue.Op]int{
 	replqueue.OpNack: meta.LevelBase, replqueue.OpExtend: meta.LevelBase, replqueue.OpPut: meta.LevelBase,
 	replqueue.OpReceiveLimited: meta.LevelBase, replqueue.OpDeadDone: meta.LevelBase,
 	replqueue.OpPurge: meta.LevelBase, replqueue.OpConfigure: meta.LevelBase,
+	replqueue.OpNackReason: meta.LevelDeadLetterHistory,
 }
 
 // partitionEntryLevels is the feature level that admits each kind of entry in a

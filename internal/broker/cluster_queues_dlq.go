@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
 	"github.com/sluice-mq/sluice/internal/queue"
@@ -95,6 +96,7 @@ func (c *clusterRT) moveDeadRound(h *hostedQueue) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	history := c.meta.State().FeatureLevel() >= meta.LevelDeadLetterHistory
 	msgs := make([]replqueue.Msg, len(dead))
 	offs := make([]int64, len(dead))
 	for i, d := range dead {
@@ -103,11 +105,8 @@ func (c *clusterRT) moveDeadRound(h *hostedQueue) (int, error) {
 		if ts.FIFO && group == "" {
 			group = h.name
 		}
-		msgs[i] = replqueue.Msg{Body: wrapCopy(copyHeader{id: messageID(h.group, d.Offset), source: h.name, count: d.ReceiveCount}, d.Body),
+		msgs[i] = replqueue.Msg{Body: wrapCopy(deadCopyHeader(h.name, h.group, d, history), d.Body),
 			Group: group, DedupID: d.Dedup, Key: copyKey(h.group, d.Offset)}
-		if hdr, _, err := unwrapCopy(d.Body); err == nil && hdr.id != "" {
-			msgs[i].Body = wrapCopy(copyHeader{id: hdr.id, source: h.name, count: d.ReceiveCount}, d.Body)
-		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), replTimeout)
 	defer cancel()
@@ -227,4 +226,20 @@ func (c *clusterRT) moveAllDeadLetters(hosted []*hostedQueue) {
 			go c.moveDeadLetters(h)
 		}
 	}
+}
+
+// deadCopyHeader is the copy header of dead letter d of queue source (group g): its id,
+// source and receive count, and with history its original send time (a copy's own
+// header's, when d is itself a copy: a dead-letter queue's dead letter), first and last
+// receive and last nack reason.
+func deadCopyHeader(source string, g multiraft.GroupID, d replqueue.DeadLetter, history bool) copyHeader {
+	h := copyHeader{id: messageID(g, d.Offset), source: source, count: d.ReceiveCount, history: history,
+		sentAt: d.SentAt, firstAt: d.FirstReceivedAt, lastAt: d.LastReceivedAt, reason: d.NackReason}
+	if inner, _, err := unwrapCopy(d.Body); err == nil && inner.id != "" {
+		h.id = inner.id // a copy keeps the message's id
+		if !inner.sentAt.IsZero() {
+			h.sentAt = inner.sentAt
+		}
+	}
+	return h
 }

@@ -3,7 +3,10 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
+	"time"
+	"unicode/utf8"
 )
 
 // A replicated queue message's body is an envelope: the attributes a single node keeps in
@@ -121,41 +124,101 @@ func (d *envDecoder) bytes() []byte {
 // original envelope behind a copy header,
 //
 //	version(1)=2 id(bytes) source(bytes) receiveCount(uvarint), then the version 1 envelope
+//	version(1)=3 id(bytes) source(bytes) receiveCount(uvarint) sentAt(uvarint)
+//	             firstReceive(uvarint) lastReceive(uvarint) reason(bytes), then the envelope
 //
-// and a copy of a copy replaces the header rather than nest another.
-const copyVersion = 2
+// (times in unix milliseconds, 0 unknown), and a copy of a copy replaces the header rather
+// than nest another. Version 3 carries the dead letter's history, as a single node's
+// dead-letter record does: the original send time (which SentTimestamp reports, not the
+// time of the move), the first and last receive, the last nack reason. It is written only
+// once the cluster's feature level is meta.LevelDeadLetterHistory: an older build reads a
+// version 3 copy as an envelope it cannot decode.
+const (
+	copyVersion        = 2
+	copyVersionHistory = 3
+)
 
 // copyReserve bounds a copy header: a message id (36), a queue name (at most 80 bytes), a
-// count and their lengths, with room to spare.
+// count, three times, a reason cut to copyReasonMax, and their lengths, with room to spare.
 const copyReserve = 512
+
+// copyReasonMax bounds the nack reason a copy header carries (a nack's may be 1 KiB): the
+// header must stay within copyReserve, which every send left free.
+const copyReasonMax = 200
 
 type copyHeader struct {
 	id     string
 	source string // the queue it was dead-lettered from ("": a redriven copy)
 	count  int
+	// history: written as version 3 (the cluster's level admits it), with what follows.
+	history                 bool
+	sentAt, firstAt, lastAt time.Time // zero: unknown
+	reason                  string
 }
 
 func wrapCopy(h copyHeader, env []byte) []byte {
 	if _, inner, err := unwrapCopy(env); err == nil {
 		env = inner
 	}
-	b := make([]byte, 0, len(env)+len(h.id)+len(h.source)+16)
-	b = append(b, copyVersion)
+	b := make([]byte, 0, len(env)+len(h.id)+len(h.source)+len(h.reason)+48)
+	version := byte(copyVersion)
+	if h.history {
+		version = copyVersionHistory
+	}
+	b = append(b, version)
 	b = appendEnvBytes(b, []byte(h.id))
 	b = appendEnvBytes(b, []byte(h.source))
 	b = binary.AppendUvarint(b, uint64(h.count))
+	if h.history {
+		for _, t := range []time.Time{h.sentAt, h.firstAt, h.lastAt} {
+			b = binary.AppendUvarint(b, unixMilli(t))
+		}
+		b = appendEnvBytes(b, []byte(clipUTF8(h.reason, copyReasonMax)))
+	}
 	return append(b, env...)
+}
+
+// unixMilli is t in unix milliseconds, 0 for the zero time (or one before 1970).
+func unixMilli(t time.Time) uint64 {
+	if t.IsZero() || t.UnixMilli() <= 0 {
+		return 0
+	}
+	return uint64(t.UnixMilli())
+}
+
+// fromUnixMilli is unixMilli's inverse (0: the zero time).
+func fromUnixMilli(ms uint64) time.Time {
+	if ms == 0 || ms > math.MaxInt64 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms))
+}
+
+// clipUTF8 cuts s to at most n bytes, not inside a UTF-8 sequence.
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // unwrapCopy splits a copy's header from its envelope; a message that is no copy has an
 // empty header.
 func unwrapCopy(b []byte) (copyHeader, []byte, error) {
-	if len(b) == 0 || b[0] != copyVersion {
+	if len(b) == 0 || (b[0] != copyVersion && b[0] != copyVersionHistory) {
 		return copyHeader{}, b, nil
 	}
 	d := envDecoder{b: b[1:], ok: true}
 	h := copyHeader{id: string(d.bytes()), source: string(d.bytes())}
 	n := d.uvarint()
+	if b[0] == copyVersionHistory {
+		h.history = true
+		h.sentAt, h.firstAt, h.lastAt = fromUnixMilli(d.uvarint()), fromUnixMilli(d.uvarint()), fromUnixMilli(d.uvarint())
+		h.reason = string(d.bytes())
+	}
 	if !d.ok || n > 1<<31 || len(d.b) == 0 || d.b[0] != envelopeVersion {
 		return copyHeader{}, nil, errBadEnvelope
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
 	"github.com/sluice-mq/sluice/internal/queue"
@@ -191,7 +192,13 @@ func messageOf(g multiraft.GroupID, rm replqueue.Message) (Message, error) {
 		m.ID = hdr.id // a copy keeps the message's id, as on a single node
 	}
 	if hdr.source != "" {
-		m.DeadLetter = &DeadLetterInfo{SourceQueue: hdr.source, ReceiveCount: hdr.count}
+		// The copy was sent when the message was dead-lettered; a version 3 header
+		// (history) says when the message itself was, as a single node's record does.
+		m.DeadLetter = &DeadLetterInfo{SourceQueue: hdr.source, ReceiveCount: hdr.count, At: rm.SentAt,
+			FirstReceiveAt: hdr.firstAt, LastReceiveAt: hdr.lastAt, Reason: hdr.reason}
+		if !hdr.sentAt.IsZero() {
+			m.SentAt = hdr.sentAt
+		}
 	}
 	return m, nil
 }
@@ -270,8 +277,14 @@ func (c *clusterRT) extendQueue(ctx context.Context, name, receipt string, d tim
 	})
 }
 
-func (c *clusterRT) nackQueue(ctx context.Context, name, receipt string, delay time.Duration) error {
+func (c *clusterRT) nackQueue(ctx context.Context, name, receipt string, delay time.Duration, reason string) error {
+	// A reason travels only once every node reads OpNackReason; before, it is dropped, as
+	// it always was in a cluster.
+	withReason := reason != "" && c.meta.State().FeatureLevel() >= meta.LevelDeadLetterHistory
 	return c.lease(ctx, name, receipt, func(ctx context.Context, q *replqueue.Queue, r string) error {
+		if withReason {
+			return q.NackReason(ctx, r, delay, reason)
+		}
 		return q.Nack(ctx, r, delay)
 	})
 }

@@ -43,7 +43,8 @@ type DeadLetterInfo struct {
 	ReceiveCount   int
 	FirstReceiveAt time.Time
 	LastReceiveAt  time.Time
-	Reason         string // the last nack reason, if any
+	Reason         string    // the last nack reason, if any
+	At             time.Time // when it was moved to the dead-letter queue (zero: not known)
 }
 
 // newMessageID returns a random UUID (version 4), the form SQS clients expect.
@@ -142,6 +143,7 @@ func decodeHeaders(m *Message, hs []batch.RecordHeader, sentAt time.Time) {
 			m.SentAt = msTime(h.Value)
 		case h.Key == hdrDLSource:
 			dl.SourceQueue = string(h.Value)
+			dl.At = sentAt // the record is the copy: its timestamp is when it was moved
 			m.DeadLetter = &dl
 		case h.Key == hdrDLCount:
 			dl.ReceiveCount, _ = strconv.Atoi(string(h.Value))

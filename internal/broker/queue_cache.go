@@ -167,7 +167,8 @@ func storedForm(m *Message, now time.Time) *Message {
 		s.SentAt = time.UnixMilli(m.SentAt.UnixMilli())
 		s.DeadLetter = &DeadLetterInfo{SourceQueue: dl.SourceQueue, ReceiveCount: dl.ReceiveCount,
 			FirstReceiveAt: time.UnixMilli(dl.FirstReceiveAt.UnixMilli()),
-			LastReceiveAt:  time.UnixMilli(dl.LastReceiveAt.UnixMilli()), Reason: dl.Reason}
+			LastReceiveAt:  time.UnixMilli(dl.LastReceiveAt.UnixMilli()), Reason: dl.Reason,
+			At: time.UnixMilli(now.UnixMilli())} // the record's timestamp, as decodeHeaders reads it
 	}
 	return s
 }
@@ -203,7 +204,13 @@ func (q *queueRT) offerCachedLocked(now time.Time) []queue.Event {
 		if m == nil {
 			break
 		}
-		metas = append(metas, queue.Meta{Offset: pos, GroupID: m.GroupID, SentAt: m.SentAt, AvailableAt: m.AvailableAt})
+		// The cursor's send time is the record's, as messageMetas reads it from the log: a
+		// dead letter's retention counts from its move, whichever path offered it.
+		sentAt := m.SentAt
+		if dl := m.DeadLetter; dl != nil && !dl.At.IsZero() {
+			sentAt = dl.At
+		}
+		metas = append(metas, queue.Meta{Offset: pos, GroupID: m.GroupID, SentAt: sentAt, AvailableAt: m.AvailableAt})
 	}
 	if len(metas) == 0 {
 		return nil

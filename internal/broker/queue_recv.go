@@ -267,7 +267,7 @@ func (b *Broker) Extend(ctx context.Context, queueName, receipt string, d time.D
 // reason kept for the dead-letter queue.
 func (b *Broker) Nack(ctx context.Context, queueName, receipt string, delay time.Duration, reason string) error {
 	if b.cluster != nil && b.cluster.clusteredQueue(queueName) {
-		return b.cluster.nackQueue(ctx, queueName, receipt, delay)
+		return b.cluster.nackQueue(ctx, queueName, receipt, delay, reason)
 	}
 	q, err := b.queue(queueName)
 	if err != nil {

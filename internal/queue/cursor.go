@@ -85,6 +85,16 @@ func (c *Cursor) ReadPos() int64 {
 	}
 }
 
+// NackReason is the reason of the last Nack of the message at off that the cursor holds
+// ("" if none, or if it holds no such message): what a dead-letter record says of why it
+// failed, for a caller that dead-letters it itself (the cluster's replicated queue).
+func (c *Cursor) NackReason(off int64) string {
+	if e := c.msgs[off]; e != nil {
+		return e.reason
+	}
+	return ""
+}
+
 // Wants is how many more metas Offer will accept now (never-delivered, not-delayed messages
 // are bounded by Config.Lookahead).
 func (c *Cursor) Wants() int {

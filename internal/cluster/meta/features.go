@@ -53,9 +53,14 @@ const (
 	// LevelProducerExpiry adds partition entries that forget idle idempotent producers
 	// (replpart's forget entries: Kafka's producer.id.expiration.ms in a cluster).
 	LevelProducerExpiry = 5
+	// LevelDeadLetterHistory adds dead-letter copies whose header carries the message's
+	// history (copy header version 3, the broker's cluster_queues_envelope.go): its
+	// original send time, first and last receive, last nack reason. An older build reads
+	// such a copy as a message it cannot decode.
+	LevelDeadLetterHistory = 6
 
 	// MaxFeatureLevel is the newest level this binary reads.
-	MaxFeatureLevel = LevelProducerExpiry
+	MaxFeatureLevel = LevelDeadLetterHistory
 )
 
 // OpSetFeatureLevel raises the catalog's feature level to Level (a lower or equal level

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
+	"github.com/sluice-mq/sluice/internal/queue"
 )
 
 // ErrNotLeader is matched (errors.Is) by every *NotLeaderError.
@@ -76,6 +78,26 @@ func (q *Queue) Ack(ctx context.Context, receipt string) error {
 func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) error {
 	_, err := q.do(ctx, Command{Op: OpNack, Receipt: receipt, Delay: delay})
 	return err
+}
+
+// NackReason is Nack saying why (OpNackReason): the reason a dead-letter copy of the
+// message carries if this was its last nack. Cut to queue.MaxReasonLen bytes.
+func (q *Queue) NackReason(ctx context.Context, receipt string, delay time.Duration, reason string) error {
+	_, err := q.do(ctx, Command{Op: OpNackReason, Receipt: receipt, Delay: delay, Reason: clipReason(reason)})
+	return err
+}
+
+// clipReason cuts a nack reason to queue.MaxReasonLen bytes, not inside a UTF-8 sequence:
+// a longer one would make an entry no replica decodes.
+func clipReason(s string) string {
+	n := queue.MaxReasonLen
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Extend hides the message for d from now.

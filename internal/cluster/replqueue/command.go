@@ -33,6 +33,10 @@ const (
 	// OpConfigure changes the queue's times (visibility, extension limit, retention) from
 	// its place in the log on (configure.go).
 	OpConfigure Op = 10
+	// OpNackReason is a Nack that says why: the reason a dead-letter copy carries as the
+	// message's last (a separate op, since OpNack's encoding has no room for it and older
+	// builds stop on a field they do not know).
+	OpNackReason Op = 11
 )
 
 // Limits of a decoded command: a decoder never allocates past them on any input.
@@ -66,6 +70,7 @@ type Command struct {
 	Max     int           // Receive
 	Timeout time.Duration // Receive: visibility (0: the queue's); Extend: the new visibility
 	Receipt string        // Ack, Nack, Extend
+	Reason  string        // NackReason (at most queue.MaxReasonLen bytes)
 
 	Msgs        []Msg         // Put
 	Window      time.Duration // Put: how long a deduplication key is remembered
@@ -87,6 +92,7 @@ type Command struct {
 //	DeadDone n(uvarint) {offset(uvarint)}...
 //	Purge    (nothing)
 //	Configure visibility(varint ns) maxExtension(varint ns) retention(varint ns)
+//	NackReason receipt(bytes) delay(varint ns) reason(bytes)
 //
 // bytes is uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {

@@ -90,6 +90,10 @@ func (c *Command) encodeMore(b []byte) []byte {
 		for _, t := range []time.Duration{c.Times.Visibility, c.Times.MaxExtension, c.Times.Retention} {
 			b = binary.AppendVarint(b, int64(t))
 		}
+	case OpNackReason:
+		b = appendBytes(b, []byte(c.Receipt))
+		b = binary.AppendVarint(b, int64(c.Delay))
+		b = appendBytes(b, []byte(c.Reason))
 	}
 	return b
 }
@@ -133,6 +137,10 @@ func (c *Command) decodeMore(d *decoder) bool {
 	case OpPurge:
 	case OpConfigure:
 		c.Times = Times{Visibility: d.duration(), MaxExtension: d.duration(), Retention: d.duration()}
+	case OpNackReason:
+		c.Receipt = string(d.Bytes(MaxString))
+		c.Delay = d.duration()
+		c.Reason = string(d.Bytes(queue.MaxReasonLen))
 	default:
 		return false
 	}

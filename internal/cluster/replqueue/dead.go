@@ -18,16 +18,26 @@ import (
 // the dead-letter queue's deduplication window) in the dead-letter queue twice — never in
 // neither (docs/cluster.md, "Queues", its "Dead-letter queues").
 
-// deadLetter is a message moved out of the cursor and not yet copied.
+// deadLetter is a message moved out of the cursor and not yet copied. Its history (first
+// and last receive, last nack reason) is what the copy says of it, and not in the snapshot:
+// the fields were added after the snapshot format, and a replica restored from a snapshot
+// taken between the move and the copy (a failover in that window) copies it without them.
 type deadLetter struct {
-	s     *stored
-	count int // receives it had
+	s       *stored
+	count   int // receives it had
+	firstAt time.Time
+	lastAt  time.Time // the receive that moved it (the cursor had just delivered it again)
+	reason  string
 }
 
 // DeadLetter is a message waiting for its copy to the dead-letter queue.
 type DeadLetter struct {
 	Message
 	ReceiveCount int
+	// FirstReceivedAt, LastReceivedAt and NackReason are its history, when known (zero
+	// after a restore from a snapshot; see deadLetter).
+	FirstReceivedAt, LastReceivedAt time.Time
+	NackReason                      string
 }
 
 // receive runs a Receive; a limited one moves messages over the limit to the dead letters
@@ -52,12 +62,13 @@ func (m *Machine) receive(now time.Time, c *Command, r *Result) {
 				continue
 			}
 			if c.Op == OpReceiveLimited && d.ReceiveCount > c.MaxReceives {
+				reason := m.cur.NackReason(d.Offset) // before the Ack forgets it
 				evs, err := m.cur.Ack(now, d.Receipt)
 				if err != nil { // the receipt was just issued: state is corrupt
 					r.Err = fmt.Errorf("replqueue: dead-lettering offset %d: %w", d.Offset, err)
 					return
 				}
-				m.dead[d.Offset] = &deadLetter{s: s, count: d.ReceiveCount - 1}
+				m.dead[d.Offset] = &deadLetter{s: s, count: d.ReceiveCount - 1, firstAt: d.FirstReceivedAt, lastAt: now, reason: reason}
 				m.forget(evs)
 				r.Dead++
 				continue
@@ -83,7 +94,8 @@ func (m *Machine) DeadLetters(n int) []DeadLetter {
 	out := make([]DeadLetter, 0, min(n, len(offs)))
 	for _, off := range offs[:min(n, len(offs))] {
 		d := m.dead[off]
-		out = append(out, DeadLetter{Message: d.s.message(off), ReceiveCount: d.count})
+		out = append(out, DeadLetter{Message: d.s.message(off), ReceiveCount: d.count,
+			FirstReceivedAt: d.firstAt, LastReceivedAt: d.lastAt, NackReason: d.reason})
 	}
 	return out
 }

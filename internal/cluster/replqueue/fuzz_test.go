@@ -22,6 +22,7 @@ func seedCommands() []Command {
 		{Op: OpDeadDone, Origin: 1, Request: 8, Now: now, Offsets: []int64{0}},
 		{Op: OpPurge, Origin: 1, Request: 9, Now: now},
 		{Op: OpConfigure, Origin: 1, Request: 10, Now: now, Times: Times{Visibility: time.Minute, MaxExtension: time.Hour, Retention: 2 * time.Hour}},
+		{Op: OpNackReason, Origin: 1, Request: 11, Now: now, Receipt: "x", Delay: time.Minute, Reason: "downstream 503"},
 	}
 }
 

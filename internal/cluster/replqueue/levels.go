@@ -9,7 +9,7 @@ package replqueue
 // Ops lists every op Decode knows (TestOpsListed fails when one is missing): the broker
 // gives each the feature level that admits it.
 func Ops() []Op {
-	return []Op{OpSend, OpReceive, OpAck, OpNack, OpExtend, OpPut, OpReceiveLimited, OpDeadDone, OpPurge, OpConfigure}
+	return []Op{OpSend, OpReceive, OpAck, OpNack, OpExtend, OpPut, OpReceiveLimited, OpDeadDone, OpPurge, OpConfigure, OpNackReason}
 }
 
 // SetAdmit sets the check every command of q passes before it is proposed: its error

@@ -175,6 +175,10 @@ func (m *Machine) apply(c *Command) Result {
 		m.forget(m.cur.Purge(now, m.next))
 	case OpConfigure:
 		r.Err = m.configure(now, c.Times)
+	case OpNackReason:
+		evs, err := m.cur.Nack(now, c.Receipt, c.Delay, c.Reason)
+		m.forget(evs)
+		r.Err = err
 	default: // Ack, Nack, Extend: the cursor commands replpart's subscriptions share
 		_, evs, err := replcursor.Run(m.cur, now, replcursor.Op{Kind: replcursor.Kind(c.Op), Max: c.Max,
 			Timeout: c.Timeout, Delay: c.Delay, Receipt: c.Receipt})
