@@ -50,7 +50,7 @@ var serveSettings = []serveSetting{
 	setting("http-tls-addr", "`host:port` for the native API over TLS (HTTPS, HTTP/2 by ALPN; \"\" disables)", func(c *server.Config) *string { return &c.HTTPTLSAddr }),
 	setting("kafka-tls-addr", "`host:port` for the Kafka protocol over TLS (\"\" disables)", func(c *server.Config) *string { return &c.KafkaTLSAddr }),
 	setting("sqs-tls-addr", "`host:port` for the SQS API over HTTPS (\"\" disables)", func(c *server.Config) *string { return &c.SQSTLSAddr }),
-	setting("http-tls-advertised-addr", "`host:port` clients are told for the native TLS listener (default: the bound address)", func(c *server.Config) *string { return &c.HTTPTLSAdvertisedAddr }),
+	setting("http-tls-advertised-addr", "`host:port` the native TLS listener is reached at, as sluice cluster status shows it (default: the bound address)", func(c *server.Config) *string { return &c.HTTPTLSAdvertisedAddr }),
 	setting("kafka-tls-advertised-addr", "`host:port` Kafka clients on the TLS listener are told in metadata (default: the bound address)", func(c *server.Config) *string { return &c.KafkaTLSAdvertisedAddr }),
 	setting("sqs-tls-advertised-addr", "`host:port` used in the https:// queue URLs of the SQS TLS listener (default: the request's Host)", func(c *server.Config) *string { return &c.SQSTLSAdvertisedAddr }),
 	setting("tls-cert", "PEM certificate chain `file` (leaf first) of every TLS listener; reloaded on SIGHUP or change", func(c *server.Config) *string { return &c.TLSCertFile }),

@@ -72,6 +72,12 @@ func TestPeerNamesThePrincipal(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.name, got, body, c.want)
 		}
 	}
+	// A principal the forwarding node allowed and this one does not: the refusal says the
+	// users files differ.
+	if got, body := call(peer.URL, "SendBatch", send, as("carol")); got != 403 || !strings.Contains(body, "allowed by node 2") ||
+		!strings.Contains(body, "same --auth-file") || !strings.Contains(body, "PERMISSION_DENIED") {
+		t.Errorf("a vouched principal refused here: %d %s, want 403 saying the users files differ, reason kept", got, body)
+	}
 	// A forwarded call whose token the leader does not know: the node that forwarded it
 	// took it, so the answer says the users files differ.
 	if got, body := call(plain.URL, "Receive", receive, map[string]string{"Authorization": "Bearer sl_not-here"}); got != 401 ||

@@ -172,7 +172,7 @@ func (i authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			return nil, err
 		}
 		if err := i.a.authorize(p, req.Any(), peer, proc); err != nil {
-			return nil, err
+			return nil, i.a.vouchedDenial(ctx, err)
 		}
 		return next(context.WithValue(ctx, callerKey, caller{p, peer}), req)
 	}
@@ -189,22 +189,43 @@ func (i authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc)
 		if err != nil {
 			return err
 		}
-		return next(context.WithValue(ctx, callerKey, caller{p, peer}), &authorizingConn{conn, i.a, p})
+		return next(context.WithValue(ctx, callerKey, caller{p, peer}), &authorizingConn{conn, i.a, p, ctx})
 	}
 }
 
 // authorizingConn checks each request message a stream receives.
 type authorizingConn struct {
 	connect.StreamingHandlerConn
-	a *API
-	p auth.Principal
+	a   *API
+	p   auth.Principal
+	ctx context.Context // the call's, for vouchedDenial
 }
 
 func (c *authorizingConn) Receive(msg any) error {
 	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
 		return err
 	}
-	return c.a.authorize(c.p, msg, c.Peer().Addr, c.Spec().Procedure)
+	return c.a.vouchedDenial(c.ctx, c.a.authorize(c.p, msg, c.Peer().Addr, c.Spec().Procedure))
+}
+
+// vouchedDenial is err, a refusal of a call a peer forwarded for a principal it had
+// authorized (forward.go), saying so: the two nodes' users files differ, which "alice may
+// not produce" alone does not tell the operator.
+func (a *API) vouchedDenial(ctx context.Context, err error) error {
+	var cerr *connect.Error
+	node := peerOf(ctx)
+	if node == 0 || !errors.As(err, &cerr) || cerr.Code() != connect.CodePermissionDenied {
+		return err
+	}
+	out := connect.NewError(cerr.Code(), fmt.Errorf("%s (allowed by node %d, which forwarded the call; refused by the rules of node %d, "+
+		"which leads what it is for: every node needs the same --auth-file)", cerr.Message(), node, a.b.NodeID()))
+	for _, d := range cerr.Details() {
+		out.AddDetail(d)
+	}
+	for k, vs := range cerr.Meta() {
+		out.Meta()[k] = vs
+	}
+	return out
 }
 
 // GuardHTTP wraps a plain HTTP route (the operator's reports beside the

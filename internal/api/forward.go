@@ -112,16 +112,22 @@ func newForwarder(self int32, addr func(int32) string, maxBytes int64, dialPeer 
 // node's plain HTTP listener). False if node is this one or cannot be reached that way
 // (no registered address; a TLS call on a node that does not forward them).
 func (f *forwarder) route(node int32, overTLS bool) (base string, h1, h2c *http.Client, peer, ok bool) {
-	switch {
-	case node == f.self || node == 0:
-		return "", nil, nil, false, false
-	case overTLS && f.viaPeer != nil:
-		return "http://" + peerhttp.Host(node), f.viaPeer[0], f.viaPeer[1], true, true
-	case overTLS:
+	if node == f.self || node == 0 {
 		return "", nil, nil, false, false
 	}
-	addr := f.addr(node)
-	return "http://" + addr, f.h1, f.h2c, false, addr != ""
+	addr := ""
+	if !overTLS {
+		addr = f.addr(node)
+	}
+	switch {
+	case addr != "":
+		return "http://" + addr, f.h1, f.h2c, false, true
+	case f.viaPeer != nil:
+		// A TLS call, or one for a node with no plain listener registered (serving its
+		// API over TLS only): over the cluster transport.
+		return "http://" + peerhttp.Host(node), f.viaPeer[0], f.viaPeer[1], true, true
+	}
+	return "", nil, nil, false, false
 }
 
 // setIdentity sets the headers that say who a forwarded call is from and for: the

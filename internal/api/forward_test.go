@@ -316,7 +316,8 @@ var noRetry = client.WithNotLeaderRetry(0)
 // TestForwardOverTLSViaPeer: a call that came over TLS is forwarded over the peer stream
 // (DialPeer), not to the leader's plain listener: in every protocol, unary and streaming
 // (gRPC over HTTP/2 on both legs), without the client's credential, which the leader does
-// not need; a node without DialPeer answers it NOT_LEADER, as before.
+// not need; a node without DialPeer answers it NOT_LEADER, as before. A plain call for a
+// leader with no plain listener registered goes over the peer stream too.
 func TestForwardOverTLSViaPeer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -378,4 +379,15 @@ func TestForwardOverTLSViaPeer(t *testing.T) {
 	old := start(nil)
 	_, err := client.New(old.URL, noRetry, client.WithTLS(old.Client().Transport.(*http.Transport).TLSClientConfig)).Send(ctx, "q", []byte("x"))
 	wantNotLeader(t, err, "2")
+
+	// A plain call for a leader that registered no plain listener goes the same way.
+	f := newForwarder(1, func(int32) string { return "" }, 1<<20, dial, func(int32, error) {})
+	_, h := sluicev1connect.NewQueueServiceHandler(&fakeNode{leader: 2}, connect.WithInterceptors(forwardInterceptor{}))
+	plain := httptest.NewServer(f.wrap(h))
+	t.Cleanup(plain.Close)
+	before := dialled.Load()
+	res, err := client.New(plain.URL, noRetry, client.WithToken("tok")).Send(ctx, "q", []byte("plain"))
+	if err != nil || res.GetMessageId() != "|1|plain" || dialled.Load() == before {
+		t.Errorf("a plain call for a leader without a plain listener: %v, %v (streams dialled %d)", res, err, dialled.Load()-before)
+	}
 }

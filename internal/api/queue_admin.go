@@ -107,18 +107,11 @@ func (q *queueService) ListQueues(ctx context.Context, req *connect.Request[slui
 	if err != nil {
 		return nil, err
 	}
-	out := &sluicev1.ListQueuesResponse{NextPageToken: next}
-	for _, n := range names {
-		qp, err := q.describeQueue(n)
-		if connect.CodeOf(err) == connect.CodeNotFound {
-			continue // deleted between the listing and now
-		}
-		if err != nil {
-			return nil, err
-		}
-		out.Queues = append(out.Queues, qp)
+	queues, err := q.describeAll(ctx, req.Header(), names) // queue_list_fanout.go
+	if err != nil {
+		return nil, err
 	}
-	return connect.NewResponse(out), nil
+	return connect.NewResponse(&sluicev1.ListQueuesResponse{NextPageToken: next, Queues: queues}), nil
 }
 
 // updatableFields are the QueueConfig fields UpdateQueue may name, with how

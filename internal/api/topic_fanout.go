@@ -57,9 +57,10 @@ func (a *API) peerTopics(ctx context.Context, node int32) (sluicev1connect.Topic
 	return sluicev1connect.NewTopicServiceClient(h1, base, connect.WithReadMaxBytes(maxForwardedAnswer)), true // bounded as a proxied answer
 }
 
-// subRequest is msg as a sub-call of the call of ctx, whose headers are hdr: with the
-// caller's credential, or over the cluster transport the caller's name (forward.go).
-func subRequest[T any](ctx context.Context, a *API, msg *T, hdr http.Header) *connect.Request[T] {
+// subRequest is msg as a sub-call to node of the call of ctx, whose headers are hdr: with
+// the caller's credential to node's plain listener, or over the cluster transport with the
+// caller's name (forward.go's route and setIdentity).
+func subRequest[T any](ctx context.Context, a *API, node int32, msg *T, hdr http.Header) *connect.Request[T] {
 	r := connect.NewRequest(msg)
 	for _, k := range []string{"Authorization", "Traceparent", "Tracestate"} {
 		if v := hdr.Get(k); v != "" {
@@ -67,7 +68,8 @@ func subRequest[T any](ctx context.Context, a *API, msg *T, hdr http.Header) *co
 		}
 	}
 	s, _ := ctx.Value(fwdKey).(*fwdSlot)
-	a.fwd.setIdentity(r.Header(), s != nil && s.overTLS && a.fwd.viaPeer != nil, principalOf(ctx))
+	_, _, _, viaPeer, _ := a.fwd.route(node, s != nil && s.overTLS)
+	a.fwd.setIdentity(r.Header(), viaPeer, principalOf(ctx))
 	return r
 }
 
@@ -108,7 +110,7 @@ func (t *topicService) fetchFrom(ctx context.Context, hdr http.Header, m *sluice
 			sub.MaxWait = durationpb.New(wait)
 			sctx, cancel := context.WithTimeout(ctx, wait+subCallSlack)
 			defer cancel()
-			res, err := peer.Fetch(sctx, subRequest(ctx, t.API, sub, hdr))
+			res, err := peer.Fetch(sctx, subRequest(ctx, t.API, leader, sub, hdr))
 			if err == nil && len(res.Msg.GetPartitions()) != len(idx) {
 				err = connect.NewError(connect.CodeInternal, errors.New("a leader answered a Fetch with another number of partitions"))
 			}
@@ -274,7 +276,7 @@ func (t *topicService) listOffsetsFrom(ctx context.Context, hdr http.Header, m *
 			}
 			sctx, cancel := context.WithTimeout(ctx, subCallSlack)
 			defer cancel()
-			res, err := peer.ListOffsets(sctx, subRequest(ctx, t.API, sub, hdr))
+			res, err := peer.ListOffsets(sctx, subRequest(ctx, t.API, leader, sub, hdr))
 			if err == nil && len(res.Msg.GetPartitions()) != len(idx) {
 				err = connect.NewError(connect.CodeInternal, errors.New("a leader answered a ListOffsets with another number of partitions"))
 			}

@@ -93,6 +93,21 @@ func TestClusterDeadLetterHistory(t *testing.T) {
 	if err := c.queueLeader(dlq).b.Nack(ctx, dlq, dead.Receipt, 0, ""); err != nil {
 		t.Fatal(err)
 	}
+	// A redrive preview of the replicated dead-letter queue, on its leader (elsewhere
+	// NOT_LEADER, which the front-ends forward); before, QUEUE_NOT_FOUND on every node.
+	dl0 := c.queueLeader(dlq)
+	p, err := dl0.b.PreviewRedrive(RedriveRequest{Source: dlq}, 5)
+	if err != nil || p.Count != 1 || len(p.Destinations) != 1 || p.Destinations[0].Queue != src || len(p.Sample) != 1 || p.Sample[0].Message.ID != sent.ID {
+		t.Fatalf("preview on the dead-letter queue's leader: %+v %v", p, err)
+	}
+	for _, id := range c.ids {
+		if nd := c.nodes[id]; nd != dl0 {
+			var nl *NotLeaderError
+			if _, err := nd.b.PreviewRedrive(RedriveRequest{Source: dlq}, 5); !errors.As(err, &nl) || nl.Leader != int32(dl0.id) {
+				t.Errorf("preview on n%d: %v, want NOT_LEADER naming n%d", id, err, dl0.id)
+			}
+		}
+	}
 	c.eventually("the message in the last queue", func() error {
 		if _, err := c.queueLeader(dlq).b.Receive(ctx, dlq, ReceiveOptions{Max: 1}); err != nil {
 			return err

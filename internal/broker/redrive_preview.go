@@ -42,12 +42,14 @@ type RedriveDestination struct {
 // sample of the messages (at most PeekMax), and changes nothing. It checks
 // req as StartRedrive does.
 func (b *Broker) PreviewRedrive(req RedriveRequest, sample int) (RedrivePreview, error) {
-	src, err := b.queue(req.Source)
-	if err != nil {
+	// Through the catalog and PeekQueue, not the node's own queues: in a cluster the
+	// dead-letter queue is replicated (a follower answers NOT_LEADER, and the front-end
+	// asks the leader), and a node's own queue map holds none of the replicated ones.
+	if _, err := b.GetQueue(req.Source); err != nil {
 		return RedrivePreview{}, err
 	}
 	if req.Destination != "" {
-		if _, err := b.queue(req.Destination); err != nil {
+		if _, err := b.GetQueue(req.Destination); err != nil {
 			return RedrivePreview{}, err
 		}
 	}
@@ -62,7 +64,7 @@ func (b *Broker) PreviewRedrive(req RedriveRequest, sample int) (RedrivePreview,
 	}
 	var from int64
 	for {
-		page, err := src.peek(from, PeekMax)
+		page, err := b.PeekQueue(req.Source, PeekOptions{From: from, Max: PeekMax})
 		if err != nil {
 			return RedrivePreview{}, err
 		}

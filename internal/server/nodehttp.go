@@ -36,6 +36,17 @@ func (s *Server) ServeNodeSQS(ln net.Listener, h http.Handler) {
 }
 
 func (s *Server) serveNode(name string, ln net.Listener, srv *http.Server) {
+	// The connection cap's accounting is not there (its guarded listener counts), so a
+	// peer's streams are counted here: accepted, open.
+	m := s.metrics.Listener(name)
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			m.Opened()
+		case http.StateClosed, http.StateHijacked:
+			m.Closed()
+		}
+	}
 	s.mu.Lock()
 	s.running[name] = srv
 	s.mu.Unlock()

@@ -55,7 +55,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call, err e
 			addr, known = n.SQSAddr, true
 		}
 	}
-	viaPeer := r.TLS != nil && h.peerClient != nil && known
+	// Over the cluster transport: a request that came over TLS, and one for a leader with
+	// no plain SQS listener (a node serving SQS over TLS only).
+	viaPeer := h.peerClient != nil && known && (r.TLS != nil || addr == "")
 	if (addr == "" && !viaPeer) || r.Header.Get(forwardedHeader) != "" {
 		h.writeError(w, c, newError(errUnavailable, "%v; retry", nl))
 		return true

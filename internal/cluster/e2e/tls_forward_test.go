@@ -165,6 +165,61 @@ func TestOverTLSThroughFollower(t *testing.T) {
 		}
 	}
 	checkSQSOverTLS(ctx, t, c, tlsCfg(tlstest.Pair{}))
+	checkListQueuesAcrossLeaders(ctx, t, c, map[string]func(int) *client.Client{
+		"plain": c.native,
+		"TLS":   func(id int) *client.Client { return over(id, tlstest.Pair{}, client.WithToken(nativeToken)) },
+	})
+}
+
+// checkListQueuesAcrossLeaders: with queues led by three nodes, a native ListQueues
+// through each node, in clear and over TLS, lists every one with its depth. It failed
+// NOT_LEADER on every node as soon as a page's queues had two leaders (`sluice queue list`
+// on any cluster with queues spread): their stats are their leaders'.
+func checkListQueuesAcrossLeaders(ctx context.Context, t *testing.T, c *cluster, clients map[string]func(int) *client.Client) {
+	t.Helper()
+	leaders := map[int]string{}
+	for i := 0; len(leaders) < 3 && i < 30; i++ {
+		name := fmt.Sprintf("listed-%02d", i)
+		for {
+			_, err := c.native(1).CreateQueue(ctx, name, nil)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("create queue %s: %v", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := c.native(1).Send(ctx, name, []byte("one")); err != nil {
+			t.Fatalf("send to %s: %v", name, err)
+		}
+		if l := c.queueLeader(ctx, t, name); leaders[l] == "" {
+			leaders[l] = name
+		}
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("the listed queues' leaders: %v, want at least two nodes", leaders)
+	}
+	for how, cl := range clients {
+		for id := 1; id <= 3; id++ {
+			qs, err := cl(id).ListQueues(ctx, "listed-")
+			if err != nil {
+				t.Fatalf("ListQueues %s through node %d (queues led by %v): %v", how, id, leaders, err)
+			}
+			seen := map[string]bool{}
+			for _, q := range qs {
+				seen[q.GetName()] = true
+				if q.GetStats().GetVisible() != 1 {
+					t.Errorf("ListQueues %s through node %d: %s has %d visible, want 1", how, id, q.GetName(), q.GetStats().GetVisible())
+				}
+			}
+			for l, name := range leaders {
+				if !seen[name] {
+					t.Errorf("ListQueues %s through node %d: %s (led by node %d) missing from %d queues", how, id, name, l, len(qs))
+				}
+			}
+		}
+	}
 }
 
 // checkSQSOverTLS: the AWS SDK, over HTTPS to a node that does not lead its queue, sends,
