@@ -23,7 +23,9 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/replqueue"
 )
@@ -107,6 +109,9 @@ func (c *clusterRT) moveSubDeadRound(ctx context.Context, p *partitionRT, h *hos
 		return 0, err
 	}
 	source := subKey(p.topic, s.Name)
+	// From LevelDeadLetterHistory the copy says when the record was produced (what a single
+	// node's copy keeps as its send time); the rest of a subscription's history is not kept.
+	history := c.meta.State().FeatureLevel() >= meta.LevelDeadLetterHistory
 	var msgs []replqueue.Msg
 	var copied []int64 // the offsets msgs copy, in order; a record lost here is dropped
 	for _, d := range dead {
@@ -126,7 +131,8 @@ func (c *clusterRT) moveSubDeadRound(ctx context.Context, p *partitionRT, h *hos
 			}
 		}
 		m := replqueue.Msg{
-			Body: wrapCopy(copyHeader{id: stableID(source, int(p.index), d.Offset), source: source, count: d.ReceiveCount},
+			Body: wrapCopy(copyHeader{id: stableID(source, int(p.index), d.Offset), source: source, count: d.ReceiveCount,
+				history: history, sentAt: time.UnixMilli(r.Timestamp)},
 				encodeEnvelope(attrs, sys, r.Value)),
 			Key: subCopyKey(h.group, s.ID, d.Offset),
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
 
@@ -44,14 +45,20 @@ func TestClusterSubscriptionDeadLetters(t *testing.T) {
 		t.Fatalf("delete of the subscription's dead-letter queue: %v, want ErrQueueInUse", err)
 	}
 
-	c.produceTo("t", "poison", 1)           // offset 0
-	c.produceTo("t", "fine", 2)             // 1, 2
+	c.featureLevelIs(meta.MaxFeatureLevel) // the copies carry the record's time (LevelDeadLetterHistory)
+	produced := time.Now()
+	c.produceTo("t", "poison", 1) // offset 0
+	c.produceTo("t", "fine", 2)   // 1, 2
+	time.Sleep(20 * time.Millisecond)
 	c.drainExcept(t, "t", "s", "poison", 2) // MaxReceives deliveries; the receive after moves it
 	first := c.deadLetters(t, "dlq", 1)
 	m := first[0].Message
 	if string(m.Body) != "poison-0" || m.DeadLetter == nil || m.DeadLetter.SourceQueue != "t/s" || m.DeadLetter.ReceiveCount != 2 ||
 		m.System["sluice.topic"] != "t" || m.System["sluice.offset"] != "0" {
 		t.Fatalf("dead-letter copy %+v (dead letter %+v, system %v)", m, m.DeadLetter, m.System)
+	}
+	if m.SentAt.Before(produced.Add(-time.Second)) || !m.SentAt.Before(m.DeadLetter.At) {
+		t.Errorf("the copy's send time %v, moved at %v: want the record's (produced about %v), before the move", m.SentAt, m.DeadLetter.At, produced)
 	}
 
 	// The next poison record's move stops after its copy on the partition's leader, whose
