@@ -192,6 +192,10 @@ func printQueues(cmd *cobra.Command, f *clientFlags, qs []*client.Queue) error {
 		rows[i] = []string{q.GetName(), strconv.FormatInt(st.GetVisible(), 10), strconv.FormatInt(st.GetInFlight(), 10),
 			strconv.FormatInt(st.GetDelayed(), 10), fmtDur(st.GetOldestMessageAge().AsDuration()),
 			strconv.FormatInt(st.GetDeadLetterDepth(), 10), dl}
+		if why := q.GetUnavailable(); why != "" {
+			// A queue that could not be opened: listed, with why, instead of made-up zeros.
+			rows[i] = []string{q.GetName(), "-", "-", "-", "-", "-", "UNAVAILABLE: " + why}
+		}
 	}
 	return table(cmd.OutOrStdout(), []string{"NAME", "VISIBLE", "IN FLIGHT", "DELAYED", "OLDEST", "DLQ DEPTH", "DEAD LETTERS TO"}, rows)
 }

@@ -66,6 +66,9 @@ func (q *queueService) describeAll(ctx context.Context, hdr http.Header, names [
 		switch {
 		case connect.CodeOf(errs[i]) == connect.CodeNotFound:
 			// deleted between the listing and now
+		case errorInfoOf(errs[i]).GetReason() == ReasonQueueUnavailable:
+			// One damaged queue does not hide the others: it is listed, saying why.
+			kept = append(kept, &sluicev1.Queue{Name: names[i], Unavailable: connectMessage(errs[i])})
 		case errs[i] != nil:
 			return nil, errs[i]
 		case qp != nil:

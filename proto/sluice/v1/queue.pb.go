@@ -279,8 +279,12 @@ type Queue struct {
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Queues whose dead_letter policy points here (empty if none).
 	DeadLetterSources []string `protobuf:"bytes,5,rep,name=dead_letter_sources,json=deadLetterSources,proto3" json:"dead_letter_sources,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set, in a listing, on a queue that exists but cannot be served (its files could not be
+	// opened at start: docs/storage.md): why. Its config and stats are then empty. GetQueue
+	// of such a queue fails UNAVAILABLE with reason QUEUE_UNAVAILABLE instead.
+	Unavailable   string `protobuf:"bytes,6,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Queue) Reset() {
@@ -346,6 +350,13 @@ func (x *Queue) GetDeadLetterSources() []string {
 		return x.DeadLetterSources
 	}
 	return nil
+}
+
+func (x *Queue) GetUnavailable() string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return ""
 }
 
 // QueueStats is a snapshot; the *_total counters only grow.
@@ -2519,14 +2530,15 @@ const file_sluice_v1_queue_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x16maxVisibilityExtension\"K\n" +
 	"\x10DeadLetterPolicy\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
-	"\fmax_receives\x18\x02 \x01(\x05R\vmaxReceives\"\xe5\x01\n" +
+	"\fmax_receives\x18\x02 \x01(\x05R\vmaxReceives\"\x87\x02\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\x06config\x18\x02 \x01(\v2\x16.sluice.v1.QueueConfigR\x06config\x12+\n" +
 	"\x05stats\x18\x03 \x01(\v2\x15.sluice.v1.QueueStatsR\x05stats\x12;\n" +
 	"\vcreate_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12.\n" +
-	"\x13dead_letter_sources\x18\x05 \x03(\tR\x11deadLetterSources\"\xf2\x03\n" +
+	"\x13dead_letter_sources\x18\x05 \x03(\tR\x11deadLetterSources\x12 \n" +
+	"\vunavailable\x18\x06 \x01(\tR\vunavailable\"\xf2\x03\n" +
 	"\n" +
 	"QueueStats\x12\x18\n" +
 	"\avisible\x18\x01 \x01(\x03R\avisible\x12\x1b\n" +
