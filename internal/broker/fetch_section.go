@@ -34,6 +34,11 @@ type SectionResult struct {
 	// Aborted, with ReadCommitted, are the aborted transactions with
 	// records from the requested offset to the last stable offset.
 	Aborted []AbortedTxn
+	// GapThrough, when not 0 and Section is empty, is the last offset of a quarantined
+	// range the requested offset lies in (damaged batches, never served): the reader
+	// steps past it to GapThrough+1. Without it a Kafka consumer at the end of such a
+	// range, below the high watermark, fetched nothing forever.
+	GapThrough int64
 }
 
 // FetchSection is Fetch without the copy and without the wait: it says
@@ -45,6 +50,18 @@ type SectionResult struct {
 // a front-end that must leave some batches out (NoZstd) says so here
 // instead of reading the segment itself.
 func (b *Broker) FetchSection(topic string, partition int32, offset int64, opts SectionOptions) (SectionResult, error) {
+	res, err := b.fetchSection(topic, partition, offset, opts)
+	if err == nil && res.Section.Length == 0 && offset < res.HighWatermark {
+		if _, p, perr := b.streams.partition(topic, partition); perr == nil {
+			if last, ok := p.log.QuarantinedThrough(offset); ok {
+				res.GapThrough = min(last, res.HighWatermark-1)
+			}
+		}
+	}
+	return res, err
+}
+
+func (b *Broker) fetchSection(topic string, partition int32, offset int64, opts SectionOptions) (SectionResult, error) {
 	_, p, err := b.streams.partition(topic, partition)
 	if err != nil {
 		return SectionResult{}, err

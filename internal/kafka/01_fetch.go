@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/batch"
 	"github.com/sluice-mq/sluice/internal/broker"
 )
 
@@ -32,6 +33,9 @@ type fetchPart struct {
 	code      int16
 	st        broker.PartitionState
 	sec       broker.Section // Length 0: no records
+	// gap, when sec is empty, is empty batches (batch.Fillers) spanning the quarantined
+	// offsets the fetch offset lies in, so the client moves past them.
+	gap []byte
 	// aborted, for a read_committed fetch (non-nil), are the aborted
 	// transactions among the records.
 	aborted []broker.AbortedTxn
@@ -120,7 +124,7 @@ func (c *conn) collectFetch(req *kmsg.FetchRequest) (*fetchReply, int64, bool) {
 			limit := min(int64(p.PartitionMaxBytes), budget-total)
 			fp := c.fetchPartition(req, ft.name, p, limit, total == 0)
 			urgent = urgent || fp.code != 0
-			total += fp.sec.Length
+			total += fp.sec.Length + int64(len(fp.gap))
 			ft.parts = append(ft.parts, fp)
 		}
 		rep.topics = append(rep.topics, ft)
@@ -152,6 +156,11 @@ func (c *conn) fetchPartition(req *kmsg.FetchRequest, topic string, p kmsg.Fetch
 		return fp
 	}
 	fp.st = res.PartitionState
+	if room && res.Section.Length == 0 && res.GapThrough >= p.FetchOffset {
+		for _, b := range batch.Fillers(p.FetchOffset, res.GapThrough+1, -1, time.Now().UnixMilli()) {
+			fp.gap = append(fp.gap, b...)
+		}
+	}
 	if room {
 		fp.sec = res.Section
 		if req.IsolationLevel == readCommitted {

@@ -113,9 +113,13 @@ func (w *fetchWriter) partition(version int16, p fetchPart) {
 	if version >= 11 {
 		w.i32(-1) // preferred_read_replica: none
 	}
-	w.bytesLen(p.sec.Length)
-	if p.sec.Length > 0 {
+	switch {
+	case p.sec.Length > 0:
+		w.bytesLen(p.sec.Length)
 		w.pending = append(w.pending, pendingSection{at: len(w.buf), sec: p.sec})
+	default:
+		w.bytesLen(int64(len(p.gap))) // 0 without a gap
+		w.buf = append(w.buf, p.gap...)
 	}
 	w.tags()
 }

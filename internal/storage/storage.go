@@ -345,6 +345,19 @@ func (l *Log) SegmentSizes() (bases, sizes []int64) {
 // truncation removes the bytes it names.
 func (l *Log) Quarantined() []QuarantinedBatch { return l.env.q.list() }
 
+// QuarantinedThrough reports whether offset lies in a quarantined range — offsets of
+// damaged batches, never served again — and the last offset of that range: a reader at
+// offset may step past it (a Kafka consumer is sent an empty batch spanning it, as
+// compaction leaves them, since at the end of the log no later batch would move it on).
+func (l *Log) QuarantinedThrough(offset int64) (int64, bool) {
+	for _, q := range l.env.q.list() {
+		if q.FirstOffset <= offset && offset <= q.LastOffset {
+			return q.LastOffset, true
+		}
+	}
+	return 0, false
+}
+
 // LastStableOffset equals the high watermark: there are no transactions yet.
 func (l *Log) LastStableOffset() int64 { return l.hw.Load() }
 
