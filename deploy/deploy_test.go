@@ -4,20 +4,27 @@
 package deploy_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/auth"
+	"github.com/sluice-mq/sluice/internal/node"
+	"github.com/sluice-mq/sluice/internal/server"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/sluicetest"
 )
@@ -118,8 +125,10 @@ func dashboardMetrics(t *testing.T) map[string]bool {
 // group's commit, a refused request), scrapes /metrics and checks that each
 // metric the rules and the dashboard name is served. A renamed metric
 // fails here, not silently in production as an alert that never fires.
+// The sluice_raft_* series only a cluster node serves are taken from a
+// one-node cluster's /metrics.
 func TestDeployedMetricsExist(t *testing.T) {
-	exposed := scrapeBusyBroker(t)
+	exposed := scrapeBusyBroker(t) + scrapeClusterNode(t)
 	for file, names := range map[string]map[string]bool{
 		"prometheus/sluice-alerts.yml":  alertMetrics(t),
 		"grafana/sluice-dashboard.json": dashboardMetrics(t),
@@ -193,4 +202,43 @@ func scrapeBusyBroker(t *testing.T) string {
 		t.Fatalf("the refused request is not counted:\n%s", b)
 	}
 	return string(b)
+}
+
+// scrapeClusterNode starts a cluster of one node in this process and returns
+// its /metrics: the Raft host's series (sluice_raft_*) that a single node does
+// not serve, which the sluice-cluster alert rules name.
+func scrapeClusterNode(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raft := l.Addr().String()
+	l.Close()
+	cfg := server.Defaults()
+	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", ""
+	cfg.Fsync, cfg.NodeID, cfg.ClusterAddr, cfg.ClusterPeers = "never", 1, raft, "1="+raft
+	cfg.ClusterTick = 10 * time.Millisecond
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "deploytest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		_ = srv.Wait(ctx)
+	})
+	if err := srv.Start(ctx, node.Setup(node.Options{})); err != nil {
+		t.Fatalf("one-node cluster: %v", err)
+	}
+	rec := httptest.NewRecorder()
+	srv.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("cluster node /metrics: %d\n%s", rec.Code, rec.Body)
+	}
+	out := rec.Body.String()
+	if !strings.Contains(out, "sluice_raft_groups ") {
+		t.Fatalf("the cluster node serves no Raft metrics:\n%s", out)
+	}
+	return out
 }
