@@ -4,13 +4,10 @@
 package deploy_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,8 +20,7 @@ import (
 
 	"github.com/sluice-mq/sluice/client"
 	"github.com/sluice-mq/sluice/internal/auth"
-	"github.com/sluice-mq/sluice/internal/node"
-	"github.com/sluice-mq/sluice/internal/server"
+	"github.com/sluice-mq/sluice/internal/testproc"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/sluicetest"
 )
@@ -204,9 +200,10 @@ func scrapeBusyBroker(t *testing.T) string {
 	return string(b)
 }
 
-// scrapeClusterNode starts a cluster of one node in this process and returns
-// its /metrics: the Raft host's series (sluice_raft_*) that a single node does
-// not serve, which the sluice-cluster alert rules name.
+// scrapeClusterNode runs `sluice serve` as a cluster of one node and returns its
+// /metrics: the Raft host's series (sluice_raft_*) that a single node does not serve,
+// which the sluice-cluster alert rules name. A process of the real binary, as only
+// cmd/ and sluicetest may assemble a node in-process (deps_test.go).
 func scrapeClusterNode(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -215,30 +212,23 @@ func scrapeClusterNode(t *testing.T) string {
 	}
 	raft := l.Addr().String()
 	l.Close()
-	cfg := server.Defaults()
-	cfg.DataDir, cfg.HTTPAddr, cfg.KafkaAddr, cfg.SQSAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0", ""
-	cfg.Fsync, cfg.NodeID, cfg.ClusterAddr, cfg.ClusterPeers = "never", 1, raft, "1="+raft
-	cfg.ClusterTick = 10 * time.Millisecond
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "deploytest")
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	p := testproc.Serve(t, testproc.Build(t, dir), "--data-dir", filepath.Join(dir, "data"), "--http-addr", "127.0.0.1:0",
+		"--kafka-addr", "127.0.0.1:0", "--sqs-addr", "", "--fsync", "never",
+		"--node-id", "1", "--cluster-addr", raft, "--cluster-peers", "1="+raft)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + p.Addr("http") + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if out := string(b); resp.StatusCode == http.StatusOK && strings.Contains(out, "sluice_raft_groups ") {
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster node serves no Raft metrics within 30 s (%v):\n%s", err, p.Logs())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() {
-		cancel()
-		_ = srv.Wait(ctx)
-	})
-	if err := srv.Start(ctx, node.Setup(node.Options{})); err != nil {
-		t.Fatalf("one-node cluster: %v", err)
-	}
-	rec := httptest.NewRecorder()
-	srv.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("cluster node /metrics: %d\n%s", rec.Code, rec.Body)
-	}
-	out := rec.Body.String()
-	if !strings.Contains(out, "sluice_raft_groups ") {
-		t.Fatalf("the cluster node serves no Raft metrics:\n%s", out)
-	}
-	return out
 }
