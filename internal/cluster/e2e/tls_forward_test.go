@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-mq/sluice/client"
-	"github.com/sluice-mq/sluice/internal/testproc"
 	"github.com/sluice-mq/sluice/internal/tlsconf/tlstest"
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
@@ -41,20 +40,8 @@ func TestOverTLSThroughFollower(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three sluice processes")
 	}
-	if err := tlstest.Available(); err != nil {
-		testproc.Missing(t, "openssl is not installed: the test makes its certificates with it")
-	}
 	dir := t.TempDir()
-	ca, err := tlstest.NewCA(dir, "cluster")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairs := map[int]tlstest.Pair{}
-	for id := 1; id <= 3; id++ {
-		if pairs[id], err = ca.Issue(fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), int64(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ca, pairs := clusterCA(t, dir, 3)
 	carol, err := ca.Issue("carol", "carol", 7)
 	if err != nil {
 		t.Fatal(err)

@@ -26,23 +26,11 @@ func TestClusterMutualTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three sluice processes")
 	}
-	if err := tlstest.Available(); err != nil {
-		testproc.Missing(t, "openssl is not installed: the test makes its certificates with it")
-	}
 	dir := t.TempDir()
-	ca, err := tlstest.NewCA(dir, "cluster")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, pairs := clusterCA(t, dir, 3)
 	other, err := tlstest.NewCA(filepath.Join(dir), "other")
 	if err != nil {
 		t.Fatal(err)
-	}
-	pairs := map[int]tlstest.Pair{}
-	for id := 1; id <= 3; id++ {
-		if pairs[id], err = ca.Issue(fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), int64(id)); err != nil {
-			t.Fatal(err)
-		}
 	}
 	rogue, err := other.Issue("rogue3", "node-3", 9)
 	if err != nil {
@@ -119,6 +107,27 @@ func TestClusterMutualTLS(t *testing.T) {
 	if hw := c.highWatermark(ctx, 3, "secure"); hw != 30 {
 		t.Errorf("node 3 back with its certificate: high watermark %d, want 30", hw)
 	}
+}
+
+// clusterCA makes, with openssl in dir, a CA and a certificate for each of nodes 1..n
+// (CN node-<id>, usable by a server for 127.0.0.1 and by a client), or skips the test
+// where openssl is missing (fails it in CI).
+func clusterCA(t *testing.T, dir string, n int) (*tlstest.CA, map[int]tlstest.Pair) {
+	t.Helper()
+	if err := tlstest.Available(); err != nil {
+		testproc.Missing(t, "openssl is not installed: the test makes its certificates with it")
+	}
+	ca, err := tlstest.NewCA(dir, "cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := map[int]tlstest.Pair{}
+	for id := 1; id <= n; id++ {
+		if pairs[id], err = ca.Issue(fmt.Sprintf("n%d", id), fmt.Sprintf("node-%d", id), int64(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ca, pairs
 }
 
 // highWatermark is node id's own view of topic/0 (-1: no answer).
