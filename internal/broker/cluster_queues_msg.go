@@ -298,7 +298,8 @@ func (c *clusterRT) queueStats(name string) (QueueStats, error) {
 	d := h.sm.Depth()
 	// A dead letter on its way to the dead-letter queue counts as in flight: received, not
 	// deleted, not visible.
-	st := QueueStats{Name: name, Visible: d.Visible, InFlight: d.InFlight + d.Dead, Delayed: d.Delayed, Sent: uint64(d.Sent)}
+	st := QueueStats{Name: name, Visible: d.Visible, InFlight: d.InFlight + d.Dead, Delayed: d.Delayed, Sent: uint64(d.Sent),
+		Received: d.Received, Redelivered: d.Redelivered, Acked: d.Acked, DeadLettered: d.DeadLettered, Expired: d.Expired}
 	if s, err := c.getQueue(name); err == nil && s.DeadLetterQueue != "" {
 		if dh := c.hostedQueue(s.DeadLetterQueue); dh != nil {
 			dd := dh.sm.Depth() // this node's replica, when it has one: approximate

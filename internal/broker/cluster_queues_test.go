@@ -158,7 +158,7 @@ func TestClusterQueueFailover(t *testing.T) {
 		t.Fatalf("a receipt of another group: %v", err)
 	}
 	st, err := l.b.QueueStats("jobs")
-	if err != nil || st.Visible != 10 || st.InFlight != 5 || st.Sent != 20 {
+	if err != nil || st.Visible != 10 || st.InFlight != 5 || st.Sent != 20 || st.Received != 10 || st.Acked != 5 {
 		t.Fatalf("stats %+v %v", st, err)
 	}
 
@@ -200,6 +200,12 @@ func TestClusterQueueFailover(t *testing.T) {
 	if len(got) != 12 {
 		t.Fatalf("after the failover got %d of the 12 unacked messages: %v", len(got), got)
 	}
+	// The new leader's replica counted what the old one did: every message received first
+	// once (a visibility running out under load may add redeliveries) and acked once.
+	st, err = nl.b.QueueStats("jobs")
+	if err != nil || st.Received-st.Redelivered != 20 || st.Redelivered < 2 || st.Acked != 20 {
+		t.Fatalf("stats on the new leader %+v %v", st, err)
+	}
 
 	// The restarted node catches up and hosts the queue again.
 	c.start(l.id, false)
@@ -208,7 +214,8 @@ func TestClusterQueueFailover(t *testing.T) {
 		if h == nil {
 			return errors.New("not hosted")
 		}
-		if d := h.sm.Depth(); d.Sent != 20 || d.Visible+d.InFlight+d.Delayed != 0 {
+		if d := h.sm.Depth(); d.Sent != 20 || d.Visible+d.InFlight+d.Delayed != 0 ||
+			d.Received != st.Received || d.Acked != 20 {
 			return fmt.Errorf("replica holds %+v", d)
 		}
 		return nil

@@ -257,6 +257,7 @@ func (c *clusterRT) subStats(topic, name string) (QueueStats, error) {
 		st.Received += cs.Receives
 		st.Redelivered += cs.Redeliveries
 		st.Acked += cs.Acks
+		st.DeadLettered += cs.DeadLettered
 		st.Expired += cs.Expired
 		if !cs.OldestSentAt.IsZero() {
 			st.OldestAge = max(st.OldestAge, c.b.now().Sub(cs.OldestSentAt))

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,16 @@ func TestClusterSubscriptionDeadLetters(t *testing.T) {
 	}
 	if m.SentAt.Before(produced.Add(-time.Second)) || !m.SentAt.Before(m.DeadLetter.At) {
 		t.Errorf("the copy's send time %v, moved at %v: want the record's (produced about %v), before the move", m.SentAt, m.DeadLetter.At, produced)
+	}
+	// Every replica counts the dead letter once it has applied the receive that moved it.
+	for _, id := range c.ids {
+		c.eventually(t, fmt.Sprintf("n%d counts the dead letter", id), func() error {
+			st, err := c.nodes[id].b.SubscriptionStats("t", "s")
+			if err != nil || st.DeadLettered != 1 {
+				return fmt.Errorf("stats %+v %v", st, err)
+			}
+			return nil
+		})
 	}
 
 	// The next poison record's move stops after its copy on the partition's leader, whose

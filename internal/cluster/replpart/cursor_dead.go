@@ -57,7 +57,10 @@ func (sc *subCursor) receiveLimited(rl RecordLog, now time.Time, op replcursor.O
 				want--
 				continue
 			}
-			if _, err := sc.cur.Ack(now, d.Receipt); err != nil {
+			// Finished as a dead letter rather than acked, so the cursor counts it as one
+			// (stats); the state is the same either way, so replicas that acked it before this
+			// release agree on everything but that counter.
+			if _, err := sc.cur.DeadLetter(now, d.Receipt, ""); err != nil {
 				// The receipt was issued a moment ago: the cursor's state is wrong.
 				return CursorResult{}, fmt.Errorf("dead-lettering offset %d: %w", d.Offset, err)
 			}

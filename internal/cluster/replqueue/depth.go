@@ -16,6 +16,10 @@ type Depth struct {
 	NextDue time.Time
 	Sent    int64 // messages sent since the queue was created
 	Dead    int64 // dead letters waiting for their copy to the dead-letter queue
+
+	// The cursor's counters since the queue was created: every replica applies the same
+	// commands and a snapshot carries them, so any replica answers the same once caught up.
+	Received, Redelivered, Acked, DeadLettered, Expired uint64
 }
 
 // Depth returns the counts as of the last applied command. A message whose delay ran out
@@ -26,7 +30,9 @@ func (m *Machine) Depth() Depth {
 	defer m.mu.Unlock()
 	cs := m.cur.Counts()
 	d := Depth{Visible: int64(cs.Ready + cs.Blocked), InFlight: int64(cs.InFlight), Delayed: int64(cs.Delayed),
-		OldestSentAt: cs.OldestSentAt, Sent: m.next, Dead: int64(len(m.dead))}
+		OldestSentAt: cs.OldestSentAt, Sent: m.next, Dead: int64(len(m.dead)),
+		Received: cs.Receives, Redelivered: cs.Redeliveries, Acked: cs.Acks, DeadLettered: cs.DeadLettered,
+		Expired: cs.Expired}
 	// Stored messages the cursor has not read yet (past its lookahead window).
 	var oldestUnread int64
 	for off := m.cur.ReadPos(); off < m.next; off++ {
