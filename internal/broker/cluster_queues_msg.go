@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -157,7 +155,7 @@ func (c *clusterRT) receiveQueue(ctx context.Context, name string, opts ReceiveO
 				return nil, replErr(name, err)
 			}
 			if len(ds) > 0 {
-				return deliveriesOf(h.group, ds)
+				return c.deliveriesOf(h.group, ds)
 			}
 		}
 		if opts.Wait == 0 {
@@ -203,7 +201,7 @@ func messageOf(g multiraft.GroupID, rm replqueue.Message) (Message, error) {
 	return m, nil
 }
 
-func deliveriesOf(g multiraft.GroupID, ds []replqueue.Delivery) ([]Delivery, error) {
+func (c *clusterRT) deliveriesOf(g multiraft.GroupID, ds []replqueue.Delivery) ([]Delivery, error) {
 	out := make([]Delivery, 0, len(ds))
 	for _, d := range ds {
 		m, err := messageOf(g, d.Message)
@@ -212,25 +210,10 @@ func deliveriesOf(g multiraft.GroupID, ds []replqueue.Delivery) ([]Delivery, err
 		}
 		out = append(out, Delivery{
 			Message:  m,
-			Sequence: d.Offset, Receipt: bindReceipt(g, d.Receipt), ReceiveCount: d.ReceiveCount,
+			Sequence: d.Offset, Receipt: c.queueReceipt(g, d.Offset, d.FencingToken, d.Receipt), ReceiveCount: d.ReceiveCount,
 			FirstReceivedAt: d.FirstReceivedAt, Deadline: d.Deadline, FencingToken: d.FencingToken})
 	}
 	return out, nil
-}
-
-// A replicated queue's receipt is the cursor's, prefixed with the group: a receipt of one
-// queue (or of a deleted queue of the same name) is refused by another rather than acking
-// whatever message has the same offset there.
-func bindReceipt(g multiraft.GroupID, r string) string {
-	return "c" + strconv.FormatUint(uint64(g), 10) + "." + r
-}
-
-func unbindReceipt(g multiraft.GroupID, r string) (string, error) {
-	p, rest, ok := strings.Cut(r, ".")
-	if !ok || p != "c"+strconv.FormatUint(uint64(g), 10) || len(rest) > replqueue.MaxString {
-		return "", ErrReceiptInvalid
-	}
-	return rest, nil
 }
 
 // lease runs one receipt operation on the leader.
@@ -239,7 +222,7 @@ func (c *clusterRT) lease(ctx context.Context, name, receipt string, op func(con
 	if err != nil {
 		return err
 	}
-	r, err := unbindReceipt(h.group, receipt)
+	r, err := c.openQueueReceipt(h.group, receipt)
 	if err != nil {
 		return err
 	}

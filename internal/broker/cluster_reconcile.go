@@ -73,6 +73,8 @@ type clusterRT struct {
 	featureBehind atomic.Pointer[[]string]
 	// featureCapNoted: the log said once that this node's cap is below the level.
 	featureCapNoted atomic.Bool
+	// receiptKey is the catalog's receipt key made ready for use (cluster_receipts.go).
+	receiptKey atomic.Pointer[receiptKey]
 	// stateLargeNoted: the log said the groups' state outgrew a metadata snapshot
 	// (meta.Machine.GroupStateTooLarge), until it fits again.
 	stateLargeNoted atomic.Bool

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
@@ -158,31 +156,10 @@ func (c *clusterRT) subReceivePartition(ctx context.Context, p *partitionRT, h *
 		}
 		out = append(out, SubscriptionDelivery{Partition: p.index, Offset: d.Offset, Key: r.Key, Value: r.Value,
 			Headers: r.Headers, Timestamp: time.UnixMilli(r.Timestamp),
-			Receipt: subReceipt(s.ID, p.index, d.Receipt), ReceiveCount: d.ReceiveCount,
+			Receipt: c.subReceipt(s.ID, p.index, d.Offset, d.FencingToken, d.Receipt), ReceiveCount: d.ReceiveCount,
 			FirstReceivedAt: d.FirstReceivedAt, Deadline: d.Deadline, FencingToken: d.FencingToken})
 	}
 	return out, nil
-}
-
-// A replicated subscription's receipt is the cursor's, prefixed with the subscription's
-// catalog id and the partition: "s<id>.<partition>.<cursor receipt>". Every replica's
-// cursor checks the cursor receipt (offset and fencing token), so any leader honours it;
-// the id refuses a receipt of another subscription, or of a deleted one of the same name.
-func subReceipt(id uint64, p int32, r string) string {
-	return "s" + strconv.FormatUint(id, 10) + "." + strconv.Itoa(int(p)) + "." + r
-}
-
-func parseSubReceipt(id uint64, r string) (int32, string, error) {
-	head, rest, ok := strings.Cut(r, ".")
-	if !ok || head != "s"+strconv.FormatUint(id, 10) {
-		return 0, "", ErrReceiptInvalid
-	}
-	ps, cr, ok := strings.Cut(rest, ".")
-	p, err := strconv.ParseInt(ps, 10, 32)
-	if !ok || err != nil || p < 0 || len(cr) > replcursor.MaxReceipt {
-		return 0, "", ErrReceiptInvalid
-	}
-	return int32(p), cr, nil
 }
 
 // subLease runs one receipt operation on the leader of the receipt's partition.
@@ -191,7 +168,7 @@ func (c *clusterRT) subLease(ctx context.Context, topic, name, receipt string, o
 	if err != nil {
 		return err
 	}
-	pi, r, err := parseSubReceipt(s.ID, receipt)
+	pi, r, err := c.openSubReceipt(s.ID, receipt)
 	if err != nil {
 		return err
 	}

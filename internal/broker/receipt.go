@@ -67,6 +67,7 @@ var receiptEncoding = base64.RawURLEncoding.Strict()
 
 // receiptKey authenticates the receipts of one data directory.
 type receiptKey struct {
+	raw  []byte    // the key, to tell whether a cluster's changed (it never does)
 	macs sync.Pool // of *receiptMAC under the key
 }
 
@@ -81,7 +82,7 @@ type receiptMAC struct {
 
 func newReceiptKey(key []byte) *receiptKey {
 	k := append([]byte(nil), key...)
-	return &receiptKey{macs: sync.Pool{New: func() any { return &receiptMAC{h: hmac.New(sha256.New, k)} }}}
+	return &receiptKey{raw: k, macs: sync.Pool{New: func() any { return &receiptMAC{h: hmac.New(sha256.New, k)} }}}
 }
 
 // loadReceiptKey reads the data directory's receipt key, making it the

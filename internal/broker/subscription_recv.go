@@ -23,7 +23,7 @@ type SubscriptionDelivery struct {
 	Headers   []batch.RecordHeader
 	Timestamp time.Time
 
-	Receipt         string // "<partition>:<cursor receipt>"
+	Receipt         string // opaque: authenticated, bound to the subscription (receipt.go, cluster_receipts.go)
 	ReceiveCount    int
 	FirstReceivedAt time.Time
 	Deadline        time.Time

@@ -54,7 +54,7 @@ type Command struct {
 	Partitions int32  // Create: the count; AddPartitions: the new total
 	RF         int32  // CreateTopic, CreateQueue: the replication factor (<= 0: the default)
 	Settings   []byte // Create, Update (empty: none)
-	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier); SetTxn: the record
+	Payload    []byte // GroupOffsets: opaque to meta (empty: a barrier, see Catalog.GroupOffsetsBarrier); SetTxn: the record; SetFeatureLevel: the receipt key
 	Term       uint64 // SetTxn: the term of the coordinator that proposed it
 	Level      int    // SetFeatureLevel (features.go)
 
@@ -83,7 +83,7 @@ type Command struct {
 //	14 SetGroupConfig name(bytes) settings(bytes)  (groupconfig.go)
 //	15 SetTxn        name(bytes) term(uvarint) record(bytes)  (txns.go)
 //	16 Reassign, 17 CancelReassign  (reassign.go)
-//	18 SetFeatureLevel level(uvarint)  (features.go)
+//	18 SetFeatureLevel level(uvarint), from LevelReceiptKey key(bytes: empty or 32)  (features.go)
 //
 // bytes is a uvarint length then the bytes. Nothing may follow the last field.
 func (c *Command) Encode(b []byte) []byte {
@@ -128,6 +128,9 @@ func (c *Command) Encode(b []byte) []byte {
 		b = appendBytes(b, c.Payload)
 	case OpSetFeatureLevel:
 		b = binary.AppendUvarint(b, uint64(c.Level))
+		if c.Level >= LevelReceiptKey {
+			b = appendBytes(b, c.Payload)
+		}
 	}
 	return b
 }
@@ -198,6 +201,7 @@ func Decode(b []byte) (Command, error) {
 		} else {
 			d.Fail("feature level %d", l)
 		}
+		c.Payload = d.receiptKey(c.Level)
 	default:
 		return c, fmt.Errorf("%w: unknown op %d", ErrBadCommand, c.Op)
 	}

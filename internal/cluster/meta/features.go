@@ -24,9 +24,11 @@ package meta
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 )
@@ -58,10 +60,19 @@ const (
 	// original send time, first and last receive, last nack reason. An older build reads
 	// such a copy as a message it cannot decode.
 	LevelDeadLetterHistory = 6
+	// LevelReceiptKey adds the cluster's receipt key: OpSetFeatureLevel to this level or
+	// above carries a key (the first one committed is kept), and a metadata snapshot at it
+	// holds the key after the level. The broker then hands out authenticated receipts for
+	// replicated queues and subscriptions, as a single node does with its data directory's
+	// key, so none can be forged from a delivery's offset and fencing token.
+	LevelReceiptKey = 7
 
 	// MaxFeatureLevel is the newest level this binary reads.
-	MaxFeatureLevel = LevelDeadLetterHistory
+	MaxFeatureLevel = LevelReceiptKey
 )
+
+// ReceiptKeyLen is the receipt key's length: an HMAC-SHA256 key.
+const ReceiptKeyLen = 32
 
 // OpSetFeatureLevel raises the catalog's feature level to Level (a lower or equal level
 // changes nothing). Only the metadata leader proposes it, once every member reads Level.
@@ -123,9 +134,29 @@ func checkLevel(level int) error {
 	return nil
 }
 
-func (s *State) setFeatureLevel(level int) Result {
+func (s *State) setFeatureLevel(level int, key []byte) Result {
 	s.Level = max(s.Level, level)
+	if s.ReceiptKey == nil && s.Level >= LevelReceiptKey && len(key) == ReceiptKeyLen {
+		s.ReceiptKey = key
+	}
 	return Result{}
+}
+
+// receiptKey reads a level's receipt key (a command's or a snapshot's): present
+// from LevelReceiptKey, empty or ReceiptKeyLen bytes.
+func (d *decoder) receiptKey(level int) []byte {
+	if level < LevelReceiptKey || d.Err != nil {
+		return nil
+	}
+	k := d.Bytes(ReceiptKeyLen)
+	if len(k) != 0 && len(k) != ReceiptKeyLen {
+		d.Fail("receipt key of %d bytes", len(k))
+		return nil
+	}
+	if len(k) == 0 {
+		return nil
+	}
+	return slices.Clone(k)
 }
 
 // level reads a snapshot's feature level into s: one this binary reads, above LevelBase
@@ -233,6 +264,14 @@ func (c *Catalog) RaiseFeatureLevel(ctx context.Context, level int) error {
 	if level <= c.sm.State().FeatureLevel() {
 		return nil
 	}
-	_, err := c.do(ctx, Command{Op: OpSetFeatureLevel, Level: level})
+	cmd := Command{Op: OpSetFeatureLevel, Level: level}
+	if level >= LevelReceiptKey && c.sm.State().ReceiptKey == nil {
+		// Every raise to the level carries one; apply keeps the first committed.
+		cmd.Payload = make([]byte, ReceiptKeyLen)
+		if _, err := rand.Read(cmd.Payload); err != nil {
+			return fmt.Errorf("meta: receipt key: %w", err)
+		}
+	}
+	_, err := c.do(ctx, cmd)
 	return err
 }

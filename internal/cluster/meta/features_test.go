@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"slices"
@@ -179,4 +180,81 @@ func TestProposalWaitsForItsLevel(t *testing.T) {
 	if err := c.checkOpLevel(&Command{Op: OpUpdateTopic}); err != nil {
 		t.Fatalf("the op at its level: %v", err)
 	}
+}
+
+// TestReceiptKey: the first raise to LevelReceiptKey that carries a key sets it, later ones
+// keep it; a raise below the level carries none; a snapshot at the level restores the key
+// (also with offsets pending and with no key yet); a key of another length is malformed.
+func TestReceiptKey(t *testing.T) {
+	key := func(b byte) []byte { return []byte(strings.Repeat(string(rune(b)), ReceiptKeyLen)) }
+	m := NewMachine(1)
+	applyAll(t, m, 1, seedCommands())
+	from := uint64(len(seedCommands()) + 1)
+	applyAll(t, m, from, []Command{{Op: OpSetFeatureLevel, Level: LevelDeadLetterHistory, Payload: key('x')}})
+	if k := m.State().ReceiptKey; k != nil {
+		t.Fatalf("a raise below LevelReceiptKey set key %x", k)
+	}
+	// At the level without a key (a hand-made entry): the level rises, no key, and the
+	// snapshot says so.
+	applyAll(t, m, from+1, []Command{{Op: OpSetFeatureLevel, Level: LevelReceiptKey}})
+	if k := m.State().ReceiptKey; k != nil || m.State().FeatureLevel() != LevelReceiptKey {
+		t.Fatalf("level %d key %x", m.State().FeatureLevel(), k)
+	}
+	roundTrip := func(what string) {
+		t.Helper()
+		snap, err := m.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := NewMachine(2)
+		if err := r.Restore(snap); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !reflect.DeepEqual(r.State(), m.State()) {
+			t.Fatalf("%s: the restored catalog differs:\n%+v\n%+v", what, r.State(), m.State())
+		}
+	}
+	roundTrip("no key")
+	applyAll(t, m, from+2, []Command{
+		{Op: OpSetFeatureLevel, Level: LevelReceiptKey, Payload: key('a')},
+		{Op: OpSetFeatureLevel, Level: LevelReceiptKey, Payload: key('b')}, // a second raise, racing
+	})
+	if k := m.State().ReceiptKey; string(k) != string(key('a')) {
+		t.Fatalf("key %q, want the first committed", k)
+	}
+	roundTrip("key")
+	applyAll(t, m, from+10, []Command{{Op: OpGroupOffsets, Payload: []byte("offsets")}})
+	roundTrip("key, offsets pending")
+
+	for _, n := range []int{1, ReceiptKeyLen - 1, ReceiptKeyLen + 1} {
+		c := Command{Op: OpSetFeatureLevel, Level: LevelReceiptKey, Payload: make([]byte, n)}
+		if _, err := Decode(c.Encode(nil)); !errors.Is(err, ErrBadCommand) {
+			t.Fatalf("a key of %d bytes decodes: %v", n, err)
+		}
+	}
+	c := Command{Op: OpSetFeatureLevel, Level: LevelReceiptKey, Origin: 1, Request: 2, Payload: key('k')}
+	if got, err := Decode(c.Encode(nil)); err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+}
+
+// TestRaiseFeatureLevelMakesAKey: the catalog's raise to LevelReceiptKey proposes a random
+// key, which every replica holds; a raise to a lower level carries none.
+func TestRaiseFeatureLevelMakesAKey(t *testing.T) {
+	c := newCluster(t, 3)
+	cat := c.nodes[c.elect()].cat
+	if err := c.call(func(ctx context.Context) error { return cat.RaiseFeatureLevel(ctx, LevelDeadLetterHistory) }); err != nil {
+		t.Fatal(err)
+	}
+	if k := cat.sm.State().ReceiptKey; k != nil {
+		t.Fatalf("key %x below the level", k)
+	}
+	if err := c.call(func(ctx context.Context) error { return cat.RaiseFeatureLevel(ctx, LevelReceiptKey) }); err != nil {
+		t.Fatal(err)
+	}
+	want := cat.sm.State()
+	if k := want.ReceiptKey; len(k) != ReceiptKeyLen || strings.Count(string(k), "\x00") == ReceiptKeyLen {
+		t.Fatalf("key %x", k)
+	}
+	c.converge(want)
 }

@@ -230,7 +230,7 @@ func (s *State) apply(e multiraft.Entry, c *Command) Result {
 	case OpSetTxn:
 		return s.applyTxn(e.Index, e.Term, c)
 	case OpSetFeatureLevel:
-		return s.setFeatureLevel(c.Level)
+		return s.setFeatureLevel(c.Level, c.Payload)
 	}
 	return Result{} // unreachable: Decode refuses unknown ops
 }

@@ -64,7 +64,7 @@ const (
 //	(versions 11 to 14) npinned(uvarint) {group(uvarint)}...  by id
 //	                    noriginal(uvarint) {group(uvarint) nreps(uvarint) {node(uvarint)}...}...  by id
 //
-//	(versions 13 to 15) level(uvarint)
+//	(versions 13 to 15) level(uvarint), from LevelReceiptKey key(bytes: empty or 32)
 //
 //	(version 15) the complete group state (groupstate.go)
 //
@@ -158,6 +158,9 @@ func (s *State) encode() []byte {
 	}
 	if version >= snapVersionLevel {
 		b = binary.AppendUvarint(b, uint64(s.Level))
+		if s.Level >= LevelReceiptKey {
+			b = appendBytes(b, s.ReceiptKey)
+		}
 	}
 	return b
 }
@@ -247,6 +250,7 @@ func decodeState(data []byte) (*State, []groupOffsets, *groupState, error) {
 	}
 	if version >= snapVersionLevel {
 		d.level(s)
+		s.ReceiptKey = d.receiptKey(s.Level)
 	}
 	var pending []groupOffsets
 	if d.Err == nil && version%2 == 0 { // every pending twin is even (snapVersionPending, ...)

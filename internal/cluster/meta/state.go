@@ -90,6 +90,11 @@ type State struct {
 	// Level is the feature level committed (features.go; 0: never raised, LevelBase).
 	// Read it with FeatureLevel.
 	Level int
+	// ReceiptKey authenticates the receipts of replicated queues and subscriptions
+	// (ReceiptKeyLen bytes; nil until the level reaches LevelReceiptKey): the cluster's
+	// one key, so a receipt an old leader handed out opens on the new one. Set once, by the
+	// first OpSetFeatureLevel to that level, never changed.
+	ReceiptKey []byte
 }
 
 // emptyState is the catalog before any entry.
