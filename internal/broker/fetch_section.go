@@ -34,11 +34,13 @@ type SectionResult struct {
 	// Aborted, with ReadCommitted, are the aborted transactions with
 	// records from the requested offset to the last stable offset.
 	Aborted []AbortedTxn
-	// GapThrough, when not 0 and Section is empty, is the last offset of a quarantined
-	// range the requested offset lies in (damaged batches, never served): the reader
-	// steps past it to GapThrough+1. Without it a Kafka consumer at the end of such a
-	// range, below the high watermark, fetched nothing forever.
-	GapThrough int64
+	// GapEnd, when above the requested offset (Section is then empty), ends a
+	// quarantined range the requested offset lies in (damaged batches, never served):
+	// the reader steps past it to GapEnd. Without it a Kafka consumer at the end of such
+	// a range, below the high watermark, fetched nothing forever. 0 (no gap) is never
+	// above an offset, so a reader needs no other flag (a flag-less "last offset" of 0
+	// once made every fetch at offset 0 of an empty log answer an empty batch).
+	GapEnd int64
 }
 
 // FetchSection is Fetch without the copy and without the wait: it says
@@ -54,7 +56,7 @@ func (b *Broker) FetchSection(topic string, partition int32, offset int64, opts 
 	if err == nil && res.Section.Length == 0 && offset < res.HighWatermark {
 		if _, p, perr := b.streams.partition(topic, partition); perr == nil {
 			if last, ok := p.log.QuarantinedThrough(offset); ok {
-				res.GapThrough = min(last, res.HighWatermark-1)
+				res.GapEnd = min(last+1, res.HighWatermark)
 			}
 		}
 	}

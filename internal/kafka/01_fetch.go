@@ -156,8 +156,8 @@ func (c *conn) fetchPartition(req *kmsg.FetchRequest, topic string, p kmsg.Fetch
 		return fp
 	}
 	fp.st = res.PartitionState
-	if room && res.Section.Length == 0 && res.GapThrough >= p.FetchOffset {
-		for _, b := range batch.Fillers(p.FetchOffset, res.GapThrough+1, -1, time.Now().UnixMilli()) {
+	if room && res.Section.Length == 0 && res.GapEnd > p.FetchOffset {
+		for _, b := range batch.Fillers(p.FetchOffset, res.GapEnd, -1, time.Now().UnixMilli()) {
 			fp.gap = append(fp.gap, b...)
 		}
 	}
