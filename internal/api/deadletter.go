@@ -115,6 +115,9 @@ func (d *deadLetterService) ListRedrives(ctx context.Context, req *connect.Reque
 		}
 		out.Redrives = append(out.Redrives, redriveToProto(t, nil, 0))
 	}
+	if d.fanOut(ctx) {
+		out.Redrives = d.redrivesEverywhere(ctx, req.Header(), req.Msg, out.Redrives)
+	}
 	return connect.NewResponse(out), nil
 }
 

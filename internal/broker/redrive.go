@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -165,7 +164,7 @@ func (b *Broker) StartRedrive(req RedriveRequest) (RedriveTask, error) {
 		limit: req.Limit, match: req.Match, filter: req.Filter, funcFilter: req.Filter != nil,
 		depth: depth, sleep: currentRedriveSleep(),
 		task: RedriveTask{
-			ID: hex.EncodeToString(id[:]), Source: req.Source, Destination: req.Destination,
+			ID: b.redriveID(id), Source: req.Source, Destination: req.Destination,
 			Status: RedriveRunning, ToMove: toMove, RatePerSecond: req.RatePerSecond, StartedAt: b.now(),
 		},
 	}
@@ -243,7 +242,7 @@ func (b *Broker) GetRedrive(id string) (RedriveTask, error) {
 	r := b.redrive.tasks[id]
 	b.redrive.mu.Unlock()
 	if r == nil {
-		return RedriveTask{}, fmt.Errorf("%w: %s", ErrRedriveNotFound, id)
+		return RedriveTask{}, b.redriveElsewhere(id)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -275,7 +274,7 @@ func (b *Broker) CancelRedrive(id string) (RedriveTask, error) {
 	r := b.redrive.tasks[id]
 	b.redrive.mu.Unlock()
 	if r == nil {
-		return RedriveTask{}, fmt.Errorf("%w: %s", ErrRedriveNotFound, id)
+		return RedriveTask{}, b.redriveElsewhere(id)
 	}
 	r.mu.Lock()
 	cancelling := r.task.Status == RedriveRunning

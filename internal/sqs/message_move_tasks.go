@@ -135,6 +135,11 @@ func listMessageMoveTasks(h *Handler, c *call, in *listMoveTasksInput) (any, err
 		}
 		limit = *n
 	}
+	// In a cluster a source's tasks run on its leader: asked elsewhere, this is forwarded
+	// there (a node answering from its own few would list nothing, or old failures).
+	if err := h.b.RedriveTasksHere(src); err != nil {
+		return nil, toAPIError(err)
+	}
 	tasks := h.b.ListRedrives(src)
 	out := listMoveTasksOutput{Results: []moveTask{}}
 	for _, t := range tasks[:min(limit, len(tasks))] {
