@@ -8,10 +8,17 @@
 // Kafka and SQS on their own listeners (internal/server starts those only when configured).
 //
 // `sluice serve` (through Run) and sluicetest both start through Setup, so
-// tests run the production assembly. When sluice becomes a cluster, this is
-// where replication plugs in: the node will open the Raft groups and hand
-// the broker replicated logs, while the front-ends and the server stay as
-// they are.
+// tests run the production assembly. With --node-id, Setup first assembles
+// the node's side of the cluster (cluster.go, docs/cluster.md "The broker in
+// a cluster"): the Raft engine over raftstore in <data>/raft, the TCP
+// transport to the peers, the multiraft host and the metadata group. It then
+// opens the broker over them (broker.Options.Cluster), keeps the node's
+// addresses registered in the catalog, serves the calls other nodes forward
+// over the transport's streams (peerstreams.go), hands the node's
+// leaderships to other replicas before the listeners stop, and stops the
+// host before the broker closes its logs. The front-ends are mounted as on a
+// single node; where another node leads, the broker says so and the native
+// API and SQS forward the call there.
 //
 // It owns assembly and nothing else. It must never translate a protocol,
 // hold broker state or logic, or parse flags (cmd/sluice does), and only
