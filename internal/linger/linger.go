@@ -13,8 +13,8 @@
 // Measured with queuebench (16 producers and 16 consumers, fsync always):
 // lingering in the queue journal took single-message round trips from 13.7k
 // to 19.3k msgs/s, and lingering in storage's syncer as well took batches of
-// ten from 86.2k to 94.9k (docs/benchmarks.md). The price is latency when nobody comes back: at
-// most Max per commit. An adaptive variant that stopped lingering after
+// ten from 86.2k to 94.9k (docs/benchmarks.md). The price is latency when
+// nobody comes back: at most Max per commit. An adaptive variant that stopped lingering after
 // lingers that gathered few members lost most of the gain (the benefit is
 // fewer, fuller syncs, not everyone coming back), so the rule stays simple.
 package linger
