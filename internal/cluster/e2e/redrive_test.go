@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +26,13 @@ func TestRedriveTasksThroughAnyNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three sluice processes")
 	}
-	c := startCluster(t, 3)
+	// With the users file of the other tests: the native client's token, SQS's access key.
+	users := filepath.Join(t.TempDir(), "users.yaml")
+	file := strings.Replace(usersFile, "access_keys:", "tokens: ["+nativeToken+"]\n    access_keys:", 1)
+	if err := os.WriteFile(users, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, 3, "--auth-file", users)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c.awaitRegistered(ctx, t, 3)
@@ -61,8 +70,11 @@ func TestRedriveTasksThroughAnyNode(t *testing.T) {
 		}
 		out, err := c.sqsClient(ctx, t, id).ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{
 			SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:parked")})
-		if err != nil || len(out.Results) != 1 || aws.ToString(out.Results[0].TaskHandle) != task.GetId() {
-			t.Errorf("node %d's SQS lists %+v (%v), want the running task", id, out, err)
+		switch {
+		case err != nil:
+			t.Errorf("node %d's SQS ListMessageMoveTasks: %v", id, err)
+		case len(out.Results) != 1 || aws.ToString(out.Results[0].TaskHandle) != task.GetId():
+			t.Errorf("node %d's SQS lists %d tasks, want the running one", id, len(out.Results))
 		}
 	}
 	cancelVia := via%3 + 1 // the third node: neither the leader nor the one that started it
