@@ -37,6 +37,9 @@ type hostedQueue struct {
 	// read from (guarded by clusterQueues.mu).
 	timesOf *meta.Queue
 	times   replqueue.Times
+	// staleRefused counts the receipts this node refused as stale while it led the queue
+	// (QueueStats.StaleRefused): a refusal changes nothing replicated, as on a single node.
+	staleRefused atomic.Uint64
 }
 
 // wakingMachine is a replqueue.Machine that wakes long polls whenever it applies entries

@@ -223,12 +223,15 @@ func (c *clusterRT) lease(ctx context.Context, name, receipt string, op func(con
 		return err
 	}
 	r, err := c.openQueueReceipt(h.group, receipt)
-	if err != nil {
-		return err
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, replTimeout)
+		defer cancel()
+		err = replErr(name, op(ctx, h.q, r))
 	}
-	ctx, cancel := context.WithTimeout(ctx, replTimeout)
-	defer cancel()
-	return replErr(name, op(ctx, h.q, r))
+	if errors.Is(err, ErrReceiptStale) {
+		h.staleRefused.Add(1)
+	}
+	return err
 }
 
 func (c *clusterRT) ackQueue(ctx context.Context, name, receipt string) error {
@@ -282,7 +285,8 @@ func (c *clusterRT) queueStats(name string) (QueueStats, error) {
 	// A dead letter on its way to the dead-letter queue counts as in flight: received, not
 	// deleted, not visible.
 	st := QueueStats{Name: name, Visible: d.Visible, InFlight: d.InFlight + d.Dead, Delayed: d.Delayed, Sent: uint64(d.Sent),
-		Received: d.Received, Redelivered: d.Redelivered, Acked: d.Acked, DeadLettered: d.DeadLettered, Expired: d.Expired}
+		Received: d.Received, Redelivered: d.Redelivered, Acked: d.Acked, DeadLettered: d.DeadLettered, Expired: d.Expired,
+		StaleRefused: h.staleRefused.Load()}
 	if s, err := c.getQueue(name); err == nil && s.DeadLetterQueue != "" {
 		if dh := c.hostedQueue(s.DeadLetterQueue); dh != nil {
 			dd := dh.sm.Depth() // this node's replica, when it has one: approximate

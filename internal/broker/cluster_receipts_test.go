@@ -71,6 +71,15 @@ func TestClusterReceiptsAreAuthenticated(t *testing.T) {
 		}
 	}
 
+	// The two stale answers are counted by the leader, as a single node counts its own.
+	var st QueueStats
+	if err := c.forwarded(func(b *Broker) (err error) {
+		st, err = b.QueueStats("jobs")
+		return err
+	}); err != nil || st.StaleRefused != 2 || st.Acked != 0 {
+		t.Errorf("stats after the refusals: %+v %v, want 2 stale refused, none acked", st, err)
+	}
+
 	// Nothing was settled: the leader changes, and the real receipt acks there.
 	c.crash(c.queueLeaderID(t, "jobs"), false)
 	if err := c.forwarded(func(b *Broker) error { return b.Ack(ctx, "jobs", d.Receipt) }); err != nil {
@@ -125,6 +134,23 @@ func TestClusterReceiptsAreAuthenticated(t *testing.T) {
 	}
 	if err := c.forwarded(func(b *Broker) error { return b.SubscriptionAck(ctx, "t", "s", sd[0].Receipt) }); err != nil {
 		t.Fatalf("subscription ack: %v", err)
+	}
+	if err := c.forwarded(func(b *Broker) error { return b.SubscriptionAck(ctx, "t", "s", sd[0].Receipt) }); !errors.Is(err, ErrReceiptStale) {
+		t.Fatalf("second subscription ack: %v, want ErrReceiptStale", err)
+	}
+	var stale uint64 // counted by the partition's leader only
+	for _, n := range c.ids {
+		if c.nodes[n].b == nil {
+			continue // the node crashed above
+		}
+		st, err := c.nodes[n].b.SubscriptionStats("t", "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale += st.StaleRefused
+	}
+	if stale != 1 {
+		t.Errorf("the nodes counted %d stale subscription receipts, want 1", stale)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/internal/batch"
@@ -23,6 +24,23 @@ type hostedReplica struct {
 	replicas []multiraft.NodeID
 	// movingDead: a mover copies its subscriptions' dead letters (cluster_subs_dlq.go).
 	movingDead atomic.Bool
+	// staleRefused counts, per subscription id, the receipts this node refused as stale
+	// while it led the partition (*atomic.Uint64; one entry per subscription that had one).
+	staleRefused sync.Map
+}
+
+// countStale counts one stale receipt of subscription sub refused here.
+func (h *hostedReplica) countStale(sub uint64) {
+	n, _ := h.staleRefused.LoadOrStore(sub, new(atomic.Uint64))
+	n.(*atomic.Uint64).Add(1)
+}
+
+// staleOf is how many stale receipts of subscription sub were refused here.
+func (h *hostedReplica) staleOf(sub uint64) uint64 {
+	if n, ok := h.staleRefused.Load(sub); ok {
+		return n.(*atomic.Uint64).Load()
+	}
+	return 0
 }
 
 // replicaLog is a partition's local log as its Raft group's state machine sees it

@@ -259,6 +259,7 @@ func (c *clusterRT) subStats(topic, name string) (QueueStats, error) {
 		st.Acked += cs.Acks
 		st.DeadLettered += cs.DeadLettered
 		st.Expired += cs.Expired
+		st.StaleRefused += h.staleOf(s.ID)
 		if !cs.OldestSentAt.IsZero() {
 			st.OldestAge = max(st.OldestAge, c.b.now().Sub(cs.OldestSentAt))
 		}

@@ -194,7 +194,11 @@ func (c *clusterRT) subLease(ctx context.Context, topic, name, receipt string, o
 	case replcursor.Extend:
 		err = h.part.Extend(rctx, s.ID, r, op.Timeout)
 	}
-	return c.subErr(p, err)
+	err = c.subErr(p, err)
+	if errors.Is(err, ErrReceiptStale) {
+		h.countStale(s.ID)
+	}
+	return err
 }
 
 // subErr maps replpart's answers to the broker's.
