@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/sluice-mq/sluice/internal/cluster/meta"
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
 	"github.com/sluice-mq/sluice/internal/cluster/tcptransport"
+	"github.com/sluice-mq/sluice/internal/testproc"
 	"go.etcd.io/raft/v3"
 )
 
@@ -71,21 +71,11 @@ func newQCluster(t *testing.T, n int) *qcluster {
 	return c
 }
 
-// freeLoopback is a loopback address free now, on a port below Linux's ephemeral range, so
-// no outgoing connection takes it before a restarted node binds it again (and no process
-// started with port 0, as the e2e nodes are, can be handed it meanwhile).
-func freeLoopback(t *testing.T) string {
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err == nil {
-			addr := ln.Addr().String()
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free loopback port below 32000")
-	return ""
-}
+// freeLoopback is a loopback address for a node the test stops and starts again on it:
+// testproc's, below Linux's ephemeral range and reserved across the test binaries running at
+// once (a port drawn here alone was taken, while its node was down, by another package's
+// test).
+func freeLoopback(t *testing.T) string { return testproc.StableAddr(t) }
 
 func (c *qcluster) start(id multiraft.NodeID, fresh bool) {
 	nd := c.nodes[id]
