@@ -34,13 +34,21 @@ func (answerer) HandleRequest(from multiraft.NodeID, g multiraft.GroupID, req []
 	return nil, errors.New("no such thing")
 }
 
-// requestPair starts node 1 answering requests (IdleTimeout idle) and node 2 dialling it.
+// requestPair starts node 1 answering requests (IdleTimeout idle) and node 2 of cluster
+// dialling it.
 func requestPair(t *testing.T, idle time.Duration, cluster string) (server, client *Transport) {
+	return startPair(t, Config{IdleTimeout: idle}, cluster, answerer{newRecorder()})
+}
+
+// startPair starts node 1 as cfg says (its Node, ClusterID, Peers and Logger filled in
+// here), receiving with r, and node 2 of cluster dialling it; both log to one buffer,
+// shown if the test fails.
+func startPair(t *testing.T, cfg Config, cluster string, r Receiver) (server, client *Transport) {
 	t.Helper()
 	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	server, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: "127.0.0.1:1"},
-		Logger: log, IdleTimeout: idle})
+	cfg.Node, cfg.ClusterID, cfg.Peers, cfg.Logger = 1, "c1", map[multiraft.NodeID]string{2: "127.0.0.1:1"}, log
+	server, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,7 @@ func requestPair(t *testing.T, idle time.Duration, cluster string) (server, clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	server.Serve(ln, answerer{newRecorder()})
+	server.Serve(ln, r)
 	client, err = New(Config{Node: 2, ClusterID: cluster, Peers: map[multiraft.NodeID]string{1: ln.Addr().String()}, Logger: log})
 	if err != nil {
 		t.Fatal(err)

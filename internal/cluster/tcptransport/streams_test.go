@@ -4,44 +4,18 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-mq/sluice/internal/cluster/multiraft"
-	"github.com/sluice-mq/sluice/internal/testlog"
 )
 
 // streamPair starts node 1 taking byte streams with handle (none if nil) and node 2
 // dialling it.
 func streamPair(t *testing.T, handle StreamHandler) (server, client *Transport) {
-	t.Helper()
-	logs := &testlog.Buffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	server, err := New(Config{Node: 1, ClusterID: "c1", Peers: map[multiraft.NodeID]string{2: "127.0.0.1:1"},
-		Logger: log, IdleTimeout: 100 * time.Millisecond, Streams: handle})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server.Serve(ln, newRecorder())
-	client, err = New(Config{Node: 2, ClusterID: "c1", Peers: map[multiraft.NodeID]string{1: ln.Addr().String()}, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.Close()
-		_ = server.Close()
-		if t.Failed() {
-			t.Logf("log:\n%s", logs)
-		}
-	})
-	return server, client
+	return startPair(t, Config{IdleTimeout: 100 * time.Millisecond, Streams: handle}, "c1", newRecorder())
 }
 
 // TestStreams: a stream reaches the handler with its kind and the dialler's node id, and
