@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync"
 
-	"connectrpc.com/connect"
-
 	sluicev1 "github.com/sluice-mq/sluice/proto/sluice/v1"
 	"github.com/sluice-mq/sluice/proto/sluice/v1/sluicev1connect"
 )
@@ -54,13 +52,7 @@ func (d *deadLetterService) redrivesEverywhere(ctx context.Context, hdr http.Hea
 	return out
 }
 
-// peerDeadLetters is a DeadLetterService client of node for the call of ctx (peerTopics'
-// rules).
+// peerDeadLetters is a DeadLetterService client of node for the call of ctx (peerClient).
 func (a *API) peerDeadLetters(ctx context.Context, node int32) (sluicev1connect.DeadLetterServiceClient, bool) {
-	s, _ := ctx.Value(fwdKey).(*fwdSlot)
-	base, h1, _, _, ok := a.fwd.route(node, s != nil && s.overTLS)
-	if !ok {
-		return nil, false
-	}
-	return sluicev1connect.NewDeadLetterServiceClient(h1, base, connect.WithReadMaxBytes(maxForwardedAnswer)), true
+	return peerClient(ctx, a, node, sluicev1connect.NewDeadLetterServiceClient)
 }

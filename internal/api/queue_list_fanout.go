@@ -78,12 +78,7 @@ func (q *queueService) describeAll(ctx context.Context, hdr http.Header, names [
 	return kept, nil
 }
 
-// peerQueues is a QueueService client of node for the call of ctx (peerTopics' rules).
+// peerQueues is a QueueService client of node for the call of ctx (peerClient).
 func (a *API) peerQueues(ctx context.Context, node int32) (sluicev1connect.QueueServiceClient, bool) {
-	s, _ := ctx.Value(fwdKey).(*fwdSlot)
-	base, h1, _, _, ok := a.fwd.route(node, s != nil && s.overTLS)
-	if !ok {
-		return nil, false
-	}
-	return sluicev1connect.NewQueueServiceClient(h1, base, connect.WithReadMaxBytes(maxForwardedAnswer)), true
+	return peerClient(ctx, a, node, sluicev1connect.NewQueueServiceClient)
 }

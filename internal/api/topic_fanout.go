@@ -45,16 +45,24 @@ func (a *API) fanOut(ctx context.Context) bool {
 	return s != nil && a.fwd != nil
 }
 
-// peerTopics is a TopicService client of node, for the call of ctx: over the cluster
-// transport for a call that came over TLS, else to node's plain HTTP listener (false:
-// node is this one, or cannot be reached that way).
-func (a *API) peerTopics(ctx context.Context, node int32) (sluicev1connect.TopicServiceClient, bool) {
+// peerClient is a client of node made by newClient (a sluicev1connect constructor), for
+// the call of ctx: over the cluster transport for a call that came over TLS, else to
+// node's plain HTTP listener (false: node is this one, or cannot be reached that way). Its
+// answers are bounded as a proxied answer is.
+func peerClient[C any](ctx context.Context, a *API, node int32,
+	newClient func(connect.HTTPClient, string, ...connect.ClientOption) C) (C, bool) {
 	s, _ := ctx.Value(fwdKey).(*fwdSlot)
 	base, h1, _, _, ok := a.fwd.route(node, s != nil && s.overTLS)
 	if !ok {
-		return nil, false
+		var none C
+		return none, false
 	}
-	return sluicev1connect.NewTopicServiceClient(h1, base, connect.WithReadMaxBytes(maxForwardedAnswer)), true // bounded as a proxied answer
+	return newClient(h1, base, connect.WithReadMaxBytes(maxForwardedAnswer)), true
+}
+
+// peerTopics is a TopicService client of node for the call of ctx (peerClient).
+func (a *API) peerTopics(ctx context.Context, node int32) (sluicev1connect.TopicServiceClient, bool) {
+	return peerClient(ctx, a, node, sluicev1connect.NewTopicServiceClient)
 }
 
 // subRequest is msg as a sub-call to node of the call of ctx, whose headers are hdr: with
